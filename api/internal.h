@@ -1,0 +1,164 @@
+/* Internal declarations shared by the backend-neutral core (not installed). */
+#ifndef QP_INTERNAL_H
+#define QP_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <pthread.h>
+
+#include "qport.h"
+#include "json.h"
+
+#define QP_ATTR_PRINTF(a, b) __attribute__((format(printf, a, b)))
+
+/* Records a failure on the calling thread's slot of `ctx` and returns
+ * `status`. `file`, `key_path`, `layer` may be NULL. */
+qp_status qp_error_set(const qp_context *ctx, qp_status status, const char *file,
+                       const char *key_path, const char *layer, const char *fmt, ...)
+    QP_ATTR_PRINTF(6, 7);
+qp_status qp_error_setv(const qp_context *ctx, qp_status status, const char *file,
+                        const char *key_path, const char *layer, const char *fmt, va_list ap);
+void qp_log(const qp_context *ctx, qp_log_level level, const char *fmt, ...)
+    QP_ATTR_PRINTF(3, 4);
+
+/* A growable string for building messages (Python reprs, key paths). */
+typedef struct qp_buf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} qp_buf;
+void qp_buf_puts(qp_buf *b, const char *s);
+void qp_buf_putn(qp_buf *b, const char *s, size_t n);
+void qp_buf_printf(qp_buf *b, const char *fmt, ...) QP_ATTR_PRINTF(2, 3);
+void qp_buf_free(qp_buf *b);
+const char *qp_buf_str(const qp_buf *b); /* never NULL */
+
+/* Python repr() of a JSON value as vLLM's f-strings print it (pyrepr.c). */
+void qp_pyrepr(qp_buf *b, const qj *v);
+
+/* -- Matching (match.c) -------------------------------------------------- */
+
+/* Python fnmatch.fnmatch on POSIX (case-sensitive, '*' crosses dots). */
+bool qp_fnmatch(const char *pattern, const char *name);
+
+typedef struct qp_regex qp_regex;
+/* Compiles a Python `re` pattern with PCRE2 (JIT when available). On error
+ * returns NULL and writes PCRE2's message into `err`. */
+qp_regex *qp_regex_compile(const char *pattern, char *err, size_t errcap);
+/* re.match: anchored at the start only. */
+bool qp_regex_match(const qp_regex *re, const char *name);
+void qp_regex_free(qp_regex *re);
+
+/* A set of names: exact strings plus "re:" patterns (vLLM exclude lists). */
+typedef struct qp_nameset qp_nameset;
+/* `items` must outlive the set. On a bad regex, returns NULL and sets the
+ * index of the bad entry and PCRE2's message. */
+qp_nameset *qp_nameset_create(const char *const *items, size_t n, bool regex_prefix,
+                              size_t *bad_index, char *err, size_t errcap);
+/* vLLM find_matching_patterns semantics for one name: any exact entry equal
+ * to name, or any "re:" entry whose regex matches at the start. */
+bool qp_nameset_match(const qp_nameset *s, const char *name);
+/* Exact entries only: t == name or t startswith name + "." (check_children). */
+bool qp_nameset_has_child(const qp_nameset *s, const char *name);
+void qp_nameset_free(qp_nameset *s);
+
+/* -- Packed-modules mapping ---------------------------------------------- */
+
+typedef struct qp_packed_map {
+    const qp_packed_module *mods;
+    size_t n;
+} qp_packed_map;
+/* The shards of the last dotted component of `layer`, or NULL. */
+const qp_packed_module *qp_packed_find(const qp_packed_map *m, const char *layer,
+                                       const char **proj_out);
+/* Python layer.replace(proj, shard): every occurrence. Caller frees. */
+char *qp_str_replace_all(const char *s, const char *from, const char *to);
+
+/* -- Config -------------------------------------------------------------- */
+
+typedef struct qp_layer_pattern {
+    const char *key;  /* the pattern as written */
+    const qj *cfg;    /* its config object     */
+    bool has_star;
+    size_t prefix_len, suffix_len; /* literal head/tail for fnmatch prefilter */
+} qp_layer_pattern;
+
+struct qp_config {
+    qp_context *ctx;
+    qp_method method;
+    char *file;
+    qj_doc *doc;
+    const qj *qc;           /* the quantization_config object */
+    char *model_type;       /* from a whole config.json        */
+
+    /* A vLLM error raised while building the config (from_config); reported
+     * by every resolve, as vLLM would refuse the whole model. */
+    qp_status load_status;
+    char *load_error;
+    char *load_key;
+
+    /* packed_modules_mapping carried by the config (owned) */
+    qp_packed_module *cfg_packed;
+    size_t n_cfg_packed;
+
+    /* Quark */
+    const qj *global;       /* global_quant_config or NULL         */
+    const qj *layer_type_qc;
+    qp_layer_pattern *patterns;
+    size_t n_patterns;
+    const char **excludes;
+    size_t n_excludes;
+    qp_nameset *exclude_set;
+    qp_nameset *exclude_set_fnmatch; /* unused: sglang uses the same rule */
+    const char *pack_method;
+    qp_qtensor kv_cache;      /* resolved from kv_cache_group           */
+    const qj *kv_cache_cfg;   /* output_tensors of the KV configs       */
+    qp_status kv_status;      /* QuarkKVCacheMethod validation result   */
+    char *kv_error;
+
+    /* QQQ */
+    long long qqq_bits, qqq_group;
+
+    /* HF fp8 */
+    bool fp8_static_act;
+    const char **fp8_ignored;
+    size_t n_fp8_ignored;
+    qp_nameset *fp8_ignored_set;
+    bool fp8_block;
+    long long fp8_block_size[2];
+    bool fp8_kv;
+};
+
+qp_status qp_config_parse_quark(qp_config *cfg);
+qp_status qp_config_parse_qqq(qp_config *cfg);
+qp_status qp_config_parse_fp8(qp_config *cfg);
+
+/* Records a vLLM error raised at from_config time (see load_status). */
+qp_status qp_config_defer_error(qp_config *cfg, qp_status st, const char *key,
+                                const char *fmt, ...) QP_ATTR_PRINTF(4, 5);
+
+/* Resolution internals: a per-call state carrying the error target. */
+typedef struct qp_resolve_ctx {
+    const qp_config *cfg;
+    const char *layer;
+    qp_layer_kind kind;
+    qp_resolve_options opts;
+    qp_packed_map packed;
+} qp_resolve_ctx;
+
+qp_status qp_resolve_fail(const qp_resolve_ctx *rc, qp_status st, const char *key,
+                          const char *fmt, ...) QP_ATTR_PRINTF(4, 5);
+qp_status qp_resolve_quark(const qp_resolve_ctx *rc, qp_scheme *out);
+qp_status qp_resolve_quark_config(const qp_resolve_ctx *rc, const qj *config, const char *key,
+                                  qp_scheme *out);
+qp_status qp_resolve_qqq(const qp_resolve_ctx *rc, qp_scheme *out);
+qp_status qp_resolve_fp8(const qp_resolve_ctx *rc, qp_scheme *out);
+
+void qp_scheme_init(qp_scheme *s, qp_scheme_kind kind);
+void qp_scheme_set_names(qp_scheme *s, const char *method, const char *scheme_class,
+                         const char *weight_key, const char *act_key);
+/* Fills the qtensor description from a Quark QTensor config dict. */
+void qp_qtensor_from_quark(qp_qtensor *t, const qj *q);
+qp_status qp_capability_check(const qp_resolve_ctx *rc, int min_capability);
+
+#endif

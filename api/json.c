@@ -1,0 +1,354 @@
+/* JSON parsing: jsmn tokenizes, this file builds an owned tree and checks
+ * what jsmn leaves to its caller (escapes, number grammar, depth). */
+#include "json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JSMN_STATIC
+#define JSMN_STRICT
+#include <jsmn.h>
+
+struct qj_doc {
+    qj *root;
+    /* every allocation of the tree, freed together */
+    void **allocs;
+    size_t n_allocs, cap_allocs;
+};
+
+static void *doc_alloc(qj_doc *d, size_t sz) {
+    if (d->n_allocs == d->cap_allocs) {
+        size_t nc = d->cap_allocs ? d->cap_allocs * 2 : 64;
+        void **na = realloc(d->allocs, nc * sizeof *na);
+        if (!na) return NULL;
+        d->allocs = na;
+        d->cap_allocs = nc;
+    }
+    void *p = calloc(1, sz ? sz : 1);
+    if (p) d->allocs[d->n_allocs++] = p;
+    return p;
+}
+
+typedef struct builder {
+    qj_doc *doc;
+    const char *text;
+    jsmntok_t *tok;
+    int ntok;
+    int pos;
+    char *err;
+    size_t errcap;
+} builder;
+
+static bool fail(builder *b, int off, const char *what) {
+    snprintf(b->err, b->errcap, "invalid JSON at byte %d: %s", off, what);
+    return false;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static bool read_u16(const char *p, const char *end, unsigned *out) {
+    if (end - p < 4) return false;
+    unsigned v = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hexval(p[k]);
+        if (h < 0) return false;
+        v = v * 16 + (unsigned)h;
+    }
+    *out = v;
+    return true;
+}
+
+static size_t put_utf8(char *o, unsigned cp) {
+    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    if (cp < 0x800) { o[0] = (char)(0xC0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12)); o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F)); return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Decodes a string token's escapes; JSON strings may not hold raw control
+ * characters or NUL (a NUL would silently truncate C strings). */
+static bool build_string(builder *b, const jsmntok_t *t, char **out, size_t *outlen) {
+    const char *p = b->text + t->start, *end = b->text + t->end;
+    char *o = doc_alloc(b->doc, (size_t)(end - p) + 1);
+    if (!o) return fail(b, t->start, "out of memory");
+    size_t n = 0;
+    while (p < end) {
+        unsigned char c = (unsigned char)*p;
+        if (c < 0x20) return fail(b, (int)(p - b->text), "control character in string");
+        if (c != '\\') { o[n++] = (char)c; p++; continue; }
+        p++;
+        if (p >= end) return fail(b, (int)(p - b->text), "bad escape");
+        char e = *p++;
+        switch (e) {
+        case '"': o[n++] = '"'; break;
+        case '\\': o[n++] = '\\'; break;
+        case '/': o[n++] = '/'; break;
+        case 'b': o[n++] = '\b'; break;
+        case 'f': o[n++] = '\f'; break;
+        case 'n': o[n++] = '\n'; break;
+        case 'r': o[n++] = '\r'; break;
+        case 't': o[n++] = '\t'; break;
+        case 'u': {
+            unsigned cp;
+            if (!read_u16(p, end, &cp)) return fail(b, (int)(p - b->text), "bad \\u escape");
+            p += 4;
+            if (cp >= 0xD800 && cp < 0xDC00 && end - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+                unsigned lo;
+                if (read_u16(p + 2, end, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+                    cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                    p += 6;
+                }
+            }
+            if (cp == 0) return fail(b, (int)(p - b->text), "NUL in string");
+            n += put_utf8(o + n, cp);
+            break;
+        }
+        default: return fail(b, (int)(p - b->text), "bad escape");
+        }
+    }
+    o[n] = 0;
+    *out = o;
+    *outlen = n;
+    return true;
+}
+
+static bool build_primitive(builder *b, const jsmntok_t *t, qj *v) {
+    const char *p = b->text + t->start;
+    size_t n = (size_t)(t->end - t->start);
+    if (n == 4 && !memcmp(p, "true", 4)) { v->type = QJ_BOOL; v->b = true; return true; }
+    if (n == 5 && !memcmp(p, "false", 5)) { v->type = QJ_BOOL; v->b = false; return true; }
+    if (n == 4 && !memcmp(p, "null", 4)) { v->type = QJ_NULL; return true; }
+    /* number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+    size_t i = 0;
+    bool is_float = false;
+    if (i < n && p[i] == '-') i++;
+    if (i >= n) return fail(b, t->start, "bad number");
+    if (p[i] == '0') i++;
+    else if (p[i] >= '1' && p[i] <= '9') while (i < n && p[i] >= '0' && p[i] <= '9') i++;
+    else return fail(b, t->start, "bad literal");
+    if (i < n && p[i] == '.') {
+        is_float = true; i++;
+        size_t s = i;
+        while (i < n && p[i] >= '0' && p[i] <= '9') i++;
+        if (i == s) return fail(b, t->start, "bad number");
+    }
+    if (i < n && (p[i] == 'e' || p[i] == 'E')) {
+        is_float = true; i++;
+        if (i < n && (p[i] == '+' || p[i] == '-')) i++;
+        size_t s = i;
+        while (i < n && p[i] >= '0' && p[i] <= '9') i++;
+        if (i == s) return fail(b, t->start, "bad number");
+    }
+    if (i != n) return fail(b, t->start, "bad literal");
+    char tmp[64];
+    char *heap = NULL;
+    char *s = tmp;
+    if (n >= sizeof tmp) {
+        heap = malloc(n + 1);
+        if (!heap) return fail(b, t->start, "out of memory");
+        s = heap;
+    }
+    memcpy(s, p, n);
+    s[n] = 0;
+    if (!is_float) {
+        errno = 0;
+        long long x = strtoll(s, NULL, 10);
+        if (errno != ERANGE) {
+            v->type = QJ_INT;
+            v->i = x;
+            v->d = (double)x;
+            free(heap);
+            return true;
+        }
+        /* Python ints are unbounded; beyond int64 keep an approximate float. */
+    }
+    v->type = QJ_FLOAT;
+    v->d = strtod(s, NULL);
+    free(heap);
+    return true;
+}
+
+static qj *build(builder *b, int depth) {
+    if (b->pos >= b->ntok) { fail(b, 0, "unexpected end"); return NULL; }
+    if (depth > QJ_MAX_DEPTH) { fail(b, b->tok[b->pos].start, "nesting deeper than 128 levels"); return NULL; }
+    const jsmntok_t *t = &b->tok[b->pos++];
+    qj *v = doc_alloc(b->doc, sizeof *v);
+    if (!v) { fail(b, t->start, "out of memory"); return NULL; }
+    switch (t->type) {
+    case JSMN_STRING:
+        v->type = QJ_STRING;
+        if (!build_string(b, t, &v->s, &v->slen)) return NULL;
+        return v;
+    case JSMN_PRIMITIVE:
+        return build_primitive(b, t, v) ? v : NULL;
+    case JSMN_ARRAY:
+    case JSMN_OBJECT: {
+        bool obj = t->type == JSMN_OBJECT;
+        v->type = obj ? QJ_OBJECT : QJ_ARRAY;
+        size_t n = (size_t)t->size;
+        v->items = doc_alloc(b->doc, n * sizeof *v->items);
+        if (obj) v->keys = doc_alloc(b->doc, n * sizeof *v->keys);
+        if (!v->items || (obj && !v->keys)) { fail(b, t->start, "out of memory"); return NULL; }
+        for (size_t k = 0; k < n; k++) {
+            char *key = NULL;
+            if (obj) {
+                if (b->pos >= b->ntok || b->tok[b->pos].type != JSMN_STRING) {
+                    fail(b, t->start, "object key is not a string");
+                    return NULL;
+                }
+                size_t kl;
+                if (!build_string(b, &b->tok[b->pos++], &key, &kl)) return NULL;
+            }
+            qj *item = build(b, depth + 1);
+            if (!item) return NULL;
+            if (obj) {
+                /* Python dicts keep the last value of a duplicated key, at the
+                 * position where the key first appeared. */
+                size_t j;
+                for (j = 0; j < v->n; j++)
+                    if (!strcmp(v->keys[j], key)) break;
+                if (j < v->n) { v->items[j] = item; continue; }
+                v->keys[v->n] = key;
+            }
+            v->items[v->n++] = item;
+        }
+        return v;
+    }
+    default:
+        fail(b, t->start, "unknown token");
+        return NULL;
+    }
+}
+
+qj_doc *qj_parse(const char *text, size_t len, char *err, size_t errcap) {
+    if (!text) { snprintf(err, errcap, "no JSON text"); return NULL; }
+    if (len > QJ_MAX_BYTES) { snprintf(err, errcap, "JSON text larger than %zu bytes", QJ_MAX_BYTES); return NULL; }
+    if (len == 0) { snprintf(err, errcap, "empty JSON text"); return NULL; }
+    if (memchr(text, 0, len)) { snprintf(err, errcap, "NUL byte in JSON text"); return NULL; }
+    jsmn_parser p;
+    jsmn_init(&p);
+    int ntok = jsmn_parse(&p, text, len, NULL, 0);
+    if (ntok < 0) {
+        snprintf(err, errcap, "invalid JSON: %s",
+                 ntok == JSMN_ERROR_PART ? "truncated input" : "unexpected character");
+        return NULL;
+    }
+    if (ntok == 0) { snprintf(err, errcap, "empty JSON text"); return NULL; }
+    jsmntok_t *tok = malloc((size_t)ntok * sizeof *tok);
+    if (!tok) { snprintf(err, errcap, "out of memory"); return NULL; }
+    jsmn_init(&p);
+    int got = jsmn_parse(&p, text, len, tok, (unsigned)ntok);
+    qj_doc *doc = calloc(1, sizeof *doc);
+    builder b = {doc, text, tok, got, 0, err, errcap};
+    if (!doc || got != ntok) {
+        snprintf(err, errcap, "invalid JSON");
+        free(tok);
+        qj_free(doc);
+        return NULL;
+    }
+    doc->root = build(&b, 0);
+    if (doc->root && b.pos != ntok) {
+        /* jsmn accepts several top-level values; JSON allows one. */
+        fail(&b, tok[b.pos].start, "extra data after the top-level value");
+        doc->root = NULL;
+    }
+    free(tok);
+    if (!doc->root) { qj_free(doc); return NULL; }
+    return doc;
+}
+
+void qj_free(qj_doc *doc) {
+    if (!doc) return;
+    for (size_t i = 0; i < doc->n_allocs; i++) free(doc->allocs[i]);
+    free(doc->allocs);
+    free(doc);
+}
+
+const qj *qj_root(const qj_doc *doc) { return doc ? doc->root : NULL; }
+
+void qj_set_null(qj *v) {
+    if (!v) return;
+    v->type = QJ_NULL;
+    v->n = 0;
+}
+
+const qj *qj_get(const qj *obj, const char *key) {
+    if (!obj || obj->type != QJ_OBJECT) return NULL;
+    for (size_t i = 0; i < obj->n; i++)
+        if (!strcmp(obj->keys[i], key)) return obj->items[i];
+    return NULL;
+}
+
+bool qj_truthy(const qj *v) {
+    if (!v) return false;
+    switch (v->type) {
+    case QJ_NULL: return false;
+    case QJ_BOOL: return v->b;
+    case QJ_INT: return v->i != 0;
+    case QJ_FLOAT: return v->d != 0.0;
+    case QJ_STRING: return v->slen > 0;
+    default: return v->n > 0;
+    }
+}
+
+bool qj_is_true(const qj *v) { return v && v->type == QJ_BOOL && v->b; }
+bool qj_is_null(const qj *v) { return !v || v->type == QJ_NULL; }
+
+bool qj_str_eq(const qj *v, const char *s) {
+    return v && v->type == QJ_STRING && !strcmp(v->s, s);
+}
+
+bool qj_int_eq(const qj *v, long long x) {
+    if (!v) return false;
+    if (v->type == QJ_INT) return v->i == x;
+    if (v->type == QJ_FLOAT) return v->d == (double)x;
+    if (v->type == QJ_BOOL) return (long long)v->b == x; /* Python: True == 1 */
+    return false;
+}
+
+bool qj_deep_compare(const qj *a, const qj *b) {
+    if (!a || !b) return a == b;
+    if (a->type != b->type) return false; /* type(a) is type(b) */
+    switch (a->type) {
+    case QJ_NULL: return true;
+    case QJ_BOOL: return a->b == b->b;
+    case QJ_INT: return a->i == b->i;
+    case QJ_FLOAT: return a->d == b->d;
+    case QJ_STRING: return a->slen == b->slen && !memcmp(a->s, b->s, a->slen);
+    case QJ_ARRAY:
+        /* Latest vLLM walks len(a) by index: a longer `b` compares equal on
+         * the shared prefix; a shorter `b` would raise IndexError in Python,
+         * which qport treats as "different". */
+        if (b->n < a->n) return false;
+        for (size_t i = 0; i < a->n; i++)
+            if (!qj_deep_compare(a->items[i], b->items[i])) return false;
+        return true;
+    case QJ_OBJECT:
+        if (a->n != b->n) return false;
+        for (size_t i = 0; i < a->n; i++) {
+            const qj *bv = qj_get(b, a->keys[i]);
+            if (!bv || !qj_deep_compare(a->items[i], bv)) return false;
+        }
+        return true;
+    }
+    return false;
+}
+
+const char *qj_type_name(const qj *v) {
+    if (!v) return "NoneType";
+    static const char *names[] = {"NoneType", "bool", "int", "float", "str", "list", "dict"};
+    return names[v->type];
+}

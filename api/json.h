@@ -1,0 +1,46 @@
+/* A small immutable JSON tree built from jsmn tokens, with the Python
+ * value semantics vLLM's config code relies on (truthiness, ==, deep_compare). */
+#ifndef QP_JSON_H
+#define QP_JSON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum qj_type { QJ_NULL, QJ_BOOL, QJ_INT, QJ_FLOAT, QJ_STRING, QJ_ARRAY, QJ_OBJECT } qj_type;
+
+typedef struct qj {
+    qj_type type;
+    bool b;
+    long long i;  /* QJ_INT (Python int, range-limited to int64)   */
+    double d;     /* QJ_FLOAT, and QJ_INT converted                 */
+    char *s;      /* QJ_STRING (NUL-terminated UTF-8)               */
+    size_t slen;
+    size_t n;          /* items of an array / object                */
+    char **keys;       /* object keys, insertion order              */
+    struct qj **items;
+} qj;
+
+typedef struct qj_doc qj_doc;
+
+#define QJ_MAX_DEPTH 128
+#define QJ_MAX_BYTES ((size_t)256 << 20)
+
+/* Parses `len` bytes. On failure returns NULL and writes a message with the
+ * byte offset into `err`. */
+qj_doc *qj_parse(const char *text, size_t len, char *err, size_t errcap);
+void qj_free(qj_doc *doc);
+const qj *qj_root(const qj_doc *doc);
+/* Sets an object member to null in place (vLLM's config mutations). */
+void qj_set_null(qj *v);
+
+const qj *qj_get(const qj *obj, const char *key);        /* NULL: missing or not an object */
+bool qj_truthy(const qj *v);                              /* Python bool(); missing → False  */
+bool qj_is_true(const qj *v);                             /* `is True`                       */
+bool qj_str_eq(const qj *v, const char *s);               /* == "s"                          */
+bool qj_int_eq(const qj *v, long long x);                 /* == x (ints, floats, bools)      */
+bool qj_is_null(const qj *v);                             /* missing or null                 */
+bool qj_deep_compare(const qj *a, const qj *b);           /* spec 1.4.1 (latest)             */
+const char *qj_type_name(const qj *v);                    /* Python type name                */
+
+#endif

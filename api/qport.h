@@ -1,0 +1,321 @@
+/*
+ * qport: resolve a quantized LLM's published quantization config (AMD Quark,
+ * QQQ, HF fp8) the way vLLM does, and run each scheme's linear layer.
+ *
+ * The only public header. Every function returns a qp_status (or a value that
+ * cannot fail); details of the last failure are kept per context and per
+ * calling thread (qp_last_error).
+ *
+ * Threads: a loaded qp_config is immutable; qp_config_resolve may be called
+ * on one config from many threads at once. Errors are recorded per thread, so
+ * each thread reads its own qp_last_error(ctx).
+ *
+ * Ownership: the caller owns every buffer it passes in; strings returned by
+ * the library stay valid until the object they came from is destroyed (or,
+ * for qp_last_error, until the next failing call on that thread and context).
+ */
+#ifndef QPORT_H
+#define QPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qport_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(QP_BUILDING_LIBRARY)
+#define QP_API __attribute__((visibility("default")))
+#else
+#define QP_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef enum qp_status {
+    QP_OK = 0,
+    QP_ERR_INVALID_ARGUMENT, /* a NULL handle, a bad enum, a bad size          */
+    QP_ERR_IO,               /* a file could not be opened or read             */
+    QP_ERR_PARSE,            /* malformed JSON, wrong JSON type, bad regex     */
+    QP_ERR_UNSUPPORTED,      /* unknown quant_method, dtype, scheme, device    */
+    QP_ERR_VALUE,            /* vLLM raises ValueError                         */
+    QP_ERR_NOT_IMPLEMENTED,  /* vLLM raises NotImplementedError                */
+    QP_ERR_CAPABILITY,       /* vLLM raises RuntimeError (capability check)    */
+    QP_ERR_OUT_OF_MEMORY,
+    QP_ERR_NOT_FOUND,        /* a layer, tensor, device or key does not exist  */
+    QP_ERR_DEVICE,           /* a runtime or driver call failed                */
+    QP_ERR_INTERNAL,
+    QP_STATUS_COUNT_
+} qp_status;
+
+/* Short constant name of a status ("QP_ERR_VALUE"); never NULL. */
+QP_API const char *qp_status_str(qp_status status);
+
+/* The Python exception class vLLM raises for this status ("ValueError",
+ * "NotImplementedError", "RuntimeError"), or NULL when vLLM has none. */
+QP_API const char *qp_status_exception(qp_status status);
+
+/* ------------------------------------------------------------------------ */
+/* Version                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* "MAJOR.MINOR.PATCH" of the library actually loaded. */
+QP_API const char *qp_version(void);
+
+/* ------------------------------------------------------------------------ */
+/* Context, errors and logging                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct qp_context qp_context;
+
+typedef enum qp_log_level {
+    QP_LOG_DEBUG = 0,
+    QP_LOG_INFO,
+    QP_LOG_WARN,
+    QP_LOG_ERROR,
+    QP_LOG_NONE
+} qp_log_level;
+
+typedef void (*qp_log_fn)(void *user, qp_log_level level, const char *message);
+
+QP_API qp_status qp_context_create(qp_context **out);
+QP_API void qp_context_destroy(qp_context *ctx);
+
+/* Messages at or above `min_level` go to `fn` (default: none; the library
+ * never prints). */
+QP_API qp_status qp_set_log(qp_context *ctx, qp_log_fn fn, void *user, qp_log_level min_level);
+
+/* Details of the last failure on this context and calling thread. */
+typedef struct qp_error_info {
+    qp_status status;
+    const char *exception; /* vLLM's Python exception class, or NULL         */
+    const char *message;   /* vLLM's own message where vLLM has one          */
+    const char *file;      /* the config or checkpoint file, or ""           */
+    const char *key_path;  /* JSON key path ("global_quant_config.weight")   */
+    const char *layer;     /* the layer being resolved, or ""                */
+} qp_error_info;
+
+/* One line: "file: key: layer 'x': message". Never NULL ("" when none). */
+QP_API const char *qp_last_error(const qp_context *ctx);
+/* Fills `out` with pointers valid until the next failure on this thread. */
+QP_API qp_status qp_last_error_info(const qp_context *ctx, qp_error_info *out);
+
+/* ------------------------------------------------------------------------ */
+/* Quantization configs                                                     */
+/* ------------------------------------------------------------------------ */
+
+typedef struct qp_config qp_config;
+
+typedef enum qp_method {
+    QP_METHOD_QUARK = 0,    /* quant_method "quark"                          */
+    QP_METHOD_QUARK_ONLINE, /* "quark_online" (same schema)                  */
+    QP_METHOD_QQQ,          /* "qqq", or absent with "wbits"/"bits"          */
+    QP_METHOD_FP8           /* "fp8": the HF fp8 format                       */
+} qp_method;
+
+/* Loads a whole HF config.json (its "quantization_config" is used), a bare
+ * quantization_config object, or a stand-alone QQQ quant_config.json /
+ * quantize_config.json. `name` labels the buffer in error messages. */
+QP_API qp_status qp_config_load_file(qp_context *ctx, const char *path, qp_config **out);
+QP_API qp_status qp_config_load_buffer(qp_context *ctx, const char *name, const char *json,
+                                       size_t len, qp_config **out);
+QP_API void qp_config_destroy(qp_config *cfg);
+
+QP_API qp_method qp_config_method(const qp_config *cfg);
+/* The method's name as it appeared ("quark", "quark_online", "qqq", "fp8"). */
+QP_API const char *qp_method_name(qp_method method);
+
+typedef enum qp_layer_kind {
+    QP_LAYER_LINEAR = 0,
+    QP_LAYER_ATTENTION, /* the attention module: KV-cache quantization       */
+    QP_LAYER_MOE        /* routed experts (FusedMoE)                          */
+} qp_layer_kind;
+
+QP_API const char *qp_layer_kind_name(qp_layer_kind kind);
+/* "linear" | "attention" | "moe" → kind. */
+QP_API qp_status qp_layer_kind_parse(const char *name, qp_layer_kind *out);
+
+typedef enum qp_dialect {
+    QP_DIALECT_VLLM = 0, /* vLLM latest, quirks included (spec section 9)    */
+    QP_DIALECT_SGLANG    /* SGLang's quark.py where it differs                */
+} qp_dialect;
+
+/* One fused module and the shards it is made of ("qkv_proj" → q,k,v). */
+typedef struct qp_packed_module {
+    const char *fused;
+    const char *const *shards;
+    size_t n_shards;
+} qp_packed_module;
+
+#define QP_CAPABILITY_NONE (-1)
+
+typedef struct qp_resolve_options {
+    size_t struct_size;          /* sizeof(qp_resolve_options)                  */
+    int capability;              /* major*10+minor, or QP_CAPABILITY_NONE       */
+    qp_dialect dialect;
+    /* Packed-modules mapping. NULL: the config's own "packed_modules_mapping"
+     * if it carries one, else the Llama default (qkv_proj, gate_up_proj). */
+    const qp_packed_module *packed;
+    size_t n_packed;
+    /* HF model_type ("deepseek_v3", ...), for vLLM's per-model special cases;
+     * NULL: taken from the config.json when the config was a whole one. */
+    const char *model_type;
+    /* The module's class name ("QKVParallelLinear"): only the sglang dialect
+     * looks it up in layer_type_quant_config (vLLM never matches, spec
+     * 1.4.3). NULL: none. */
+    const char *layer_class;
+} qp_resolve_options;
+
+/* Fills defaults: no capability, vllm dialect, default mapping. */
+QP_API void qp_resolve_options_init(qp_resolve_options *opts);
+
+/* -- Scheme description (a plain value) ---------------------------------- */
+
+typedef enum qp_scheme_kind {
+    QP_SCHEME_UNQUANTIZED = 0,
+    QP_SCHEME_W8A8_FP8,
+    QP_SCHEME_W8A8_FP8_BLOCK,
+    QP_SCHEME_W8A8_INT8,
+    QP_SCHEME_W4A16_INT4,
+    QP_SCHEME_OCP_MX,
+    QP_SCHEME_W4A8_MXFP4_FP8,
+    QP_SCHEME_NVFP4,
+    QP_SCHEME_QQQ_W4A8,
+    QP_SCHEME_HF_FP8,
+    QP_SCHEME_KV_CACHE,   /* attention layer with a quantized KV cache       */
+    QP_SCHEME_NONE,       /* vLLM assigns no quant method to this layer      */
+    QP_SCHEME_KIND_COUNT_
+} qp_scheme_kind;
+
+/* Element formats of weights, activations, scales and the KV cache. */
+typedef enum qp_dtype {
+    QP_DTYPE_NONE = 0,
+    QP_DTYPE_F32,
+    QP_DTYPE_F16,
+    QP_DTYPE_BF16,
+    QP_DTYPE_F8_E4M3FN,
+    QP_DTYPE_F8_E4M3FNUZ,
+    QP_DTYPE_F8_E5M2,
+    QP_DTYPE_F6_E2M3,
+    QP_DTYPE_F6_E3M2,
+    QP_DTYPE_F4_E2M1,
+    QP_DTYPE_E8M0,
+    QP_DTYPE_I8,
+    QP_DTYPE_U8,
+    QP_DTYPE_I4,
+    QP_DTYPE_U4,
+    QP_DTYPE_I32,
+    QP_DTYPE_COUNT_
+} qp_dtype;
+
+QP_API const char *qp_dtype_name(qp_dtype dtype);
+
+typedef enum qp_granularity {
+    QP_GRAN_NONE = 0,
+    QP_GRAN_TENSOR,   /* one scale                                          */
+    QP_GRAN_CHANNEL,  /* one per output channel (weights)                   */
+    QP_GRAN_TOKEN,    /* one per token row (activations)                    */
+    QP_GRAN_GROUP,    /* groups of `group_size` along K                     */
+    QP_GRAN_BLOCK     /* 2-D blocks `block[0] x block[1]`                   */
+} qp_granularity;
+
+QP_API const char *qp_granularity_name(qp_granularity g);
+
+/* How one tensor (weight or activation) is quantized. */
+typedef struct qp_qtensor {
+    qp_dtype dtype;        /* QP_DTYPE_NONE: not quantized                  */
+    qp_granularity granularity;
+    int group_size;        /* GROUP: elements per group; else 0             */
+    int block[2];          /* BLOCK: rows, cols; else 0                     */
+    int symmetric;         /* 1: no zero point                              */
+    int dynamic;           /* 1: scales computed at run time                */
+    qp_dtype scale_dtype;  /* F32, F16, E8M0, F8_E4M3FN (NVFP4 blocks)      */
+    qp_dtype scale2_dtype; /* second-level (global) scale, or NONE          */
+} qp_qtensor;
+
+typedef enum qp_pack_method {
+    QP_PACK_NONE = 0,
+    QP_PACK_ORDER,        /* Quark int4 nibbles in natural order           */
+    QP_PACK_REORDER,      /* Quark int4 nibbles [0,4,1,5,2,6,3,7]          */
+    QP_PACK_MARLIN_QQQ    /* QQQ's Marlin layout                            */
+} qp_pack_method;
+
+#define QP_NAME_MAX 64
+
+typedef struct qp_scheme {
+    size_t struct_size;             /* sizeof(qp_scheme), set by the library */
+    qp_scheme_kind kind;
+    qp_qtensor weight;
+    qp_qtensor activation;          /* dtype NONE: weight-only               */
+    qp_pack_method pack_method;
+    int min_capability;             /* major*10+minor; 0 when none           */
+    int out_dtype_fixed;            /* QP_DTYPE_F16 for QQQ; 0: the input's  */
+    /* vLLM names: the quant method class ("QuarkLinearMethod"), the scheme
+     * class ("QuarkW8A8Fp8"), and the QuantKey constants; "" when none. */
+    char method[QP_NAME_MAX];
+    char scheme_class[QP_NAME_MAX];
+    char weight_key[QP_NAME_MAX];
+    char activation_key[QP_NAME_MAX];
+    /* Attention layers: the KV-cache format (dtype NONE when unquantized). */
+    qp_qtensor kv_cache;
+} qp_scheme;
+
+QP_API const char *qp_scheme_kind_name(qp_scheme_kind kind);
+
+/* Resolves `layer_name` of the given kind exactly as vLLM's
+ * get_quant_method would. On a vLLM error the status says which exception
+ * (QP_ERR_VALUE, QP_ERR_NOT_IMPLEMENTED, QP_ERR_CAPABILITY) and
+ * qp_last_error_info carries vLLM's message. `opts` may be NULL. */
+QP_API qp_status qp_config_resolve(const qp_config *cfg, const char *layer_name,
+                                   qp_layer_kind kind, const qp_resolve_options *opts,
+                                   qp_scheme *out);
+
+/* vLLM's capability check for a resolved scheme: QP_ERR_CAPABILITY with
+ * vLLM's message when `capability` < the scheme's minimum. */
+QP_API qp_status qp_scheme_check_capability(qp_context *ctx, const qp_scheme *scheme,
+                                            int capability);
+
+/* -- Config-wide facts ---------------------------------------------------- */
+
+/* KV-cache quantization of the whole config (spec 1.2): `out->dtype` NONE
+ * when the cache is not quantized. */
+QP_API qp_status qp_config_kv_cache(const qp_config *cfg, qp_qtensor *out);
+
+/* Maps a checkpoint tensor name to the name vLLM loads it under
+ * (".k_proj.output_scale" → ".attn.k_scale", ...). Names without a mapping
+ * are copied unchanged. QP_ERR_INVALID_ARGUMENT when `cap` is too small. */
+QP_API qp_status qp_config_map_scale_name(const qp_config *cfg, const char *name, char *out,
+                                          size_t cap);
+
+/* A human/JSON-friendly view of the config for `qport inspect`. */
+typedef struct qp_config_summary {
+    qp_method method;
+    size_t n_layer_patterns; /* layer_quant_config entries                  */
+    size_t n_excludes;
+    const char *pack_method; /* as written, or NULL                          */
+    const char *model_type;  /* from a whole config.json, or NULL           */
+    const char *file;
+} qp_config_summary;
+
+QP_API qp_status qp_config_summarize(const qp_config *cfg, qp_config_summary *out);
+/* The i-th layer_quant_config pattern / exclude entry (NULL past the end). */
+QP_API const char *qp_config_layer_pattern(const qp_config *cfg, size_t i);
+QP_API const char *qp_config_exclude(const qp_config *cfg, size_t i);
+/* Scheme of the global config / the i-th layer_quant_config entry, as a
+ * linear layer that nothing else overrides would get it. */
+QP_API qp_status qp_config_resolve_global(const qp_config *cfg, const qp_resolve_options *opts,
+                                          qp_scheme *out);
+QP_API qp_status qp_config_resolve_pattern(const qp_config *cfg, size_t i,
+                                           const qp_resolve_options *opts, qp_scheme *out);
+
+/* === formats: numeric format encode/decode (issue 3) ====================== */
+/* === end formats ========================================================== */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* QPORT_H */

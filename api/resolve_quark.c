@@ -1,0 +1,599 @@
+/* Quark scheme resolution: exclude handling (spec 1.3), per-layer config
+ * lookup (1.4), scheme dispatch and its predicates (1.5), for the vllm
+ * dialect (vLLM latest) and the sglang dialect (SGLang's quark.py). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define MAX_SHARD_DEPTH 8
+
+static bool is_vllm(const qp_resolve_ctx *rc) { return rc->opts.dialect == QP_DIALECT_VLLM; }
+
+/* Python repr of the shard list: ['q_proj', 'k_proj', 'v_proj']. */
+static void shard_list_repr(qp_buf *b, const qp_packed_module *pm) {
+    qp_buf_puts(b, "[");
+    for (size_t i = 0; i < pm->n_shards; i++) qp_buf_printf(b, "%s'%s'", i ? ", " : "", pm->shards[i]);
+    qp_buf_puts(b, "]");
+}
+
+static qp_status oom(const qp_resolve_ctx *rc) {
+    return qp_resolve_fail(rc, QP_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+}
+
+/* ---- exclude (spec 1.3) ------------------------------------------------ */
+
+/* should_ignore_layer. vllm: a direct match of the (fused) name wins, then
+ * per-shard matches; sglang (older utils): per shard only. */
+static qp_status should_ignore(const qp_resolve_ctx *rc, bool check_children, bool *ignored) {
+    const qp_config *cfg = rc->cfg;
+    const char *name = rc->layer;
+    *ignored = false;
+    if (check_children && qp_nameset_has_child(cfg->exclude_set, name)) { *ignored = true; return QP_OK; }
+    if (is_vllm(rc) && qp_nameset_match(cfg->exclude_set, name)) { *ignored = true; return QP_OK; }
+    const char *proj;
+    const qp_packed_module *pm = qp_packed_find(&rc->packed, name, &proj);
+    if (!pm) {
+        *ignored = !is_vllm(rc) && qp_nameset_match(cfg->exclude_set, name);
+        return QP_OK;
+    }
+    size_t n_ign = 0;
+    for (size_t i = 0; i < pm->n_shards; i++) {
+        char *shard = qp_str_replace_all(name, proj, pm->shards[i]);
+        if (!shard) return oom(rc);
+        n_ign += qp_nameset_match(cfg->exclude_set, shard);
+        free(shard);
+    }
+    if (n_ign != 0 && n_ign != pm->n_shards) {
+        if (is_vllm(rc))
+            return qp_resolve_fail(rc, QP_ERR_VALUE, "exclude",
+                                   "Found different quantization schemes for the shards of %s. vLLM requires "
+                                   "all to use the same scheme.",
+                                   name);
+        qp_buf b = {0};
+        shard_list_repr(&b, pm);
+        qp_status st = qp_resolve_fail(rc, QP_ERR_VALUE, "exclude",
+                                       "Found a different quantization schemes for %s in %s. vLLM requires all "
+                                       "to use the same scheme.",
+                                       qp_buf_str(&b), name);
+        qp_buf_free(&b);
+        return st;
+    }
+    *ignored = pm->n_shards > 0 && n_ign == pm->n_shards;
+    return QP_OK;
+}
+
+/* ---- per-layer config lookup (spec 1.4) --------------------------------- */
+
+static bool pattern_matches(const qp_resolve_ctx *rc, const qp_layer_pattern *p, const char *name) {
+    if (!is_vllm(rc)) return qp_fnmatch(p->key, name); /* SGLang: fnmatch for every key */
+    if (!p->has_star) return strstr(p->key, name) != NULL; /* spec 9.1: `layer_name in pattern` */
+    size_t n = strlen(name);
+    if (n < p->prefix_len + p->suffix_len) return false;
+    if (memcmp(name, p->key, p->prefix_len)) return false;
+    if (memcmp(name + n - p->suffix_len, p->key + strlen(p->key) - p->suffix_len, p->suffix_len)) return false;
+    return qp_fnmatch(p->key, name);
+}
+
+typedef struct found {
+    const qj *cfg;
+    const char *key; /* layer_quant_config key or "global_quant_config" */
+} found;
+
+static qp_status different_configs(const qp_resolve_ctx *rc, const qp_packed_module *pm, const char *name) {
+    qp_buf b = {0};
+    shard_list_repr(&b, pm);
+    qp_status st = qp_resolve_fail(rc, QP_ERR_VALUE, "layer_quant_config",
+                                   "Found a different quantization configuration for %s in %s. %s requires all "
+                                   "to use the same scheme.",
+                                   qp_buf_str(&b), name, is_vllm(rc) ? "vLLM" : "SGLang");
+    qp_buf_free(&b);
+    return st;
+}
+
+/* vLLM get_layer_quant_config_from_name: NULL cfg when nothing matched. */
+static qp_status lookup_name(const qp_resolve_ctx *rc, const char *name, int depth, found *out) {
+    out->cfg = NULL;
+    out->key = NULL;
+    if (depth > MAX_SHARD_DEPTH)
+        return qp_resolve_fail(rc, QP_ERR_VALUE, "packed_modules_mapping",
+                               "packed-modules mapping recurses more than %d levels at '%s'", MAX_SHARD_DEPTH, name);
+    const char *proj;
+    const qp_packed_module *pm = qp_packed_find(&rc->packed, name, &proj);
+    if (pm) {
+        found first = {0};
+        for (size_t i = 0; i < pm->n_shards; i++) {
+            char *shard = qp_str_replace_all(name, proj, pm->shards[i]);
+            if (!shard) return oom(rc);
+            found f = {0};
+            qp_status st = strcmp(shard, name) ? lookup_name(rc, shard, depth + 1, &f) : QP_OK;
+            free(shard);
+            if (st != QP_OK) return st;
+            if (!f.key) continue;
+            if (!first.key) first = f;
+            else if (!qj_deep_compare(f.cfg, first.cfg)) return different_configs(rc, pm, name);
+        }
+        *out = first;
+        return QP_OK;
+    }
+    const qp_config *cfg = rc->cfg;
+    for (size_t i = 0; i < cfg->n_patterns; i++) {
+        if (pattern_matches(rc, &cfg->patterns[i], name)) {
+            out->cfg = cfg->patterns[i].cfg;
+            out->key = cfg->patterns[i].key;
+            return QP_OK;
+        }
+    }
+    return QP_OK;
+}
+
+static found fallback(const qp_resolve_ctx *rc) {
+    found f = {rc->cfg->global, "global_quant_config"};
+    /* vllm: layer_type_quant_config is keyed by a Python class object and
+     * never matches JSON keys (spec 1.4.3). sglang looks the class name up. */
+    if (!is_vllm(rc) && rc->opts.layer_class && rc->cfg->layer_type_qc) {
+        const qj *c = qj_get(rc->cfg->layer_type_qc, rc->opts.layer_class);
+        if (c) { f.cfg = c; f.key = "layer_type_quant_config"; }
+    }
+    return f;
+}
+
+/* _find_matched_config. */
+static qp_status find_config(const qp_resolve_ctx *rc, const char *name, int depth, found *out) {
+    found fb = fallback(rc);
+    const char *proj;
+    const qp_packed_module *pm = qp_packed_find(&rc->packed, name, &proj);
+    if (!pm) {
+        qp_status st = lookup_name(rc, name, depth, out);
+        if (st == QP_OK && !out->key) *out = fb;
+        return st;
+    }
+    found first = {0};
+    for (size_t i = 0; i < pm->n_shards; i++) {
+        char *shard = qp_str_replace_all(name, proj, pm->shards[i]);
+        if (!shard) return oom(rc);
+        found f = fb;
+        qp_status st = QP_OK;
+        if (!is_vllm(rc)) {
+            /* SGLang recurses into _find_matched_config for each shard. */
+            if (depth > MAX_SHARD_DEPTH) st = qp_resolve_fail(rc, QP_ERR_VALUE, "packed_modules_mapping",
+                                                              "packed-modules mapping recurses at '%s'", shard);
+            else st = find_config(rc, shard, depth + 1, &f);
+        } else if (strcmp(shard, name)) {
+            found g;
+            st = lookup_name(rc, shard, depth + 1, &g);
+            if (g.key) f = g;
+        }
+        free(shard);
+        if (st != QP_OK) return st;
+        if (i == 0) first = f;
+        else if (!qj_deep_compare(f.cfg, first.cfg)) return different_configs(rc, pm, name);
+    }
+    *out = pm->n_shards ? first : fb;
+    return QP_OK;
+}
+
+/* ---- predicates (spec 1.5.1) -------------------------------------------- */
+
+typedef struct match {
+    bool ok;
+    const char *wkey, *akey;
+} match;
+
+static const match no_match = {false, NULL, NULL};
+
+static bool is_obj(const qj *v) { return v && v->type == QJ_OBJECT; }
+#define G(q, k) qj_get((q), (k))
+
+static bool block_is(const qj *w, long long a, long long b) {
+    const qj *bs = G(w, "block_size");
+    return bs && bs->type == QJ_ARRAY && bs->n == 2 && qj_int_eq(bs->items[0], a) && qj_int_eq(bs->items[1], b);
+}
+
+static match is_fp8_w8a8(const qj *w, const qj *in) {
+    if (!is_obj(w) || !is_obj(in)) return no_match;
+    bool fp8 = qj_str_eq(G(w, "dtype"), "fp8_e4m3") && qj_str_eq(G(in, "dtype"), "fp8_e4m3");
+    bool static_w = !qj_truthy(G(w, "is_dynamic"));
+    bool tensor_or_channel = qj_str_eq(G(w, "qscheme"), "per_tensor") || qj_str_eq(G(w, "qscheme"), "per_channel");
+    bool per_block = qj_str_eq(G(w, "qscheme"), "per_block") && block_is(w, 128, 128) && qj_is_true(G(w, "symmetric"));
+    if (!fp8 || !static_w) return no_match;
+    if (per_block) {
+        if (!qj_truthy(G(in, "is_dynamic"))) return no_match;
+        if (!(qj_str_eq(G(in, "qscheme"), "per_group") && qj_int_eq(G(in, "group_size"), 128) &&
+              qj_is_true(G(in, "symmetric"))))
+            return no_match;
+        return (match){true,
+                       qj_str_eq(G(w, "scale_type"), "float8_e8m0fnu") ? "kFp8Static128BlockE8M0Sym"
+                                                                        : "kFp8Static128BlockSym",
+                       "kFp8Dynamic128Sym"};
+    }
+    if (!tensor_or_channel) return no_match;
+    const char *wk = qj_str_eq(G(w, "qscheme"), "per_channel") ? "kFp8StaticChannelSym" : "kFp8StaticTensorSym";
+    if (qj_truthy(G(in, "is_dynamic")))
+        return (match){true, wk,
+                       qj_str_eq(G(in, "qscheme"), "per_channel") ? "kFp8DynamicTokenSym" : "kFp8DynamicTensorSym"};
+    if (!qj_str_eq(G(in, "qscheme"), "per_tensor")) return no_match;
+    return (match){true, wk, "kFp8StaticTensorSym"};
+}
+
+static match is_w8a8_int8(const qj *w, const qj *in) {
+    if (!is_obj(w) || !is_obj(in)) return no_match;
+    bool int8 = qj_str_eq(G(w, "dtype"), "int8") && qj_str_eq(G(in, "dtype"), "int8");
+    bool wchan = qj_str_eq(G(w, "qscheme"), "per_channel");
+    bool wok = qj_str_eq(G(w, "qscheme"), "per_tensor") || wchan;
+    bool static_in = qj_str_eq(G(in, "qscheme"), "per_tensor") && !qj_truthy(G(in, "is_dynamic"));
+    bool dyn_in = qj_str_eq(G(in, "qscheme"), "per_channel") && qj_is_true(G(in, "is_dynamic"));
+    bool wsym = qj_is_true(G(w, "symmetric"));
+    if (!(int8 && wok && wsym && ((static_in && !qj_truthy(G(w, "is_dynamic"))) || dyn_in))) return no_match;
+    bool asym = !qj_is_true(G(in, "symmetric")); /* `symmetric is True`, so null is asymmetric */
+    const char *wk = wchan ? "kInt8StaticChannelSym" : "kInt8StaticTensorSym";
+    const char *ak;
+    if (static_in) ak = asym ? "kInt8StaticTensorAsym" : "kInt8StaticTensorSym";
+    else if (wchan) ak = asym ? "kInt8DynamicTokenAsym" : "kInt8DynamicTokenSym";
+    else ak = asym ? "kInt8DynamicTensorAsym" : "kInt8DynamicTensorSym";
+    return (match){true, wk, ak};
+}
+
+/* parse_w4a16_int4_weight_config (spec 6.7): group_size positive or -1,
+ * symmetric a bool; vLLM's ValueErrors otherwise. */
+static qp_status w4a16_params(const qp_resolve_ctx *rc, const char *key, const qj *w, long long *group, bool *sym) {
+    const qj *gs = G(w, "group_size"), *sy = G(w, "symmetric");
+    qp_buf b = {0};
+    qp_status st = QP_OK;
+    if (qj_is_null(gs)) st = qp_resolve_fail(rc, QP_ERR_VALUE, key, "Quark W4A16 INT4/UINT4 configs must specify weight.group_size");
+    else if (qj_is_null(sy)) st = qp_resolve_fail(rc, QP_ERR_VALUE, key, "Quark W4A16 INT4/UINT4 configs must specify weight.symmetric");
+    else if (gs->type != QJ_INT || (gs->i <= 0 && gs->i != -1)) {
+        qp_pyrepr(&b, gs);
+        st = qp_resolve_fail(rc, QP_ERR_VALUE, key, "Quark W4A16 weight.group_size must be a positive int, got %s", qp_buf_str(&b));
+    } else if (sy->type != QJ_BOOL) {
+        qp_pyrepr(&b, sy);
+        st = qp_resolve_fail(rc, QP_ERR_VALUE, key, "Quark W4A16 weight.symmetric must be a bool, got %s", qp_buf_str(&b));
+    } else {
+        *group = gs->i;
+        *sym = sy->b;
+    }
+    qp_buf_free(&b);
+    return st;
+}
+
+static match is_w4a8_mxfp4_fp8(const qj *w, const qj *in) {
+    if (!is_obj(w) || !is_obj(in)) return no_match;
+    bool wm = qj_str_eq(G(w, "dtype"), "fp4") && qj_str_eq(G(w, "qscheme"), "per_group") &&
+              qj_int_eq(G(w, "group_size"), 32) && qj_str_eq(G(w, "scale_format"), "e8m0") &&
+              !qj_truthy(G(w, "is_dynamic"));
+    bool im = qj_str_eq(G(in, "dtype"), "fp8_e4m3") && qj_str_eq(G(in, "qscheme"), "per_tensor") &&
+              !qj_truthy(G(in, "is_dynamic")) && qj_is_true(G(in, "symmetric"));
+    return wm && im ? (match){true, "kMxfp4Static", "kFp8StaticTensorSym"} : no_match;
+}
+
+static match is_nvfp4(const qj *w, const qj *in) {
+    if (!w || !in || w->type != QJ_ARRAY || w->n != 2 || in->type != QJ_ARRAY || in->n != 2) return no_match;
+    const qj *w0 = w->items[0], *w1 = w->items[1], *i0 = in->items[0], *i1 = in->items[1];
+    if (!is_obj(w0) || !is_obj(w1) || !is_obj(i0) || !is_obj(i1)) return no_match;
+    bool a = qj_str_eq(G(w0, "dtype"), "fp4") && qj_str_eq(G(w0, "qscheme"), "per_group") &&
+             qj_int_eq(G(w0, "group_size"), 16) && !qj_truthy(G(w0, "is_dynamic"));
+    bool b = qj_str_eq(G(i0, "dtype"), "fp4") && qj_str_eq(G(i0, "qscheme"), "per_group") &&
+             qj_int_eq(G(i0, "group_size"), 16) && qj_truthy(G(i0, "is_dynamic"));
+    bool c = qj_str_eq(G(w1, "dtype"), "fp8_e4m3") && qj_str_eq(G(w1, "qscheme"), "per_tensor") &&
+             !qj_truthy(G(w1, "is_dynamic"));
+    bool d = qj_str_eq(G(i1, "dtype"), "fp8_e4m3") && qj_str_eq(G(i1, "qscheme"), "per_tensor") &&
+             !qj_truthy(G(i1, "is_dynamic"));
+    return a && b && c && d ? (match){true, "kNvfp4Static", "kNvfp4Dynamic"} : no_match;
+}
+
+/* The OCP MX weight and activation maps (utils/ocp_mx_utils.py). */
+static const struct { const char *dtype, *wkey, *akey; } mx_map[] = {
+    {"mxfp4", "kMxfp4Static", "kMxfp4Dynamic"},
+    {"mxfp6_e3m2", "kMxfp6E3M2Static", "kMxfp6E3M2Dynamic"},
+    {"mxfp6_e2m3", "kMxfp6E2M3Static", "kMxfp6E2M3Dynamic"},
+    {"mxfp8_e4m3", "kMxfp8Static", "kMxfp8Dynamic"},
+};
+#define MX_N (sizeof mx_map / sizeof *mx_map)
+
+static int mx_index(const char *mxname) {
+    for (size_t i = 0; i < MX_N; i++)
+        if (!strcmp(mx_map[i].dtype, mxname)) return (int)i;
+    return -1;
+}
+
+/* ocp_mx_weight_dtype_and_rows: the MX weight format, or -1. */
+static int ocp_mx_weight(const qj *w, int *rows) {
+    if (!is_obj(w)) return -1;
+    const qj *dt = G(w, "dtype");
+    if (!dt || dt->type != QJ_STRING) return -1;
+    char *mx = qp_str_replace_all(dt->s, "fp", "mxfp");
+    int idx = mx ? mx_index(mx) : -1;
+    free(mx);
+    if (idx < 0) return -1;
+    if (qj_str_eq(G(w, "qscheme"), "per_group")) {
+        if (!qj_int_eq(G(w, "group_size"), 32) || !qj_str_eq(G(w, "scale_format"), "e8m0")) return -1;
+        *rows = 1;
+        return idx;
+    }
+    if (qj_str_eq(G(w, "qscheme"), "per_block") && !strcmp(mx_map[idx].dtype, "mxfp8_e4m3")) {
+        const qj *bs = G(w, "block_size");
+        if (!bs || bs->type != QJ_ARRAY || bs->n != 2 || bs->items[0]->type != QJ_INT || bs->items[0]->i <= 0 ||
+            bs->items[0]->i > (1 << 20) || !qj_int_eq(bs->items[1], 32))
+            return -1;
+        if (!qj_str_eq(G(w, "scale_type"), "float8_e8m0fnu") || !qj_is_true(G(w, "symmetric")) ||
+            qj_truthy(G(w, "is_dynamic")))
+            return -1;
+        *rows = (int)bs->items[0]->i;
+        return idx;
+    }
+    return -1;
+}
+
+static qp_status is_ocp_mx(const qp_resolve_ctx *rc, const char *key, const qj *w, const qj *in, bool allow_static_fp8,
+                           match *m, int *rows) {
+    *m = no_match;
+    int wi = ocp_mx_weight(w, rows);
+    if (wi < 0) return QP_OK;
+    const char *ak = NULL;
+    if (qj_is_null(in)) {
+        ak = NULL;
+    } else if (!is_obj(in)) {
+        return QP_OK;
+    } else if (!qj_truthy(G(in, "is_dynamic"))) {
+        if (allow_static_fp8 && qj_str_eq(G(in, "dtype"), "fp8_e4m3") && qj_str_eq(G(in, "qscheme"), "per_tensor") &&
+            qj_is_true(G(in, "symmetric")))
+            ak = "kFp8StaticTensorSym";
+        else
+            return QP_OK;
+    } else if (qj_str_eq(G(in, "dtype"), "fp8_e4m3") && qj_str_eq(G(in, "qscheme"), "per_group") &&
+               qj_int_eq(G(in, "group_size"), 32)) {
+        ak = "kMxfp8Dynamic";
+    } else if (qj_str_eq(G(in, "dtype"), "fp8_e4m3")) {
+        ak = "kFp8DynamicTensorSym";
+    } else {
+        const qj *dt = G(in, "dtype");
+        char *mx = dt && dt->type == QJ_STRING ? qp_str_replace_all(dt->s, "fp", "mxfp") : NULL;
+        int ai = mx ? mx_index(mx) : -1;
+        if (ai < 0) {
+            qp_buf b = {0};
+            if (mx) qp_buf_puts(&b, mx); else qp_pyrepr(&b, dt);
+            free(mx);
+            qp_status st = qp_resolve_fail(rc, QP_ERR_VALUE, key,
+                                           "Unsupported input_dtype=%s in Quark's vLLM integration. Supported "
+                                           "activation dtypes are dict_keys(['mxfp4', 'mxfp6_e3m2', 'mxfp6_e2m3', "
+                                           "'mxfp8_e4m3']), or None for weight-only quantization.",
+                                           qp_buf_str(&b));
+            qp_buf_free(&b);
+            return st;
+        }
+        free(mx);
+        ak = mx_map[ai].akey;
+    }
+    *m = (match){true, mx_map[wi].wkey, ak};
+    return QP_OK;
+}
+
+/* SGLang's _is_mx_fp4. */
+static bool sg_is_mx_fp4(const qj *w, const qj *in) {
+    if (!is_obj(w) || !is_obj(in)) return false;
+    if (!qj_str_eq(G(w, "dtype"), "fp4") || !qj_str_eq(G(in, "dtype"), "fp4")) return false;
+    if (!qj_str_eq(G(w, "qscheme"), "per_group") || !qj_str_eq(G(in, "qscheme"), "per_group")) return false;
+    if (!qj_int_eq(G(w, "group_size"), 32) || !qj_int_eq(G(in, "group_size"), 32)) return false;
+    if (qj_is_true(G(w, "is_dynamic"))) return false;
+    const qj *idyn = G(in, "is_dynamic");
+    if (idyn && idyn->type == QJ_BOOL && !idyn->b) return false; /* `is False` */
+    return qj_str_eq(G(w, "scale_format"), "e8m0") && qj_str_eq(G(in, "scale_format"), "e8m0");
+}
+
+/* SGLang's _is_fp8_w8a8 (no per-block, any dynamic input accepted). */
+static match sg_is_fp8_w8a8(const qj *w, const qj *in) {
+    if (!is_obj(w) || !is_obj(in)) return no_match;
+    bool fp8 = qj_str_eq(G(w, "dtype"), "fp8_e4m3") && qj_str_eq(G(in, "dtype"), "fp8_e4m3");
+    bool tc = qj_str_eq(G(w, "qscheme"), "per_tensor") || qj_str_eq(G(w, "qscheme"), "per_channel");
+    if (!fp8 || qj_truthy(G(w, "is_dynamic")) || !tc) return no_match;
+    const char *wk = qj_str_eq(G(w, "qscheme"), "per_channel") ? "kFp8StaticChannelSym" : "kFp8StaticTensorSym";
+    if (qj_truthy(G(in, "is_dynamic")))
+        return (match){true, wk, qj_str_eq(G(in, "qscheme"), "per_channel") ? "kFp8DynamicTokenSym" : "kFp8DynamicTensorSym"};
+    if (!qj_str_eq(G(in, "qscheme"), "per_tensor")) return no_match;
+    return (match){true, wk, "kFp8StaticTensorSym"};
+}
+
+/* ---- scheme dispatch (spec 1.5) ----------------------------------------- */
+
+static qp_status no_scheme(const qp_resolve_ctx *rc, const char *key, const qj *w, const qj *in) {
+    qp_buf b = {0};
+    qp_buf_puts(&b, "No quark compatible scheme was found. Weight config: ");
+    qp_pyrepr(&b, w);
+    qp_buf_puts(&b, ", Input config: ");
+    qp_pyrepr(&b, in);
+    qp_status st = qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, key, "%s", qp_buf_str(&b));
+    qp_buf_free(&b);
+    return st;
+}
+
+static const qj *unwrap_single(const qj *v) {
+    if (v && v->type == QJ_ARRAY) return v->n == 1 ? v->items[0] : NULL;
+    return v;
+}
+
+static void set_quark(qp_scheme *s, qp_scheme_kind kind, const char *cls, match m, int min_cap) {
+    qp_scheme_init(s, kind);
+    qp_scheme_set_names(s, "QuarkLinearMethod", cls, m.wkey, m.akey);
+    s->min_capability = min_cap;
+}
+
+static qp_status sglang_scheme(const qp_resolve_ctx *rc, const qj *c, const char *key, qp_scheme *out) {
+    const qj *w = G(c, "weight"), *in = G(c, "input_tensors");
+    if (sg_is_mx_fp4(w, in)) {
+        set_quark(out, QP_SCHEME_OCP_MX, "QuarkW4A4MXFP4", (match){true, "kMxfp4Static", "kMxfp4Dynamic"}, 70);
+    } else {
+        match m = sg_is_fp8_w8a8(w, in);
+        /* SGLang checks the capability without raising; no GPU → False. */
+        bool fp8_ok = rc->opts.capability != QP_CAPABILITY_NONE && rc->opts.capability >= 89;
+        if (!m.ok || !fp8_ok) return no_scheme(rc, key, w, in);
+        set_quark(out, QP_SCHEME_W8A8_FP8, "QuarkW8A8Fp8", m, 89);
+    }
+    return qp_capability_check(rc, out->min_capability);
+}
+
+qp_status qp_resolve_quark_config(const qp_resolve_ctx *rc, const qj *c, const char *key, qp_scheme *out) {
+    if (!is_obj(c))
+        return qp_resolve_fail(rc, QP_ERR_PARSE, key,
+                               "no quantization config applies (%s is %s): vLLM would fail with AttributeError",
+                               key, qj_is_null(c) ? "missing or null" : qj_type_name(c));
+    if (qj_truthy(G(c, "output_tensors")) || qj_truthy(G(c, "bias")))
+        return qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, key,
+                               "Currently, Quark models with output_tensors and bias quantized are not supported");
+    if (!is_vllm(rc)) return sglang_scheme(rc, c, key, out);
+    const qj *w = G(c, "weight"), *in = G(c, "input_tensors");
+    if ((w && w->type == QJ_ARRAY && w->n > 1) || (in && in->type == QJ_ARRAY && in->n > 1)) {
+        match m = is_nvfp4(w, in);
+        if (!m.ok)
+            return qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, key,
+                                   "Multi-entry weight or activation quantization configs are only supported for NVFP4.");
+        set_quark(out, QP_SCHEME_NVFP4, "QuarkNVFP4", m, 75);
+        return qp_capability_check(rc, 75);
+    }
+    w = unwrap_single(w);
+    in = unwrap_single(in);
+    if (is_obj(w) && qj_str_eq(G(w, "qscheme"), "per_block") && !qj_truthy(G(w, "block_size")))
+        return qp_resolve_fail(rc, QP_ERR_VALUE, key,
+                               "Quark W8A8 FP8 per-block weight quantization requires `block_size` in the weight "
+                               "quantization config.");
+    match m = is_fp8_w8a8(w, in);
+    if (m.ok) {
+        bool block = qj_str_eq(G(w, "qscheme"), "per_block");
+        set_quark(out, block ? QP_SCHEME_W8A8_FP8_BLOCK : QP_SCHEME_W8A8_FP8,
+                  block ? "QuarkW8A8Fp8PerBlock" : "QuarkW8A8Fp8", m, 89);
+        return qp_capability_check(rc, 89);
+    }
+    m = is_w8a8_int8(w, in);
+    if (m.ok) {
+        set_quark(out, QP_SCHEME_W8A8_INT8, "QuarkW8A8Int8", m, 75);
+        return qp_capability_check(rc, 75);
+    }
+    /* _is_w4a16_int4: weight-only int4/uint4 with a known pack method. */
+    if (w && qj_is_null(in) && is_obj(w) && (qj_str_eq(G(w, "dtype"), "int4") || qj_str_eq(G(w, "dtype"), "uint4")) &&
+        rc->cfg->pack_method && (!strcmp(rc->cfg->pack_method, "order") || !strcmp(rc->cfg->pack_method, "reorder"))) {
+        long long g = 0;
+        bool sym = false;
+        char wkey[600];
+        snprintf(wkey, sizeof wkey, "%s.weight", key);
+        qp_status st = w4a16_params(rc, wkey, w, &g, &sym);
+        if (st != QP_OK) return st;
+        const char *k = sym ? (g == 32 ? "kInt4Static32" : "kInt4Static") : (g == 32 ? "kInt4Static32Asym" : "kInt4StaticAsym");
+        set_quark(out, QP_SCHEME_W4A16_INT4, "QuarkW4A16Int4", (match){true, k, NULL}, 70);
+        /* The key's group shape is the config's: -1 means one group over K. */
+        out->weight.granularity = g == -1 ? QP_GRAN_CHANNEL : QP_GRAN_GROUP;
+        out->weight.group_size = g == -1 ? 0 : (int)g;
+        out->pack_method = strcmp(rc->cfg->pack_method, "order") ? QP_PACK_REORDER : QP_PACK_ORDER;
+        return qp_capability_check(rc, 70);
+    }
+    m = is_w4a8_mxfp4_fp8(w, in);
+    if (m.ok) {
+        set_quark(out, QP_SCHEME_W4A8_MXFP4_FP8, "QuarkW4A8_MXFP4_FP8", m, 70);
+        return qp_capability_check(rc, 70);
+    }
+    int rows = 1;
+    qp_status st = is_ocp_mx(rc, key, w, in, false, &m, &rows);
+    if (st != QP_OK) return st;
+    if (m.ok) {
+        /* QuarkScheme.__init__ key validation: QuarkOCP_MX accepts only MX
+         * activation keys or none (spec 1.5.1 surprise, 9.14). */
+        if (m.akey && !strstr(m.akey, "Mxfp"))
+            return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported activation quant key: %s", m.akey);
+        set_quark(out, QP_SCHEME_OCP_MX, "QuarkOCP_MX", m, 70);
+        if (rows > 1) {
+            out->weight.granularity = QP_GRAN_BLOCK;
+            out->weight.block[0] = rows;
+            out->weight.block[1] = 32;
+        }
+        return qp_capability_check(rc, 70);
+    }
+    return no_scheme(rc, key, w, in);
+}
+
+/* The MoE path: the matched config decides the experts' method. vLLM's
+ * QuarkMoEMethod targets are reported with their weight/activation keys. */
+static qp_status resolve_moe(const qp_resolve_ctx *rc, const found *f, qp_scheme *out) {
+    const qj *c = f->cfg;
+    if (!is_obj(c))
+        return qp_resolve_fail(rc, QP_ERR_PARSE, f->key, "no quantization config applies to this MoE layer");
+    if (qj_truthy(G(c, "output_tensors")) || qj_truthy(G(c, "bias")))
+        return qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, f->key,
+                               "Currently, Quark models with output_tensors and bias quantized are not supported");
+    const qj *w = unwrap_single(G(c, "weight")), *in = unwrap_single(G(c, "input_tensors"));
+    match m;
+    if (!is_vllm(rc)) {
+        if (sg_is_mx_fp4(w, in)) {
+            qp_scheme_init(out, QP_SCHEME_OCP_MX);
+            qp_scheme_set_names(out, "QuarkFusedMoEMethod", "QuarkW4A4MXFp4MoE", "kMxfp4Static", "kMxfp4Dynamic");
+        } else if (is_w4a8_mxfp4_fp8(w, in).ok ||
+                   (is_obj(w) && is_obj(in) && qj_str_eq(G(w, "dtype"), "fp4") && qj_str_eq(G(in, "dtype"), "fp8_e4m3fn"))) {
+            qp_scheme_init(out, QP_SCHEME_W4A8_MXFP4_FP8);
+            qp_scheme_set_names(out, "QuarkFusedMoEMethod", "QuarkW4A8MXFp4MoE", "kMxfp4Static", "kFp8StaticTensorSym");
+        } else if ((m = sg_is_fp8_w8a8(w, in)).ok) {
+            qp_scheme_init(out, QP_SCHEME_W8A8_FP8);
+            qp_scheme_set_names(out, "QuarkFusedMoEMethod", "QuarkW8A8FP8MoE", m.wkey, m.akey);
+            out->min_capability = 89;
+        } else {
+            return qp_resolve_fail(rc, QP_ERR_CAPABILITY, f->key, "Unsupported FusedMoe scheme");
+        }
+        return qp_capability_check(rc, out->min_capability);
+    }
+    if ((m = is_fp8_w8a8(w, in)).ok) {
+        qp_scheme_init(out, QP_SCHEME_W8A8_FP8);
+        qp_scheme_set_names(out, "QuarkMoEMethod", "QuarkW8A8Fp8MoEMethod", m.wkey, m.akey);
+        out->min_capability = 89;
+        return qp_capability_check(rc, 89);
+    }
+    int rows = 1;
+    qp_status st = is_ocp_mx(rc, f->key, w, in, true, &m, &rows);
+    if (st != QP_OK) return st;
+    if (m.ok) {
+        qp_scheme_init(out, QP_SCHEME_OCP_MX);
+        qp_scheme_set_names(out, "QuarkMoEMethod", "QuarkOCP_MX_MoEMethod", m.wkey, m.akey);
+        out->min_capability = 70;
+        return qp_capability_check(rc, 70);
+    }
+    return no_scheme(rc, f->key, w, in);
+}
+
+qp_status qp_resolve_quark(const qp_resolve_ctx *rc, qp_scheme *out) {
+    bool moe = rc->kind == QP_LAYER_MOE;
+    bool ignored = false;
+    qp_status st = should_ignore(rc, moe && is_vllm(rc), &ignored);
+    if (st != QP_OK) return st;
+    if (rc->kind == QP_LAYER_ATTENTION) {
+        /* vllm: an excluded attention module gets no method; SGLang still
+         * builds its QuarkKVCacheMethod. */
+        if (ignored && is_vllm(rc)) { qp_scheme_init(out, QP_SCHEME_NONE); return QP_OK; }
+        if (rc->cfg->kv_status != QP_OK)
+            return qp_resolve_fail(rc, rc->cfg->kv_status, "export.kv_cache_group", "%s", rc->cfg->kv_error);
+        qp_scheme_init(out, rc->cfg->kv_cache_cfg ? QP_SCHEME_KV_CACHE : QP_SCHEME_UNQUANTIZED);
+        qp_scheme_set_names(out, "QuarkKVCacheMethod", NULL, NULL, NULL);
+        out->kv_cache = rc->cfg->kv_cache;
+        if (out->kv_cache.dtype != QP_DTYPE_NONE) out->kv_cache.scale_dtype = QP_DTYPE_F32;
+        return QP_OK;
+    }
+    if (ignored) {
+        if (moe) {
+            if (!is_vllm(rc)) { qp_scheme_init(out, QP_SCHEME_NONE); return QP_OK; }
+            qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
+            qp_scheme_set_names(out, "UnquantizedFusedMoEMethod", NULL, NULL, NULL);
+            return QP_OK;
+        }
+        qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
+        qp_scheme_set_names(out, "UnquantizedLinearMethod", NULL, NULL, NULL);
+        return QP_OK;
+    }
+    found f;
+    st = find_config(rc, rc->layer, 0, &f);
+    if (st != QP_OK) return st;
+    char key[600];
+    if (!strcmp(f.key ? f.key : "global_quant_config", "global_quant_config") || !strcmp(f.key, "layer_type_quant_config"))
+        snprintf(key, sizeof key, "%s", f.key ? f.key : "global_quant_config");
+    else
+        snprintf(key, sizeof key, "layer_quant_config.%s", f.key);
+    if (moe) {
+        found g = {f.cfg, key};
+        return resolve_moe(rc, &g, out);
+    }
+    return qp_resolve_quark_config(rc, f.cfg, key, out);
+}

@@ -1,0 +1,30 @@
+/* The qport command: one subcommand per job. */
+#include <stdio.h>
+#include <string.h>
+
+#include "tool.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: qport <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  inspect CONFIG [--layer NAME[:linear|attention|moe]]... [--packed FUSED=SHARD,...]...\n"
+            "          [--capability CC] [--dialect vllm|sglang] [--json]\n"
+            "      resolve a quantization config the way vLLM does\n"
+            "  bench-resolve CONFIG|--synthetic [--layers N]\n"
+            "      time scheme resolution over many layer names\n"
+            "  version\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 2; }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench-resolve")) return cmd_bench_resolve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("qport %s\n", qp_version()); return 0; }
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
+    fprintf(stderr, "qport: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,15 @@
+/* Shared helpers of the qport command (public API only). */
+#ifndef QPORT_TOOL_H
+#define QPORT_TOOL_H
+#include <stdio.h>
+#include "qport.h"
+
+int cmd_inspect(int argc, char **argv);
+int cmd_bench_resolve(int argc, char **argv);
+
+/* JSON output helpers */
+void json_str(FILE *f, const char *s); /* quoted, escaped; NULL → null */
+/* Parses "FUSED=SHARD,SHARD" into a qp_packed_module (strings leaked on
+ * purpose: they live until exit). 0 on success. */
+int parse_packed(const char *spec, qp_packed_module *out);
+#endif
