@@ -65,6 +65,17 @@ static void pattern_literals(qp_layer_pattern *p) {
     size_t s = 0;
     while (s < n && !strchr("*?[]", k[n - 1 - s])) s++;
     p->suffix_len = s;
+    p->all = qp_bigram_mask(k, n);
+    p->need = 0;
+    if (!strpbrk(k, "?[")) {
+        /* literal runs between '*' must appear in any matching name */
+        for (const char *seg = k; *seg;) {
+            size_t len = strcspn(seg, "*");
+            p->need |= qp_bigram_mask(seg, len);
+            seg += len;
+            if (*seg) seg++;
+        }
+    }
 }
 
 /* Spec 1.2: kv_cache_group → the KV-cache config, with vLLM's mutations

@@ -40,6 +40,10 @@ void qp_pyrepr(qp_buf *b, const qj *v);
 
 /* Python fnmatch.fnmatch on POSIX (case-sensitive, '*' crosses dots). */
 bool qp_fnmatch(const char *pattern, const char *name);
+bool qp_star_glob(const char *pattern, const char *name);
+/* A 64-bit set of the adjacent character pairs of s[0..n): a cheap test
+ * that rejects most pattern/name pairs before any matching. */
+uint64_t qp_bigram_mask(const char *s, size_t n);
 
 typedef struct qp_regex qp_regex;
 /* Compiles a Python `re` pattern with PCRE2 (JIT when available). On error
@@ -81,6 +85,10 @@ typedef struct qp_layer_pattern {
     const qj *cfg;    /* its config object     */
     bool has_star;
     size_t prefix_len, suffix_len; /* literal head/tail for fnmatch prefilter */
+    /* Character-pair fingerprints (qp_bigram_mask): `need` holds the pairs
+     * any matching name must contain (glob patterns), `all` every pair of
+     * the key (a substring key must contain all of the name's). */
+    uint64_t need, all;
 } qp_layer_pattern;
 
 struct qp_config {

@@ -66,9 +66,11 @@ static qp_status should_ignore(const qp_resolve_ctx *rc, bool check_children, bo
 
 /* ---- per-layer config lookup (spec 1.4) --------------------------------- */
 
-static bool pattern_matches(const qp_resolve_ctx *rc, const qp_layer_pattern *p, const char *name) {
+static bool pattern_matches(const qp_resolve_ctx *rc, const qp_layer_pattern *p, const char *name, uint64_t name_mask) {
     if (!is_vllm(rc)) return qp_fnmatch(p->key, name); /* SGLang: fnmatch for every key */
-    if (!p->has_star) return strstr(p->key, name) != NULL; /* spec 9.1: `layer_name in pattern` */
+    if (!p->has_star) /* spec 9.1: `layer_name in pattern` */
+        return !(name_mask & ~p->all) && strstr(p->key, name) != NULL;
+    if (p->need & ~name_mask) return false;
     size_t n = strlen(name);
     if (n < p->prefix_len + p->suffix_len) return false;
     if (memcmp(name, p->key, p->prefix_len)) return false;
@@ -118,8 +120,9 @@ static qp_status lookup_name(const qp_resolve_ctx *rc, const char *name, int dep
         return QP_OK;
     }
     const qp_config *cfg = rc->cfg;
+    uint64_t mask = qp_bigram_mask(name, strlen(name));
     for (size_t i = 0; i < cfg->n_patterns; i++) {
-        if (pattern_matches(rc, &cfg->patterns[i], name)) {
+        if (pattern_matches(rc, &cfg->patterns[i], name, mask)) {
             out->cfg = cfg->patterns[i].cfg;
             out->key = cfg->patterns[i].key;
             return QP_OK;
