@@ -71,9 +71,10 @@ QP_API qp_status qp_config_load_buffer(qp_context *ctx, const char *name, const 
     if (!doc) return qp_error_set(ctx, QP_ERR_PARSE, name, NULL, NULL, "%s", err);
     const qj *root = qj_root(doc);
     if (root->type != QJ_OBJECT) {
+        qp_status st = qp_error_set(ctx, QP_ERR_PARSE, name, NULL, NULL, "the config must be a JSON object, got %s",
+                                    qj_type_name(root));
         qj_free(doc);
-        return qp_error_set(ctx, QP_ERR_PARSE, name, NULL, NULL,
-                            "the config must be a JSON object, got %s", qj_type_name(root));
+        return st;
     }
     qp_config *cfg = calloc(1, sizeof *cfg);
     if (!cfg) { qj_free(doc); return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, name, NULL, NULL, "out of memory"); }

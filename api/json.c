@@ -233,11 +233,34 @@ static qj *build(builder *b, int depth) {
     }
 }
 
+/* jsmn finds the container a bracket closes by scanning back, which is
+ * quadratic in the nesting depth: refuse deep documents before it runs. */
+static bool depth_ok(const char *t, size_t len, size_t *where) {
+    int depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < len; i++) {
+        char c = t[i];
+        if (in_str) {
+            if (c == '\\') i++;
+            else if (c == '"') in_str = false;
+        } else if (c == '"') in_str = true;
+        else if (c == '[' || c == '{') {
+            if (++depth > QJ_MAX_DEPTH) { *where = i; return false; }
+        } else if (c == ']' || c == '}') depth--;
+    }
+    return true;
+}
+
 qj_doc *qj_parse(const char *text, size_t len, char *err, size_t errcap) {
     if (!text) { snprintf(err, errcap, "no JSON text"); return NULL; }
     if (len > QJ_MAX_BYTES) { snprintf(err, errcap, "JSON text larger than %zu bytes", QJ_MAX_BYTES); return NULL; }
     if (len == 0) { snprintf(err, errcap, "empty JSON text"); return NULL; }
     if (memchr(text, 0, len)) { snprintf(err, errcap, "NUL byte in JSON text"); return NULL; }
+    size_t where;
+    if (!depth_ok(text, len, &where)) {
+        snprintf(err, errcap, "invalid JSON at byte %zu: nesting deeper than %d levels", where, QJ_MAX_DEPTH);
+        return NULL;
+    }
     jsmn_parser p;
     jsmn_init(&p);
     int ntok = jsmn_parse(&p, text, len, NULL, 0);
@@ -254,7 +277,9 @@ qj_doc *qj_parse(const char *text, size_t len, char *err, size_t errcap) {
     qj_doc *doc = calloc(1, sizeof *doc);
     builder b = {doc, text, tok, got, 0, err, errcap};
     if (!doc || got != ntok) {
-        snprintf(err, errcap, "invalid JSON");
+        /* jsmn only notices unclosed containers when it stores tokens */
+        snprintf(err, errcap, "invalid JSON: %s",
+                 !doc ? "out of memory" : got == JSMN_ERROR_PART ? "truncated input" : "unexpected character");
         free(tok);
         qj_free(doc);
         return NULL;

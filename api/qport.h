@@ -313,6 +313,71 @@ QP_API qp_status qp_config_resolve_pattern(const qp_config *cfg, size_t i,
                                            const qp_resolve_options *opts, qp_scheme *out);
 
 /* === formats: numeric format encode/decode (issue 3) ====================== */
+/* Element formats as vLLM's kernels produce them (spec 3.2, 3.3, 3.5, 7, and
+ * errata 11.10, which wins). A "code" is the format's bit pattern in the low
+ * bits of a uint32_t (16 for F16/BF16, 8 for fp8/E8M0, 6 for fp6, 4 for fp4;
+ * 32 for F32, which is a plain bit cast). Encoding rounds to nearest, ties to
+ * even, from the exact fp32 value:
+ *  - F16, BF16: IEEE; overflow -> inf; every NaN -> 0x7FFF (CUDA, 11.10).
+ *  - F8_E4M3FN (also NVFP4 block scales): no inf; saturates, so |x| > 464
+ *    and +-inf give +-448 (0x7E/0xFE); |x| <= 2^-10 gives +-0; NaN -> 0x7F
+ *    with the input's sign bit (0x7F/0xFF).
+ *  - F8_E4M3FNUZ: bias 8, max 240 (0x7F), saturating; the only NaN is 0x80,
+ *    which every NaN encodes to; there is no -0 (negatives that round to
+ *    zero give 0x00).
+ *  - F8_E5M2: IEEE-like, has inf: overflow -> +-inf (0x7C/0xFC); NaN -> 0x7F
+ *    with the input's sign bit (CUDA's canonical fp8 NaN).
+ *  - F6_E2M3, F6_E3M2, F4_E2M1: no inf, no NaN; saturate to +-max (7.5, 28,
+ *    6), sign kept (-0 possible); NaN -> +max (0x1F / 0x07), qport's choice
+ *    (the formats cannot hold a NaN; it matches vLLM's fp8 quantizer clamping
+ *    NaN to +max).
+ *  - E8M0 (MX shared scales): unsigned; code = floor(log2|x|) + 127 clamped
+ *    to 0..254 (so powers of two are exact, +-inf -> 254, 0 -> 0); NaN ->
+ *    255. This is NOT Quark's "even" scale rule (spec 3.4), which rounds the
+ *    block max first and is computed by the quantizer.
+ * Decoding is exact. E8M0 decodes to 2^(e-127) (code 0 -> 2^-127 as vLLM's
+ * e8m0_to_f32, not 0), 255 -> NaN. */
+
+/* The code of `x` in `dtype`; 0 for a dtype that is not a float format. */
+QP_API uint32_t qp_format_encode(qp_dtype dtype, float x);
+/* The value of `code` (only its low qp_format_bits bits are used); NaN for a
+ * dtype that is not a float format. */
+QP_API float qp_format_decode(qp_dtype dtype, uint32_t code);
+/* Bits per element: 32, 16, 8, 6, 4 (integer dtypes too); 0 when unknown. */
+QP_API int qp_format_bits(qp_dtype dtype);
+/* Largest finite value of a float format (448 for E4M3FN, 240 for FNUZ,
+ * 2^127 for E8M0, FLT_MAX for F32); 0 for other dtypes. */
+QP_API float qp_format_max(qp_dtype dtype);
+/* x rounded to fp16 / bf16 and back (NaN stays NaN, overflow gives inf). */
+QP_API float qp_fp16_round(float x);
+QP_API float qp_bf16_round(float x);
+
+/* Arrays: F16/BF16 write/read one uint16_t per element; fp8 and E8M0 one
+ * byte; fp6 and fp4 one (unpacked) code per byte, the input of the pack
+ * helpers below. QP_ERR_INVALID_ARGUMENT for other dtypes or NULL. */
+QP_API qp_status qp_format_encode_array(qp_dtype dtype, const float *x, size_t n, void *out);
+QP_API qp_status qp_format_decode_array(qp_dtype dtype, const void *in, size_t n, float *out);
+
+/* Packing (spec 3.3). fp4: codes[2i] -> low nibble, codes[2i+1] -> high
+ * nibble of out[i]; n even, out holds n/2 bytes. fp6: codes v0..v3 -> the
+ * 24-bit word v3<<18|v2<<12|v1<<6|v0 stored little-endian in 3 bytes; n a
+ * multiple of 4, out holds 3n/4 bytes. Codes wider than the format, a bad
+ * n or a NULL give QP_ERR_INVALID_ARGUMENT and write nothing. */
+QP_API qp_status qp_pack_fp4(const uint8_t *codes, size_t n, uint8_t *out);
+QP_API qp_status qp_unpack_fp4(const uint8_t *in, size_t n, uint8_t *codes);
+QP_API qp_status qp_pack_fp6(const uint8_t *codes, size_t n, uint8_t *out);
+QP_API qp_status qp_unpack_fp6(const uint8_t *in, size_t n, uint8_t *codes);
+
+/* Quark int4 packing along N (spec 6.7): codes is [K][N] 4-bit codes (one per
+ * byte, 0..15), out is int32 [K][ceil(N/8)]; the code of column n = 8c+j
+ * sits in nibble P[j] (bits 4P[j]..4P[j]+3) of out[k][c], P = 0..7 for
+ * QP_PACK_ORDER and [0,4,1,5,2,6,3,7] for QP_PACK_REORDER. Padding nibbles
+ * (N not a multiple of 8) are written as 0 and ignored by unpack. K, N >= 0;
+ * another method, a code > 15 or a NULL gives QP_ERR_INVALID_ARGUMENT. */
+QP_API qp_status qp_pack_int4_quark(const uint8_t *codes, int K, int N, qp_pack_method method,
+                                    int32_t *out);
+QP_API qp_status qp_unpack_int4_quark(const int32_t *in, int K, int N, qp_pack_method method,
+                                      uint8_t *codes);
 /* === end formats ========================================================== */
 
 #ifdef __cplusplus

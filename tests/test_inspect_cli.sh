@@ -1,2 +1,45 @@
 #!/bin/sh
-exit 0
+# qport inspect: JSON keys, exit statuses, human summary.
+set -u
+Q="$1"; SRC="$2"; C="$SRC/tests/configs"
+fail=0
+check() { if ! eval "$2"; then echo "FAIL: $1"; fail=1; fi; }
+
+out=$("$Q" inspect "$C/llama-w8a8-int8-kv.json" --json --capability 80 \
+  --layer model.layers.0.self_attn.qkv_proj --layer model.layers.0.mlp.down_proj \
+  --layer lm_head --layer model.layers.0.self_attn.attn:attention)
+rc=$?
+check "exit 1 when a layer errors (rc=$rc)" '[ $rc -eq 1 ]'
+check "four lines" '[ $(printf "%s\n" "$out" | wc -l) -eq 4 ]'
+check "int8 qkv" 'printf "%s\n" "$out" | grep -q "\"layer\":\"model.layers.0.self_attn.qkv_proj\",\"kind\":\"linear\",\"result\":\"ok\",\"method\":\"QuarkLinearMethod\",\"scheme\":\"QuarkW8A8Int8\""'
+check "keys" 'printf "%s\n" "$out" | grep -q "\"weight_key\":\"kInt8StaticChannelSym\",\"activation_key\":\"kInt8DynamicTokenSym\",\"min_capability\":75"'
+check "fp8 down_proj refused at cc 80" 'printf "%s\n" "$out" | grep -q "\"error_type\":\"RuntimeError\",\"error\":\"Quantization scheme is not supported for the current GPU. Min capability: 89. Current capability: 80.\""'
+check "lm_head unquantized" 'printf "%s\n" "$out" | grep -q "\"layer\":\"lm_head\",\"kind\":\"linear\",\"result\":\"ok\",\"method\":\"UnquantizedLinearMethod\",\"scheme\":null"'
+check "kv cache" 'printf "%s\n" "$out" | grep "QuarkKVCacheMethod" | grep -q "\"kv_cache\":{\"dtype\":\"fp8_e4m3fn\""'
+
+"$Q" inspect "$C/llama-w8a8-int8-kv.json" --json --layer model.layers.0.self_attn.qkv_proj >/dev/null
+check "exit 0 when all resolve" '[ $? -eq 0 ]'
+"$Q" inspect "$C/does-not-exist.json" 2>/dev/null; rc=$?
+check "exit 2 for unreadable config (rc=$rc)" '[ $rc -eq 2 ]'
+"$Q" inspect "$C/llama-w8a8-int8-kv.json" --capability abc 2>/dev/null; rc=$?
+check "exit 2 for bad usage (rc=$rc)" '[ $rc -eq 2 ]'
+"$Q" inspect "$C/llama-w8a8-int8-kv.json" --dialect tgi 2>/dev/null; rc=$?
+check "exit 2 for bad dialect" '[ $rc -eq 2 ]'
+"$Q" inspect 2>/dev/null; rc=$?
+check "exit 2 without config" '[ $rc -eq 2 ]'
+out=$("$Q" inspect "$C/llama-w8a8-int8-kv.json" --json --capability 8.9 --layer x.mlp.down_proj)
+check "capability 8.9 form" 'printf "%s" "$out" | grep -q "\"scheme\":\"QuarkW8A8Fp8\""'
+out=$("$Q" inspect "$C/llama-w8a8-int8-kv.json" --json --packed "wqkv=k_proj,q_proj" --layer m.wqkv)
+check "--packed" 'printf "%s" "$out" | grep -q "\"result\":\"ok\""'
+out=$("$Q" inspect "$C/llama-w8a8-int8-kv.json" --json --packed "wkv=k_proj,down_proj" --layer m.wkv)
+check "--packed mismatch error" 'printf "%s" "$out" | grep -q "Found a different quantization configuration for \[.k_proj., .down_proj.\] in m.wkv"'
+
+sum=$("$Q" inspect "$C/gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json")
+check "summary method" 'printf "%s" "$sum" | grep -q "quant_method: quark"'
+check "summary global" 'printf "%s" "$sum" | grep -q "QuarkOCP_MX"'
+check "summary excludes" 'printf "%s" "$sum" | grep -q "re:.\*self_attn.\*"'
+for f in "$C"/*.json; do
+  "$Q" inspect "$f" >/dev/null 2>&1; rc=$?
+  check "summary of $f (rc=$rc)" '[ $rc -eq 0 ]'
+done
+exit $fail

@@ -1,2 +1,22 @@
 #!/bin/sh
-exit 0
+# Installs to a temporary prefix and builds examples/resolve_layer.c with
+# pkg-config only, then runs it against the installed shared library.
+set -eu
+SRC="$1"; BUILD="$2"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+DESTDIR="$T/dest" meson install -C "$BUILD" --quiet >/dev/null
+PREFIX=$(meson introspect "$BUILD" --buildoptions | python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"][0])')
+ROOT="$T/dest$PREFIX"
+PCDIR=$(dirname "$(find "$ROOT" -name qport.pc | head -n1)")
+export PKG_CONFIG_SYSROOT_DIR="$T/dest"
+export PKG_CONFIG_PATH="$PCDIR"
+cc -std=c11 -Wall -Wextra -Werror -o "$T/resolve_layer" "$SRC/examples/resolve_layer.c" $(pkg-config --cflags --libs qport)
+LIBDIR=$(dirname "$(find "$ROOT" -name 'libqport.so.0' | head -n1)")
+# only qp_* symbols are exported
+bad=$(nm -D --defined-only "$LIBDIR/libqport.so.0" | awk '$2 ~ /[TDBR]/ {print $3}' | grep -v '^qp_' || true)
+if [ -n "$bad" ]; then echo "FAIL: non-qp_ exports: $bad"; exit 1; fi
+out=$(LD_LIBRARY_PATH="$LIBDIR" "$T/resolve_layer" "$SRC/tests/configs/quark-online-preset-fp8_ptpc.json" model.layers.0.mlp.down_proj)
+echo "$out"
+echo "$out" | grep -q "QuarkW8A8Fp8" || { echo "FAIL: example output"; exit 1; }
+echo "install-and-example: ok"

@@ -1,5 +1,6 @@
 #ifndef QP_TESTUTIL_H
 #define QP_TESTUTIL_H
+#include <stdbool.h>
 #include <stdio.h>
 #include "qport.h"
 

@@ -1,0 +1,18 @@
+#!/bin/sh
+# Installs the Debian 12 packages qport builds and tests with (only those
+# missing), then configures the build directory. Safe to run repeatedly.
+set -eu
+PKGS="meson ninja-build pkg-config gcc clang libclang-rt-14-dev libjsmn-dev libpcre2-dev python3"
+missing=""
+for p in $PKGS; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "qport setup: installing$missing"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+fi
+cd "$(dirname "$0")/.."
+[ -f build/build.ninja ] || meson setup build >/dev/null
+ninja -C build >/dev/null
