@@ -94,15 +94,6 @@ def spec_code(name, nbits, x, ml):
     return ml
 
 
-def grid_values(dt, nbits):
-    codes = np.arange(1 << nbits, dtype=np.uint32)
-    if nbits == 8:
-        v = codes.astype(np.uint8).view(dt).astype(np.float64)
-    else:
-        v = ml_dtypes_decode(dt, nbits, codes)
-    return v
-
-
 def ml_dtypes_decode(dt, nbits, codes):
     if nbits == 8:
         return codes.astype(np.uint8).view(dt).astype(np.float32)
