@@ -442,8 +442,9 @@ static void qqq_and_fp8(void) {
 
 /* Every published config in ../shared/configs, with the expected scheme. */
 static void shared_configs(void) {
-    const char *dir = getenv("QPORT_SHARED_CONFIGS");
-    if (!dir) dir = "../shared/configs";
+    /* the bundled copies (tests/configs); the suite must not need ../shared */
+    const char *dir = getenv("QPORT_CONFIGS");
+    if (!dir) dir = "tests/configs";
     struct { const char *file, *layer; qp_layer_kind kind; qp_status st; const char *method, *scheme, *wk, *ak; } t[] = {
         {"hf-amd-Llama-3.1-8B-Instruct-FP8-KV.quant.json", "model.layers.0.self_attn.qkv_proj", L, QP_OK, "Fp8LinearMethod", "", "kFp8StaticTensorSym", "kFp8StaticTensorSym"},
         {"hf-amd-Llama-3.1-8B-Instruct-FP8-KV.quant.json", "lm_head", L, QP_OK, "UnquantizedLinearMethod", "", "", ""},
