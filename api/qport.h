@@ -312,6 +312,24 @@ QP_API qp_status qp_config_resolve_global(const qp_config *cfg, const qp_resolve
 QP_API qp_status qp_config_resolve_pattern(const qp_config *cfg, size_t i,
                                            const qp_resolve_options *opts, qp_scheme *out);
 
+/* ------------------------------------------------------------------------ */
+/* Marlin-QQQ layout (spec 5.4)                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Packs int4 codes q[K][N] (row k = input feature) into QQQ's checkpoint
+ * tensor B, int32 [K/16][2N]. group_size -1: signed codes in [-8, 7];
+ * 128: unsigned codes in [0, 15]. N % 64 == 0 and K % 128 == 0, with vLLM's
+ * messages otherwise. `ctx` may be NULL (no error details). */
+QP_API qp_status qp_qqq_pack_weight(qp_context *ctx, const int8_t *q, int K, int N, int group_size, int32_t *B);
+/* The inverse: B → q[K][N]. */
+QP_API qp_status qp_qqq_unpack_weight(qp_context *ctx, const int32_t *B, int K, int N, int group_size, int8_t *q);
+/* s_channel [N] fp32 and (group 128) s_group [K/128][N] fp16 bits, from
+ * natural column order to the kernel's order, and back. */
+QP_API qp_status qp_qqq_permute_scales(qp_context *ctx, const float *s_channel, const uint16_t *s_group, int K, int N,
+                                       int group_size, float *s_channel_out, uint16_t *s_group_out);
+QP_API qp_status qp_qqq_unpermute_scales(qp_context *ctx, const float *s_channel, const uint16_t *s_group, int K,
+                                         int N, int group_size, float *s_channel_out, uint16_t *s_group_out);
+
 /* === formats: numeric format encode/decode (issue 3) ====================== */
 /* Element formats as vLLM's kernels produce them (spec 3.2, 3.3, 3.5, 7, and
  * errata 11.10, which wins). A "code" is the format's bit pattern in the low
