@@ -330,6 +330,20 @@ QP_API qp_status qp_qqq_permute_scales(qp_context *ctx, const float *s_channel, 
 QP_API qp_status qp_qqq_unpermute_scales(qp_context *ctx, const float *s_channel, const uint16_t *s_group, int K,
                                          int N, int group_size, float *s_channel_out, uint16_t *s_group_out);
 
+/* ------------------------------------------------------------------------ */
+/* int8 activation quantization (spec 6.1, errata 11.1-11.2)                */
+/* ------------------------------------------------------------------------ */
+
+/* x [m][k] fp32 → q int8, bit-exact with vLLM's scaled_int8_quant.
+ * Static: `symmetric` → q = sat8(rne(x / scale)); otherwise
+ * q = sat8(sat32(rne(x * (1/scale))) + azp). */
+QP_API qp_status qp_quant_int8_static(qp_context *ctx, const float *x, size_t m, size_t k, float scale, int32_t azp,
+                                      int symmetric, int8_t *q);
+/* Dynamic per token: scales [m] (absmax/127, or (max-min)/255 when
+ * asymmetric) and, asymmetric, azp [m] (NULL allowed when symmetric). */
+QP_API qp_status qp_quant_int8_dynamic(qp_context *ctx, const float *x, size_t m, size_t k, int symmetric, int8_t *q,
+                                       float *scales, int32_t *azp);
+
 /* === formats: numeric format encode/decode (issue 3) ====================== */
 /* Element formats as vLLM's kernels produce them (spec 3.2, 3.3, 3.5, 7, and
  * errata 11.10, which wins). A "code" is the format's bit pattern in the low
