@@ -344,6 +344,23 @@ QP_API qp_status qp_quant_int8_static(qp_context *ctx, const float *x, size_t m,
 QP_API qp_status qp_quant_int8_dynamic(qp_context *ctx, const float *x, size_t m, size_t k, int symmetric, int8_t *q,
                                        float *scales, int32_t *azp);
 
+/* ------------------------------------------------------------------------ */
+/* fp8 e4m3fn activation quantization (spec 6.2)                           */
+/* ------------------------------------------------------------------------ */
+
+/* Static per-tensor: q = fp8(clamp(x * (1/scale))). */
+QP_API qp_status qp_quant_fp8_static(qp_context *ctx, const float *x, size_t n, float scale, uint8_t *q);
+/* Dynamic per-tensor: scale = absmax/448 (no minimum), q = fp8(x * (1/scale)). */
+QP_API qp_status qp_quant_fp8_dynamic_tensor(qp_context *ctx, const float *x, size_t n, uint8_t *q, float *scale);
+/* Dynamic per-token: s = max(min(absmax, ub)/448, 1/(448*512)), q = fp8(x / s);
+ * scale_ub <= 0: no upper bound. */
+QP_API qp_status qp_quant_fp8_dynamic_token(qp_context *ctx, const float *x, size_t m, size_t k, float scale_ub,
+                                            uint8_t *q, float *scales);
+/* Dynamic per-token-group (group 128 in vLLM): s = max(absmax, 1e-10)/448,
+ * optionally rounded up to a power of two (UE8M0); scales [m][k/group]. */
+QP_API qp_status qp_quant_fp8_group(qp_context *ctx, const float *x, size_t m, size_t k, size_t group,
+                                    int ue8m0_scales, uint8_t *q, float *scales);
+
 /* === formats: numeric format encode/decode (issue 3) ====================== */
 /* Element formats as vLLM's kernels produce them (spec 3.2, 3.3, 3.5, 7, and
  * errata 11.10, which wins). A "code" is the format's bit pattern in the low
