@@ -321,6 +321,14 @@ QP_API qp_status qp_config_resolve_pattern(const qp_config *cfg, size_t i,
  * 128: unsigned codes in [0, 15]. N % 64 == 0 and K % 128 == 0, with vLLM's
  * messages otherwise. `ctx` may be NULL (no error details). */
 QP_API qp_status qp_qqq_pack_weight(qp_context *ctx, const int8_t *q, int K, int N, int group_size, int32_t *B);
+/* QQQ weight quantization (spec 5.3, errata 11.5-11.6) of w [K][N] (values
+ * are first rounded to fp16, as vLLM quantizes fp16 weights): codes q
+ * [K][N] (per-channel [-7, 7]; group 128: [0, 15] with the +8 offset),
+ * s_channel [N] fp32 and, group 128, s_group [K/128][N] fp16 bits, in
+ * natural order (pack with qp_qqq_pack_weight / qp_qqq_permute_scales).
+ * An all-zero column or group gets zero codes and scales (vLLM: NaN). */
+QP_API qp_status qp_qqq_quantize_weight(qp_context *ctx, const float *w, int K, int N, int group_size, int8_t *q,
+                                        float *s_channel, uint16_t *s_group);
 /* The inverse: B → q[K][N]. */
 QP_API qp_status qp_qqq_unpack_weight(qp_context *ctx, const int32_t *B, int K, int N, int group_size, int8_t *q);
 /* s_channel [N] fp32 and (group 128) s_group [K/128][N] fp16 bits, from
@@ -360,6 +368,19 @@ QP_API qp_status qp_quant_fp8_dynamic_token(qp_context *ctx, const float *x, siz
  * optionally rounded up to a power of two (UE8M0); scales [m][k/group]. */
 QP_API qp_status qp_quant_fp8_group(qp_context *ctx, const float *x, size_t m, size_t k, size_t group,
                                     int ue8m0_scales, uint8_t *q, float *scales);
+
+/* ------------------------------------------------------------------------ */
+/* Reference kernels (cpu/): the oracle every backend is judged against     */
+/* ------------------------------------------------------------------------ */
+
+/* QQQ W4A8 linear (spec 5.5): x fp16 bits [M][K], the checkpoint tensors B
+ * [K/16][2N], s_channel [N] and (group 128) s_group [K/128][N] fp16 bits in
+ * Marlin order, optional fp16 bias [N]; y fp16 bits [M][N]. */
+QP_API qp_status qp_ref_qqq_forward(qp_context *ctx, const uint16_t *x, int M, int K, int N, int group_size,
+                                    const int32_t *B, const float *s_channel, const uint16_t *s_group,
+                                    const uint16_t *bias, uint16_t *y);
+/* The per-group int8 weight of spec 5.5 step 2 for t = q4 - 8 in [-8, 7]. */
+QP_API int8_t qp_ref_qqq_group_weight(int t, uint16_t s_group_bits);
 
 /* === formats: numeric format encode/decode (issue 3) ====================== */
 /* Element formats as vLLM's kernels produce them (spec 3.2, 3.3, 3.5, 7, and
