@@ -379,6 +379,24 @@ QP_API qp_status qp_quant_fp8_group(qp_context *ctx, const float *x, size_t m, s
 QP_API qp_status qp_ref_qqq_forward(qp_context *ctx, const uint16_t *x, int M, int K, int N, int group_size,
                                     const int32_t *B, const float *s_channel, const uint16_t *s_group,
                                     const uint16_t *bias, uint16_t *y);
+/* W8A8-INT8 linear (spec 6.3-6.4): the checkpoint weight int8 [N][K]. */
+typedef struct qp_ref_int8_args {
+    qp_dtype dtype;        /* of x, bias and y: QP_DTYPE_F16 or QP_DTYPE_BF16 */
+    const uint16_t *x;     /* [M][K] */
+    int M, K, N;
+    const int8_t *w;       /* [N][K] */
+    const float *w_scale;  /* [N] (per channel) or [1] */
+    int w_per_channel;
+    int is_static;         /* static per-tensor activations, else dynamic per token */
+    int symmetric;
+    float input_scale;     /* static */
+    int32_t input_zp;      /* static asymmetric (after qp_int8_static_asym_rebuild) */
+    const uint16_t *bias;  /* [N] or NULL */
+} qp_ref_int8_args;
+QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_args *args, uint16_t *y);
+/* Fused static asymmetric shards (errata 11.4): one scale, one truncated azp. */
+QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scales, const int32_t *zps, size_t n,
+                                             float *scale_out, int32_t *azp_out);
 /* The per-group int8 weight of spec 5.5 step 2 for t = q4 - 8 in [-8, 7]. */
 QP_API int8_t qp_ref_qqq_group_weight(int t, uint16_t s_group_bits);
 

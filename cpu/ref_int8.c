@@ -1,0 +1,95 @@
+/* Reference W8A8-INT8 linear (QuarkW8A8Int8, spec 6.3-6.4 with errata
+ * 11.1-11.4): vLLM's activation quantization, exact int32 accumulation
+ * (checked in int64) and the CUTLASS epilogue order, for every shape. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+static float to_f32(qp_dtype dt, uint16_t b) { return qp_format_decode(dt, b); }
+static uint16_t from_f32(qp_dtype dt, float v) { return (uint16_t)qp_format_encode(dt, v); }
+
+/* Spec 6.4 step 4 with errata 11.4: fused static asymmetric shards share one
+ * rebuilt scale and a zero point truncated toward zero. */
+QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scales, const int32_t *zps, size_t n,
+                                             float *scale_out, int32_t *azp_out) {
+    if (!scales || !zps || !n || !scale_out || !azp_out)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_scale", NULL, "NULL or empty tensor");
+    float rmax = -INFINITY, rmin = INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        rmax = fmaxf(rmax, scales[i] * (float)(127 - zps[i]));
+        rmin = fminf(rmin, scales[i] * (float)(-128 - zps[i]));
+    }
+    float s = (rmax - rmin) * (1.0f / 255.0f);
+    float z = -128.0f - rmin / s;
+    *scale_out = s;
+    /* torch .to(int32): truncation; out-of-range and NaN saturate as on GPU */
+    *azp_out = isnan(z) ? 0 : z >= 2147483648.0f ? INT32_MAX : z < -2147483648.0f ? INT32_MIN : (int32_t)z;
+    return QP_OK;
+}
+
+QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_args *a, uint16_t *y) {
+    if (!a || !y || !a->x || !a->w || !a->w_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
+    if (a->dtype != QP_DTYPE_F16 && a->dtype != QP_DTYPE_BF16)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL,
+                            "activations must be fp16 or bf16 (vLLM's cutlass_scaled_mm out_dtype), got %s",
+                            qp_dtype_name(a->dtype));
+    int M = a->M, K = a->K, N = a->N;
+    bool asym = !a->symmetric;
+    float *xf = malloc(sizeof(float) * (size_t)K);
+    int8_t *xq = malloc((size_t)K);
+    int32_t *adj = asym ? malloc(sizeof(int32_t) * (size_t)N) : NULL;
+    qp_status st = QP_OK;
+    if (!xf || !xq || (asym && !adj)) { st = qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, "weight", NULL, "out of memory"); goto done; }
+    if (asym) {
+        /* azp_adj[n] = sum_k w[k,n] (int32), times azp when static (spec 6.4.5) */
+        for (int n = 0; n < N; n++) {
+            int64_t s = 0;
+            for (int k = 0; k < K; k++) s += a->w[(size_t)n * K + k];
+            adj[n] = (int32_t)s;
+            if (a->is_static) adj[n] = (int32_t)((uint32_t)adj[n] * (uint32_t)a->input_zp);
+        }
+    }
+    for (int m = 0; m < M; m++) {
+        for (int k = 0; k < K; k++) xf[k] = to_f32(a->dtype, a->x[(size_t)m * K + k]);
+        float s_a;
+        int32_t zp = 0;
+        if (a->is_static) {
+            s_a = a->input_scale;
+            st = qp_quant_int8_static(ctx, xf, 1, (size_t)K, a->input_scale, a->input_zp, a->symmetric, xq);
+        } else {
+            st = qp_quant_int8_dynamic(ctx, xf, 1, (size_t)K, a->symmetric, xq, &s_a, &zp);
+        }
+        if (st != QP_OK) goto done;
+        for (int n = 0; n < N; n++) {
+            int64_t acc = 0;
+            for (int k = 0; k < K; k++) acc += (int64_t)xq[k] * a->w[(size_t)n * K + k];
+            if (acc > INT32_MAX || acc < INT32_MIN) {
+                st = qp_error_set(ctx, QP_ERR_VALUE, NULL, "weight", NULL,
+                                  "int32 accumulator overflow at row %d, column %d", m, n);
+                goto done;
+            }
+            float s_b = a->w_per_channel ? a->w_scale[n] : a->w_scale[0];
+            int32_t t = (int32_t)acc;
+            if (asym) {
+                /* int32 arithmetic as on the GPU (wrapping) */
+                uint32_t corr = a->is_static ? (uint32_t)adj[n] : (uint32_t)zp * (uint32_t)adj[n];
+                t = (int32_t)((uint32_t)t - corr);
+            }
+            float v;
+            if (asym || a->bias) {
+                /* errata 11.3: one fma; the azp epilogues add +0.0 without a bias */
+                float b = a->bias ? to_f32(a->dtype, a->bias[n]) : 0.0f;
+                v = fmaf(s_a, s_b * (float)t, b);
+            } else {
+                v = s_a * (s_b * (float)t);
+            }
+            y[(size_t)m * N + n] = from_f32(a->dtype, v);
+        }
+    }
+done:
+    free(xf); free(xq); free(adj);
+    return st;
+}
