@@ -394,6 +394,27 @@ typedef struct qp_ref_int8_args {
     const uint16_t *bias;  /* [N] or NULL */
 } qp_ref_int8_args;
 QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_args *args, uint16_t *y);
+/* W8A8-FP8 linear (spec 6.5-6.6): e4m3fn weight [N][K]; per-block weights
+ * carry w_scale [ceil(N/128)][K/128] and need QP_FP8_ACT_GROUP128. */
+typedef enum qp_fp8_act {
+    QP_FP8_ACT_STATIC = 0,      /* kFp8StaticTensorSym   */
+    QP_FP8_ACT_DYNAMIC_TENSOR,  /* kFp8DynamicTensorSym  */
+    QP_FP8_ACT_DYNAMIC_TOKEN,   /* kFp8DynamicTokenSym   */
+    QP_FP8_ACT_GROUP128         /* kFp8Dynamic128Sym     */
+} qp_fp8_act;
+typedef struct qp_ref_fp8_args {
+    qp_dtype dtype;        /* of x, bias and y: QP_DTYPE_F16 or QP_DTYPE_BF16 */
+    const uint16_t *x;     /* [M][K] */
+    int M, K, N;
+    const uint8_t *w;      /* [N][K] e4m3fn codes */
+    const float *w_scale;  /* [N], [1], or per-block [ceil(N/128)][K/128] */
+    int w_per_channel;
+    qp_fp8_act act;
+    float input_scale;     /* QP_FP8_ACT_STATIC */
+    int ue8m0;             /* QP_FP8_ACT_GROUP128: power-of-two activation scales */
+    const uint16_t *bias;  /* [N] or NULL */
+} qp_ref_fp8_args;
+QP_API qp_status qp_ref_w8a8_fp8_forward(qp_context *ctx, const qp_ref_fp8_args *args, uint16_t *y);
 /* Fused static asymmetric shards (errata 11.4): one scale, one truncated azp. */
 QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scales, const int32_t *zps, size_t n,
                                              float *scale_out, int32_t *azp_out);
