@@ -370,6 +370,21 @@ QP_API qp_status qp_quant_fp8_group(qp_context *ctx, const float *x, size_t m, s
                                     int ue8m0_scales, uint8_t *q, float *scales);
 
 /* ------------------------------------------------------------------------ */
+/* Process-after-loading (spec 6.4, 6.5, 7)                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Fused fp8 shards (rows shard_rows[i] of w [sum rows][K], in place) moved
+ * to the largest scale through fp16, as vLLM does; *s_max_out gets it. */
+QP_API qp_status qp_fp8_requantize_max_scale(qp_context *ctx, uint8_t *w, int K, const int *shard_rows, size_t n_shards,
+                                             const float *scales, float *s_max_out);
+/* e4m3fn → e4m3fnuz for ROCm gfx94x: 0x80 → 0x00, scales doubled. */
+QP_API qp_status qp_fp8_normalize_fnuz(qp_context *ctx, uint8_t *w, size_t n, float *w_scale, size_t n_scale,
+                                       float *input_scale, size_t n_input);
+/* Per-shard scalars → one scale per output row (fused int8 layers). */
+QP_API qp_status qp_scale_to_channelwise(qp_context *ctx, const float *shard_scales, const int *shard_rows,
+                                         size_t n_shards, float *out, size_t out_len);
+
+/* ------------------------------------------------------------------------ */
 /* Reference kernels (cpu/): the oracle every backend is judged against     */
 /* ------------------------------------------------------------------------ */
 
