@@ -42,4 +42,10 @@ for f in "$C"/*.json; do
   "$Q" inspect "$f" >/dev/null 2>&1; rc=$?
   check "summary of $f (rc=$rc)" '[ $rc -eq 0 ]'
 done
+# the bundled copies are the published configs, byte for byte, where ../shared is present
+if [ -d "$SRC/../shared/configs" ]; then
+  for f in "$SRC/../shared/configs"/*.json; do
+    check "bundled copy of $(basename "$f")" 'cmp -s "$f" "$C/$(basename "$f")"'
+  done
+fi
 exit $fail
