@@ -430,6 +430,20 @@ typedef struct qp_ref_fp8_args {
     const uint16_t *bias;  /* [N] or NULL */
 } qp_ref_fp8_args;
 QP_API qp_status qp_ref_w8a8_fp8_forward(qp_context *ctx, const qp_ref_fp8_args *args, uint16_t *y);
+/* W4A16 INT4/UINT4 (spec 6.7): Quark checkpoint tensors, packed along N. */
+typedef struct qp_ref_w4a16_args {
+    qp_dtype dtype;             /* of x, scale, bias and y: F16 or BF16 */
+    const uint16_t *x;          /* [M][K] */
+    int M, K, N;
+    const int32_t *weight;      /* [K][ceil(N/8)] */
+    const int32_t *zero_point;  /* [K/g][ceil(N/8)], asymmetric only */
+    const uint16_t *scale;      /* [K/g][8*ceil(N/8)] */
+    int group_size;             /* 32, 64, 128, or -1 (one group over K) */
+    int symmetric;
+    qp_pack_method pack;        /* QP_PACK_ORDER or QP_PACK_REORDER */
+    const uint16_t *bias;       /* [N] or NULL */
+} qp_ref_w4a16_args;
+QP_API qp_status qp_ref_w4a16_forward(qp_context *ctx, const qp_ref_w4a16_args *args, uint16_t *y);
 /* Fused static asymmetric shards (errata 11.4): one scale, one truncated azp. */
 QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scales, const int32_t *zps, size_t n,
                                              float *scale_out, int32_t *azp_out);
