@@ -47,14 +47,27 @@ static size_t tiled_index(int N, int k, int n) {
     return (size_t)(k / TILE) * (size_t)N * TILE + (size_t)(n / TILE) * 256 + (size_t)(k % TILE) * TILE + (size_t)(n % TILE);
 }
 
-QP_API qp_status qp_qqq_pack_weight(qp_context *ctx, const int8_t *q, int K, int N, int group_size, int32_t *B) {
-    if (!q || !B) return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "B", NULL, "NULL tensor");
+/* What pack and unpack share: argument checks, the tiled scratch matrix and
+ * the permutation. */
+static qp_status layout_begin(qp_context *ctx, const void *a, const void *b, int K, int N, int group_size,
+                              uint8_t **tiled, int perm[PERM_LEN]) {
+    if (!a || !b) return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "B", NULL, "NULL tensor");
     qp_status st = check_shape(ctx, "B", K, N, group_size);
+    if (st != QP_OK) return st;
+    size_t total = (size_t)K * (size_t)N;
+    *tiled = malloc(total);
+    if (!*tiled) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, "B", NULL, "out of memory (%zu bytes)", total);
+    weight_perm(group_size == 128, perm);
+    return QP_OK;
+}
+
+QP_API qp_status qp_qqq_pack_weight(qp_context *ctx, const int8_t *q, int K, int N, int group_size, int32_t *B) {
+    uint8_t *tiled;
+    int perm[PERM_LEN];
+    qp_status st = layout_begin(ctx, q, B, K, N, group_size, &tiled, perm);
     if (st != QP_OK) return st;
     bool grouped = group_size == 128;
     size_t total = (size_t)K * (size_t)N;
-    uint8_t *tiled = malloc(total);
-    if (!tiled) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, "B", NULL, "out of memory (%zu bytes)", total);
     for (int k = 0; k < K; k++)
         for (int n = 0; n < N; n++) {
             int v = q[(size_t)k * N + n];
@@ -65,8 +78,6 @@ QP_API qp_status qp_qqq_pack_weight(qp_context *ctx, const int8_t *q, int K, int
             }
             tiled[tiled_index(N, k, n)] = (uint8_t)(v & 0xF);
         }
-    int perm[PERM_LEN];
-    weight_perm(grouped, perm);
     /* permute each 1024-chunk, then pack 8 nibbles per word, value j in bits 4j */
     for (size_t c = 0; c < total; c += PERM_LEN)
         for (int w = 0; w < PERM_LEN / 8; w++) {
@@ -79,15 +90,12 @@ QP_API qp_status qp_qqq_pack_weight(qp_context *ctx, const int8_t *q, int K, int
 }
 
 QP_API qp_status qp_qqq_unpack_weight(qp_context *ctx, const int32_t *B, int K, int N, int group_size, int8_t *q) {
-    if (!q || !B) return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "B", NULL, "NULL tensor");
-    qp_status st = check_shape(ctx, "B", K, N, group_size);
+    uint8_t *tiled;
+    int perm[PERM_LEN];
+    qp_status st = layout_begin(ctx, B, q, K, N, group_size, &tiled, perm);
     if (st != QP_OK) return st;
     bool grouped = group_size == 128;
     size_t total = (size_t)K * (size_t)N;
-    uint8_t *tiled = malloc(total);
-    if (!tiled) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, "B", NULL, "out of memory (%zu bytes)", total);
-    int perm[PERM_LEN];
-    weight_perm(grouped, perm);
     for (size_t c = 0; c < total; c += PERM_LEN)
         for (int w = 0; w < PERM_LEN / 8; w++) {
             uint32_t word = (uint32_t)B[c / 8 + (size_t)w];
