@@ -450,6 +450,35 @@ QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scale
 /* The per-group int8 weight of spec 5.5 step 2 for t = q4 - 8 in [-8, 7]. */
 QP_API int8_t qp_ref_qqq_group_weight(int t, uint16_t s_group_bits);
 
+/* === MX / NVFP4 block quantization (spec 3.4-3.6, 4.3) ==================== */
+/* OCP MX: blocks of 32 consecutive elements along k share one e8m0 scale.
+ * `elem` is QP_DTYPE_F4_E2M1, F6_E3M2, F6_E2M3 or F8_E4M3FN; codes are one
+ * per byte (pack them with qp_pack_fp4 / qp_pack_fp6). */
+
+/* Quark's "even" shared scale (spec 3.4) of a block whose max |x| is
+ * `block_absmax` (its sign is ignored): the e8m0 code e+127, where 2^e is
+ * the scale. NaN -> 255; 0 is treated as 2^-126. */
+QP_API qp_status qp_mx_shared_scale(qp_dtype elem, float block_absmax, uint8_t *e8m0_out);
+/* x [m][k] -> codes [m][k], scales [m][k/32] (e8m0). k % 32 != 0 ->
+ * QP_ERR_INVALID_ARGUMENT. q = encode(x / 2^e), RNE with saturation; a NaN
+ * in a block gives that block scale 255 (NaN). */
+QP_API qp_status qp_quant_mx(qp_context *ctx, qp_dtype elem, const float *x, size_t m, size_t k, uint8_t *codes,
+                             uint8_t *scales);
+/* out [m][k] = value(code) * 2^(e-127), exact (inf past FLT_MAX; scale 255 or
+ * an e4m3fn NaN code gives NaN). */
+QP_API qp_status qp_dequant_mx(qp_context *ctx, qp_dtype elem, const uint8_t *codes, const uint8_t *scales, size_t m,
+                               size_t k, float *out);
+/* NVFP4 dynamic activation quantization (spec 4.3), blocks of 16 along k:
+ * x [m][k] -> fp4 codes [m][k] (one per byte), block_scales [m][k/16]
+ * (e4m3fn codes). `global_scale_inv` is g = 1/input_global_scale (finite,
+ * > 0). Dequantize as value(q) * e4m3(sf) / g. Uses exact fp32 reciprocals
+ * like vLLM's torch reference; the CUDA kernel's rcp.approx may differ by
+ * 1 ulp in the per-block multiplier and so flip ties. k % 16 != 0 ->
+ * QP_ERR_VALUE "Input size per partition (k) must be divisible by group
+ * size (16)". */
+QP_API qp_status qp_quant_nvfp4(qp_context *ctx, const float *x, size_t m, size_t k, float global_scale_inv,
+                                uint8_t *codes, uint8_t *block_scales);
+
 /* === formats: numeric format encode/decode (issue 3) ====================== */
 /* Element formats as vLLM's kernels produce them (spec 3.2, 3.3, 3.5, 7, and
  * errata 11.10, which wins). A "code" is the format's bit pattern in the low
