@@ -444,6 +444,17 @@ typedef struct qp_ref_w4a16_args {
     const uint16_t *bias;       /* [N] or NULL */
 } qp_ref_w4a16_args;
 QP_API qp_status qp_ref_w4a16_forward(qp_context *ctx, const qp_ref_w4a16_args *args, uint16_t *y);
+/* W4A8 MXFP4 weights + static fp8 activations (spec 3.8). */
+typedef struct qp_ref_w4a8_mxfp4_args {
+    qp_dtype dtype;               /* of x, bias and y: F16 or BF16 */
+    const uint16_t *x;            /* [M][K] */
+    int M, K, N;
+    const uint8_t *weight;        /* [N][K/2] fp4 pairs, element 2i low */
+    const uint8_t *weight_scale;  /* [N][K/32] e8m0 */
+    float input_scale;            /* max over shards (process-after-loading) */
+    const uint16_t *bias;         /* [N] or NULL */
+} qp_ref_w4a8_mxfp4_args;
+QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a8_mxfp4_args *args, uint16_t *y);
 /* Fused static asymmetric shards (errata 11.4): one scale, one truncated azp. */
 QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scales, const int32_t *zps, size_t n,
                                              float *scale_out, int32_t *azp_out);

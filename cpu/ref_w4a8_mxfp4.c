@@ -1,0 +1,61 @@
+/* Reference W4A8 MXFP4-FP8 linear (QuarkW4A8_MXFP4_FP8 emulation, spec 3.6,
+ * 3.8): MXFP4 weights dequantized in the activation dtype, activations
+ * fake-quantized to fp8 with the static per-tensor scale, the division and
+ * the dequant multiply both rounded to the activation dtype. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+static float rnd(qp_dtype d, float v) { return qp_format_decode(d, qp_format_encode(d, v)); }
+
+/* e8m0 → fp16 as Quark's dq kernel converts it: saturating to 2^15 above,
+ * flushing below 2^-24; bf16 holds every power of two of e8m0 but 2^-127's
+ * neighbours, which it rounds like any float. */
+static float scale_in(qp_dtype d, uint8_t e) {
+    if (e == 255) return NAN;
+    int p = (int)e - 127;
+    if (d == QP_DTYPE_F16) {
+        if (p > 15) p = 15;
+        if (p < -24) return 0.0f;
+    }
+    return rnd(d, ldexpf(1.0f, p));
+}
+
+QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a8_mxfp4_args *a, uint16_t *y) {
+    if (!a || !y || !a->x || !a->weight || !a->weight_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
+    if (a->dtype != QP_DTYPE_F16 && a->dtype != QP_DTYPE_BF16)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "activations must be fp16 or bf16, got %s",
+                            qp_dtype_name(a->dtype));
+    int K = a->K, N = a->N;
+    if (K % 32)
+        return qp_error_set(ctx, QP_ERR_VALUE, NULL, "weight", NULL,
+                            "OCP MX linear layer input size per partition of %d must be divisible by the OCP MX group size 32", K);
+    qp_dtype d = a->dtype;
+    float *w = malloc(sizeof(float) * (size_t)K * (size_t)N), *xd = malloc(sizeof(float) * (size_t)K);
+    if (!w || !xd) { free(w); free(xd); return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, "weight", NULL, "out of memory"); }
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) {
+            uint8_t byte = a->weight[(size_t)n * (K / 2) + k / 2];
+            uint8_t code = k % 2 ? byte >> 4 : byte & 0xF; /* element 2i in the low nibble */
+            float s = scale_in(d, a->weight_scale[(size_t)n * (K / 32) + k / 32]);
+            w[(size_t)n * K + k] = rnd(d, qp_format_decode(QP_DTYPE_F4_E2M1, code) * s); /* hmul */
+        }
+    for (int m = 0; m < a->M; m++) {
+        for (int k = 0; k < K; k++) {
+            float x = qp_format_decode(d, a->x[(size_t)m * K + k]);
+            float t = fmaxf(-448.0f, fminf(rnd(d, x / a->input_scale), 448.0f)); /* x / s_in in x.dtype */
+            float q = qp_format_decode(QP_DTYPE_F8_E4M3FN, qp_format_encode(QP_DTYPE_F8_E4M3FN, t));
+            xd[k] = rnd(d, rnd(d, q) * a->input_scale);
+        }
+        for (int n = 0; n < N; n++) {
+            double acc = a->bias ? qp_format_decode(d, a->bias[n]) : 0.0;
+            for (int k = 0; k < K; k++) acc += (double)xd[k] * w[(size_t)n * K + k];
+            y[(size_t)m * N + n] = (uint16_t)qp_format_encode(d, (float)acc);
+        }
+    }
+    free(w);
+    free(xd);
+    return QP_OK;
+}
