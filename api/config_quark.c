@@ -10,8 +10,6 @@ static qp_status type_error(qp_config *cfg, const char *key, const char *want, c
                         qj_type_name(got));
 }
 
-/* A list of strings (exclude, kv_cache_group, ignored_layers). */
-qp_status qp_config_string_list(qp_config *cfg, const qj *v, const char *key, const char ***out, size_t *n);
 qp_status qp_config_string_list(qp_config *cfg, const qj *v, const char *key, const char ***out, size_t *n) {
     *out = NULL;
     *n = 0;
@@ -33,9 +31,8 @@ qp_status qp_config_string_list(qp_config *cfg, const qj *v, const char *key, co
     return QP_OK;
 }
 
-/* The config's own packed_modules_mapping (SGLang reads it from the quant
- * config; some exports carry one). */
-qp_status qp_config_packed_mapping(qp_config *cfg);
+/* SGLang reads packed_modules_mapping from the quant config; some exports
+ * carry one. */
 qp_status qp_config_packed_mapping(qp_config *cfg) {
     const qj *pm = qj_get(cfg->qc, "packed_modules_mapping");
     if (qj_is_null(pm)) return QP_OK;

@@ -117,7 +117,6 @@ struct qp_config {
     const char **excludes;
     size_t n_excludes;
     qp_nameset *exclude_set;
-    qp_nameset *exclude_set_fnmatch; /* unused: sglang uses the same rule */
     const char *pack_method;
     qp_qtensor kv_cache;      /* resolved from kv_cache_group           */
     const qj *kv_cache_cfg;   /* output_tensors of the KV configs       */
@@ -138,6 +137,11 @@ struct qp_config {
 };
 
 qp_status qp_config_parse_quark(qp_config *cfg);
+/* A JSON list of strings (exclude, kv_cache_group, ignored_layers); null or
+ * missing → empty. Type errors name `key`. */
+qp_status qp_config_string_list(qp_config *cfg, const qj *v, const char *key, const char ***out, size_t *n);
+/* The config's own packed_modules_mapping, when it carries one. */
+qp_status qp_config_packed_mapping(qp_config *cfg);
 qp_status qp_config_parse_qqq(qp_config *cfg);
 qp_status qp_config_parse_fp8(qp_config *cfg);
 
@@ -168,5 +172,9 @@ void qp_scheme_set_names(qp_scheme *s, const char *method, const char *scheme_cl
 /* Fills the qtensor description from a Quark QTensor config dict. */
 void qp_qtensor_from_quark(qp_qtensor *t, const qj *q);
 qp_status qp_capability_check(const qp_resolve_ctx *rc, int min_capability);
+
+/* Reference kernels (cpu/): activations, bias and outputs are fp16 or bf16,
+ * as vLLM's out_dtype. */
+qp_status qp_ref_check_act_dtype(qp_context *ctx, qp_dtype dtype);
 
 #endif

@@ -5,9 +5,6 @@
 
 #include "internal.h"
 
-qp_status qp_config_string_list(qp_config *cfg, const qj *v, const char *key, const char ***out, size_t *n);
-qp_status qp_config_packed_mapping(qp_config *cfg);
-
 /* QQQConfig.from_config + __init__ checks: ValueErrors vLLM raises when the
  * model is loaded, reported by every resolve. GPTQModel writes "bits". */
 qp_status qp_config_parse_qqq(qp_config *cfg) {

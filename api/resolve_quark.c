@@ -80,7 +80,8 @@ static bool pattern_matches(const qp_resolve_ctx *rc, const qp_layer_pattern *p,
 
 typedef struct found {
     const qj *cfg;
-    const char *key; /* layer_quant_config key or "global_quant_config" */
+    const char *key; /* layer_quant_config key, or the fallback's name */
+    bool pattern;    /* key is a layer_quant_config pattern */
 } found;
 
 static qp_status different_configs(const qp_resolve_ctx *rc, const qp_packed_module *pm, const char *name) {
@@ -98,6 +99,7 @@ static qp_status different_configs(const qp_resolve_ctx *rc, const qp_packed_mod
 static qp_status lookup_name(const qp_resolve_ctx *rc, const char *name, int depth, found *out) {
     out->cfg = NULL;
     out->key = NULL;
+    out->pattern = false;
     if (depth > MAX_SHARD_DEPTH)
         return qp_resolve_fail(rc, QP_ERR_VALUE, "packed_modules_mapping",
                                "packed-modules mapping recurses more than %d levels at '%s'", MAX_SHARD_DEPTH, name);
@@ -125,6 +127,7 @@ static qp_status lookup_name(const qp_resolve_ctx *rc, const char *name, int dep
         if (pattern_matches(rc, &cfg->patterns[i], name, mask)) {
             out->cfg = cfg->patterns[i].cfg;
             out->key = cfg->patterns[i].key;
+            out->pattern = true;
             return QP_OK;
         }
     }
@@ -132,7 +135,7 @@ static qp_status lookup_name(const qp_resolve_ctx *rc, const char *name, int dep
 }
 
 static found fallback(const qp_resolve_ctx *rc) {
-    found f = {rc->cfg->global, "global_quant_config"};
+    found f = {rc->cfg->global, "global_quant_config", false};
     /* vllm: layer_type_quant_config is keyed by a Python class object and
      * never matches JSON keys (spec 1.4.3). sglang looks the class name up. */
     if (!is_vllm(rc) && rc->opts.layer_class && rc->cfg->layer_type_qc) {
@@ -590,12 +593,10 @@ qp_status qp_resolve_quark(const qp_resolve_ctx *rc, qp_scheme *out) {
     st = find_config(rc, rc->layer, 0, &f);
     if (st != QP_OK) return st;
     char key[600];
-    if (!strcmp(f.key ? f.key : "global_quant_config", "global_quant_config") || !strcmp(f.key, "layer_type_quant_config"))
-        snprintf(key, sizeof key, "%s", f.key ? f.key : "global_quant_config");
-    else
-        snprintf(key, sizeof key, "layer_quant_config.%s", f.key);
+    if (f.pattern) snprintf(key, sizeof key, "layer_quant_config.%s", f.key);
+    else snprintf(key, sizeof key, "%s", f.key);
     if (moe) {
-        found g = {f.cfg, key};
+        found g = {f.cfg, key, false};
         return resolve_moe(rc, &g, out);
     }
     return qp_resolve_quark_config(rc, f.cfg, key, out);
