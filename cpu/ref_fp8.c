@@ -12,9 +12,8 @@ static float f8(uint8_t c) { return qp_format_decode(QP_DTYPE_F8_E4M3FN, c); }
 QP_API qp_status qp_ref_w8a8_fp8_forward(qp_context *ctx, const qp_ref_fp8_args *a, uint16_t *y) {
     if (!a || !y || !a->x || !a->w || !a->w_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
-    if (a->dtype != QP_DTYPE_F16 && a->dtype != QP_DTYPE_BF16)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "activations must be fp16 or bf16, got %s",
-                            qp_dtype_name(a->dtype));
+    qp_status dst = qp_ref_check_act_dtype(ctx, a->dtype);
+    if (dst != QP_OK) return dst;
     int M = a->M, K = a->K, N = a->N;
     bool block = a->act == QP_FP8_ACT_GROUP128;
     if (block && (K % 128))

@@ -32,10 +32,8 @@ QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scale
 QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_args *a, uint16_t *y) {
     if (!a || !y || !a->x || !a->w || !a->w_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
-    if (a->dtype != QP_DTYPE_F16 && a->dtype != QP_DTYPE_BF16)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL,
-                            "activations must be fp16 or bf16 (vLLM's cutlass_scaled_mm out_dtype), got %s",
-                            qp_dtype_name(a->dtype));
+    qp_status dst = qp_ref_check_act_dtype(ctx, a->dtype);
+    if (dst != QP_OK) return dst;
     int M = a->M, K = a->K, N = a->N;
     bool asym = !a->symmetric;
     float *xf = malloc(sizeof(float) * (size_t)K);

@@ -8,9 +8,8 @@
 QP_API qp_status qp_ref_w4a16_forward(qp_context *ctx, const qp_ref_w4a16_args *a, uint16_t *y) {
     if (!a || !y || !a->x || !a->weight || !a->scale || a->M < 0 || a->K <= 0 || a->N <= 0 || (!a->symmetric && !a->zero_point))
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
-    if (a->dtype != QP_DTYPE_F16 && a->dtype != QP_DTYPE_BF16)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "activations must be fp16 or bf16, got %s",
-                            qp_dtype_name(a->dtype));
+    qp_status dst = qp_ref_check_act_dtype(ctx, a->dtype);
+    if (dst != QP_OK) return dst;
     int K = a->K, N = a->N, g = a->group_size == -1 ? K : a->group_size;
     if (g <= 0 || K % g)
         return qp_error_set(ctx, QP_ERR_VALUE, NULL, "weight_scale", NULL,

@@ -25,9 +25,8 @@ static float scale_in(qp_dtype d, uint8_t e) {
 QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a8_mxfp4_args *a, uint16_t *y) {
     if (!a || !y || !a->x || !a->weight || !a->weight_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
-    if (a->dtype != QP_DTYPE_F16 && a->dtype != QP_DTYPE_BF16)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "activations must be fp16 or bf16, got %s",
-                            qp_dtype_name(a->dtype));
+    qp_status dst = qp_ref_check_act_dtype(ctx, a->dtype);
+    if (dst != QP_OK) return dst;
     int K = a->K, N = a->N;
     if (K % 32)
         return qp_error_set(ctx, QP_ERR_VALUE, NULL, "weight", NULL,
