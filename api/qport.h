@@ -461,6 +461,182 @@ QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scale
 /* The per-group int8 weight of spec 5.5 step 2 for t = q4 - 8 in [-8, 7]. */
 QP_API int8_t qp_ref_qqq_group_weight(int t, uint16_t s_group_bits);
 
+/* ------------------------------------------------------------------------ */
+/* Named host tensors (checkpoint tensors handed to qp_linear_create)       */
+/* ------------------------------------------------------------------------ */
+
+#define QP_TENSOR_MAX_DIMS 4
+
+/* A host tensor the caller owns: `data` holds prod(shape) elements of
+ * `dtype`, row-major, packed dtypes (I4/U4/F4/F6) as the checkpoint stores
+ * them (the shape is then the stored shape, e.g. uint8 [N][K/2] with dtype
+ * U8). ndim 0 is a scalar. */
+typedef struct qp_tensor {
+    const char *name;      /* checkpoint name: "weight", "weight_scale", "B"... */
+    qp_dtype dtype;
+    int ndim;
+    int64_t shape[QP_TENSOR_MAX_DIMS];
+    const void *data;
+} qp_tensor;
+
+/* Bytes of a tensor's data (0 for an invalid dtype or shape). */
+QP_API size_t qp_tensor_bytes(const qp_tensor *t);
+
+/* ------------------------------------------------------------------------ */
+/* Devices (DESIGN.md 3-4)                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Devices belong to a context: the first device call of a context loads
+ * the backends (the built-in `cpu` reference, and the plugins
+ * libqport-vk.so, libqport-cl.so, libqport-cuda.so from the install's
+ * plugin folder or QPORT_BACKEND_PATH). A missing plugin, runtime library or
+ * driver means zero devices from that backend and a logged reason, never an
+ * error. Device handles stay valid until qp_context_destroy.
+ *
+ * Threads: a device may be used from several threads; calls on one device
+ * are serialised internally (one queue per device). */
+typedef struct qp_device qp_device;
+
+typedef enum qp_device_kind {
+    QP_DEVICE_DISCRETE_GPU = 0,
+    QP_DEVICE_INTEGRATED_GPU,
+    QP_DEVICE_VIRTUAL_GPU,
+    QP_DEVICE_CPU_CLASS,    /* a GPU API implemented on the CPU (lavapipe, PoCL) */
+    QP_DEVICE_REFERENCE     /* qport's own `cpu` reference backend               */
+} qp_device_kind;
+
+QP_API const char *qp_device_kind_name(qp_device_kind kind);
+
+/* What the hardware and driver offer, backend-neutral; -1 where unknown. */
+typedef struct qp_device_caps {
+    int int8_storage;         /* 8-bit loads/stores in kernels              */
+    int int8_arith;           /* 8-bit integer arithmetic                   */
+    int fp16_arith;           /* fp16 arithmetic (not only storage)         */
+    int bf16;                 /* bf16 conversions or arithmetic             */
+    int int_dot;              /* 4x8-bit integer dot product instructions   */
+    int int_dot_accelerated;  /* ... that the driver says are fast          */
+    int tensor_core_int8;     /* int8 matrix instructions (mma.sync s8)     */
+    int tensor_core_fp8;      /* e4m3 matrix instructions                   */
+    int subgroup_min, subgroup_max;
+    int64_t shared_mem_bytes; /* per workgroup                               */
+    int64_t max_buffer_bytes; /* largest single buffer binding              */
+    int64_t max_alloc_bytes;  /* largest single allocation                  */
+} qp_device_caps;
+
+typedef struct qp_device_info {
+    size_t struct_size;           /* set by the caller: sizeof(qp_device_info) */
+    char backend[16];             /* "cpu", "vulkan", "opencl", "cuda"       */
+    int index;                    /* within its backend: "vulkan:<index>"    */
+    char name[128];
+    char vendor[64];
+    char driver[128];             /* driver name and version                 */
+    char api_version[32];         /* "1.3.230", "OpenCL 3.0", "13.0", ...     */
+    qp_device_kind kind;
+    uint64_t memory_bytes;        /* device-local memory                     */
+    uint8_t uuid[16];
+    int has_uuid;
+    int cuda_cc;                  /* major*10+minor on CUDA, else -1         */
+    /* When this physical device is also listed through a higher-priority
+     * backend (same UUID): that device's "backend:index", else "". */
+    char same_as[24];
+    qp_device_caps caps;
+} qp_device_info;
+
+typedef enum qp_support_level {
+    QP_SUPPORT_NATIVE = 0,    /* the scheme's arithmetic runs on the device  */
+    QP_SUPPORT_EMULATED,      /* runs, but through a slower generic path     */
+    QP_SUPPORT_UNSUPPORTED
+} qp_support_level;
+
+QP_API const char *qp_support_level_name(qp_support_level level);
+
+typedef struct qp_support_info {
+    qp_support_level level;
+    char reason[256];         /* why emulated / unsupported; "" when native */
+} qp_support_info;
+
+/* All devices of all loaded backends, in priority order (DESIGN.md 4). */
+QP_API qp_status qp_device_count(qp_context *ctx, size_t *n);
+QP_API qp_status qp_device_get(qp_context *ctx, size_t i, qp_device **out);
+/* "cpu", "vulkan", "vulkan:1", "cuda:0", "opencl:2" (backend-relative
+ * index), or a case-insensitive substring of the device name.
+ * QP_ERR_NOT_FOUND naming the spec and listing what exists. */
+QP_API qp_status qp_device_find(qp_context *ctx, const char *spec, qp_device **out);
+QP_API qp_status qp_device_get_info(const qp_device *dev, qp_device_info *out);
+/* Whether `scheme` runs on `dev` at shape M x N x K (M, N, K <= 0: any). */
+QP_API qp_status qp_device_supports(qp_device *dev, const qp_scheme *scheme, int M, int N, int K,
+                                    qp_support_info *out);
+/* QPORT_DEVICE if set (an invalid or unmatched value is an error), else the
+ * best device that runs `scheme` natively (then emulated): CUDA GPU, Vulkan
+ * discrete, OpenCL discrete, integrated, CPU-class, the `cpu` reference.
+ * `scheme` NULL: the best device for any scheme. */
+QP_API qp_status qp_device_pick(qp_context *ctx, const qp_scheme *scheme, qp_device **out);
+/* Waits for all queued work on the device. */
+QP_API qp_status qp_device_synchronize(qp_device *dev);
+
+/* The backends the context tried to load: name, whether it loaded, and why
+ * not (or "" / a note such as "0 devices: no Vulkan driver"). i past the
+ * end: QP_ERR_NOT_FOUND. */
+typedef struct qp_backend_status {
+    const char *name;
+    const char *path;         /* plugin file, "" for the built-in cpu        */
+    int loaded;
+    int n_devices;
+    const char *note;
+} qp_backend_status;
+QP_API qp_status qp_backend_get_status(qp_context *ctx, size_t i, qp_backend_status *out);
+
+/* -- Device buffers ------------------------------------------------------ */
+
+typedef struct qp_buffer qp_buffer;
+QP_API qp_status qp_buffer_create(qp_device *dev, size_t bytes, qp_buffer **out);
+QP_API void qp_buffer_destroy(qp_buffer *buf);
+QP_API qp_status qp_buffer_upload(qp_buffer *buf, size_t offset, const void *src, size_t bytes);
+QP_API qp_status qp_buffer_download(qp_buffer *buf, size_t offset, void *dst, size_t bytes);
+QP_API size_t qp_buffer_size(const qp_buffer *buf);
+
+/* ------------------------------------------------------------------------ */
+/* Quantized linear layers                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct qp_linear qp_linear;
+
+/* Code paths a backend may be forced onto (tests, `qport conform`). */
+#define QP_PATH_AUTO        0u
+#define QP_PATH_GEMV        (1u << 0) /* the small-M, memory-bound kernel     */
+#define QP_PATH_TILED       (1u << 1) /* the tiled, shared-memory kernel      */
+#define QP_PATH_INT_DOT     (1u << 2) /* integer dot-product instructions on  */
+#define QP_PATH_NO_INT_DOT  (1u << 3) /* ... off (plain int32 multiply-add)   */
+
+typedef struct qp_linear_options {
+    size_t struct_size;       /* sizeof(qp_linear_options)                   */
+    qp_dtype act_dtype;       /* x, bias, y: QP_DTYPE_F16 (default) or BF16   */
+    unsigned path;            /* QP_PATH_* mask, 0 = the backend's choice     */
+    const char *layer;        /* name for messages (NULL: "")                */
+} qp_linear_options;
+
+QP_API void qp_linear_options_init(qp_linear_options *opts);
+
+/* Binds the checkpoint tensors of one layer (by their checkpoint names:
+ * Quark `weight`, `weight_scale`, `input_scale`, `weight_zero_point`,
+ * `input_zero_point`, ...; QQQ `B`, `s_channel`, `s_group`; optional
+ * `bias`), checks dtypes and shapes against the scheme (errors name the
+ * tensor and the rule), applies vLLM's process-after-loading and puts the
+ * layer on `dev` in the backend's layout. The caller's tensors are not
+ * referenced after the call. */
+QP_API qp_status qp_linear_create(qp_device *dev, const qp_scheme *scheme, int N, int K,
+                                  const qp_tensor *tensors, size_t n_tensors,
+                                  const qp_linear_options *opts, qp_linear **out);
+QP_API void qp_linear_destroy(qp_linear *lin);
+/* y[M][N] = linear(x[M][K]) with host memory: x in the layer's act_dtype
+ * (fp16/bf16 bits), y in the output dtype (qp_linear_out_dtype). */
+QP_API qp_status qp_linear_forward(qp_linear *lin, const void *x, int M, void *y);
+/* The same on device buffers of the layer's device (no host copies). */
+QP_API qp_status qp_linear_forward_buffers(qp_linear *lin, qp_buffer *x, int M, qp_buffer *y);
+QP_API qp_dtype qp_linear_out_dtype(const qp_linear *lin);
+/* The code path the backend takes for M rows ("gemv int-dot", ...). */
+QP_API qp_status qp_linear_describe(const qp_linear *lin, int M, char *out, size_t cap);
+
 /* === MX / NVFP4 block quantization (spec 3.4-3.6, 4.3) ==================== */
 /* OCP MX: blocks of 32 consecutive elements along k share one e8m0 scale.
  * `elem` is QP_DTYPE_F4_E2M1, F6_E3M2, F6_E2M3 or F8_E4M3FN; codes are one

@@ -1,0 +1,167 @@
+/*
+ * The backend interface (DESIGN.md section 3): what a backend plugin
+ * (libqport-vk.so, libqport-cl.so, libqport-cuda.so) or the built-in `cpu`
+ * backend implements, and what the core hands it.
+ *
+ * A plugin exports one symbol, `qp_backend_entry`, returning its ops table.
+ * It does NOT link libqport: everything it needs from the core (errors,
+ * logging, settings) arrives in the qp_host table at init, so one plugin
+ * binary works with the shared or the static library.
+ *
+ * Object model (ggml-backend in spirit, smaller):
+ *   backend state (one per qp_context) -> devices -> buffers, linears.
+ * Every pointer a backend returns is opaque to the core.
+ *
+ * Threads: the core serialises all calls on one device with a per-device
+ * mutex, so a backend never sees two concurrent calls for the same device.
+ * Calls for different devices of one backend may run concurrently.
+ */
+#ifndef QP_BACKEND_H
+#define QP_BACKEND_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "qport.h"
+
+#define QP_BACKEND_ABI_VERSION 1u
+
+/* Services of the core, valid from init until shutdown. */
+typedef struct qp_host {
+    uint32_t abi_version;
+    size_t struct_size;
+    const qp_context *ctx;
+    /* Records an error on ctx for the calling thread; returns `status`. */
+    qp_status (*error)(const qp_context *ctx, qp_status status, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+    void (*log)(const qp_context *ctx, qp_log_level level, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+    /* A writable folder for pipeline / program-binary caches ("" when
+     * caching is off: QPORT_CACHE_DIR=off). No trailing slash. */
+    const char *cache_dir;
+    /* Library version string, part of every cache key. */
+    const char *version;
+    /* QPORT_VK_VALIDATION etc.: the settings table (env.c) as parsed. */
+    int validation;      /* 1: enable API validation layers where available */
+} qp_host;
+
+/* Activation modes a backend must implement (spec 6.1, 6.2). */
+typedef enum qp_act_mode {
+    QP_ACT_NONE = 0,             /* weight-only: x used as is               */
+    QP_ACT_INT8_STATIC,          /* scale (+ azp when asymmetric)           */
+    QP_ACT_INT8_DYNAMIC_TOKEN,   /* per-token absmax (or min/max when asym) */
+    QP_ACT_FP8_STATIC,           /* x * (1/scale)                           */
+    QP_ACT_FP8_DYNAMIC_TENSOR,   /* absmax/448 over the whole x             */
+    QP_ACT_FP8_DYNAMIC_TOKEN,    /* per-token, min scale 1/(448*512)        */
+    QP_ACT_FP8_GROUP128          /* per-token-group of 128 (opt. UE8M0)     */
+} qp_act_mode;
+
+/*
+ * A linear layer after binding and process-after-loading, in canonical
+ * host layouts. Built by the core (api/linear_desc.c) from the checkpoint
+ * tensors; the backend copies what it needs in prepare_linear (the
+ * pointers are valid only during that call) and may repack freely.
+ *
+ * Shapes: N output features, K input features. y[M][N] = x[M][K] W^T.
+ */
+typedef struct qp_lin_desc {
+    size_t struct_size;
+    qp_scheme scheme;        /* as resolved                                  */
+    qp_scheme_kind kind;     /* scheme.kind, HF_FP8 folded into W8A8_FP8     */
+    qp_dtype act_dtype;      /* x, bias and y (QP_DTYPE_F16 or BF16); QQQ: F16 */
+    int N, K;
+    const char *layer;       /* for messages, never NULL                    */
+
+    qp_act_mode act;
+    int act_symmetric;       /* int8 activations                             */
+    float input_scale;       /* static activations                           */
+    int32_t input_zp;        /* static asymmetric int8 (after rebuild)       */
+    int ue8m0;               /* FP8_GROUP128: power-of-two scales            */
+
+    const uint16_t *bias;    /* [N] act_dtype bits, or NULL                  */
+
+    /* W8A8-INT8 (spec 6.3-6.4) */
+    const int8_t *w_i8;      /* [N][K]                                       */
+    const float *w_scale;    /* [N], per-tensor scales already expanded;
+                              * W8A8_FP8_BLOCK: [ceil(N/128)][ceil(K/128)]   */
+    int w_per_channel;       /* the checkpoint had one scale per channel    */
+    /* azp_adj[n] = sum_k w[n][k] (int32, wrapping); static asymmetric:
+     * already multiplied by input_zp (spec 6.4 step 5). NULL when symmetric. */
+    const int32_t *azp_adj;
+
+    /* W8A8-FP8 (spec 6.5-6.6): w_u8 e4m3fn codes [N][K], w_scale above   */
+    const uint8_t *w_u8;
+
+    /* QQQ W4A8 (spec 5.3-5.5), in natural (unpermuted) order:
+     *   q4 [N][K]: per-channel: signed codes -8..7 (int8 weight = 16*q4);
+     *              group 128: unsigned codes 0..15 (t = q4 - 8);
+     *   w8 [N][K]: the exact int8 weight of spec 5.5 step 2 (wrap included),
+     *              so a backend may run QQQ as a plain int8 GEMM;
+     *   s_channel [N] fp32, s_group [K/128][N] fp16 bits (group 128 only);
+     *   marlin_B / marlin_s_channel / marlin_s_group: the checkpoint tensors
+     *   as loaded, for a backend that runs the Marlin layout directly. */
+    int group_size;          /* QQQ: -1 or 128; W4A16: 32/64/128/-1         */
+    const int8_t *q4;
+    const int8_t *w8;
+    const float *s_channel;
+    const uint16_t *s_group;
+    const int32_t *marlin_B;
+    const float *marlin_s_channel;
+    const uint16_t *marlin_s_group;
+
+    /* Any other scheme: the bound checkpoint tensors by name (issue 9). */
+    const qp_tensor *tensors;
+    size_t n_tensors;
+} qp_lin_desc;
+
+/* Code-path forcing for tests and `qport conform` (qp_linear_options.path). */
+/* (QP_PATH_* live in qport.h.) */
+
+typedef struct qp_backend_ops {
+    uint32_t abi_version;    /* QP_BACKEND_ABI_VERSION                       */
+    size_t struct_size;      /* sizeof(qp_backend_ops)                       */
+    const char *name;        /* "cpu", "vulkan", "opencl", "cuda"            */
+
+    /* Creates the backend's state for one context. A missing runtime or
+     * driver is not an error: return QP_OK with zero devices and log the
+     * reason (host->log at QP_LOG_INFO). */
+    qp_status (*init)(const qp_host *host, void **state);
+    void (*shutdown)(void *state);
+
+    int (*device_count)(void *state);
+    /* Device handle i (stable until shutdown). */
+    void *(*device_get)(void *state, int i);
+    /* Fills the backend-neutral description (struct_size already set). */
+    qp_status (*device_info)(void *dev, qp_device_info *out);
+    /* Whether `scheme` at shape M,N,K runs natively, emulated or not at all,
+     * with a reason. NULL: the core's default (every scheme the backend's
+     * prepare_linear accepts is native). */
+    qp_status (*device_supports)(void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out);
+
+    /* Device memory. Buffers are addressed by byte offsets. */
+    qp_status (*buffer_alloc)(void *dev, size_t bytes, void **buf);
+    void (*buffer_free)(void *dev, void *buf);
+    qp_status (*buffer_upload)(void *dev, void *buf, size_t offset, const void *src, size_t bytes);
+    qp_status (*buffer_download)(void *dev, void *buf, size_t offset, void *dst, size_t bytes);
+
+    /* Uploads the layer in the backend's chosen layout. `path` is the
+     * QP_PATH_* mask the caller asked for (0: auto); a forced path the device
+     * cannot run is QP_ERR_UNSUPPORTED with the reason. */
+    qp_status (*linear_prepare)(void *dev, const qp_lin_desc *desc, unsigned path, void **lin);
+    void (*linear_destroy)(void *dev, void *lin);
+    /* y[M][N] (act_dtype, or F16 for QQQ) from x[M][K] (act_dtype), both
+     * device buffers of this device. Completes before returning, or is
+     * completed by `synchronize`. */
+    qp_status (*linear_forward)(void *dev, void *lin, void *x, int M, void *y);
+    /* Short text of the code path taken for M rows ("gemv int-dot",
+     * "tiled 64x64 sg16"); optional. */
+    void (*linear_describe)(void *dev, void *lin, int M, char *out, size_t cap);
+    qp_status (*synchronize)(void *dev);
+} qp_backend_ops;
+
+/* The plugin's only export. */
+typedef const qp_backend_ops *(*qp_backend_entry_fn)(void);
+#define QP_BACKEND_ENTRY_SYMBOL "qp_backend_entry"
+
+#endif
