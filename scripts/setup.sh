@@ -2,7 +2,12 @@
 # Installs the Debian 12 packages qport builds and tests with (only those
 # missing), then configures the build directory. Safe to run repeatedly.
 set -eu
-PKGS="meson ninja-build pkg-config gcc clang libclang-rt-14-dev libjsmn-dev libpcre2-dev python3"
+# Vulkan: loader, lavapipe (Mesa's CPU driver), glslang, validation layers.
+# OpenCL: the ICD loader, headers and PoCL (CPU). CUDA: nvcc from the machine's
+# toolkit in /usr/local/cuda when present (the plugin is skipped otherwise).
+PKGS="meson ninja-build pkg-config gcc clang libclang-rt-14-dev libjsmn-dev libpcre2-dev python3 valgrind
+ libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers vulkan-tools
+ ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
@@ -14,5 +19,7 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 cd "$(dirname "$0")/.."
+# meson finds nvcc only on PATH (TOOLCHAIN.md)
+[ -x /usr/local/cuda/bin/nvcc ] && PATH="/usr/local/cuda/bin:$PATH" && export PATH
 [ -f build/build.ninja ] || meson setup build >/dev/null
 ninja -C build >/dev/null
