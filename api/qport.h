@@ -571,6 +571,10 @@ QP_API qp_status qp_device_supports(qp_device *dev, const qp_scheme *scheme, int
  * discrete, OpenCL discrete, integrated, CPU-class, the `cpu` reference.
  * `scheme` NULL: the best device for any scheme. */
 QP_API qp_status qp_device_pick(qp_context *ctx, const qp_scheme *scheme, qp_device **out);
+/* The QPORT_LOG level (debug|info|warn|error|none), `dflt` when unset;
+ * QP_ERR_INVALID_ARGUMENT for another value. For tools installing a log
+ * callback; the library itself never prints. */
+QP_API qp_status qp_log_level_from_env(qp_context *ctx, qp_log_level dflt, qp_log_level *out);
 /* Waits for all queued work on the device. */
 QP_API qp_status qp_device_synchronize(qp_device *dev);
 
@@ -613,6 +617,10 @@ typedef struct qp_linear_options {
     qp_dtype act_dtype;       /* x, bias, y: QP_DTYPE_F16 (default) or BF16   */
     unsigned path;            /* QP_PATH_* mask, 0 = the backend's choice     */
     const char *layer;        /* name for messages (NULL: "")                */
+    /* Fused layers (qkv_proj, gate_up_proj) with one scale per shard: the
+     * rows of each shard, in order (they sum to N). NULL when not fused. */
+    const int *shard_rows;
+    size_t n_shards;
 } qp_linear_options;
 
 QP_API void qp_linear_options_init(qp_linear_options *opts);
