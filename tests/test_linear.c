@@ -2,6 +2,7 @@
  * checkpoint tensors and runs process-after-loading, and its forward equals
  * a direct call of the reference kernel on the same data; bad tensors,
  * environment values and device specs are clear errors. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,11 +151,51 @@ static void env_and_specs(void) {
     unsetenv("QPORT_BACKEND_PATH");
 }
 
+/* DESIGN.md 8: forwards from several threads, on one shared layer and on
+ * per-thread layers of one device, give the single-thread result. */
+typedef struct job { qp_linear *lin; const uint16_t *x; const uint16_t *want; int M, N, bad; } job;
+static void *worker(void *p) {
+    job *j = p;
+    uint16_t *y = malloc(sizeof(uint16_t) * (size_t)j->M * j->N);
+    for (int it = 0; it < 50 && y; it++) {
+        if (qp_linear_forward(j->lin, j->x, j->M, y) || memcmp(y, j->want, sizeof(uint16_t) * (size_t)j->M * j->N)) j->bad++;
+    }
+    free(y);
+    return NULL;
+}
+
+static void threads(void) {
+    case_layer l;
+    char err[256];
+    enum { M = 4, N = 64, K = 128, T = 6 };
+    CHECK(!case_layer_make(ctx, case_scheme_find("qqq-channel"), N, K, QP_DTYPE_F16, 9, NULL, 0, &l, err, sizeof err), "%s", err);
+    qp_device *cpu;
+    qp_device_find(ctx, "cpu", &cpu);
+    qp_linear *shared, *own[T];
+    CHECK(!qp_linear_create(cpu, &l.scheme, N, K, l.tensors, l.n_tensors, NULL, &shared), "%s", qp_last_error(ctx));
+    static uint16_t x[M * K], want[M * N];
+    case_activations(DIST_OUTLIERS, QP_DTYPE_F16, M, K, 5, x);
+    CHECK(!qp_linear_forward(shared, x, M, want), "%s", qp_last_error(ctx));
+    pthread_t th[2 * T];
+    job jobs[2 * T];
+    for (int i = 0; i < T; i++) {
+        CHECK(!qp_linear_create(cpu, &l.scheme, N, K, l.tensors, l.n_tensors, NULL, &own[i]), "%s", qp_last_error(ctx));
+        jobs[i] = (job){shared, x, want, M, N, 0};
+        jobs[T + i] = (job){own[i], x, want, M, N, 0};
+    }
+    for (int i = 0; i < 2 * T; i++) pthread_create(&th[i], NULL, worker, &jobs[i]);
+    for (int i = 0; i < 2 * T; i++) { pthread_join(th[i], NULL); CHECK(!jobs[i].bad, "thread %d: %d bad forwards", i, jobs[i].bad); }
+    for (int i = 0; i < T; i++) qp_linear_destroy(own[i]);
+    qp_linear_destroy(shared);
+    case_layer_free(&l);
+}
+
 int main(void) {
     qp_context_create(&ctx);
     same_as_direct_int8();
     bad_tensors();
     env_and_specs();
+    threads();
     qp_context_destroy(ctx);
     return tu_finish("linear");
 }
