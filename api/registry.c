@@ -190,7 +190,7 @@ static qp_status registry_load(qp_context *ctx, qp_registry **out) {
         if ((st = add_devices(ctx, r, s))) { *out = r; return st; }
         if (!s->n_devices && !s->note[0]) snprintf(s->note, sizeof s->note, "0 devices (see the log at QPORT_LOG=info)");
     }
-    qsort(r->devices, r->n_devices, sizeof *r->devices, cmp_rank);
+    if (r->n_devices > 1) qsort(r->devices, r->n_devices, sizeof *r->devices, cmp_rank);
     /* one GPU seen through two APIs is one device: the better-ranked wins */
     for (size_t i = 0; i < r->n_devices; i++)
         for (size_t j = 0; j < i; j++) {
