@@ -645,6 +645,34 @@ QP_API qp_dtype qp_linear_out_dtype(const qp_linear *lin);
 /* The code path the backend takes for M rows ("gemv int-dot", ...). */
 QP_API qp_status qp_linear_describe(const qp_linear *lin, int M, char *out, size_t cap);
 
+/* ------------------------------------------------------------------------ */
+/* safetensors checkpoints                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A safetensors file, memory-mapped. The header is validated completely on
+ * open (QP_ERR_PARSE naming the file and tensor: header length beyond 100
+ * MB or the file, bad JSON, unknown dtype, byte ranges that are reversed,
+ * outside the data, overlapping, leaving holes, or not equal to dtype size
+ * x shape). Tensors returned point into the mapping and stay valid until
+ * close. dtypes without a qport equivalent (F64, I64, ...) come back as
+ * QP_DTYPE_NONE with their safetensors name. */
+typedef struct qp_safetensors qp_safetensors;
+QP_API qp_status qp_safetensors_open(qp_context *ctx, const char *path, qp_safetensors **out);
+/* The same over a caller's buffer (not copied; must outlive the object). */
+QP_API qp_status qp_safetensors_open_buffer(qp_context *ctx, const char *name, const void *data, size_t len,
+                                            qp_safetensors **out);
+QP_API void qp_safetensors_close(qp_safetensors *f);
+QP_API size_t qp_safetensors_count(const qp_safetensors *f);
+/* The i-th tensor in header order; `dtype_name` (may be NULL) gets "F16"... */
+QP_API qp_status qp_safetensors_get(const qp_safetensors *f, size_t i, qp_tensor *out, const char **dtype_name);
+QP_API qp_status qp_safetensors_find(const qp_safetensors *f, const char *name, qp_tensor *out);
+/* A __metadata__ string, or NULL. */
+QP_API const char *qp_safetensors_metadata(const qp_safetensors *f, const char *key);
+/* Writes tensors (and `n_meta` key/value string pairs, meta[2i], meta[2i+1])
+ * atomically (temporary file + rename). */
+QP_API qp_status qp_safetensors_write(qp_context *ctx, const char *path, const qp_tensor *tensors, size_t n,
+                                      const char *const *meta, size_t n_meta);
+
 /* === MX / NVFP4 block quantization (spec 3.4-3.6, 4.3) ==================== */
 /* OCP MX: blocks of 32 consecutive elements along k share one e8m0 scale.
  * `elem` is QP_DTYPE_F4_E2M1, F6_E3M2, F6_E2M3 or F8_E4M3FN; codes are one
