@@ -20,6 +20,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (qp_format_bits(t.dtype) >= 8) esz = (size_t)qp_format_bits(t.dtype) / 8;
         for (size_t b = 0; b < n * esz && t.dtype != QP_DTYPE_NONE; b++) sink ^= ((const uint8_t *)t.data)[b];
     }
+    (void)sink;
     (void)qp_safetensors_metadata(f, "format");
     qp_safetensors_close(f);
     return 0;
