@@ -252,9 +252,13 @@ static qp_status bind_qqq(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d
     if (d->act_dtype != QP_DTYPE_F16)
         return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, NULL, b->layer, "The params dtype must be float16, but got %s",
                             d->act_dtype == QP_DTYPE_BF16 ? "torch.bfloat16" : qp_dtype_name(d->act_dtype));
-    if (K % 128 || N % 64)
+    /* QQQLinearMethod.create_weights (spec 5.1), vLLM's messages */
+    if (N % 64)
         return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "B", b->layer,
-                            "QQQ needs K %% 128 == 0 and N %% 64 == 0 (got K = %d, N = %d)", K, N);
+                            "Weight output_size_per_partition = %d is not divisible by min_n_threads = 64.", N);
+    if (K % 128)
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "B", b->layer,
+                            "Weight input_size_per_partition = %d is not divisible by min_k_threads = 128.", K);
     if ((s = find(b, "B", true, &B)) || (s = expect(b, B, QP_DTYPE_I32, (size_t)K / 16 * 2 * (size_t)N, "expected [K/16, 2N]")))
         return s;
     if ((s = find(b, "s_channel", true, &sc)) || (s = expect(b, sc, QP_DTYPE_F32, (size_t)N, "expected [1, N]"))) return s;

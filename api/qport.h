@@ -274,6 +274,13 @@ QP_API qp_status qp_config_resolve(const qp_config *cfg, const char *layer_name,
                                    qp_layer_kind kind, const qp_resolve_options *opts,
                                    qp_scheme *out);
 
+/* The shard names of a fused layer ("...qkv_proj" -> q_proj, k_proj,
+ * v_proj) under the same packed-modules mapping resolve uses; *n_shards 0
+ * when the layer is not fused. `proj` (may be NULL) gets the layer's last
+ * dotted component. Pointers live as long as `cfg` / `opts`. */
+QP_API qp_status qp_config_layer_shards(const qp_config *cfg, const char *layer, const qp_resolve_options *opts,
+                                        const char *const **shards, size_t *n_shards, const char **proj);
+
 /* vLLM's capability check for a resolved scheme: QP_ERR_CAPABILITY with
  * vLLM's message when `capability` < the scheme's minimum. */
 QP_API qp_status qp_scheme_check_capability(qp_context *ctx, const qp_scheme *scheme,
@@ -672,6 +679,50 @@ QP_API const char *qp_safetensors_metadata(const qp_safetensors *f, const char *
  * atomically (temporary file + rename). */
 QP_API qp_status qp_safetensors_write(qp_context *ctx, const char *path, const qp_tensor *tensors, size_t n,
                                       const char *const *meta, size_t n_meta);
+
+/* ------------------------------------------------------------------------ */
+/* Model directories and layer binding                                       */
+/* ------------------------------------------------------------------------ */
+
+/* A model directory: config.json (with or without quantization_config) and
+ * model.safetensors, or the shards of model.safetensors.index.json (file
+ * names must be plain names inside the directory), or every *.safetensors. */
+typedef struct qp_model qp_model;
+QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out);
+QP_API void qp_model_close(qp_model *m);
+/* NULL when config.json has no quantization_config. */
+QP_API const qp_config *qp_model_config(const qp_model *m);
+QP_API qp_status qp_model_find_tensor(const qp_model *m, const char *name, qp_tensor *out);
+/* Linear layers of the checkpoint (prefixes of 2-D ".weight" / ".B"
+ * tensors, embeddings left out), in checkpoint order. */
+QP_API size_t qp_model_layer_count(qp_model *m);
+QP_API const char *qp_model_layer_name(qp_model *m, size_t i);
+
+typedef struct qp_bind_options {
+    size_t struct_size;
+    const qp_resolve_options *resolve; /* NULL: defaults                    */
+    int tp_size, tp_rank;              /* tensor parallelism (1, 0)          */
+} qp_bind_options;
+QP_API void qp_bind_options_init(qp_bind_options *o);
+
+/* One layer's tensors, ready for qp_linear_create (pass shard_rows and
+ * n_shards in qp_linear_options). Fused layers (qkv_proj, gate_up_proj) are
+ * assembled from their shards on disk. */
+typedef struct qp_layer_binding {
+    char layer[256];
+    qp_scheme scheme;
+    int N, K;
+    qp_tensor tensors[16];
+    size_t n_tensors;
+    int shard_rows[8];
+    size_t n_shards;      /* 0: not fused */
+    /* private */
+    void *owned_[16];
+    char names_[16][48];
+} qp_layer_binding;
+QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bind_options *opts,
+                                     qp_layer_binding *out);
+QP_API void qp_layer_binding_free(qp_layer_binding *b);
 
 /* === MX / NVFP4 block quantization (spec 3.4-3.6, 4.3) ==================== */
 /* OCP MX: blocks of 32 consecutive elements along k share one e8m0 scale.
