@@ -455,6 +455,50 @@ typedef struct qp_ref_w4a8_mxfp4_args {
     const uint16_t *bias;         /* [N] or NULL */
 } qp_ref_w4a8_mxfp4_args;
 QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a8_mxfp4_args *args, uint16_t *y);
+/* OCP-MX linear (QuarkOCP_MX emulation, spec 3.3-3.7): MX weights dequantized
+ * to x.dtype, activations fake-quantized (qdq) per their key, y = x' @ W^T
+ * + bias summed in double and rounded once to x.dtype (F.linear). */
+typedef enum qp_ocp_mx_act {
+    QP_OCP_MX_ACT_NONE = 0,     /* weight-only: activation key None          */
+    QP_OCP_MX_ACT_MXFP4,        /* kMxfp4Dynamic                             */
+    QP_OCP_MX_ACT_MXFP6_E3M2,   /* kMxfp6E3M2Dynamic (with fp4 or e3m2 weights) */
+    QP_OCP_MX_ACT_MXFP6_E2M3,   /* kMxfp6E2M3Dynamic (with fp4 or e2m3 weights) */
+    QP_OCP_MX_ACT_MXFP8,        /* kMxfp8Dynamic: fp8_e4m3 per_group 32      */
+    /* Per-tensor fp8 activations (OCP_MX_Scheme w_*_a_fp8): QuarkOCP_MX's
+     * key check refuses both for linear layers (spec 9.14), so these return
+     * QP_ERR_VALUE with the resolver's message; static fp8 with MXFP4
+     * weights is qp_ref_w4a8_mxfp4_fp8_forward. */
+    QP_OCP_MX_ACT_FP8_DYNAMIC,  /* kFp8DynamicTensorSym                      */
+    QP_OCP_MX_ACT_FP8_STATIC    /* kFp8StaticTensorSym                       */
+} qp_ocp_mx_act;
+typedef struct qp_ref_ocp_mx_args {
+    qp_dtype dtype;               /* of x, bias and y: F16 or BF16 */
+    const uint16_t *x;            /* [M][K] */
+    int M, K, N;
+    qp_dtype w_elem;              /* F4_E2M1, F6_E2M3, F6_E3M2 or F8_E4M3FN */
+    const uint8_t *weight;        /* fp4 pairs [N][K/2], fp6 quads [N][3K/4], fp8 [N][K] */
+    const uint8_t *weight_scale;  /* [ceil(N/R)][K/32] e8m0 */
+    int scale_rows;               /* R: MXFP8 per_block [R,32] checkpoints; 0 or 1: one row each */
+    qp_ocp_mx_act act;
+    const uint16_t *bias;         /* [N] or NULL */
+} qp_ref_ocp_mx_args;
+QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args *args, uint16_t *y);
+/* NVFP4 linear (QuarkNVFP4 emulation, spec 4.1-4.3): fp4 weights with e4m3
+ * block scales (16 along K) and a global scale, activations quantized
+ * dynamically (qp_quant_nvfp4) and dequantized to x.dtype, y = x' @ W^T
+ * rounded to x.dtype, then + bias in x.dtype. The global scales are the
+ * values after process-after-loading: the max over fused shards. */
+typedef struct qp_ref_nvfp4_args {
+    qp_dtype dtype;               /* of x, bias and y: F16 or BF16 */
+    const uint16_t *x;            /* [M][K] */
+    int M, K, N;
+    const uint8_t *weight;        /* [N][K/2] fp4 pairs, element 2i low */
+    const uint8_t *weight_scale;  /* [N][K/16] e4m3fn codes */
+    float weight_scale_2;         /* weight_global_scale = max(weight_scale_2) */
+    float input_scale_2;          /* input_global_scale = max(input_scale_2) */
+    const uint16_t *bias;         /* [N] or NULL */
+} qp_ref_nvfp4_args;
+QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *args, uint16_t *y);
 /* Fused static asymmetric shards (errata 11.4): one scale, one truncated azp. */
 QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scales, const int32_t *zps, size_t n,
                                              float *scale_out, int32_t *azp_out);
