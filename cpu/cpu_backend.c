@@ -18,7 +18,8 @@ typedef struct cpu_lin {
     int N, K, group;
     qp_act_mode act;
     int symmetric, ue8m0, w_per_channel, pack, w_block;
-    float input_scale;
+    int w_elem, mx_act, scale_rows; /* OCP-MX */
+    float input_scale, weight_scale_2; /* NVFP4 reuses input_scale for input_scale_2 */
     int32_t input_zp;
     void *blob[8]; /* owned copies: weight, scales, bias, ... */
 } cpu_lin;
@@ -50,7 +51,8 @@ static qp_status cpu_device_info(void *dev, qp_device_info *o) {
 static bool cpu_runs(qp_scheme_kind k) {
     switch (k) {
     case QP_SCHEME_W8A8_INT8: case QP_SCHEME_W8A8_FP8: case QP_SCHEME_W8A8_FP8_BLOCK: case QP_SCHEME_HF_FP8:
-    case QP_SCHEME_QQQ_W4A8: case QP_SCHEME_W4A16_INT4: case QP_SCHEME_W4A8_MXFP4_FP8:
+    case QP_SCHEME_QQQ_W4A8: case QP_SCHEME_W4A16_INT4: case QP_SCHEME_W4A8_MXFP4_FP8: case QP_SCHEME_OCP_MX:
+    case QP_SCHEME_NVFP4:
         return true;
     default:
         return false;
@@ -125,7 +127,7 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
     if (!l) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
     *l = (cpu_lin){d->kind, d->act_dtype, d->N, d->K, d->group_size, d->act, d->act_symmetric, d->ue8m0,
                    d->w_per_channel, d->scheme.pack_method, d->kind == QP_SCHEME_W8A8_FP8_BLOCK,
-                   d->input_scale, d->input_zp, {0}};
+                   0, 0, 0, d->input_scale, 0, d->input_zp, {0}};
     size_t N = (size_t)d->N, K = (size_t)d->K, nb = (N + 127) / 128 * ((K + 127) / 128);
     bool ok = true;
     qp_status st = QP_OK;
@@ -169,6 +171,46 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
         }
         break;
     }
+    case QP_SCHEME_OCP_MX: {
+        /* spec 3.3, 3.7: packed elements, e8m0 scales [N/R][K/32] */
+        qp_dtype we = d->scheme.weight.dtype;
+        const qp_qtensor *a = &d->scheme.activation;
+        l->w_elem = we;
+        l->scale_rows = d->scheme.weight.granularity == QP_GRAN_BLOCK && d->scheme.weight.block[0] > 0 ? d->scheme.weight.block[0] : 1;
+        l->mx_act = a->dtype == QP_DTYPE_NONE ? QP_OCP_MX_ACT_NONE
+                  : a->dtype == QP_DTYPE_F4_E2M1 ? QP_OCP_MX_ACT_MXFP4
+                  : a->dtype == QP_DTYPE_F6_E3M2 ? QP_OCP_MX_ACT_MXFP6_E3M2
+                  : a->dtype == QP_DTYPE_F6_E2M3 ? QP_OCP_MX_ACT_MXFP6_E2M3
+                  : a->granularity == QP_GRAN_GROUP ? QP_OCP_MX_ACT_MXFP8
+                  : a->dynamic ? QP_OCP_MX_ACT_FP8_DYNAMIC : QP_OCP_MX_ACT_FP8_STATIC;
+        if (K % 32) { st = h->error(h->ctx, QP_ERR_VALUE, "layer '%s': K = %zu is not a multiple of the OCP MX group size 32", d->layer, K); break; }
+        size_t wb = we == QP_DTYPE_F4_E2M1 ? N * K / 2 : we == QP_DTYPE_F8_E4M3FN ? N * K : N * K * 3 / 4;
+        size_t rows = (N + (size_t)l->scale_rows - 1) / (size_t)l->scale_rows;
+        const qp_tensor *wt = named(d, "weight"), *ws = named(d, "weight_scale");
+        st = take(dev, d, l, 0, "weight", wt && wt->dtype == QP_DTYPE_F8_E4M3FN ? QP_DTYPE_F8_E4M3FN : QP_DTYPE_U8, wb);
+        if (!st) st = take(dev, d, l, 1, "weight_scale", ws && ws->dtype == QP_DTYPE_E8M0 ? QP_DTYPE_E8M0 : QP_DTYPE_U8, rows * K / 32);
+        break;
+    }
+    case QP_SCHEME_NVFP4: {
+        /* spec 4.1-4.2: global scales are the max over shards */
+        if (K % 16) { st = h->error(h->ctx, QP_ERR_VALUE, "Input size per partition (%zu) must be divisible by group size (16)", K); break; }
+        st = take(dev, d, l, 0, "weight", QP_DTYPE_U8, N * K / 2);
+        if (!st) st = take(dev, d, l, 1, "weight_scale", QP_DTYPE_F8_E4M3FN, N * K / 16);
+        const char *gname[2] = {"weight_scale_2", "input_scale_2"};
+        float *gout[2] = {&l->weight_scale_2, &l->input_scale};
+        for (int g = 0; g < 2 && !st; g++) {
+            const qp_tensor *t = named(d, gname[g]);
+            size_t nb = t ? qp_tensor_bytes(t) : 0;
+            if (!t || t->dtype != QP_DTYPE_F32 || !nb) {
+                st = h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "layer '%s': %s must be fp32 with one entry per shard", d->layer, gname[g]);
+                break;
+            }
+            const float *v = t->data;
+            *gout[g] = v[0];
+            for (size_t i = 1; i < nb / 4; i++) *gout[g] = v[i] > *gout[g] ? v[i] : *gout[g];
+        }
+        break;
+    }
     default:
         break;
     }
@@ -208,6 +250,15 @@ static qp_status cpu_linear_forward(void *dev, void *lin, void *x, int M, void *
     case QP_SCHEME_W4A8_MXFP4_FP8: {
         qp_ref_w4a8_mxfp4_args a = {l->dtype, x, M, l->K, l->N, l->blob[0], l->blob[1], l->input_scale, bias};
         return qp_ref_w4a8_mxfp4_fp8_forward(ctx, &a, y);
+    }
+    case QP_SCHEME_OCP_MX: {
+        qp_ref_ocp_mx_args a = {l->dtype, x, M, l->K, l->N, (qp_dtype)l->w_elem, l->blob[0], l->blob[1], l->scale_rows,
+                                (qp_ocp_mx_act)l->mx_act, bias};
+        return qp_ref_ocp_mx_forward(ctx, &a, y);
+    }
+    case QP_SCHEME_NVFP4: {
+        qp_ref_nvfp4_args a = {l->dtype, x, M, l->K, l->N, l->blob[0], l->blob[1], l->weight_scale_2, l->input_scale, bias};
+        return qp_ref_nvfp4_forward(ctx, &a, y);
     }
     default:
         return host_of(dev)->error(ctx, QP_ERR_INTERNAL, "cpu: scheme %s prepared but not runnable", qp_scheme_kind_name(l->kind));
