@@ -737,6 +737,9 @@ QP_API void qp_model_close(qp_model *m);
 /* NULL when config.json has no quantization_config. */
 QP_API const qp_config *qp_model_config(const qp_model *m);
 QP_API qp_status qp_model_find_tensor(const qp_model *m, const char *name, qp_tensor *out);
+/* Every tensor of every shard file, in file then header order. */
+QP_API size_t qp_model_tensor_count(const qp_model *m);
+QP_API qp_status qp_model_tensor_get(const qp_model *m, size_t i, qp_tensor *out);
 /* Linear layers of the checkpoint (prefixes of 2-D ".weight" / ".B"
  * tensors, embeddings left out), in checkpoint order. */
 QP_API size_t qp_model_layer_count(qp_model *m);
