@@ -1,10 +1,18 @@
 #!/bin/sh
-# The main job: set up, build, and inspect every bundled config the way vLLM
-# resolves it, for a spread of typical layer names.
+# The main job: set up, build, list every device qport finds on this
+# machine, run every scheme on every one of them against the cpu reference
+# (qport conform), and show how vLLM resolves every bundled config.
 set -eu
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
 Q=./build/tools/qport
+# the plugins of this build tree (an installed qport finds them by itself)
+QPORT_BACKEND_PATH="$PWD/build/vk:$PWD/build/cl:$PWD/build/cuda"
+export QPORT_BACKEND_PATH
+echo "=== qport devices"
+"$Q" devices
+echo "=== qport conform --quick (failures and skips are listed; the table is at the end)"
+"$Q" conform --quick || echo "(conform reported failures)"
 for cfg in tests/configs/*.json; do
   echo "=================================================================="
   "$Q" inspect "$cfg"

@@ -14,6 +14,10 @@ static void usage(FILE *f) {
             "      resolve a quantization config the way vLLM does\n"
             "  bench-resolve CONFIG|--synthetic [--layers N]\n"
             "      time scheme resolution over many layer names\n"
+            "  devices [--json]\n"
+            "      list every device, its capabilities and which schemes run on it\n"
+            "  conform [--device SPEC]... [--scheme NAME]... [--quick|--full] [--seed N] [--json FILE] [--csv FILE]\n"
+            "      run every scheme on every device against the cpu reference\n"
             "  version\n");
 }
 
@@ -21,6 +25,8 @@ int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
+    if (!strcmp(cmd, "conform")) return cmd_conform(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench-resolve")) return cmd_bench_resolve(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("qport %s\n", qp_version()); return 0; }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }

@@ -6,6 +6,10 @@
 
 int cmd_inspect(int argc, char **argv);
 int cmd_bench_resolve(int argc, char **argv);
+int cmd_devices(int argc, char **argv);
+int cmd_conform(int argc, char **argv);
+/* A stderr log callback at the QPORT_LOG level (default warn). */
+void tool_install_log(qp_context *ctx);
 
 /* JSON output helpers */
 void json_str(FILE *f, const char *s); /* quoted, escaped; NULL → null */
