@@ -113,6 +113,13 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
                                  props, NULL) == CL_SUCCESS)
             dot_accel = props[0] ? 1 : 0; /* signed_accelerated */
     }
+    /* Test knob: run the *_dot kernels with a plain-C dot on devices
+     * without the extension, so their indexing is proven on PoCL too. */
+    const char *fake = getenv("QPORT_CL_FAKE_INT_DOT");
+    if (!d->has_int_dot && fake && fake[0] && strcmp(fake, "0")) {
+        d->has_int_dot = 1;
+        d->int_dot_emulated = 1;
+    }
     cl_device_fp_config fpc = 0;
     api->clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fpc, &fpc, NULL);
     d->has_cr_div = (fpc & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;

@@ -43,6 +43,7 @@ typedef struct qp_cl_device {
     char cl_c_version[64];      /* "OpenCL C 1.2 PoCL"                     */
     int cl_c_major, cl_c_minor;
     int has_fp16, has_fp64, has_int_dot, has_cr_div, has_subgroups;
+    int int_dot_emulated;       /* QPORT_CL_FAKE_INT_DOT: *_dot kernels with a plain dot (tests) */
     size_t max_wg;
     uint64_t max_alloc;
     /* created at first use */

@@ -288,7 +288,9 @@ void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     if (!out || !cap) return;
     if (!l) { out[0] = 0; return; }
     const char *div = d->div_mode == QP_CL_DIV_NATIVE ? "div native" : d->div_mode == QP_CL_DIV_FP64 ? "div fp64" : "div fma";
-    const char *arith = l->kind == QP_SCHEME_W8A8_FP8 ? "fp8->fp32" : l->use_dot ? "int-dot" : "int8 plain";
+    const char *arith = l->kind == QP_SCHEME_W8A8_FP8 ? "fp8->fp32"
+                        : l->use_dot ? (d->int_dot_emulated ? "int-dot (emulated: QPORT_CL_FAKE_INT_DOT)" : "int-dot")
+                                     : "int8 plain";
     if (use_gemv(l, M))
         snprintf(out, cap, "gemv wg%d %s, %s", WG, arith, div);
     else

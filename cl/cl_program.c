@@ -10,6 +10,7 @@
  * go to a temporary name first and are renamed into place (atomic). */
 #include <errno.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -60,10 +61,10 @@ static qp_cl_div_mode choose_div_mode(qp_cl_device *d) {
 static void build_options(qp_cl_device *d, char *out, size_t cap) {
     /* never -cl-mad-enable / -cl-fast-relaxed-math: the epilogues must round
      * like the reference; -cl-std=CL1.2 only where the compiler has it */
-    snprintf(out, cap, "%s%s-DQP_WG=64 -DQP_DIV_MODE=%d -DQP_INT_DOT=%d",
+    snprintf(out, cap, "%s%s-DQP_WG=64 -DQP_DIV_MODE=%d -DQP_INT_DOT=%d%s",
              (d->cl_c_major > 1 || d->cl_c_minor >= 2) ? "-cl-std=CL1.2 " : "",
              d->div_mode == QP_CL_DIV_NATIVE ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", (int)d->div_mode,
-             d->has_int_dot);
+             d->has_int_dot, d->int_dot_emulated ? " -DQP_INT_DOT_EMULATED=1" : "");
 }
 
 /* The source, or (debug knob QPORT_CL_BREAK_SOURCE=1, for the compile
@@ -153,8 +154,22 @@ out:
     return prog;
 }
 
+/* mkdir -p of the cache folder (the default ~/.cache/qport may not exist). */
+static void make_dirs(const char *dir) {
+    char p[4096];
+    snprintf(p, sizeof p, "%s", dir);
+    for (char *s = p + 1; *s; s++)
+        if (*s == '/') {
+            *s = 0;
+            mkdir(p, 0755);
+            *s = '/';
+        }
+    mkdir(p, 0755);
+}
+
 static void store_cached(qp_cl_device *d, cl_program prog, const char *path, const key128 *key) {
     qp_cl_api *api = &d->be->api;
+    make_dirs(d->be->host->cache_dir);
     size_t bin_len = 0;
     if (api->clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof bin_len, &bin_len, NULL) != CL_SUCCESS ||
         !bin_len)

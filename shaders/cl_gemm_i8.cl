@@ -5,10 +5,11 @@
  * QP_INT_DOT (cl_khr_integer_dot_product) selects dot(char4, char4) in the
  * *_dot kernels; the plain kernels multiply-add in int32. Both are exact. */
 
-#if QP_INT_DOT
+#if QP_INT_DOT && !defined(QP_INT_DOT_EMULATED)
 #pragma OPENCL EXTENSION cl_khr_integer_dot_product : enable
 #define QP_DOT4(a, b) dot((a), (b))
 #else
+/* no extension, or the QPORT_CL_FAKE_INT_DOT test knob */
 #define QP_DOT4(a, b) qp_dot4_plain((a), (b))
 #endif
 

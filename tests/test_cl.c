@@ -342,7 +342,7 @@ static void test_fp8(qp_dtype dt, int act, int per_channel, int has_bias, int id
 }
 
 /* ---- QQQ W4A8 ----------------------------------------------------------- */
-static void test_qqq(int group, int has_bias, int N, int K, const int *ms, int nms) {
+static void test_qqq(int group, int has_bias, int N, int K, const int *ms, int nms, unsigned extra_path) {
     size_t kn = (size_t)K * N;
     float *wf = malloc(sizeof(float) * kn), *sc = malloc(sizeof(float) * N), *scp = malloc(sizeof(float) * N);
     int8_t *q = malloc(kn), *q4 = malloc(kn), *w8 = malloc(kn);
@@ -394,7 +394,7 @@ static void test_qqq(int group, int has_bias, int N, int K, const int *ms, int n
     d.marlin_s_group = group == 128 ? sgp : NULL;
     void *lins[3] = {0};
     for (int p = 0; p < 3; p++) {
-        st = ops->linear_prepare(dev, &d, paths[p], &lins[p]);
+        st = ops->linear_prepare(dev, &d, paths[p] | extra_path, &lins[p]);
         CHECK(st == QP_OK, "%s: prepare %s: %s", what, path_name[p], last_error);
     }
     for (int mi = 0; mi < nms; mi++) {
@@ -436,17 +436,16 @@ static void full_matrix(void) {
     static const int msid[] = {1, 5, 17, 64};
     for (int t = 0; t < 2; t++)
         for (int act = 0; act < 3; act++) test_fp8(dts[t], act, 0, t, 1, 0, 96, msid, 4);
-    test_qqq(-1, 0, 64, 128, Ms, NM);
-    test_qqq(-1, 1, 128, 256, Ms, NM);
-    test_qqq(128, 1, 64, 256, Ms, NM);
-    test_qqq(128, 0, 192, 384, Ms, NM);
+    test_qqq(-1, 0, 64, 128, Ms, NM, 0);
+    test_qqq(-1, 1, 128, 256, Ms, NM, 0);
+    test_qqq(128, 1, 64, 256, Ms, NM, 0);
+    test_qqq(128, 0, 192, 384, Ms, NM, 0);
 }
 
 static void large_layer(void) {
     static const int m1[] = {1}, m2[] = {1, 17};
     test_int8(QP_DTYPE_F16, 0, 1, 1, 1, 4096, 4096, m2, 2, 0);
     test_fp8(QP_DTYPE_BF16, 2, 1, 1, 0, 4096, 4096, m1, 1);
-    test_qqq(128, 1, 4096, 4096, m1, 1);
 }
 
 /* The division strategies of devices without correctly rounded '/'. */
@@ -457,6 +456,16 @@ static void div_subset(void) {
     test_int8(QP_DTYPE_F16, 0, 1, 0, 0, 33, 100, ms, 2, 0);  /* amax/127, 127/amax */
     test_fp8(QP_DTYPE_F16, 2, 0, 0, 1, 0, 96, ms, 2);        /* x / s, exact via identity */
     test_fp8(QP_DTYPE_BF16, 0, 0, 1, 1, 0, 96, ms, 2);       /* 1/s */
+}
+
+/* The *_dot kernels (QPORT_CL_FAKE_INT_DOT on a device without the
+ * extension: the same kernels with a plain dot), forced and automatic. */
+static void int_dot_subset(void) {
+    static const int ms[] = {1, 5, 17, 64};
+    test_int8(QP_DTYPE_F16, 0, 0, 1, 1, 33, 100, ms, 4, QP_PATH_INT_DOT);
+    test_int8(QP_DTYPE_BF16, 1, 0, 0, 0, 64, 160, ms, 4, QP_PATH_INT_DOT);
+    test_qqq(128, 1, 64, 256, ms, 4, QP_PATH_INT_DOT);
+    test_qqq(-1, 0, 64, 128, ms, 4, 0);
 }
 
 /* ---- faults ------------------------------------------------------------- */
@@ -726,6 +735,26 @@ int main(int argc, char **argv) {
         ops->shutdown(state);
         unsetenv("QPORT_CL_DIV");
     }
+    /* the int-dot kernels, where the device has the extension for real or
+     * through the test knob */
+    if (!info.caps.int_dot) setenv("QPORT_CL_FAKE_INT_DOT", "1", 1);
+    if (init_backend(&state) > 0) {
+        dev = ops->device_get(state, 0);
+        int_dot_subset();
+        char desc[160] = "";
+        int8_t w[64 * 64];
+        float ws[64];
+        qp_lin_desc d = small_int8_desc(w, ws);
+        void *lin = NULL;
+        if (ops->linear_prepare(dev, &d, 0, &lin) == QP_OK) {
+            ops->linear_describe(dev, lin, 64, desc, sizeof desc);
+            ops->linear_destroy(dev, lin);
+        }
+        CHECK(strstr(desc, "int-dot") != NULL, "int-dot path not taken: '%s'", desc);
+        printf("int-dot kernels: %s\n", desc);
+    }
+    ops->shutdown(state);
+    unsetenv("QPORT_CL_FAKE_INT_DOT");
     double t4 = now();
     printf("time: faults %.1f s, matrix %.1f s, 4096x4096 %.1f s, division modes %.1f s\n", t1 - t0, t2 - t1, t3 - t2,
            t4 - t3);
