@@ -106,10 +106,10 @@ static void mx_sweep(void) {
 }
 
 static void nvfp4_sweep(void) {
-    float x[16];
+    float x[32];
     uint8_t q[16], sf;
     for (int i = 0; i < NS; i++) {
-        row(i, x); /* first 16 of the row */
+        row(i, x); /* the first 16 of the row: one block */
         qp_quant_nvfp4(NULL, x, 1, 16, 2688.0f, q, &sf);
         switch (i) {
         case 0: CHECK(sf == 0 && q[0] == 0, "nvfp4 zero: sf %02x", sf); break;       /* out_scale 0 */
