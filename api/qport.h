@@ -901,7 +901,8 @@ QP_API qp_status qp_unpack_int4_quark(const int32_t *in, int K, int N, qp_pack_m
  * asymmetric int8 with 0 kept in range, absmax/(448*6) NVFP4), otherwise
  * from `input_absmax` (asymmetric: the range [-a, a]). Non-finite weights
  * or calibration values are refused (QP_ERR_INVALID_ARGUMENT naming the
- * element); shapes a scheme cannot hold get vLLM's message. */
+ * element); shapes a scheme cannot hold get vLLM's message. fp16/bf16
+ * weights: widen them with qp_format_decode_array first (exact). */
 typedef struct qp_qweights qp_qweights;
 
 typedef struct qp_named_tensor {
