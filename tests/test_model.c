@@ -45,10 +45,9 @@ static void write_model(const char *qcfg, shard *sh, int ns, int K) {
         CHECK(!qp_quantize_weights(ctx, &sc, w, sh[s].N, K, NULL, &sh[s].q), "%s", qp_last_error(ctx));
         free(w);
         for (size_t j = 0; j < qp_qweights_count(sh[s].q); j++) {
-            qp_named_tensor nt;
-            qp_qweights_get(sh[s].q, j, &nt);
-            snprintf(names[n], sizeof names[n], "%s.%s", sh[s].name, nt.name);
-            t[n] = (qp_tensor){names[n], nt.dtype, nt.ndim, {nt.shape[0], nt.shape[1]}, nt.data};
+            qp_qweights_get(sh[s].q, j, &t[n]);
+            snprintf(names[n], sizeof names[n], "%s.%s", sh[s].name, t[n].name);
+            t[n].name = names[n];
             n++;
         }
     }
@@ -65,11 +64,7 @@ static void forward_shard(const char *qcfg, shard *s, int K, const uint16_t *x, 
     qp_config_resolve(cfg, s->name, QP_LAYER_LINEAR, NULL, &sc);
     qp_tensor t[8];
     size_t n = qp_qweights_count(s->q);
-    for (size_t j = 0; j < n; j++) {
-        qp_named_tensor nt;
-        qp_qweights_get(s->q, j, &nt);
-        t[j] = (qp_tensor){nt.name, nt.dtype, nt.ndim, {nt.shape[0], nt.shape[1]}, nt.data};
-    }
+    for (size_t j = 0; j < n; j++) qp_qweights_get(s->q, j, &t[j]);
     qp_linear *l;
     CHECK(!qp_linear_create(cpu, &sc, s->N, K, t, n, NULL, &l), "%s: %s", s->name, qp_last_error(ctx));
     CHECK(!qp_linear_forward(l, x, M, y), "%s", qp_last_error(ctx));

@@ -134,7 +134,7 @@ static qp_scheme mk(qp_scheme_kind kind, qp_dtype wd, qp_granularity wg, int gro
 }
 
 static const void *T(const qp_qweights *q, const char *name) {
-    qp_named_tensor t;
+    qp_tensor t;
     return qp_qweights_find(q, name, &t) == QP_OK ? t.data : NULL;
 }
 
