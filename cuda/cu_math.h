@@ -123,7 +123,7 @@ QPCU_HD uint16_t qpcu_f64_to_f16(double x) {
     if (a > 0x7FF0000000000000ull) return 0x7FFF;
     if (a >= 0x40EFFE0000000000ull) return (uint16_t)(sign | 0x7C00u); /* >= 65520 */
     if (a >= 0x3F10000000000000ull) {                                 /* >= 2^-14 */
-        uint64_t r = a + 0x3FFFFFFFFFFull + ((a >> 42) & 1u);
+        uint64_t r = a + 0x1FFFFFFFFFFull + ((a >> 42) & 1u);
         return (uint16_t)(sign | (uint16_t)((r - 0x3F00000000000000ull) >> 42));
     }
     int e = (int)(a >> 52);
@@ -195,6 +195,25 @@ QPCU_HD int32_t qpcu_add_wrap(int32_t a, int32_t b) { return (int32_t)((uint32_t
 QPCU_HD int8_t qpcu_qqq_group_w8(int c, uint16_t s_bits) {
     double v = (double)(c - 8) * (double)qpcu_f16_to_f32(s_bits) + 1152.0; /* exact */
     return (int8_t)(uint8_t)((qpcu_f64_to_f16(v) & 0xFF) ^ 0x80);
+}
+
+/* Packed QQQ codes (qpcu_pack_q4): a 32-bit word holds 8 consecutive k;
+ * byte j carries k+j in its high nibble and k+4+j in its low nibble. The
+ * per-channel expansion (w8 = 16 * q, spec 5.5) is two masks: */
+QPCU_HD void qpcu_expand_ch(uint32_t w, uint32_t *lo, uint32_t *hi) {
+    *lo = w & 0xF0F0F0F0u;         /* int8 of k..k+3   */
+    *hi = (w << 4) & 0xF0F0F0F0u;  /* int8 of k+4..k+7 */
+}
+
+/* Group-128 expansion on the host (the kernels use the fp16 fma itself). */
+QPCU_HD void qpcu_expand_g_host(uint32_t w, uint16_t s_bits, uint32_t *lo, uint32_t *hi) {
+    *lo = 0;
+    *hi = 0;
+    for (int j = 0; j < 4; j++) {
+        uint32_t b = (w >> (8 * j)) & 0xFFu;
+        *lo |= (uint32_t)(uint8_t)qpcu_qqq_group_w8((int)(b >> 4), s_bits) << (8 * j);
+        *hi |= (uint32_t)(uint8_t)qpcu_qqq_group_w8((int)(b & 0xFu), s_bits) << (8 * j);
+    }
 }
 
 /* ---- epilogues ----------------------------------------------------------- */

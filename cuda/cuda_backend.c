@@ -306,7 +306,9 @@ static qp_status ensure_runnable(cu_dev *d, const char *layer) {
             return lin_error(d, QP_ERR_UNSUPPORTED, layer, msg);
         }
         if (!d->has_stream) {
-            e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking);
+            /* a blocking stream: ordered after the legacy-stream cudaMemcpy
+             * uploads (pageable H2D copies may return before the DMA ends) */
+            e = cudaStreamCreateWithFlags(&d->stream, cudaStreamDefault);
             if (e != cudaSuccess) return cuda_fail(d, layer, "cudaStreamCreate", e);
             d->has_stream = 1;
         }
@@ -422,17 +424,7 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
     } else {
         uint32_t *hw = calloc(Np * Kp / 8, 4);
         if (!(host = hw)) goto oom;
-        for (size_t n = 0; n < N; n++)
-            for (size_t k8 = 0; k8 < Kp; k8 += 8) {
-                uint32_t word = 0;
-                for (int j = 0; j < 4; j++) {
-                    size_t ka = k8 + (size_t)j, kb = k8 + 4 + (size_t)j;
-                    uint32_t ca = ka < K ? (uint32_t)(desc->q4[n * K + ka] & 0xF) : 0;
-                    uint32_t cb = kb < K ? (uint32_t)(desc->q4[n * K + kb] & 0xF) : 0;
-                    word |= ((ca << 4) | cb) << (8 * j);
-                }
-                hw[(n * Kp + k8) / 8] = word;
-            }
+        qpcu_pack_q4(desc->q4, l->N, l->K, l->Np, l->Kp, hw);
         if ((s = upload_new(d, l, &l->w, hw, Np * Kp / 2, "q4 (packed)")) != QP_OK) goto fail;
         if (l->wkind == QPCU_W_Q4G) {
             size_t G = K / 128;

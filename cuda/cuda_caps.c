@@ -134,3 +134,17 @@ void qpcu_scheme_support(const qp_scheme *s, int cc, const char *sass, const cha
         return;
     }
 }
+
+void qpcu_pack_q4(const int8_t *q4, int N, int K, int Np, int Kp, uint32_t *out) {
+    for (int n = 0; n < Np; n++)
+        for (int k8 = 0; k8 < Kp; k8 += 8) {
+            uint32_t word = 0;
+            for (int j = 0; j < 4 && n < N; j++) {
+                int ka = k8 + j, kb = k8 + 4 + j;
+                uint32_t ca = ka < K ? (uint32_t)(q4[(size_t)n * K + ka] & 0xF) : 0;
+                uint32_t cb = kb < K ? (uint32_t)(q4[(size_t)n * K + kb] & 0xF) : 0;
+                word |= ((ca << 4) | cb) << (8 * j);
+            }
+            out[((size_t)n * Kp + k8) / 8] = word;
+        }
+}

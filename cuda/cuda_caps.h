@@ -6,6 +6,7 @@
 #define QPCU_CAPS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "qport.h"
 
@@ -35,5 +36,10 @@ int qpcu_cap_tensor_core_fp8(int cc);  /* mma.sync e4m3: sm_89+ */
  * of the scheme decide; `scheme->min_capability` raises the minimum when
  * larger. */
 void qpcu_scheme_support(const qp_scheme *scheme, int cc, const char *sass, const char *ptx, qp_support_info *out);
+
+/* QQQ int4 codes q4 [N][K] (low nibble used: per-channel two's complement,
+ * group 128 unsigned) -> packed words [Np][Kp/8] (zero padded), the layout
+ * of the QQQ kernels (cu_math.h: qpcu_expand_ch). Kp % 8 == 0. */
+void qpcu_pack_q4(const int8_t *q4, int N, int K, int Np, int Kp, uint32_t *out);
 
 #endif

@@ -89,8 +89,11 @@ __global__ void __launch_bounds__(QT) k_quant(const uint16_t *x, int K, int Kp, 
     case QPCU_ACT_I8_STATIC_SYM:
         break;
     case QPCU_ACT_I8_STATIC_ASYM:
+        inv = QPCU_DIV(1.0f, in_scale);
+        break;
     case QPCU_ACT_F8_STATIC:
         inv = QPCU_DIV(1.0f, in_scale);
+        if (m == 0 && threadIdx.x == 0) xs[0] = in_scale; /* the epilogue's s_a */
         break;
     case QPCU_ACT_I8_DYN_SYM: {
         float a = 0.0f;
@@ -153,16 +156,12 @@ __global__ void __launch_bounds__(QT) k_quant(const uint16_t *x, int K, int Kp, 
 /* ------------------------------------------------------------------------ */
 /* int4 -> int8 expansion in registers (QQQ, spec 5.5 step 2)               */
 /* ------------------------------------------------------------------------ */
-/* Packing (cuda_backend.c): each 32-bit word holds 8 consecutive k; byte j
- * carries k+j in its high nibble and k+4+j in its low nibble, so
- *   per-channel: lo = w & 0xF0F0F0F0 -> int8 16*q of k..k+3 (exact),
- *                hi = (w << 4) & 0xF0F0F0F0 -> k+4..k+7;
+/* Packing: see qpcu_pack_q4 (cuda_caps.c) and qpcu_expand_ch (cu_math.h).
+ *   per-channel: two masks give int8 16*q (exact);
  *   group 128:   each code c gives the low byte of fp16(fma(c-8, s, 1152))
- *                XOR 0x80 (one fp16 rounding, wrap included). */
-__device__ __forceinline__ void expand_ch(uint32_t w, uint32_t &lo, uint32_t &hi) {
-    lo = w & 0xF0F0F0F0u;
-    hi = (w << 4) & 0xF0F0F0F0u;
-}
+ *                XOR 0x80 (one fp16 rounding, wrap included: errata 11.7),
+ *                the same value qpcu_qqq_group_w8 computes on the host. */
+__device__ __forceinline__ void expand_ch(uint32_t w, uint32_t &lo, uint32_t &hi) { qpcu_expand_ch(w, &lo, &hi); }
 
 __device__ __forceinline__ uint32_t group_byte(uint32_t c, __half s) {
     __half t = __int2half_rn((int)c - 8);                     /* exact */
