@@ -246,4 +246,33 @@ QPCU_HD uint16_t qpcu_epi_qqq(int32_t acc, float s_ch, float s_tok, int has_bias
     return out;
 }
 
+/* ---- tensor-core tile index maps (cuda_kernels.cu k_gemm_tc) -------------
+ * Shared tiles are [64 rows][QPCU_SROW bytes]; a warp (wm, wn) owns rows
+ * wm*32.. of A and rows (n) wn*32.. of B. ldmatrix.x4: lanes 8j..8j+7 give
+ * the row addresses of matrix j, and lane l receives bytes 4(l%4).. of row
+ * l/4 of matrix j in register j. The maps below make register j the mma
+ * fragment register j (A: a0..a3; B: b0,b1 of n8 tile 2np, then of 2np+1).
+ * tests/test_cuda_caps.c replays them against the PTX fragment tables. */
+#define QPCU_SROW 80
+
+/* byte offset in the A tile of lane `lane`'s ldmatrix row address */
+QPCU_HD int qpcu_tc_a_addr(int lane, int wm, int mi, int kk) {
+    int row = wm * 32 + mi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
+    return row * QPCU_SROW + kk + (lane >> 4) * 16;
+}
+
+QPCU_HD int qpcu_tc_b_addr(int lane, int wn, int np, int kk) {
+    int j = lane >> 3;
+    int row = wn * 32 + (np * 2 + (j >> 1)) * 8 + (lane & 7);
+    return row * QPCU_SROW + kk + (j & 1) * 16;
+}
+
+/* global -> shared copy: chunk c (16 bytes) of a 64 x 64-byte tile */
+QPCU_HD int qpcu_tc_chunk_row(int c) { return c / 4; }
+QPCU_HD int qpcu_tc_chunk_col(int c) { return (c % 4) * 16; }
+
+/* accumulator element e (0..3) of tile (mi, ni) of warp (wm, wn), lane */
+QPCU_HD int qpcu_tc_c_row(int lane, int wm, int mi, int e) { return wm * 32 + mi * 16 + (lane >> 2) + (e >= 2 ? 8 : 0); }
+QPCU_HD int qpcu_tc_c_col(int lane, int wn, int ni, int e) { return wn * 32 + ni * 8 + 2 * (lane & 3) + (e & 1); }
+
 #endif

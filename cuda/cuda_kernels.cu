@@ -291,7 +291,7 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8(int M, int N, int K
  * [z*KT/S, (z+1)*KT/S). */
 
 #define TC_THREADS 128
-#define SROW 80
+#define SROW QPCU_SROW
 
 /* Fragment layouts (PTX ISA, mma.m16n8k32 with 8-bit A/B; lane = 4g + t):
  *   A a0: row g,   k 4t..4t+3     a1: row g+8, k 4t..4t+3
@@ -364,13 +364,13 @@ __device__ __forceinline__ void tc_load(uint8_t *sa, uint8_t *sb, int kt, int m0
     const int tid = threadIdx.x, k0 = kt * QPCU_BK;
 #pragma unroll
     for (int i = 0; i < 2; i++) { /* A: 64 rows x 4 chunks of 16 bytes */
-        int c = tid + i * TC_THREADS, r = c / 4, col = (c % 4) * 16;
+        int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
         cp16(sa + r * SROW + col, xq + (size_t)(m0 + r) * Kp + k0 + col);
     }
     if constexpr (WK == QPCU_W_I8 || WK == QPCU_W_F8) {
 #pragma unroll
         for (int i = 0; i < 2; i++) {
-            int c = tid + i * TC_THREADS, r = c / 4, col = (c % 4) * 16;
+            int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
             cp16(sb + r * SROW + col, w + (size_t)(n0 + r) * Kp + k0 + col);
         }
     } else {
@@ -432,16 +432,11 @@ __global__ void __launch_bounds__(TC_THREADS) k_gemm_tc(int Kp, int Np, int Mp, 
         for (int kk = 0; kk < QPCU_BK; kk += 32) {
             uint32_t af[2][4], bf[4][2];
 #pragma unroll
-            for (int mi = 0; mi < 2; mi++) {
-                int row = wm * 32 + mi * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-                ldsm_x4(af[mi], A + row * SROW + kk + (lane >> 4) * 16);
-            }
+            for (int mi = 0; mi < 2; mi++) ldsm_x4(af[mi], A + qpcu_tc_a_addr(lane, wm, mi, kk));
 #pragma unroll
             for (int np = 0; np < 2; np++) { /* two n8 tiles per ldmatrix.x4 */
-                int j = lane >> 3;
-                int row = wn * 32 + (np * 2 + (j >> 1)) * 8 + (lane & 7);
                 uint32_t r[4];
-                ldsm_x4(r, B + row * SROW + kk + (j & 1) * 16);
+                ldsm_x4(r, B + qpcu_tc_b_addr(lane, wn, np, kk));
                 bf[np * 2][0] = r[0];
                 bf[np * 2][1] = r[1];
                 bf[np * 2 + 1][0] = r[2];
@@ -460,17 +455,13 @@ __global__ void __launch_bounds__(TC_THREADS) k_gemm_tc(int Kp, int Np, int Mp, 
         __syncthreads();
     }
     acc_t *P = (acc_t *)partial + (size_t)blockIdx.z * Mp * Np;
-    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int mi = 0; mi < 2; mi++)
 #pragma unroll
-        for (int ni = 0; ni < 4; ni++) {
-            int r = m0 + wm * 32 + mi * 16 + g, c = n0 + wn * 32 + ni * 8 + 2 * t;
-            P[(size_t)r * Np + c] = acc[mi][ni][0];
-            P[(size_t)r * Np + c + 1] = acc[mi][ni][1];
-            P[(size_t)(r + 8) * Np + c] = acc[mi][ni][2];
-            P[(size_t)(r + 8) * Np + c + 1] = acc[mi][ni][3];
-        }
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                P[(size_t)(m0 + qpcu_tc_c_row(lane, wm, mi, e)) * Np + n0 + qpcu_tc_c_col(lane, wn, ni, e)] = acc[mi][ni][e];
 }
 
 /* ------------------------------------------------------------------------ */

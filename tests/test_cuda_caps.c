@@ -345,10 +345,129 @@ static void test_forward_emulated(void) {
     free(x); free(yr); free(ym); free(w);
 }
 
+
+/* ---- the tensor-core tile maps against the PTX ISA fragment tables ------ */
+/* Written from the ISA's formulas (groupID g = lane>>2, t = lane%4),
+ * independently of cu_math.h's maps:
+ *  mma.m16n8k32 (8-bit): A element i (0..15), register i/4 byte i%4:
+ *    row = g + 8 for 4<=i<8 or 12<=i<16, else g; col = 4t + (i&3) + 16 (i>=8)
+ *  B element i (0..7): k = 4t + (i&3) + 16 (i>=4), n = g
+ *  C element i (0..3): row = g + 8 (i>=2), col = 2t + (i&1)
+ *  mma.m8n8k16 (8-bit): A: row g, col 4t+i; B: k 4t+i, n g; C: row g, col 2t+i
+ *  ldmatrix.x4: lanes 8j..8j+7 address the rows of matrix j; lane l gets
+ *    the 32-bit word l%4 of row l/4 of matrix j in register j. */
+static void emu_ldsm_x4(const uint8_t *sm, const int addr[32], uint32_t regs[32][4]) {
+    for (int l = 0; l < 32; l++)
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *p = sm + addr[8 * j + l / 4] + 4 * (l % 4);
+            regs[l][j] = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        }
+}
+
+static int8_t byte_of(uint32_t r, int b) { return (int8_t)(r >> (8 * b)); }
+
+static void emu_mma16832(int32_t c[32][4], uint32_t a[32][4], uint32_t b[32][2]) {
+    int A[16][32], B[32][8];
+    for (int l = 0; l < 32; l++) {
+        int g = l >> 2, t = l & 3;
+        for (int i = 0; i < 16; i++) {
+            int row = ((i >= 4 && i < 8) || i >= 12) ? g + 8 : g, col = 4 * t + (i & 3) + (i >= 8 ? 16 : 0);
+            A[row][col] = byte_of(a[l][i / 4], i % 4);
+        }
+        for (int i = 0; i < 8; i++) B[4 * t + (i & 3) + (i >= 4 ? 16 : 0)][g] = byte_of(b[l][i / 4], i % 4);
+    }
+    for (int l = 0; l < 32; l++) {
+        int g = l >> 2, t = l & 3;
+        for (int i = 0; i < 4; i++) {
+            int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+            for (int k = 0; k < 32; k++) c[l][i] += A[row][k] * B[k][col];
+        }
+    }
+}
+
+static void emu_mma8816(int32_t c[32][4], int c0, uint32_t a[32][4], int ai, uint32_t b[32][2], int bi) {
+    int A[8][16], B[16][8];
+    for (int l = 0; l < 32; l++) {
+        int g = l >> 2, t = l & 3;
+        for (int i = 0; i < 4; i++) { A[g][4 * t + i] = byte_of(a[l][ai], i); B[4 * t + i][g] = byte_of(b[l][bi], i); }
+    }
+    for (int l = 0; l < 32; l++) {
+        int g = l >> 2, t = l & 3;
+        for (int i = 0; i < 2; i++)
+            for (int k = 0; k < 16; k++) c[l][c0 + i] += A[g][k] * B[k][2 * t + i];
+    }
+}
+
+static void test_tile_maps(void) {
+    static uint8_t sA[64 * QPCU_SROW], sB[64 * QPCU_SROW];
+    static int cover[64][64];
+    memset(cover, 0, sizeof cover);
+    for (int c = 0; c < 256; c++)
+        for (int b = 0; b < 16; b++) cover[qpcu_tc_chunk_row(c)][qpcu_tc_chunk_col(c) + b]++;
+    for (int r = 0; r < 64; r++)
+        for (int k = 0; k < 64; k++) CHECK(cover[r][k] == 1, "loader covers [%d][%d] %d times", r, k, cover[r][k]);
+    for (int variant = 0; variant < 2; variant++) {
+        for (size_t i = 0; i < sizeof sA; i++) { sA[i] = (uint8_t)rnd(); sB[i] = (uint8_t)rnd(); }
+        int32_t out[64][64];
+        memset(cover, 0, sizeof cover);
+        for (int wm = 0; wm < 2; wm++)
+            for (int wn = 0; wn < 2; wn++) {
+                static int32_t acc[2][4][32][4];
+                memset(acc, 0, sizeof acc);
+                for (int kk = 0; kk < 64; kk += 32) {
+                    uint32_t af[2][32][4], bf[4][32][2];
+                    int addr[32];
+                    for (int mi = 0; mi < 2; mi++) {
+                        for (int l = 0; l < 32; l++) addr[l] = qpcu_tc_a_addr(l, wm, mi, kk);
+                        emu_ldsm_x4(sA, addr, af[mi]);
+                    }
+                    for (int np = 0; np < 2; np++) {
+                        uint32_t r[32][4];
+                        for (int l = 0; l < 32; l++) addr[l] = qpcu_tc_b_addr(l, wn, np, kk);
+                        emu_ldsm_x4(sB, addr, r);
+                        for (int l = 0; l < 32; l++) {
+                            bf[np * 2][l][0] = r[l][0]; bf[np * 2][l][1] = r[l][1];
+                            bf[np * 2 + 1][l][0] = r[l][2]; bf[np * 2 + 1][l][1] = r[l][3];
+                        }
+                    }
+                    for (int mi = 0; mi < 2; mi++)
+                        for (int ni = 0; ni < 4; ni++) {
+                            if (variant == 0) {
+                                emu_mma16832(acc[mi][ni], af[mi], bf[ni]);
+                            } else { /* the sm_75 decomposition of cuda_kernels.cu mma_s8 */
+                                emu_mma8816(acc[mi][ni], 0, af[mi], 0, bf[ni], 0);
+                                emu_mma8816(acc[mi][ni], 0, af[mi], 2, bf[ni], 1);
+                                emu_mma8816(acc[mi][ni], 2, af[mi], 1, bf[ni], 0);
+                                emu_mma8816(acc[mi][ni], 2, af[mi], 3, bf[ni], 1);
+                            }
+                        }
+                }
+                for (int mi = 0; mi < 2; mi++)
+                    for (int ni = 0; ni < 4; ni++)
+                        for (int l = 0; l < 32; l++)
+                            for (int e = 0; e < 4; e++) {
+                                int r = qpcu_tc_c_row(l, wm, mi, e), c = qpcu_tc_c_col(l, wn, ni, e);
+                                out[r][c] = acc[mi][ni][l][e];
+                                cover[r][c]++;
+                            }
+            }
+        int bad = 0;
+        for (int r = 0; r < 64; r++)
+            for (int c = 0; c < 64; c++) {
+                int32_t want = 0;
+                for (int k = 0; k < 64; k++) want += (int8_t)sA[r * QPCU_SROW + k] * (int8_t)sB[c * QPCU_SROW + k];
+                if ((cover[r][c] != 1 || out[r][c] != want) && bad++ < 5)
+                    CHECK(0, "%s tile: C[%d][%d] = %d (written %d times), want %d", variant ? "m8n8k16" : "m16n8k32", r, c,
+                          out[r][c], cover[r][c], want);
+            }
+    }
+}
+
 int main(void) {
     test_caps();
     test_formats();
     test_quant();
     test_forward_emulated();
+    test_tile_maps();
     return tu_finish("cuda-caps");
 }
