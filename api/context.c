@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "registry.h"
 
 typedef struct err_slot {
     pthread_t thread;
@@ -18,13 +18,20 @@ struct qp_context {
     qp_log_fn log_fn;
     void *log_user;
     qp_log_level log_level;
+    /* Backends and devices, loaded on the first device call. */
+    pthread_mutex_t reg_lock;
+    qp_registry *registry;
 };
+
+qp_registry **qp_context_registry_slot(qp_context *ctx) { return &ctx->registry; }
+pthread_mutex_t *qp_context_registry_lock(qp_context *ctx) { return &ctx->reg_lock; }
 
 QP_API qp_status qp_context_create(qp_context **out) {
     if (!out) return QP_ERR_INVALID_ARGUMENT;
     qp_context *c = calloc(1, sizeof *c);
     if (!c) return QP_ERR_OUT_OF_MEMORY;
     pthread_mutex_init(&c->lock, NULL);
+    pthread_mutex_init(&c->reg_lock, NULL);
     c->log_level = QP_LOG_NONE;
     *out = c;
     return QP_OK;
@@ -37,6 +44,8 @@ static void slot_clear(err_slot *s) {
 
 QP_API void qp_context_destroy(qp_context *ctx) {
     if (!ctx) return;
+    qp_registry_destroy(ctx->registry);
+    pthread_mutex_destroy(&ctx->reg_lock);
     for (err_slot *s = ctx->slots, *n; s; s = n) {
         n = s->next;
         slot_clear(s);

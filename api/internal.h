@@ -176,5 +176,10 @@ qp_status qp_capability_check(const qp_resolve_ctx *rc, int min_capability);
 /* Reference kernels (cpu/): activations, bias and outputs are fp16 or bf16,
  * as vLLM's out_dtype. */
 qp_status qp_ref_check_act_dtype(qp_context *ctx, qp_dtype dtype);
+/* v rounded to `d` (fp16/bf16) and back. */
+float qp_ref_round(qp_dtype d, float v);
+/* An e8m0 scale as Quark's dq_mxfp4 kernel makes it in `d` for its hmul
+ * (spec 3.6): fp16 saturates at 2^15 and flushes below 2^-24; 255 -> NaN. */
+float qp_ref_e8m0_hmul_scale(qp_dtype d, uint8_t e);
 
 #endif

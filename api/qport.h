@@ -274,6 +274,13 @@ QP_API qp_status qp_config_resolve(const qp_config *cfg, const char *layer_name,
                                    qp_layer_kind kind, const qp_resolve_options *opts,
                                    qp_scheme *out);
 
+/* The shard names of a fused layer ("...qkv_proj" -> q_proj, k_proj,
+ * v_proj) under the same packed-modules mapping resolve uses; *n_shards 0
+ * when the layer is not fused. `proj` (may be NULL) gets the layer's last
+ * dotted component. Pointers live as long as `cfg` / `opts`. */
+QP_API qp_status qp_config_layer_shards(const qp_config *cfg, const char *layer, const qp_resolve_options *opts,
+                                        const char *const **shards, size_t *n_shards, const char **proj);
+
 /* vLLM's capability check for a resolved scheme: QP_ERR_CAPABILITY with
  * vLLM's message when `capability` < the scheme's minimum. */
 QP_API qp_status qp_scheme_check_capability(qp_context *ctx, const qp_scheme *scheme,
@@ -455,6 +462,50 @@ typedef struct qp_ref_w4a8_mxfp4_args {
     const uint16_t *bias;         /* [N] or NULL */
 } qp_ref_w4a8_mxfp4_args;
 QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a8_mxfp4_args *args, uint16_t *y);
+/* OCP-MX linear (QuarkOCP_MX emulation, spec 3.3-3.7): MX weights dequantized
+ * to x.dtype, activations fake-quantized (qdq) per their key, y = x' @ W^T
+ * + bias summed in double and rounded once to x.dtype (F.linear). */
+typedef enum qp_ocp_mx_act {
+    QP_OCP_MX_ACT_NONE = 0,     /* weight-only: activation key None          */
+    QP_OCP_MX_ACT_MXFP4,        /* kMxfp4Dynamic                             */
+    QP_OCP_MX_ACT_MXFP6_E3M2,   /* kMxfp6E3M2Dynamic (with fp4 or e3m2 weights) */
+    QP_OCP_MX_ACT_MXFP6_E2M3,   /* kMxfp6E2M3Dynamic (with fp4 or e2m3 weights) */
+    QP_OCP_MX_ACT_MXFP8,        /* kMxfp8Dynamic: fp8_e4m3 per_group 32      */
+    /* Per-tensor fp8 activations (OCP_MX_Scheme w_*_a_fp8): QuarkOCP_MX's
+     * key check refuses both for linear layers (spec 9.14), so these return
+     * QP_ERR_VALUE with the resolver's message; static fp8 with MXFP4
+     * weights is qp_ref_w4a8_mxfp4_fp8_forward. */
+    QP_OCP_MX_ACT_FP8_DYNAMIC,  /* kFp8DynamicTensorSym                      */
+    QP_OCP_MX_ACT_FP8_STATIC    /* kFp8StaticTensorSym                       */
+} qp_ocp_mx_act;
+typedef struct qp_ref_ocp_mx_args {
+    qp_dtype dtype;               /* of x, bias and y: F16 or BF16 */
+    const uint16_t *x;            /* [M][K] */
+    int M, K, N;
+    qp_dtype w_elem;              /* F4_E2M1, F6_E2M3, F6_E3M2 or F8_E4M3FN */
+    const uint8_t *weight;        /* fp4 pairs [N][K/2], fp6 quads [N][3K/4], fp8 [N][K] */
+    const uint8_t *weight_scale;  /* [ceil(N/R)][K/32] e8m0 */
+    int scale_rows;               /* R: MXFP8 per_block [R,32] checkpoints; 0 or 1: one row each */
+    qp_ocp_mx_act act;
+    const uint16_t *bias;         /* [N] or NULL */
+} qp_ref_ocp_mx_args;
+QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args *args, uint16_t *y);
+/* NVFP4 linear (QuarkNVFP4 emulation, spec 4.1-4.3): fp4 weights with e4m3
+ * block scales (16 along K) and a global scale, activations quantized
+ * dynamically (qp_quant_nvfp4) and dequantized to x.dtype, y = x' @ W^T
+ * rounded to x.dtype, then + bias in x.dtype. The global scales are the
+ * values after process-after-loading: the max over fused shards. */
+typedef struct qp_ref_nvfp4_args {
+    qp_dtype dtype;               /* of x, bias and y: F16 or BF16 */
+    const uint16_t *x;            /* [M][K] */
+    int M, K, N;
+    const uint8_t *weight;        /* [N][K/2] fp4 pairs, element 2i low */
+    const uint8_t *weight_scale;  /* [N][K/16] e4m3fn codes */
+    float weight_scale_2;         /* weight_global_scale = max(weight_scale_2) */
+    float input_scale_2;          /* input_global_scale = max(input_scale_2) */
+    const uint16_t *bias;         /* [N] or NULL */
+} qp_ref_nvfp4_args;
+QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *args, uint16_t *y);
 /* Fused static asymmetric shards (errata 11.4): one scale, one truncated azp. */
 QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scales, const int32_t *zps, size_t n,
                                              float *scale_out, int32_t *azp_out);
@@ -571,6 +622,10 @@ QP_API qp_status qp_device_supports(qp_device *dev, const qp_scheme *scheme, int
  * discrete, OpenCL discrete, integrated, CPU-class, the `cpu` reference.
  * `scheme` NULL: the best device for any scheme. */
 QP_API qp_status qp_device_pick(qp_context *ctx, const qp_scheme *scheme, qp_device **out);
+/* The QPORT_LOG level (debug|info|warn|error|none), `dflt` when unset;
+ * QP_ERR_INVALID_ARGUMENT for another value. For tools installing a log
+ * callback; the library itself never prints. */
+QP_API qp_status qp_log_level_from_env(qp_context *ctx, qp_log_level dflt, qp_log_level *out);
 /* Waits for all queued work on the device. */
 QP_API qp_status qp_device_synchronize(qp_device *dev);
 
@@ -613,6 +668,10 @@ typedef struct qp_linear_options {
     qp_dtype act_dtype;       /* x, bias, y: QP_DTYPE_F16 (default) or BF16   */
     unsigned path;            /* QP_PATH_* mask, 0 = the backend's choice     */
     const char *layer;        /* name for messages (NULL: "")                */
+    /* Fused layers (qkv_proj, gate_up_proj) with one scale per shard: the
+     * rows of each shard, in order (they sum to N). NULL when not fused. */
+    const int *shard_rows;
+    size_t n_shards;
 } qp_linear_options;
 
 QP_API void qp_linear_options_init(qp_linear_options *opts);
@@ -636,6 +695,81 @@ QP_API qp_status qp_linear_forward_buffers(qp_linear *lin, qp_buffer *x, int M, 
 QP_API qp_dtype qp_linear_out_dtype(const qp_linear *lin);
 /* The code path the backend takes for M rows ("gemv int-dot", ...). */
 QP_API qp_status qp_linear_describe(const qp_linear *lin, int M, char *out, size_t cap);
+
+/* ------------------------------------------------------------------------ */
+/* safetensors checkpoints                                                   */
+/* ------------------------------------------------------------------------ */
+
+/* A safetensors file, memory-mapped. The header is validated completely on
+ * open (QP_ERR_PARSE naming the file and tensor: header length beyond 100
+ * MB or the file, bad JSON, unknown dtype, byte ranges that are reversed,
+ * outside the data, overlapping, leaving holes, or not equal to dtype size
+ * x shape). Tensors returned point into the mapping and stay valid until
+ * close. dtypes without a qport equivalent (F64, I64, ...) come back as
+ * QP_DTYPE_NONE with their safetensors name. */
+typedef struct qp_safetensors qp_safetensors;
+QP_API qp_status qp_safetensors_open(qp_context *ctx, const char *path, qp_safetensors **out);
+/* The same over a caller's buffer (not copied; must outlive the object). */
+QP_API qp_status qp_safetensors_open_buffer(qp_context *ctx, const char *name, const void *data, size_t len,
+                                            qp_safetensors **out);
+QP_API void qp_safetensors_close(qp_safetensors *f);
+QP_API size_t qp_safetensors_count(const qp_safetensors *f);
+/* The i-th tensor in header order; `dtype_name` (may be NULL) gets "F16"... */
+QP_API qp_status qp_safetensors_get(const qp_safetensors *f, size_t i, qp_tensor *out, const char **dtype_name);
+QP_API qp_status qp_safetensors_find(const qp_safetensors *f, const char *name, qp_tensor *out);
+/* A __metadata__ string, or NULL. */
+QP_API const char *qp_safetensors_metadata(const qp_safetensors *f, const char *key);
+/* Writes tensors (and `n_meta` key/value string pairs, meta[2i], meta[2i+1])
+ * atomically (temporary file + rename). */
+QP_API qp_status qp_safetensors_write(qp_context *ctx, const char *path, const qp_tensor *tensors, size_t n,
+                                      const char *const *meta, size_t n_meta);
+
+/* ------------------------------------------------------------------------ */
+/* Model directories and layer binding                                       */
+/* ------------------------------------------------------------------------ */
+
+/* A model directory: config.json (with or without quantization_config) and
+ * model.safetensors, or the shards of model.safetensors.index.json (file
+ * names must be plain names inside the directory), or every *.safetensors. */
+typedef struct qp_model qp_model;
+QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out);
+QP_API void qp_model_close(qp_model *m);
+/* NULL when config.json has no quantization_config. */
+QP_API const qp_config *qp_model_config(const qp_model *m);
+QP_API qp_status qp_model_find_tensor(const qp_model *m, const char *name, qp_tensor *out);
+/* Every tensor of every shard file, in file then header order. */
+QP_API size_t qp_model_tensor_count(const qp_model *m);
+QP_API qp_status qp_model_tensor_get(const qp_model *m, size_t i, qp_tensor *out);
+/* Linear layers of the checkpoint (prefixes of 2-D ".weight" / ".B"
+ * tensors, embeddings left out), in checkpoint order. */
+QP_API size_t qp_model_layer_count(qp_model *m);
+QP_API const char *qp_model_layer_name(qp_model *m, size_t i);
+
+typedef struct qp_bind_options {
+    size_t struct_size;
+    const qp_resolve_options *resolve; /* NULL: defaults                    */
+    int tp_size, tp_rank;              /* tensor parallelism (1, 0)          */
+} qp_bind_options;
+QP_API void qp_bind_options_init(qp_bind_options *o);
+
+/* One layer's tensors, ready for qp_linear_create (pass shard_rows and
+ * n_shards in qp_linear_options). Fused layers (qkv_proj, gate_up_proj) are
+ * assembled from their shards on disk. */
+typedef struct qp_layer_binding {
+    char layer[256];
+    qp_scheme scheme;
+    int N, K;
+    qp_tensor tensors[16];
+    size_t n_tensors;
+    int shard_rows[8];
+    size_t n_shards;      /* 0: not fused */
+    /* private */
+    void *owned_[16];
+    char names_[16][48];
+} qp_layer_binding;
+QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bind_options *opts,
+                                     qp_layer_binding *out);
+QP_API void qp_layer_binding_free(qp_layer_binding *b);
 
 /* === MX / NVFP4 block quantization (spec 3.4-3.6, 4.3) ==================== */
 /* OCP MX: blocks of 32 consecutive elements along k share one e8m0 scale.
@@ -733,6 +867,72 @@ QP_API qp_status qp_pack_int4_quark(const uint8_t *codes, int K, int N, qp_pack_
 QP_API qp_status qp_unpack_int4_quark(const int32_t *in, int K, int N, qp_pack_method method,
                                       uint8_t *codes);
 /* === end formats ========================================================== */
+
+/* === weight quantization (issue 3) === */
+/* Quantizes a weight matrix w [N][K] (fp32, torch Linear layout: row n =
+ * output feature) for a resolved scheme into the tensors a checkpoint of
+ * that scheme holds, under their checkpoint names, dtypes and shapes
+ * (spec 3.3, 3.8, 4.1, 5.2, 6.4-6.7):
+ *  W8A8-INT8   weight i8 [N][K], weight_scale f32 [N] (per channel; vLLM's
+ *              loader unsqueezes it to [N,1]) or [1], weight_zero_point i8
+ *              (zeros, same shape); static: input_scale f32 [1], and
+ *              asymmetric input_zero_point i8 [1]
+ *  W8A8-FP8    weight fp8_e4m3fn [N][K], weight_scale f32 [N] or [1];
+ *              static: input_scale f32 [1]
+ *  FP8 block   weight fp8_e4m3fn [N][K], weight_scale f32 (or e8m0 for
+ *              kFp8Static128BlockE8M0Sym) [ceil(N/128)][ceil(K/128)]
+ *  HF fp8      weight, weight_scale f32 [1], static: input_scale f32 [1];
+ *              block: weight_scale_inv f32 [ceil(N/b0)][ceil(K/b1)]
+ *  W4A16       weight i32 [K][ceil(N/8)] (Quark order/reorder),
+ *              weight_scale f16/bf16 [K/g][N]; uint4: weight_zero_point
+ *              i32 [K/g][ceil(N/8)]
+ *  OCP-MX      weight u8 (fp4 [N][K/2], fp6 [N][3K/4], fp8 [N][K]),
+ *              weight_scale u8 e8m0 [N/R][K/32]
+ *  W4A8-MXFP4  the MXFP4 pair + input_scale f32 [1]
+ *  NVFP4       weight u8 [N][K/2], weight_scale fp8_e4m3fn [N][K/16],
+ *              weight_scale_2 f32 [1], input_scale_2 f32 [1]
+ *  QQQ         B i32 [K/16][2N], s_channel f32 [1][N], group 128: s_group
+ *              f16 [K/128][N] (Marlin order)
+ * One layer, one shard: fused layers are quantized shard by shard (their
+ * per-shard scales are what process-after-loading merges). Weight scales
+ * are max|w| over the scale's block divided by the format's maximum (the
+ * "even" rule for MX). Static activation scales come from calibration
+ * activations when given (absmax/448 fp8, absmax/127 int8, min/max for
+ * asymmetric int8 with 0 kept in range, absmax/(448*6) NVFP4), otherwise
+ * from `input_absmax` (asymmetric: the range [-a, a]). Non-finite weights
+ * or calibration values are refused (QP_ERR_INVALID_ARGUMENT naming the
+ * element); shapes a scheme cannot hold get vLLM's message. */
+typedef struct qp_qweights qp_qweights;
+
+typedef struct qp_named_tensor {
+    const char *name;   /* "weight", "weight_scale", "input_scale", "B", ...   */
+    qp_dtype dtype;     /* as stored: F32, F16/BF16 (bits), F8_E4M3FN, E8M0,
+                         * U8 (packed fp4/fp6, e8m0 MX scales), I8, I32      */
+    int ndim;
+    int64_t shape[4];
+    const void *data;   /* row-major, valid until qp_qweights_destroy       */
+    size_t bytes;
+} qp_named_tensor;
+
+typedef struct qp_quantize_options {
+    size_t struct_size;   /* sizeof(qp_quantize_options)                       */
+    qp_dtype params_dtype;/* F16 (default) or BF16: W4A16's weight_scale dtype */
+    const float *calib;   /* optional calibration activations [calib_rows][K] */
+    size_t calib_rows;
+    float input_absmax;   /* without calib: assumed max|x| (default 1.0)      */
+} qp_quantize_options;
+
+QP_API void qp_quantize_options_init(qp_quantize_options *opts);
+/* `opts` may be NULL (defaults). *out is NULL on failure. */
+QP_API qp_status qp_quantize_weights(qp_context *ctx, const qp_scheme *scheme, const float *w, int N, int K,
+                                     const qp_quantize_options *opts, qp_qweights **out);
+QP_API size_t qp_qweights_count(const qp_qweights *q);
+/* The i-th tensor, in the order listed above; QP_ERR_NOT_FOUND past the end. */
+QP_API qp_status qp_qweights_get(const qp_qweights *q, size_t i, qp_named_tensor *out);
+/* The tensor called `name`; QP_ERR_NOT_FOUND when the scheme has none. */
+QP_API qp_status qp_qweights_find(const qp_qweights *q, const char *name, qp_named_tensor *out);
+QP_API void qp_qweights_destroy(qp_qweights *q);
+/* === end weight quantization ============================================== */
 
 #ifdef __cplusplus
 }

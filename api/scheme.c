@@ -290,3 +290,17 @@ QP_API qp_status qp_config_resolve_pattern(const qp_config *cfg, size_t i, const
     snprintf(key, sizeof key, "layer_quant_config.%s", cfg->patterns[i].key);
     return resolve_one_config(cfg, cfg->patterns[i].cfg, key, opts, out);
 }
+
+QP_API qp_status qp_config_layer_shards(const qp_config *cfg, const char *layer, const qp_resolve_options *opts,
+                                        const char *const **shards, size_t *n_shards, const char **proj) {
+    if (!cfg || !layer || !shards || !n_shards) return QP_ERR_INVALID_ARGUMENT;
+    qp_resolve_ctx rc;
+    qp_status st = resolve_setup(cfg, layer, QP_LAYER_LINEAR, opts, &rc);
+    if (st != QP_OK) return st;
+    const char *p;
+    const qp_packed_module *m = qp_packed_find(&rc.packed, layer, &p);
+    *shards = m ? m->shards : NULL;
+    *n_shards = m ? m->n_shards : 0;
+    if (proj) *proj = p;
+    return QP_OK;
+}

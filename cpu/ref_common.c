@@ -1,8 +1,25 @@
 /* What the reference kernels share. */
+#include <math.h>
+
 #include "internal.h"
 
 qp_status qp_ref_check_act_dtype(qp_context *ctx, qp_dtype d) {
     if (d == QP_DTYPE_F16 || d == QP_DTYPE_BF16) return QP_OK;
     return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "activations must be fp16 or bf16, got %s",
                         qp_dtype_name(d));
+}
+
+float qp_ref_round(qp_dtype d, float v) { return qp_format_decode(d, qp_format_encode(d, v)); }
+
+/* e8m0 -> fp16 as Quark's dq_mxfp4 kernel converts it (spec 3.6):
+ * saturating to 2^15 above, flushing below 2^-24; bf16 holds every power of
+ * two of e8m0 but 2^-127's neighbours, which it rounds like any float. */
+float qp_ref_e8m0_hmul_scale(qp_dtype d, uint8_t e) {
+    if (e == 255) return NAN;
+    int p = (int)e - 127;
+    if (d == QP_DTYPE_F16) {
+        if (p > 15) p = 15;
+        if (p < -24) return 0.0f;
+    }
+    return qp_ref_round(d, ldexpf(1.0f, p));
 }

@@ -7,20 +7,7 @@
 
 #include "internal.h"
 
-static float rnd(qp_dtype d, float v) { return qp_format_decode(d, qp_format_encode(d, v)); }
-
-/* e8m0 → fp16 as Quark's dq kernel converts it: saturating to 2^15 above,
- * flushing below 2^-24; bf16 holds every power of two of e8m0 but 2^-127's
- * neighbours, which it rounds like any float. */
-static float scale_in(qp_dtype d, uint8_t e) {
-    if (e == 255) return NAN;
-    int p = (int)e - 127;
-    if (d == QP_DTYPE_F16) {
-        if (p > 15) p = 15;
-        if (p < -24) return 0.0f;
-    }
-    return rnd(d, ldexpf(1.0f, p));
-}
+#define rnd qp_ref_round
 
 QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a8_mxfp4_args *a, uint16_t *y) {
     if (!a || !y || !a->x || !a->weight || !a->weight_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
@@ -38,7 +25,7 @@ QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a
         for (int k = 0; k < K; k++) {
             uint8_t byte = a->weight[(size_t)n * (K / 2) + k / 2];
             uint8_t code = k % 2 ? byte >> 4 : byte & 0xF; /* element 2i in the low nibble */
-            float s = scale_in(d, a->weight_scale[(size_t)n * (K / 32) + k / 32]);
+            float s = qp_ref_e8m0_hmul_scale(d, a->weight_scale[(size_t)n * (K / 32) + k / 32]);
             w[(size_t)n * K + k] = rnd(d, qp_format_decode(QP_DTYPE_F4_E2M1, code) * s); /* hmul */
         }
     for (int m = 0; m < a->M; m++) {

@@ -4,11 +4,13 @@
 set -eu
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
+# the test-hook switch lets a test prove that `qport conform` can fail
+meson configure build -Dtest_hooks=true >/dev/null
 meson test -C build --print-errorlogs
 if [ ! -f build-asan/build.ninja ]; then
-  CC=clang meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true \
+  CC=clang meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true -Dtest_hooks=true \
     -Dc_args=-fno-sanitize-recover=undefined >/dev/null
 fi
 ninja -C build-asan >/dev/null
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 meson test -C build-asan --print-errorlogs
+ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 meson test -C build-asan --print-errorlogs
 echo "qport: all tests passed"

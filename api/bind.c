@@ -1,0 +1,240 @@
+/* Layer binding (issue 8): the checkpoint tensors of one linear layer of a
+ * model directory, with vLLM's handling of fused layers (q/k/v, gate/up
+ * shards concatenated along the output dimension, per-shard scalars
+ * stacked so process-after-loading can treat them per shard) and of
+ * tensor-parallel partitions (column-parallel layers split N, row-parallel
+ * o_proj/down_proj split K, the bias of a row-parallel layer only on rank
+ * 0, as RowParallelLinear adds it once after the all-reduce). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+#define MAX_T 16
+#define MAX_SHARDS 8
+
+typedef struct part { char suffix[48]; qp_tensor t; void *owned; } part;
+
+QP_API void qp_bind_options_init(qp_bind_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->tp_size = 1;
+}
+
+static int is_row_parallel(const char *layer) {
+    const char *dot = strrchr(layer, '.');
+    const char *p = dot ? dot + 1 : layer;
+    static const char *const rows[] = {"o_proj", "down_proj", "out_proj", "dense_4h_to_h", "c_proj", "w2", "wo"};
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++)
+        if (!strcmp(p, rows[i])) return 1;
+    return 0;
+}
+
+static size_t esize(const qp_tensor *t) {
+    int b = qp_format_bits(t->dtype);
+    return b >= 8 ? (size_t)b / 8 : 1;
+}
+
+/* Copies the [lo, hi) slice of dimension `dim` (2-D or 1-D). */
+static void *slice(const qp_tensor *t, int dim, int64_t lo, int64_t hi) {
+    size_t es = esize(t);
+    int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
+    if (t->ndim == 1) dim = 1;
+    int64_t r0 = dim == 0 ? lo : 0, r1 = dim == 0 ? hi : rows, c0 = dim == 1 ? lo : 0, c1 = dim == 1 ? hi : cols;
+    char *o = malloc((size_t)((r1 - r0) * (c1 - c0)) * es + 1), *w = o;
+    if (!o) return NULL;
+    for (int64_t r = r0; r < r1; r++, w += (size_t)(c1 - c0) * es)
+        memcpy(w, (const char *)t->data + ((size_t)(r * cols + c0)) * es, (size_t)(c1 - c0) * es);
+    return o;
+}
+
+static qp_status collect(qp_model *m, const char *prefix, part *p, size_t *n) {
+    size_t pl = strlen(prefix);
+    *n = 0;
+    for (size_t i = 0; i < m->n_files; i++)
+        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++) {
+            qp_tensor t;
+            if (qp_safetensors_get(m->files[i], j, &t, NULL)) continue;
+            if (strncmp(t.name, prefix, pl) || t.name[pl] != '.' || strchr(t.name + pl + 1, '.')) continue;
+            const char *suf = t.name + pl + 1;
+            if (!strcmp(suf, "output_scale")) continue; /* the KV-cache scale belongs to the attention layer */
+            if (*n >= MAX_T || strlen(suf) >= sizeof p->suffix)
+                return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, t.name, prefix, "too many tensors or a long name");
+            snprintf(p[*n].suffix, sizeof p[*n].suffix, "%s", suf);
+            p[*n].t = t;
+            p[*n].owned = NULL;
+            (*n)++;
+        }
+    return QP_OK;
+}
+
+static const part *get(const part *p, size_t n, const char *suffix) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(p[i].suffix, suffix)) return &p[i];
+    return NULL;
+}
+
+QP_API void qp_layer_binding_free(qp_layer_binding *b) {
+    if (!b) return;
+    for (size_t i = 0; i < b->n_tensors; i++) free(b->owned_[i]);
+    memset(b, 0, sizeof *b);
+}
+
+QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bind_options *opts, qp_layer_binding *b) {
+    if (!m || !layer || !b) return QP_ERR_INVALID_ARGUMENT;
+    memset(b, 0, sizeof *b);
+    qp_bind_options o;
+    qp_bind_options_init(&o);
+    if (opts) o = *opts;
+    if (o.tp_size < 1 || o.tp_rank < 0 || o.tp_rank >= o.tp_size)
+        return qp_error_set(m->ctx, QP_ERR_INVALID_ARGUMENT, m->dir, NULL, layer, "tp rank %d of size %d", o.tp_rank, o.tp_size);
+    if (!m->cfg)
+        return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, "quantization_config", layer,
+                            "the model has no quantization_config (quantize it with `qport quantize`)");
+    snprintf(b->layer, sizeof b->layer, "%s", layer);
+    qp_status st = qp_config_resolve(m->cfg, layer, QP_LAYER_LINEAR, o.resolve, &b->scheme);
+    if (st) return st;
+    const char *const *shards;
+    size_t ns;
+    const char *proj;
+    if ((st = qp_config_layer_shards(m->cfg, layer, o.resolve, &shards, &ns, &proj))) return st;
+    /* per-shard tensors on disk, or the fused layer stored as one */
+    char *src[MAX_SHARDS];
+    size_t nsrc = 0;
+    part parts[MAX_SHARDS][MAX_T];
+    size_t np[MAX_SHARDS];
+    if (ns > MAX_SHARDS) return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, NULL, layer, "more than %d shards", MAX_SHARDS);
+    for (size_t i = 0; i < ns; i++) {
+        src[i] = qp_str_replace_all(layer, proj, shards[i]);
+        if (!src[i]) { nsrc = i; st = qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, layer, "out of memory"); goto done; }
+        nsrc = i + 1;
+        if ((st = collect(m, src[i], parts[i], &np[i]))) goto done;
+        if (!np[i]) break;
+    }
+    if (!ns || !np[0]) {
+        for (size_t i = 0; i < nsrc; i++) free(src[i]);
+        nsrc = 1;
+        src[0] = strdup(layer);
+        if (!src[0] || (st = collect(m, layer, parts[0], &np[0]))) goto done;
+    }
+    for (size_t i = 0; i < nsrc; i++)
+        if (!np[i]) { st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, NULL, src[i], "no tensors for '%s' in the checkpoint", src[i]); goto done; }
+    qp_scheme_kind kind = b->scheme.kind;
+    if (kind == QP_SCHEME_UNQUANTIZED || kind == QP_SCHEME_NONE) {
+        st = qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, NULL, layer, "not quantized (vLLM: %s)",
+                          b->scheme.method[0] ? b->scheme.method : "no quant method");
+        goto done;
+    }
+    int kmajor = kind == QP_SCHEME_QQQ_W4A8 || kind == QP_SCHEME_W4A16_INT4;
+    const char *wname = kind == QP_SCHEME_QQQ_W4A8 ? "B" : "weight";
+    int row = is_row_parallel(layer), tp = o.tp_size, rank = o.tp_rank;
+    int64_t Ntot = 0, K = -1;
+    for (size_t s = 0; s < nsrc; s++) {
+        const part *w = get(parts[s], np[s], wname);
+        if (!w || w->t.ndim != 2) { st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, wname, src[s], "missing 2-D '%s'", wname); goto done; }
+        int64_t n_i = kind == QP_SCHEME_QQQ_W4A8 ? w->t.shape[1] / 2 : kind == QP_SCHEME_W4A16_INT4 ? w->t.shape[1] * 8 : w->t.shape[0];
+        int64_t kd = kmajor ? w->t.shape[0] : w->t.shape[1];
+        int64_t k_i = kind == QP_SCHEME_QQQ_W4A8 ? kd * 16
+                    : b->scheme.weight.dtype == QP_DTYPE_F4_E2M1 ? kd * 2
+                    : b->scheme.weight.dtype == QP_DTYPE_F6_E2M3 || b->scheme.weight.dtype == QP_DTYPE_F6_E3M2 ? kd * 4 / 3 : kd;
+        if (K >= 0 && k_i != K) { st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, wname, src[s], "shard input size %lld differs from %lld", (long long)k_i, (long long)K); goto done; }
+        K = k_i;
+        /* tensor parallel: slice each shard's tensors (spec: vLLM's weight loaders) */
+        int64_t part_n = n_i;
+        if (tp > 1) {
+            int64_t total = row ? K : n_i;
+            if (total % tp) {
+                st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, NULL, src[s], "%lld is not divisible by %d", (long long)total, tp);
+                goto done;
+            }
+            if (!row) part_n = n_i / tp;
+            for (size_t i = 0; i < np[s]; i++) {
+                part *p = &parts[s][i];
+                qp_tensor *t = &p->t;
+                if (row && !strcmp(p->suffix, "bias")) { if (rank) t->ndim = -1; continue; }
+                for (int d = 0; d < t->ndim && t->ndim <= 2; d++) {
+                    int is_n = t->ndim == 1 ? (t->shape[0] == n_i && n_i > 1) : (kmajor ? d == 1 : d == 0);
+                    int is_k = t->ndim == 2 && !is_n;
+                    if (t->shape[d] == 1 || (row ? !is_k : !is_n)) continue;
+                    if (t->shape[d] % tp) {
+                        st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, p->suffix, src[s], "%lld is not divisible by %d",
+                                          (long long)t->shape[d], tp);
+                        goto done;
+                    }
+                    int64_t len = t->shape[d] / tp;
+                    void *c = slice(t, d, len * rank, len * (rank + 1));
+                    if (!c) { st = qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, layer, "out of memory"); goto done; }
+                    free(p->owned);
+                    p->owned = c;
+                    t->data = c;
+                    t->shape[d] = len;
+                }
+            }
+            if (row) K /= tp;
+        }
+        b->shard_rows[s] = (int)part_n;
+        Ntot += part_n;
+    }
+    b->N = (int)Ntot;
+    b->K = (int)K;
+    b->n_shards = nsrc > 1 ? nsrc : 0;
+    /* fuse: concatenate along N, stack per-shard scalars */
+    for (size_t i = 0; i < np[0]; i++) {
+        const part *p0 = &parts[0][i];
+        if (p0->t.ndim < 0) continue;
+        size_t es = esize(&p0->t), total = 0;
+        int scalar = 1;
+        for (size_t s = 0; s < nsrc; s++) {
+            const part *p = get(parts[s], np[s], p0->suffix);
+            if (!p || p->t.dtype != p0->t.dtype || p->t.ndim != p0->t.ndim) {
+                st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, p0->suffix, src[s], "shard tensor missing or of another type");
+                goto done;
+            }
+            size_t bytes = qp_tensor_bytes(&p->t);
+            total += bytes;
+            scalar &= bytes == es;
+        }
+        qp_tensor *t = &b->tensors[b->n_tensors];
+        char *buf = malloc(total ? total : 1);
+        if (!buf) { st = qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, layer, "out of memory"); goto done; }
+        b->owned_[b->n_tensors] = buf;
+        memcpy(b->names_[b->n_tensors], p0->suffix, sizeof p0->suffix); /* both 48 bytes, NUL-terminated */
+        *t = p0->t;
+        t->name = b->names_[b->n_tensors];
+        t->data = buf;
+        b->n_tensors++;
+        int cat_dim = p0->t.ndim == 2 && kmajor ? 1 : 0;
+        if (nsrc > 1 && scalar) { t->ndim = 1; t->shape[0] = (int64_t)nsrc; }
+        else if (nsrc > 1) {
+            t->shape[cat_dim] = 0;
+            for (size_t s = 0; s < nsrc; s++) t->shape[cat_dim] += get(parts[s], np[s], p0->suffix)->t.shape[cat_dim];
+        }
+        if (cat_dim == 1 && nsrc > 1 && !scalar) { /* interleave rows of the shards */
+            int64_t rows = p0->t.shape[0];
+            char *w = buf;
+            for (int64_t r = 0; r < rows; r++)
+                for (size_t s = 0; s < nsrc; s++) {
+                    const qp_tensor *q = &get(parts[s], np[s], p0->suffix)->t;
+                    size_t rb = (size_t)q->shape[1] * es;
+                    memcpy(w, (const char *)q->data + (size_t)r * rb, rb);
+                    w += rb;
+                }
+        } else {
+            char *w = buf;
+            for (size_t s = 0; s < nsrc; s++) {
+                const qp_tensor *q = &get(parts[s], np[s], p0->suffix)->t;
+                memcpy(w, q->data, qp_tensor_bytes(q));
+                w += qp_tensor_bytes(q);
+            }
+        }
+    }
+done:
+    for (size_t s = 0; s < nsrc; s++) {
+        for (size_t i = 0; i < np[s] && s < MAX_SHARDS; i++) free(parts[s][i].owned);
+        free(src[s]);
+    }
+    if (st) qp_layer_binding_free(b);
+    return st;
+}

@@ -1,0 +1,140 @@
+/* Every environment variable qport reads, parsed in one place (DESIGN.md 4).
+ * An invalid value is a QP_ERR_INVALID_ARGUMENT naming the variable, never
+ * an exit. README "Environment" lists the same table. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "registry.h"
+
+static const char *const backend_names[] = {"cpu", "vulkan", "opencl", "cuda"};
+
+int qp_backend_name_index(const char *name, size_t n) {
+    for (int i = 0; i < (int)(sizeof backend_names / sizeof *backend_names); i++)
+        if (strlen(backend_names[i]) == n && !strncasecmp(name, backend_names[i], n)) return i;
+    return -1;
+}
+
+const char *qp_backend_name_at(int i) {
+    return i >= 0 && i < QP_N_BACKEND_KINDS ? backend_names[i] : "?";
+}
+
+static qp_status bad(const qp_context *ctx, const char *var, const char *val, const char *rule) {
+    return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, var, NULL, "invalid value '%s': %s", val, rule);
+}
+
+/* "1"/"0"/"true"/"false"/"on"/"off"/"yes"/"no"; unset -> dflt. */
+static qp_status parse_bool(const qp_context *ctx, const char *var, int dflt, int *out) {
+    const char *v = getenv(var);
+    *out = dflt;
+    if (!v || !*v) return QP_OK;
+    static const char *const yes[] = {"1", "true", "on", "yes"}, *const no[] = {"0", "false", "off", "no"};
+    for (size_t i = 0; i < 4; i++) {
+        if (!strcasecmp(v, yes[i])) { *out = 1; return QP_OK; }
+        if (!strcasecmp(v, no[i])) { *out = 0; return QP_OK; }
+    }
+    return bad(ctx, var, v, "expected 1/0, true/false, on/off or yes/no");
+}
+
+static qp_status parse_backends(const qp_context *ctx, qp_settings *s) {
+    const char *v = getenv("QPORT_BACKENDS");
+    s->n_backends = 0;
+    if (!v || !*v) {
+        /* default order: the GPU APIs first, the reference last */
+        static const int dflt[] = {3, 1, 2, 0};
+        for (int i = 0; i < 4; i++) s->backend_order[s->n_backends++] = dflt[i];
+        return QP_OK;
+    }
+    for (const char *p = v; *p;) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        int b = qp_backend_name_index(p, n);
+        if (b < 0) return bad(ctx, "QPORT_BACKENDS", v, "a comma-separated list of cpu, vulkan, opencl, cuda");
+        for (int i = 0; i < s->n_backends; i++)
+            if (s->backend_order[i] == b) return bad(ctx, "QPORT_BACKENDS", v, "a backend is listed twice");
+        s->backend_order[s->n_backends++] = b;
+        p = e ? e + 1 : p + n;
+    }
+    return QP_OK;
+}
+
+/* Checks the syntax of a device spec: backend[:index] or a name substring. */
+qp_status qp_device_spec_parse(const char *spec, qp_device_spec *out) {
+    memset(out, 0, sizeof *out);
+    out->backend = -1;
+    out->index = -1;
+    if (!spec || !*spec) return QP_ERR_INVALID_ARGUMENT;
+    const char *colon = strchr(spec, ':');
+    size_t n = colon ? (size_t)(colon - spec) : strlen(spec);
+    int b = qp_backend_name_index(spec, n);
+    if (b >= 0) {
+        out->backend = b;
+        if (colon) {
+            char *end;
+            long i = strtol(colon + 1, &end, 10);
+            if (!colon[1] || *end || i < 0 || i > 1 << 20) return QP_ERR_INVALID_ARGUMENT;
+            out->index = (int)i;
+        }
+        return QP_OK;
+    }
+    if (colon) return QP_ERR_INVALID_ARGUMENT; /* "vulkn:0": a typo, not a name */
+    out->substring = spec;
+    return QP_OK;
+}
+
+qp_status qp_settings_read(const qp_context *ctx, qp_settings *s) {
+    memset(s, 0, sizeof *s);
+    qp_status st = parse_backends(ctx, s);
+    if (st) return st;
+    qp_device_spec ds;
+    s->device = getenv("QPORT_DEVICE");
+    if (s->device && !*s->device) s->device = NULL;
+    if (s->device && qp_device_spec_parse(s->device, &ds) != QP_OK)
+        return bad(ctx, "QPORT_DEVICE", s->device, "expected cpu, vulkan[:N], opencl[:N], cuda[:N] or a device-name substring");
+    s->visible = getenv("QPORT_VISIBLE_DEVICES");
+    if (s->visible && !*s->visible) s->visible = NULL;
+    if (s->visible) {
+        char buf[512];
+        if (strlen(s->visible) >= sizeof buf) return bad(ctx, "QPORT_VISIBLE_DEVICES", "...", "longer than 511 characters");
+        strcpy(buf, s->visible);
+        for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save))
+            if (qp_device_spec_parse(t, &ds) != QP_OK)
+                return bad(ctx, "QPORT_VISIBLE_DEVICES", s->visible, "a comma-separated list of device specs (vulkan:0,cuda:1,...)");
+    }
+    s->backend_path = getenv("QPORT_BACKEND_PATH");
+    if (s->backend_path && !*s->backend_path) s->backend_path = NULL;
+    const char *c = getenv("QPORT_CACHE_DIR");
+    if (c && *c) {
+        if (!strcasecmp(c, "off")) s->cache_dir[0] = 0;
+        else if (strlen(c) >= sizeof s->cache_dir) return bad(ctx, "QPORT_CACHE_DIR", c, "path too long");
+        else strcpy(s->cache_dir, c);
+    } else {
+        const char *x = getenv("XDG_CACHE_HOME"), *h = getenv("HOME");
+        if (x && *x && strlen(x) + 8 < sizeof s->cache_dir) { strcpy(s->cache_dir, x); strcat(s->cache_dir, "/qport"); }
+        else if (h && *h && strlen(h) + 16 < sizeof s->cache_dir) { strcpy(s->cache_dir, h); strcat(s->cache_dir, "/.cache/qport"); }
+    }
+    st = parse_bool(ctx, "QPORT_VK_VALIDATION", 0, &s->validation);
+    if (st) return st;
+    const char *f = getenv("QPORT_TEST_FLIP_BIT");
+    s->flip_bit = -1;
+    if (f && *f) {
+        char *end;
+        long v = strtol(f, &end, 10);
+        if (*end || v < 0 || v > 15) return bad(ctx, "QPORT_TEST_FLIP_BIT", f, "a bit index 0..15");
+#ifdef QP_TEST_HOOKS
+        s->flip_bit = (int)v;
+#endif
+    }
+    return QP_OK;
+}
+
+QP_API qp_status qp_log_level_from_env(qp_context *ctx, qp_log_level dflt, qp_log_level *out) {
+    if (!out) return QP_ERR_INVALID_ARGUMENT;
+    *out = dflt;
+    const char *v = getenv("QPORT_LOG");
+    if (!v || !*v) return QP_OK;
+    static const char *const names[] = {"debug", "info", "warn", "error", "none"};
+    for (int i = 0; i <= QP_LOG_NONE; i++)
+        if (!strcasecmp(v, names[i])) { *out = (qp_log_level)i; return QP_OK; }
+    return bad(ctx, "QPORT_LOG", v, "expected debug, info, warn, error or none");
+}

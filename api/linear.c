@@ -1,0 +1,138 @@
+/* qp_linear: one quantized linear layer on one device (DESIGN.md 1). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry.h"
+
+struct qp_linear {
+    qp_device *dev;
+    void *handle;
+    int N, K;
+    qp_dtype act_dtype, out_dtype;
+    qp_buffer *xbuf, *ybuf; /* host-forward staging, grown on demand */
+    pthread_mutex_t lock;   /* guards the staging buffers */
+};
+
+QP_API void qp_linear_options_init(qp_linear_options *o) {
+    if (!o) return;
+    memset(o, 0, sizeof *o);
+    o->struct_size = sizeof *o;
+    o->act_dtype = QP_DTYPE_F16;
+}
+
+QP_API qp_status qp_linear_create(qp_device *dev, const qp_scheme *scheme, int N, int K, const qp_tensor *tensors,
+                                  size_t n_tensors, const qp_linear_options *opts, qp_linear **out) {
+    if (!dev || !scheme || !out) return QP_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    qp_linear_options o;
+    qp_linear_options_init(&o);
+    if (opts) {
+        if (opts->struct_size < sizeof o)
+            return qp_error_set(dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, NULL,
+                                "qp_linear_options.struct_size %zu: call qp_linear_options_init", opts->struct_size);
+        o = *opts;
+    }
+    qp_lin_desc d;
+    qp_lin_desc_store *store;
+    qp_status st = qp_lin_desc_build(dev->ctx, scheme, N, K, tensors, n_tensors, &o, &d, &store);
+    if (st) return st;
+    qp_linear *l = calloc(1, sizeof *l);
+    if (!l) { qp_lin_desc_free(store); return qp_error_set(dev->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, d.layer, "out of memory"); }
+    pthread_mutex_lock(&dev->lock);
+    st = dev->backend->ops->linear_prepare(dev->handle, &d, o.path, &l->handle);
+    pthread_mutex_unlock(&dev->lock);
+    qp_lin_desc_free(store);
+    if (st) { free(l); return st; }
+    pthread_mutex_init(&l->lock, NULL);
+    l->dev = dev;
+    l->N = N;
+    l->K = K;
+    l->act_dtype = o.act_dtype;
+    l->out_dtype = d.kind == QP_SCHEME_QQQ_W4A8 ? QP_DTYPE_F16 : o.act_dtype;
+    *out = l;
+    return QP_OK;
+}
+
+QP_API void qp_linear_destroy(qp_linear *l) {
+    if (!l) return;
+    qp_buffer_destroy(l->xbuf);
+    qp_buffer_destroy(l->ybuf);
+    pthread_mutex_lock(&l->dev->lock);
+    l->dev->backend->ops->linear_destroy(l->dev->handle, l->handle);
+    pthread_mutex_unlock(&l->dev->lock);
+    pthread_mutex_destroy(&l->lock);
+    free(l);
+}
+
+QP_API qp_dtype qp_linear_out_dtype(const qp_linear *l) { return l ? l->out_dtype : QP_DTYPE_NONE; }
+
+static qp_status check_m(const qp_linear *l, int M) {
+    if (M < 0 || (size_t)M > SIZE_MAX / 2 / (size_t)(l->N > l->K ? l->N : l->K))
+        return qp_error_set(l->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "bad row count M = %d", M);
+    return QP_OK;
+}
+
+/* Runs the backend; the test hook flips one output bit (conform must fail). */
+static qp_status forward_locked(qp_linear *l, qp_buffer *x, int M, qp_buffer *y) {
+    qp_status st = l->dev->backend->ops->linear_forward(l->dev->handle, l->handle, x->handle, M, y->handle);
+    if (!st && M > 0 && l->dev->flip_bit >= 0) {
+        uint16_t v;
+        st = l->dev->backend->ops->buffer_download(l->dev->handle, y->handle, 0, &v, 2);
+        v ^= (uint16_t)(1u << l->dev->flip_bit);
+        if (!st) st = l->dev->backend->ops->buffer_upload(l->dev->handle, y->handle, 0, &v, 2);
+    }
+    return st;
+}
+
+QP_API qp_status qp_linear_forward_buffers(qp_linear *l, qp_buffer *x, int M, qp_buffer *y) {
+    if (!l || !x || !y) return QP_ERR_INVALID_ARGUMENT;
+    qp_status st = check_m(l, M);
+    if (st) return st;
+    if (x->dev != l->dev || y->dev != l->dev)
+        return qp_error_set(l->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "buffers belong to another device");
+    if (x->size < (size_t)M * l->K * 2 || y->size < (size_t)M * l->N * 2)
+        return qp_error_set(l->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL,
+                            "buffers too small for M = %d (need %zu and %zu bytes)", M, (size_t)M * l->K * 2,
+                            (size_t)M * l->N * 2);
+    pthread_mutex_lock(&l->dev->lock);
+    st = forward_locked(l, x, M, y);
+    pthread_mutex_unlock(&l->dev->lock);
+    return st;
+}
+
+static qp_status ensure(qp_linear *l, qp_buffer **b, size_t bytes) {
+    if (*b && (*b)->size >= bytes) return QP_OK;
+    qp_buffer_destroy(*b);
+    *b = NULL;
+    return qp_buffer_create(l->dev, bytes, b);
+}
+
+QP_API qp_status qp_linear_forward(qp_linear *l, const void *x, int M, void *y) {
+    if (!l || (M > 0 && (!x || !y))) return QP_ERR_INVALID_ARGUMENT;
+    qp_status st = check_m(l, M);
+    if (st || M == 0) return st;
+    size_t xb = (size_t)M * l->K * 2, yb = (size_t)M * l->N * 2;
+    /* staging buffers belong to the layer: its own lock makes concurrent
+     * host forwards of one layer safe; the device lock orders the work */
+    pthread_mutex_lock(&l->lock);
+    if ((st = ensure(l, &l->xbuf, xb)) || (st = ensure(l, &l->ybuf, yb))) { pthread_mutex_unlock(&l->lock); return st; }
+    const qp_backend_ops *ops = l->dev->backend->ops;
+    pthread_mutex_lock(&l->dev->lock);
+    st = ops->buffer_upload(l->dev->handle, l->xbuf->handle, 0, x, xb);
+    if (!st) st = forward_locked(l, l->xbuf, M, l->ybuf);
+    if (!st) st = ops->buffer_download(l->dev->handle, l->ybuf->handle, 0, y, yb);
+    pthread_mutex_unlock(&l->dev->lock);
+    pthread_mutex_unlock(&l->lock);
+    return st;
+}
+
+QP_API qp_status qp_linear_describe(const qp_linear *l, int M, char *out, size_t cap) {
+    if (!l || !out || !cap) return QP_ERR_INVALID_ARGUMENT;
+    out[0] = 0;
+    if (l->dev->backend->ops->linear_describe) {
+        pthread_mutex_lock(&l->dev->lock);
+        l->dev->backend->ops->linear_describe(l->dev->handle, l->handle, M, out, cap);
+        pthread_mutex_unlock(&l->dev->lock);
+    }
+    return QP_OK;
+}

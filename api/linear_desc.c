@@ -1,0 +1,347 @@
+/* From checkpoint tensors to the canonical layer description every backend
+ * prepares from (backend.h qp_lin_desc): binding by checkpoint name, dtype
+ * and shape checks that name the tensor and the rule, and vLLM's
+ * process_weights_after_loading (spec 5.2-5.5, 6.4-6.6). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry.h"
+
+struct qp_lin_desc_store {
+    void *allocs[16];
+    int n;
+};
+
+static void *keep(qp_lin_desc_store *s, void *p) {
+    if (p && s->n < 16) s->allocs[s->n++] = p;
+    else if (p) { free(p); p = NULL; }
+    return p;
+}
+
+void qp_lin_desc_free(qp_lin_desc_store *s) {
+    if (!s) return;
+    for (int i = 0; i < s->n; i++) free(s->allocs[i]);
+    free(s);
+}
+
+static size_t elem_count(const qp_tensor *t) {
+    size_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+    return n;
+}
+
+QP_API size_t qp_tensor_bytes(const qp_tensor *t) {
+    if (!t || t->ndim < 0 || t->ndim > QP_TENSOR_MAX_DIMS) return 0;
+    size_t n = 1;
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->shape[d] < 0) return 0;
+        size_t s = (size_t)t->shape[d];
+        if (s && n > SIZE_MAX / 8 / s) return 0;
+        n *= s;
+    }
+    int bits = qp_format_bits(t->dtype);
+    if (bits <= 0) return 0;
+    return (n * (size_t)bits + 7) / 8;
+}
+
+typedef struct binder {
+    qp_context *ctx;
+    const char *layer;
+    const qp_tensor *t;
+    size_t n;
+    bool *used;
+} binder;
+
+static void shape_str(const qp_tensor *t, char *out, size_t cap) {
+    size_t o = (size_t)snprintf(out, cap, "[");
+    for (int d = 0; d < t->ndim && o < cap; d++)
+        o += (size_t)snprintf(out + o, cap - o, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+    if (o < cap) snprintf(out + o, cap - o, "]");
+}
+
+static qp_status fail(const binder *b, const char *tensor, const char *fmt, const char *detail) {
+    return qp_error_set(b->ctx, QP_ERR_INVALID_ARGUMENT, NULL, tensor, b->layer, fmt, detail);
+}
+
+/* The tensor called `name`; required ones missing are an error. */
+static qp_status find(const binder *b, const char *name, bool required, const qp_tensor **out) {
+    *out = NULL;
+    for (size_t i = 0; i < b->n; i++)
+        if (b->t[i].name && !strcmp(b->t[i].name, name)) {
+            if (*out) return fail(b, name, "tensor '%s' given twice", name);
+            *out = &b->t[i];
+            b->used[i] = true;
+        }
+    if (!*out && required) return fail(b, name, "missing checkpoint tensor '%s'", name);
+    if (*out && (!(*out)->data || (*out)->ndim < 0 || (*out)->ndim > QP_TENSOR_MAX_DIMS))
+        return fail(b, name, "tensor '%s' has no data or a bad rank", name);
+    return QP_OK;
+}
+
+/* dtype check plus an element count; `want` 0 skips the count. */
+static qp_status expect(const binder *b, const qp_tensor *t, qp_dtype dt, size_t want, const char *rule) {
+    if (t->dtype != dt) {
+        char m[160];
+        snprintf(m, sizeof m, "tensor '%s' must be %s, got %s", t->name, qp_dtype_name(dt), qp_dtype_name(t->dtype));
+        return fail(b, t->name, "%s", m);
+    }
+    if (want && elem_count(t) != want) {
+        char sh[96], m[320];
+        shape_str(t, sh, sizeof sh);
+        snprintf(m, sizeof m, "tensor '%s' has shape %s: %s", t->name, sh, rule);
+        return fail(b, t->name, "%s", m);
+    }
+    return QP_OK;
+}
+
+static qp_status oom(const binder *b) {
+    return qp_error_set(b->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, b->layer, "out of memory preparing the layer");
+}
+
+/* Per-shard scalars → one per row (convert_to_channelwise, spec 6.4.3). */
+static qp_status channelwise(const binder *b, qp_lin_desc_store *st, const qp_tensor *ws, int N,
+                             const qp_linear_options *o, const float **out, int *per_channel) {
+    size_t n = elem_count(ws);
+    float *sc = keep(st, malloc(sizeof(float) * (size_t)N));
+    if (!sc) return oom(b);
+    const float *v = ws->data;
+    if (n == (size_t)N && (N > 1 || ws->ndim >= 1)) {
+        memcpy(sc, v, sizeof(float) * (size_t)N);
+        *per_channel = n > 1 || (ws->ndim == 2 && ws->shape[1] == 1);
+    } else if (n == 1) {
+        for (int i = 0; i < N; i++) sc[i] = v[0];
+        *per_channel = 0;
+    } else if (o->n_shards == n && o->shard_rows) {
+        qp_status s = qp_scale_to_channelwise(b->ctx, v, o->shard_rows, n, sc, (size_t)N);
+        if (s) return s;
+        *per_channel = 0;
+    } else {
+        char sh[96], m[256];
+        shape_str(ws, sh, sizeof sh);
+        snprintf(m, sizeof m, "weight_scale has shape %s: expected [%d], [%d, 1], [1] or one per shard (qp_linear_options.shard_rows)", sh, N, N);
+        return fail(b, "weight_scale", "%s", m);
+    }
+    *out = sc;
+    return QP_OK;
+}
+
+static qp_status bind_bias(const binder *b, qp_lin_desc *d) {
+    const qp_tensor *t;
+    qp_status s = find(b, "bias", false, &t);
+    if (s || !t) return s;
+    s = expect(b, t, d->act_dtype, (size_t)d->N, "bias must have N elements");
+    if (!s) d->bias = t->data;
+    return s;
+}
+
+static qp_status bind_int8(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    const qp_tensor *w, *ws, *is = NULL, *iz = NULL, *wz;
+    size_t NK = (size_t)d->N * (size_t)d->K;
+    qp_status s;
+    if ((s = find(b, "weight", true, &w)) || (s = expect(b, w, QP_DTYPE_I8, NK, "expected [N, K]"))) return s;
+    if ((s = find(b, "weight_scale", true, &ws)) || (s = expect(b, ws, QP_DTYPE_F32, 0, ""))) return s;
+    if ((s = find(b, "weight_zero_point", false, &wz))) return s; /* dropped unvalidated, spec 6.4.1 */
+    if ((s = channelwise(b, st, ws, d->N, o, &d->w_scale, &d->w_per_channel))) return s;
+    d->w_i8 = w->data;
+    d->act_symmetric = d->scheme.activation.symmetric;
+    if (d->scheme.activation.dynamic) {
+        d->act = QP_ACT_INT8_DYNAMIC_TOKEN;
+    } else {
+        d->act = QP_ACT_INT8_STATIC;
+        if ((s = find(b, "input_scale", true, &is)) || (s = expect(b, is, QP_DTYPE_F32, 0, ""))) return s;
+        size_t ns = elem_count(is);
+        if (!ns) return fail(b, "input_scale", "%s", "input_scale is empty");
+        const float *sv = is->data;
+        if (d->act_symmetric) {
+            if ((s = find(b, "input_zero_point", false, &iz))) return s; /* dropped, spec 6.4.1 */
+            float mx = sv[0]; /* spec 6.4.4: max over shards */
+            for (size_t i = 1; i < ns; i++) mx = fmaxf(mx, sv[i]);
+            d->input_scale = mx;
+        } else {
+            if ((s = find(b, "input_zero_point", true, &iz))) return s;
+            if (elem_count(iz) != ns || (iz->dtype != QP_DTYPE_I8 && iz->dtype != QP_DTYPE_I32))
+                return fail(b, "input_zero_point", "%s", "input_zero_point must be int8 or int32 with one entry per input_scale entry");
+            int32_t *zp = keep(st, malloc(sizeof(int32_t) * ns));
+            if (!zp) return oom(b);
+            for (size_t i = 0; i < ns; i++)
+                zp[i] = iz->dtype == QP_DTYPE_I8 ? ((const int8_t *)iz->data)[i] : ((const int32_t *)iz->data)[i];
+            if ((s = qp_int8_static_asym_rebuild(b->ctx, sv, zp, ns, &d->input_scale, &d->input_zp))) return s;
+        }
+    }
+    if (!d->act_symmetric) {
+        /* spec 6.4.5: azp_adj = column sums (wrapping int32), times azp when static */
+        int32_t *adj = keep(st, malloc(sizeof(int32_t) * (size_t)d->N));
+        if (!adj) return oom(b);
+        for (int n = 0; n < d->N; n++) {
+            uint32_t sum = 0;
+            for (int k = 0; k < d->K; k++) sum += (uint32_t)(int32_t)d->w_i8[(size_t)n * d->K + k];
+            if (d->act == QP_ACT_INT8_STATIC) sum *= (uint32_t)d->input_zp;
+            adj[n] = (int32_t)sum;
+        }
+        d->azp_adj = adj;
+    }
+    return QP_OK;
+}
+
+static qp_status bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    const qp_tensor *w, *ws, *is;
+    size_t NK = (size_t)d->N * (size_t)d->K;
+    qp_status s;
+    if ((s = find(b, "weight", true, &w)) || (s = expect(b, w, QP_DTYPE_F8_E4M3FN, NK, "expected [N, K]"))) return s;
+    if ((s = find(b, "weight_scale", true, &ws))) return s;
+    const qp_qtensor *a = &d->scheme.activation;
+    if (d->kind == QP_SCHEME_W8A8_FP8_BLOCK) {
+        size_t nb = (size_t)(d->N + 127) / 128 * (size_t)((d->K + 127) / 128);
+        if (ws->dtype == QP_DTYPE_E8M0) {
+            if ((s = expect(b, ws, QP_DTYPE_E8M0, nb, "expected [ceil(N/128), ceil(K/128)]"))) return s;
+            float *f = keep(st, malloc(sizeof(float) * nb));
+            if (!f) return oom(b);
+            qp_format_decode_array(QP_DTYPE_E8M0, ws->data, nb, f);
+            d->w_scale = f;
+        } else {
+            if ((s = expect(b, ws, QP_DTYPE_F32, nb, "expected [ceil(N/128), ceil(K/128)]"))) return s;
+            d->w_scale = ws->data;
+        }
+        if (d->K % 128) return fail(b, "weight", "%s", "per-block fp8 needs K to be a multiple of 128 (per-token-group activations)");
+        d->w_u8 = w->data;
+        d->act = QP_ACT_FP8_GROUP128;
+        d->w_per_channel = 1;
+        return QP_OK;
+    }
+    if ((s = expect(b, ws, QP_DTYPE_F32, 0, ""))) return s;
+    size_t nws = elem_count(ws);
+    d->w_u8 = w->data;
+    if (nws > 1 && nws != (size_t)d->N && d->scheme.weight.granularity != QP_GRAN_CHANNEL) {
+        /* per-tensor shards: requantize_with_max_scale (spec 6.5) */
+        if (o->n_shards != nws || !o->shard_rows)
+            return fail(b, "weight_scale", "%s", "one weight_scale per shard needs qp_linear_options.shard_rows");
+        uint8_t *wq = keep(st, malloc(NK));
+        float *sc = keep(st, malloc(sizeof(float) * (size_t)d->N));
+        if (!wq || !sc) return oom(b);
+        memcpy(wq, w->data, NK);
+        float smax;
+        if ((s = qp_fp8_requantize_max_scale(b->ctx, wq, d->K, o->shard_rows, nws, ws->data, &smax))) return s;
+        for (int i = 0; i < d->N; i++) sc[i] = smax;
+        d->w_u8 = wq;
+        d->w_scale = sc;
+        d->w_per_channel = 0;
+    } else if ((s = channelwise(b, st, ws, d->N, o, &d->w_scale, &d->w_per_channel))) {
+        return s;
+    }
+    if (!a->dynamic) {
+        d->act = QP_ACT_FP8_STATIC;
+        if ((s = find(b, "input_scale", true, &is)) || (s = expect(b, is, QP_DTYPE_F32, 0, ""))) return s;
+        size_t ns = elem_count(is);
+        if (!ns) return fail(b, "input_scale", "%s", "input_scale is empty");
+        const float *sv = is->data;
+        d->input_scale = sv[0];
+        for (size_t i = 1; i < ns; i++) d->input_scale = fmaxf(d->input_scale, sv[i]);
+    } else {
+        d->act = a->granularity == QP_GRAN_TOKEN || a->granularity == QP_GRAN_CHANNEL ? QP_ACT_FP8_DYNAMIC_TOKEN
+                                                                                        : QP_ACT_FP8_DYNAMIC_TENSOR;
+    }
+    return QP_OK;
+}
+
+static qp_status bind_qqq(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
+    const qp_tensor *B, *sc, *sg;
+    int K = d->K, N = d->N, g = d->scheme.weight.group_size > 0 ? d->scheme.weight.group_size : -1;
+    qp_status s;
+    if (d->act_dtype != QP_DTYPE_F16)
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, NULL, b->layer, "The params dtype must be float16, but got %s",
+                            d->act_dtype == QP_DTYPE_BF16 ? "torch.bfloat16" : qp_dtype_name(d->act_dtype));
+    /* QQQLinearMethod.create_weights (spec 5.1), vLLM's messages */
+    if (N % 64)
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "B", b->layer,
+                            "Weight output_size_per_partition = %d is not divisible by min_n_threads = 64.", N);
+    if (K % 128)
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "B", b->layer,
+                            "Weight input_size_per_partition = %d is not divisible by min_k_threads = 128.", K);
+    if ((s = find(b, "B", true, &B)) || (s = expect(b, B, QP_DTYPE_I32, (size_t)K / 16 * 2 * (size_t)N, "expected [K/16, 2N]")))
+        return s;
+    if ((s = find(b, "s_channel", true, &sc)) || (s = expect(b, sc, QP_DTYPE_F32, (size_t)N, "expected [1, N]"))) return s;
+    if ((s = find(b, "s_group", g == 128, &sg))) return s;
+    if (g == 128 && (s = expect(b, sg, QP_DTYPE_F16, (size_t)K / 128 * (size_t)N, "expected [K/128, N]"))) return s;
+    if (g != 128 && sg && elem_count(sg))
+        return fail(b, "s_group", "%s", "per-channel QQQ has an empty s_group");
+    size_t kn = (size_t)K * N;
+    int8_t *qkn = keep(st, malloc(kn)), *q4 = keep(st, malloc(kn)), *w8 = keep(st, malloc(kn));
+    float *s_ch = keep(st, malloc(sizeof(float) * (size_t)N));
+    uint16_t *s_g = g == 128 ? keep(st, malloc(sizeof(uint16_t) * (size_t)(K / 128) * N)) : NULL;
+    if (!qkn || !q4 || !w8 || !s_ch || (g == 128 && !s_g)) return oom(b);
+    if ((s = qp_qqq_unpack_weight(b->ctx, B->data, K, N, g, qkn))) return s;
+    if ((s = qp_qqq_unpermute_scales(b->ctx, sc->data, g == 128 ? sg->data : NULL, K, N, g, s_ch, s_g))) return s;
+    /* natural [K][N] -> canonical [N][K]; the exact int8 weight of spec 5.5 step 2 */
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) {
+            int8_t c = qkn[(size_t)k * N + n];
+            q4[(size_t)n * K + k] = c;
+            w8[(size_t)n * K + k] =
+                g == 128 ? qp_ref_qqq_group_weight(c - 8, s_g[(size_t)(k / 128) * N + n]) : (int8_t)(16 * c);
+        }
+    d->group_size = g;
+    d->q4 = q4;
+    d->w8 = w8;
+    d->s_channel = s_ch;
+    d->s_group = s_g;
+    d->marlin_B = B->data;
+    d->marlin_s_channel = sc->data;
+    d->marlin_s_group = g == 128 ? sg->data : NULL;
+    d->act = QP_ACT_INT8_DYNAMIC_TOKEN;
+    d->act_symmetric = 1;
+    return QP_OK;
+}
+
+qp_status qp_lin_desc_build(qp_context *ctx, const qp_scheme *scheme, int N, int K, const qp_tensor *t, size_t n,
+                            const qp_linear_options *o, qp_lin_desc *d, qp_lin_desc_store **store) {
+    *store = NULL;
+    memset(d, 0, sizeof *d);
+    const char *layer = o->layer ? o->layer : "";
+    if (N <= 0 || K <= 0 || (n && !t))
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "bad layer shape N = %d, K = %d", N, K);
+    if (o->act_dtype != QP_DTYPE_F16 && o->act_dtype != QP_DTYPE_BF16)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "activations must be fp16 or bf16, got %s",
+                            qp_dtype_name(o->act_dtype));
+    qp_lin_desc_store *st = calloc(1, sizeof *st);
+    bool *used = calloc(n ? n : 1, sizeof(bool));
+    if (!st || !used) { free(st); free(used); return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, layer, "out of memory"); }
+    binder b = {ctx, layer, t, n, used};
+    d->struct_size = sizeof *d;
+    d->scheme = *scheme;
+    d->kind = scheme->kind == QP_SCHEME_HF_FP8 ? (scheme->weight.granularity == QP_GRAN_BLOCK ? QP_SCHEME_W8A8_FP8_BLOCK
+                                                                                               : QP_SCHEME_W8A8_FP8)
+                                               : scheme->kind;
+    d->act_dtype = o->act_dtype;
+    d->N = N;
+    d->K = K;
+    d->layer = layer;
+    d->tensors = t;
+    d->n_tensors = n;
+    qp_status s;
+    switch (d->kind) {
+    case QP_SCHEME_W8A8_INT8: s = bind_int8(&b, st, o, d); break;
+    case QP_SCHEME_W8A8_FP8:
+    case QP_SCHEME_W8A8_FP8_BLOCK: s = bind_fp8(&b, st, o, d); break;
+    case QP_SCHEME_QQQ_W4A8: s = bind_qqq(&b, st, d); break;
+    case QP_SCHEME_UNQUANTIZED: case QP_SCHEME_NONE: case QP_SCHEME_KV_CACHE: case QP_SCHEME_KIND_COUNT_:
+        s = qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "scheme %s is not a quantized linear layer",
+                         qp_scheme_kind_name(scheme->kind));
+        break;
+    default:
+        /* other schemes: the backend reads the named tensors itself */
+        for (size_t i = 0; i < n; i++) used[i] = true;
+        s = QP_OK;
+    }
+    if (!s) s = bind_bias(&b, d);
+    for (size_t i = 0; !s && i < n; i++)
+        if (!used[i])
+            s = qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, t[i].name ? t[i].name : "(null)", layer,
+                             "unexpected tensor '%s' for scheme %s", t[i].name ? t[i].name : "(null)",
+                             qp_scheme_kind_name(scheme->kind));
+    free(used);
+    if (s) { qp_lin_desc_free(st); return s; }
+    *store = st;
+    return QP_OK;
+}

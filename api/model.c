@@ -1,0 +1,170 @@
+/* A model directory as vLLM loads it: config.json (its quantization_config)
+ * and the weights in model.safetensors or the shards named by
+ * model.safetensors.index.json. Tensors are looked up by name across the
+ * shards; the index's file names are checked so a hostile index cannot
+ * point outside the directory. */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "model.h"
+
+static qp_status add_file(qp_model *m, const char *file) {
+    for (size_t i = 0; i < m->n_files; i++)
+        if (!strcmp(m->file_names[i], file)) return QP_OK;
+    if (!*file || strchr(file, '/') || !strcmp(file, ".") || !strcmp(file, ".."))
+        return qp_error_set(m->ctx, QP_ERR_PARSE, m->dir, "weight_map", NULL,
+                            "shard file name '%s' is not a plain file name in the model directory", file);
+    if (m->n_files >= QP_MODEL_MAX_FILES)
+        return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, "weight_map", NULL, "more than %d shard files", QP_MODEL_MAX_FILES);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", m->dir, file);
+    qp_status st = qp_safetensors_open(m->ctx, path, &m->files[m->n_files]);
+    if (st) return st;
+    m->file_names[m->n_files++] = strdup(file);
+    return QP_OK;
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static qp_status open_weights(qp_model *m) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", m->dir);
+    struct stat sb;
+    if (!stat(path, &sb)) {
+        FILE *f = fopen(path, "rb");
+        if (!f) return qp_error_set(m->ctx, QP_ERR_IO, path, NULL, NULL, "cannot open");
+        qp_buf b = {0};
+        char chunk[65536];
+        size_t n;
+        while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < ((size_t)64 << 20)) qp_buf_putn(&b, chunk, n);
+        fclose(f);
+        char err[256];
+        qj_doc *doc = qj_parse(b.p ? b.p : "", b.len, err, sizeof err);
+        qp_buf_free(&b);
+        if (!doc) return qp_error_set(m->ctx, QP_ERR_PARSE, path, NULL, NULL, "%s", err);
+        const qj *wm = qj_get(qj_root(doc), "weight_map");
+        qp_status st = QP_OK;
+        if (!wm || wm->type != QJ_OBJECT) st = qp_error_set(m->ctx, QP_ERR_PARSE, path, "weight_map", NULL, "missing or not an object");
+        for (size_t i = 0; !st && i < wm->n; i++) {
+            if (wm->items[i]->type != QJ_STRING)
+                st = qp_error_set(m->ctx, QP_ERR_PARSE, path, wm->keys[i], NULL, "weight_map value is not a file name");
+            else
+                st = add_file(m, wm->items[i]->s);
+        }
+        qj_free(doc);
+        return st;
+    }
+    /* no index: every *.safetensors of the folder, in name order */
+    DIR *d = opendir(m->dir);
+    if (!d) return qp_error_set(m->ctx, QP_ERR_IO, m->dir, NULL, NULL, "cannot open the model directory");
+    char *names[QP_MODEL_MAX_FILES];
+    size_t nn = 0;
+    for (struct dirent *e; (e = readdir(d)) && nn < QP_MODEL_MAX_FILES;) {
+        size_t l = strlen(e->d_name);
+        if (l > 12 && !strcmp(e->d_name + l - 12, ".safetensors")) names[nn++] = strdup(e->d_name);
+    }
+    closedir(d);
+    qsort(names, nn, sizeof *names, cmp_str);
+    qp_status st = nn ? QP_OK : qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, NULL, NULL, "no *.safetensors files");
+    for (size_t i = 0; i < nn; i++) {
+        if (!st) st = add_file(m, names[i]);
+        free(names[i]);
+    }
+    return st;
+}
+
+QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out) {
+    if (!ctx || !dir || !out) return QP_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    qp_model *m = calloc(1, sizeof *m);
+    if (!m) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, dir, NULL, NULL, "out of memory");
+    m->ctx = ctx;
+    m->dir = strdup(dir);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    struct stat sb;
+    qp_status st = QP_OK;
+    if (!stat(path, &sb)) {
+        /* an unquantized model (the input of `qport quantize`) has no
+         * quantization_config: then there is no config object */
+        FILE *f = fopen(path, "rb");
+        char head[1 << 16];
+        size_t n = f ? fread(head, 1, sizeof head - 1, f) : 0;
+        if (f) fclose(f);
+        head[n] = 0;
+        if (strstr(head, "quantization_config") || n == sizeof head - 1) st = qp_config_load_file(ctx, path, &m->cfg);
+    }
+    if (!st) st = open_weights(m);
+    if (st) { qp_model_close(m); return st; }
+    *out = m;
+    return QP_OK;
+}
+
+QP_API void qp_model_close(qp_model *m) {
+    if (!m) return;
+    for (size_t i = 0; i < m->n_files; i++) { qp_safetensors_close(m->files[i]); free(m->file_names[i]); }
+    qp_config_destroy(m->cfg);
+    for (size_t i = 0; i < m->n_layers; i++) free(m->layers[i]);
+    free(m->layers);
+    free(m->dir);
+    free(m);
+}
+
+QP_API const qp_config *qp_model_config(const qp_model *m) { return m ? m->cfg : NULL; }
+
+QP_API qp_status qp_model_find_tensor(const qp_model *m, const char *name, qp_tensor *out) {
+    if (!m || !name || !out) return QP_ERR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < m->n_files; i++)
+        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++) {
+            qp_tensor t;
+            if (qp_safetensors_get(m->files[i], j, &t, NULL) == QP_OK && !strcmp(t.name, name)) { *out = t; return QP_OK; }
+        }
+    return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, name, NULL, "no tensor '%s' in the checkpoint", name);
+}
+
+/* Linear layers: prefixes of 2-D `.weight` (or QQQ `.B`) tensors, except
+ * embeddings. Listed once, in checkpoint order. */
+static qp_status list_layers(qp_model *m) {
+    if (m->layers_listed) return QP_OK;
+    for (size_t i = 0; i < m->n_files; i++)
+        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++) {
+            qp_tensor t;
+            if (qp_safetensors_get(m->files[i], j, &t, NULL)) continue;
+            size_t l = strlen(t.name), cut;
+            if (l > 7 && !strcmp(t.name + l - 7, ".weight") && t.ndim == 2) cut = l - 7;
+            else if (l > 2 && !strcmp(t.name + l - 2, ".B") && t.ndim == 2) cut = l - 2;
+            else continue;
+            if (strstr(t.name, "embed")) continue;
+            char **g = realloc(m->layers, sizeof(char *) * (m->n_layers + 1));
+            if (!g) return qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, NULL, "out of memory");
+            m->layers = g;
+            m->layers[m->n_layers] = strndup(t.name, cut);
+            if (m->layers[m->n_layers]) m->n_layers++;
+        }
+    m->layers_listed = 1;
+    return QP_OK;
+}
+
+QP_API size_t qp_model_layer_count(qp_model *m) { return m && !list_layers(m) ? m->n_layers : 0; }
+QP_API const char *qp_model_layer_name(qp_model *m, size_t i) {
+    return m && !list_layers(m) && i < m->n_layers ? m->layers[i] : NULL;
+}
+
+QP_API size_t qp_model_tensor_count(const qp_model *m) {
+    size_t n = 0;
+    for (size_t i = 0; m && i < m->n_files; i++) n += qp_safetensors_count(m->files[i]);
+    return n;
+}
+
+QP_API qp_status qp_model_tensor_get(const qp_model *m, size_t i, qp_tensor *out) {
+    if (!m || !out) return QP_ERR_INVALID_ARGUMENT;
+    for (size_t f = 0; f < m->n_files; f++) {
+        size_t n = qp_safetensors_count(m->files[f]);
+        if (i < n) return qp_safetensors_get(m->files[f], i, out, NULL);
+        i -= n;
+    }
+    return QP_ERR_NOT_FOUND;
+}

@@ -1,0 +1,19 @@
+/* Model directories and layer binding (internal). */
+#ifndef QP_MODEL_H
+#define QP_MODEL_H
+#include "internal.h"
+
+#define QP_MODEL_MAX_FILES 256
+
+struct qp_model {
+    qp_context *ctx;
+    char *dir;
+    qp_config *cfg;              /* NULL for an unquantized model            */
+    qp_safetensors *files[QP_MODEL_MAX_FILES];
+    char *file_names[QP_MODEL_MAX_FILES];
+    size_t n_files;
+    char **layers;
+    size_t n_layers;
+    int layers_listed;
+};
+#endif

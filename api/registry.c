@@ -1,0 +1,238 @@
+/* Loading the backends of a context and ordering their devices
+ * (DESIGN.md 3-4). The built-in `cpu` reference is always available unless
+ * QPORT_BACKENDS leaves it out; every other backend is a plugin found in
+ * QPORT_BACKEND_PATH, else next to libqport (<libdir>/qport), else the
+ * configured plugin folder. */
+#define _GNU_SOURCE /* dladdr */
+#include <dlfcn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "registry.h"
+
+static const char *const plugin_files[QP_N_BACKEND_KINDS] = {NULL, "libqport-vk.so", "libqport-cl.so",
+                                                               "libqport-cuda.so"};
+
+static qp_status host_error(const qp_context *ctx, qp_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    qp_error_setv(ctx, st, NULL, NULL, NULL, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static void host_log(const qp_context *ctx, qp_log_level level, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    qp_log(ctx, level, "%s", msg);
+}
+
+/* Tries dir/file; on success fills the slot. */
+static bool try_plugin(qp_context *ctx, qp_backend_slot *s, const char *dir, size_t dlen, const char *file) {
+    char path[sizeof s->path];
+    if (dlen + strlen(file) + 2 > sizeof path) return false;
+    snprintf(path, sizeof path, "%.*s/%s", (int)dlen, dir, file);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        /* a file that exists but does not load is worth a line; absence is not */
+        if (e && !strstr(e, "No such file") && !strstr(e, "Not a directory")) {
+            qp_log(ctx, QP_LOG_WARN, "backend %s: %s", qp_backend_name_at(s->kind), e);
+            snprintf(s->note, sizeof s->note, "%s", e);
+        }
+        return false;
+    }
+    qp_backend_entry_fn entry;
+    *(void **)&entry = dlsym(h, QP_BACKEND_ENTRY_SYMBOL);
+    const qp_backend_ops *ops = entry ? entry() : NULL;
+    if (!ops || ops->abi_version != QP_BACKEND_ABI_VERSION || ops->struct_size < sizeof(qp_backend_ops) ||
+        strcmp(ops->name, qp_backend_name_at(s->kind))) {
+        snprintf(s->note, sizeof s->note, "%s: not a qport %s backend of ABI %u", path, qp_backend_name_at(s->kind),
+                 QP_BACKEND_ABI_VERSION);
+        qp_log(ctx, QP_LOG_WARN, "%s", s->note);
+        dlclose(h);
+        return false;
+    }
+    s->dl = h;
+    s->ops = ops;
+    snprintf(s->path, sizeof s->path, "%s", path);
+    return true;
+}
+
+static void find_plugin(qp_context *ctx, qp_registry *r, qp_backend_slot *s) {
+    const char *file = plugin_files[s->kind];
+    if (r->settings.backend_path) {
+        for (const char *p = r->settings.backend_path; *p;) {
+            const char *e = strchr(p, ':');
+            size_t n = e ? (size_t)(e - p) : strlen(p);
+            if (n && try_plugin(ctx, s, p, n, file)) return;
+            p = e ? e + 1 : p + n;
+        }
+        if (!s->note[0]) snprintf(s->note, sizeof s->note, "%s not found in QPORT_BACKEND_PATH", file);
+        return;
+    }
+    Dl_info info;
+    if (dladdr((void *)&qp_registry_get, &info) && info.dli_fname) {
+        const char *slash = strrchr(info.dli_fname, '/');
+        if (slash) {
+            char dir[512];
+            snprintf(dir, sizeof dir, "%.*s/qport", (int)(slash - info.dli_fname), info.dli_fname);
+            if (try_plugin(ctx, s, dir, strlen(dir), file)) return;
+        }
+    }
+    if (try_plugin(ctx, s, QP_PLUGIN_DIR, strlen(QP_PLUGIN_DIR), file)) return;
+    if (!s->note[0]) snprintf(s->note, sizeof s->note, "%s not installed (not built, or its runtime was missing at build time)", file);
+}
+
+/* Lower is better (DESIGN.md 4). */
+static int device_rank(int backend, qp_device_kind kind) {
+    if (kind == QP_DEVICE_REFERENCE) return 90;
+    if (backend == 3) return kind == QP_DEVICE_CPU_CLASS ? 70 : 0;
+    int api = backend == 1 ? 0 : 1; /* Vulkan before OpenCL within a class */
+    switch (kind) {
+    case QP_DEVICE_DISCRETE_GPU: return 10 + api;
+    case QP_DEVICE_INTEGRATED_GPU: return 20 + api;
+    case QP_DEVICE_VIRTUAL_GPU: return 30 + api;
+    default: return 70 + api;
+    }
+}
+
+static bool spec_matches(const qp_device_spec *sp, const qp_device *d) {
+    if (sp->substring) {
+        size_t n = strlen(sp->substring);
+        for (const char *p = d->info.name; *p; p++)
+            if (!strncasecmp(p, sp->substring, n)) return true;
+        return false;
+    }
+    if (sp->backend != d->backend->kind) return false;
+    return sp->index < 0 || sp->index == d->info.index;
+}
+
+bool qp_device_matches_spec(const qp_device_spec *sp, const qp_device *d) { return spec_matches(sp, d); }
+
+static bool visible(const qp_settings *s, const qp_device *d) {
+    if (!s->visible) return true;
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s", s->visible);
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        qp_device_spec sp;
+        if (qp_device_spec_parse(t, &sp) == QP_OK && spec_matches(&sp, d)) return true;
+    }
+    return false;
+}
+
+static int cmp_rank(const void *a, const void *b) {
+    const qp_device *x = *(qp_device *const *)a, *y = *(qp_device *const *)b;
+    if (x->rank != y->rank) return x->rank < y->rank ? -1 : 1;
+    if (x->backend->kind != y->backend->kind) return x->backend->kind < y->backend->kind ? -1 : 1;
+    return x->info.index < y->info.index ? -1 : x->info.index > y->info.index;
+}
+
+static qp_status add_devices(qp_context *ctx, qp_registry *r, qp_backend_slot *s) {
+    int n = s->ops->device_count(s->state);
+    s->n_devices = 0;
+    for (int i = 0; i < n; i++) {
+        qp_device *d = calloc(1, sizeof *d);
+        qp_device **grown = realloc(r->devices, sizeof(qp_device *) * (r->n_devices + 1));
+        if (!d || !grown) { free(d); if (grown) r->devices = grown; return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, NULL, "out of memory"); }
+        r->devices = grown;
+        d->ctx = ctx;
+        d->backend = s;
+        d->handle = s->ops->device_get(s->state, i);
+        d->info.struct_size = sizeof d->info;
+        d->info.cuda_cc = -1;
+        qp_status st = d->handle ? s->ops->device_info(d->handle, &d->info) : QP_ERR_INTERNAL;
+        if (st) {
+            qp_log(ctx, QP_LOG_WARN, "%s device %d: no description (%s); skipped", s->ops->name, i, qp_status_str(st));
+            free(d);
+            continue;
+        }
+        snprintf(d->info.backend, sizeof d->info.backend, "%s", s->ops->name);
+        d->info.index = i;
+        d->info.same_as[0] = 0;
+        d->rank = device_rank(s->kind, d->info.kind);
+        d->flip_bit = s->kind == 0 ? -1 : r->settings.flip_bit;
+        if (!visible(&r->settings, d)) { free(d); continue; }
+        pthread_mutex_init(&d->lock, NULL);
+        r->devices[r->n_devices++] = d;
+        s->n_devices++;
+    }
+    return QP_OK;
+}
+
+static qp_status registry_load(qp_context *ctx, qp_registry **out) {
+    qp_registry *r = calloc(1, sizeof *r);
+    if (!r) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, NULL, "out of memory");
+    qp_status st = qp_settings_read(ctx, &r->settings);
+    if (st) { free(r); return st; }
+    r->host = (qp_host){QP_BACKEND_ABI_VERSION, sizeof(qp_host), ctx, host_error, host_log,
+                        r->settings.cache_dir, qp_version(), r->settings.validation};
+    for (int i = 0; i < r->settings.n_backends; i++) {
+        qp_backend_slot *s = &r->slots[r->n_slots++];
+        s->kind = r->settings.backend_order[i];
+        if (s->kind == 0) s->ops = qp_cpu_backend_ops();
+        else find_plugin(ctx, r, s);
+        if (!s->ops) { qp_log(ctx, QP_LOG_INFO, "backend %s: %s", qp_backend_name_at(s->kind), s->note); continue; }
+        st = s->ops->init(&r->host, &s->state);
+        if (st) {
+            snprintf(s->note, sizeof s->note, "init failed: %s", qp_last_error(ctx));
+            qp_log(ctx, QP_LOG_WARN, "backend %s: %s", s->ops->name, s->note);
+            s->state = NULL;
+            continue;
+        }
+        s->loaded = 1;
+        if ((st = add_devices(ctx, r, s))) { *out = r; return st; }
+        if (!s->n_devices && !s->note[0]) snprintf(s->note, sizeof s->note, "0 devices (see the log at QPORT_LOG=info)");
+    }
+    if (r->n_devices > 1) qsort(r->devices, r->n_devices, sizeof *r->devices, cmp_rank);
+    /* one GPU seen through two APIs is one device: the better-ranked wins */
+    for (size_t i = 0; i < r->n_devices; i++)
+        for (size_t j = 0; j < i; j++) {
+            qp_device *a = r->devices[j], *b = r->devices[i];
+            if (a->info.has_uuid && b->info.has_uuid && !a->info.same_as[0] &&
+                !memcmp(a->info.uuid, b->info.uuid, 16)) {
+                snprintf(b->info.same_as, sizeof b->info.same_as, "%s:%d", a->info.backend, a->info.index);
+                break;
+            }
+        }
+    *out = r;
+    return QP_OK;
+}
+
+qp_status qp_registry_get(qp_context *ctx, qp_registry **out) {
+    if (!ctx || !out) return QP_ERR_INVALID_ARGUMENT;
+    pthread_mutex_t *lock = qp_context_registry_lock(ctx);
+    qp_registry **slot = qp_context_registry_slot(ctx);
+    pthread_mutex_lock(lock);
+    qp_status st = QP_OK;
+    if (!*slot) {
+        qp_registry *r = NULL;
+        st = registry_load(ctx, &r);
+        if (st && r) { qp_registry_destroy(r); r = NULL; }
+        *slot = r;
+    }
+    *out = *slot;
+    pthread_mutex_unlock(lock);
+    return st;
+}
+
+void qp_registry_destroy(qp_registry *r) {
+    if (!r) return;
+    for (size_t i = 0; i < r->n_devices; i++) {
+        pthread_mutex_destroy(&r->devices[i]->lock);
+        free(r->devices[i]);
+    }
+    free(r->devices);
+    for (int i = r->n_slots - 1; i >= 0; i--) {
+        qp_backend_slot *s = &r->slots[i];
+        if (s->loaded && s->ops->shutdown) s->ops->shutdown(s->state);
+        if (s->dl) dlclose(s->dl);
+    }
+    free(r);
+}

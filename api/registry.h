@@ -1,0 +1,91 @@
+/* The backend registry of one context: loaded backends, their devices in
+ * priority order, and the objects made on them (internal). */
+#ifndef QP_REGISTRY_H
+#define QP_REGISTRY_H
+
+#include <pthread.h>
+
+#include "backend.h"
+#include "internal.h"
+
+#define QP_N_BACKEND_KINDS 4 /* cpu, vulkan, opencl, cuda */
+
+/* Parsed environment (env.c). Pointers into the environment. */
+typedef struct qp_settings {
+    int backend_order[QP_N_BACKEND_KINDS]; /* qp_backend_name_index values */
+    int n_backends;
+    const char *device;        /* QPORT_DEVICE or NULL                     */
+    const char *visible;       /* QPORT_VISIBLE_DEVICES or NULL            */
+    const char *backend_path;  /* QPORT_BACKEND_PATH or NULL               */
+    char cache_dir[512];       /* "" = caching off                         */
+    int validation;            /* QPORT_VK_VALIDATION                      */
+    int flip_bit;              /* QPORT_TEST_FLIP_BIT (test-hook builds)   */
+} qp_settings;
+
+typedef struct qp_device_spec {
+    int backend;               /* -1: any                                  */
+    int index;                 /* -1: any                                  */
+    const char *substring;     /* name match when not a backend spec       */
+} qp_device_spec;
+
+qp_status qp_settings_read(const qp_context *ctx, qp_settings *s);
+bool qp_device_matches_spec(const qp_device_spec *sp, const qp_device *d);
+qp_status qp_device_spec_parse(const char *spec, qp_device_spec *out);
+int qp_backend_name_index(const char *name, size_t n);
+const char *qp_backend_name_at(int i);
+
+typedef struct qp_backend_slot {
+    int kind;                  /* index into the backend names              */
+    const qp_backend_ops *ops;
+    void *state;
+    void *dl;                  /* dlopen handle, NULL for built-in          */
+    char path[512];
+    char note[640];
+    int loaded;
+    int n_devices;
+} qp_backend_slot;
+
+struct qp_device {
+    qp_context *ctx;
+    qp_backend_slot *backend;
+    void *handle;              /* the backend's device                      */
+    qp_device_info info;
+    int rank;                  /* selection score, lower is better          */
+    pthread_mutex_t lock;      /* serialises calls on this device           */
+    int flip_bit;              /* test hook, -1 off                          */
+};
+
+struct qp_buffer {
+    qp_device *dev;
+    void *handle;
+    size_t size;
+};
+
+typedef struct qp_registry {
+    qp_settings settings;
+    qp_host host;
+    qp_backend_slot slots[QP_N_BACKEND_KINDS];
+    int n_slots;
+    qp_device **devices;       /* priority order                             */
+    size_t n_devices;
+} qp_registry;
+
+/* Loads the backends on first use (thread-safe); the error names the
+ * invalid environment variable when the settings are bad. */
+qp_status qp_registry_get(qp_context *ctx, qp_registry **out);
+void qp_registry_destroy(qp_registry *reg);
+/* The context's registry slot and lock (context.c). */
+qp_registry **qp_context_registry_slot(qp_context *ctx);
+pthread_mutex_t *qp_context_registry_lock(qp_context *ctx);
+
+/* The built-in reference backend (cpu/cpu_backend.c). */
+const qp_backend_ops *qp_cpu_backend_ops(void);
+
+/* Builds the canonical layer description from checkpoint tensors
+ * (linear_desc.c); qp_lin_desc_free releases what it allocated. */
+typedef struct qp_lin_desc_store qp_lin_desc_store;
+qp_status qp_lin_desc_build(qp_context *ctx, const qp_scheme *scheme, int N, int K, const qp_tensor *t, size_t n,
+                            const qp_linear_options *opts, qp_lin_desc *desc, qp_lin_desc_store **store);
+void qp_lin_desc_free(qp_lin_desc_store *store);
+
+#endif

@@ -1,0 +1,314 @@
+/* safetensors files (huggingface/safetensors format): an 8-byte
+ * little-endian header length, a JSON header, then the data. Read through
+ * mmap; every offset, shape and size is validated before any tensor is
+ * handed out, so a hostile file is an error, never a read out of bounds.
+ * Rules (as the reference implementation enforces them): header length at
+ * most 100 MB and inside the file; tensors' byte ranges [begin, end) are
+ * ordered, do not overlap, leave no hole, and end exactly at the end of the
+ * file; end - begin == dtype size x prod(shape), computed without overflow. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define ST_MAX_HEADER ((uint64_t)100 << 20)
+#define ST_MAX_DIMS 8
+
+typedef struct st_entry {
+    const char *name;
+    const char *dtype_str;
+    qp_dtype dtype;
+    int ndim;
+    int64_t shape[ST_MAX_DIMS];
+    uint64_t begin, end;
+} st_entry;
+
+struct qp_safetensors {
+    qp_context *ctx;
+    char *path;
+    const uint8_t *map;
+    size_t map_len;
+    int mapped;
+    qj_doc *doc;
+    st_entry *t;
+    size_t n;
+    const qj *meta;
+    const uint8_t *data;
+    uint64_t data_len;
+};
+
+static const struct { const char *name; qp_dtype dt; unsigned bytes; } st_dtypes[] = {
+    {"F32", QP_DTYPE_F32, 4}, {"F16", QP_DTYPE_F16, 2}, {"BF16", QP_DTYPE_BF16, 2}, {"I8", QP_DTYPE_I8, 1},
+    {"U8", QP_DTYPE_U8, 1}, {"I32", QP_DTYPE_I32, 4}, {"F8_E4M3", QP_DTYPE_F8_E4M3FN, 1},
+    {"F8_E5M2", QP_DTYPE_F8_E5M2, 1}, {"F8_E8M0", QP_DTYPE_E8M0, 1},
+    /* stored and size-checked, but no qport dtype */
+    {"F64", QP_DTYPE_NONE, 8}, {"I64", QP_DTYPE_NONE, 8}, {"U64", QP_DTYPE_NONE, 8}, {"I16", QP_DTYPE_NONE, 2},
+    {"U16", QP_DTYPE_NONE, 2}, {"U32", QP_DTYPE_NONE, 4}, {"BOOL", QP_DTYPE_NONE, 1},
+};
+
+static qp_status st_fail(qp_safetensors *f, const char *key, const char *fmt, ...) QP_ATTR_PRINTF(3, 4);
+static qp_status st_fail(qp_safetensors *f, const char *key, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    qp_error_setv(f->ctx, QP_ERR_PARSE, f->path, key, NULL, fmt, ap);
+    va_end(ap);
+    return QP_ERR_PARSE;
+}
+
+static int cmp_begin(const void *a, const void *b) {
+    const st_entry *x = a, *y = b;
+    return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+static bool as_u64(const qj *v, uint64_t *out) {
+    if (!v || v->type != QJ_INT || v->i < 0) return false;
+    *out = (uint64_t)v->i;
+    return true;
+}
+
+static qp_status parse(qp_safetensors *f) {
+    if (f->map_len < 8) return st_fail(f, NULL, "file of %zu bytes is shorter than the 8-byte header length", f->map_len);
+    uint64_t hl = 0;
+    for (int i = 7; i >= 0; i--) hl = hl << 8 | f->map[i];
+    if (hl > ST_MAX_HEADER) return st_fail(f, NULL, "header length %llu exceeds the 100 MB limit", (unsigned long long)hl);
+    if (hl > f->map_len - 8)
+        return st_fail(f, NULL, "header length %llu runs past the end of the file (%zu bytes)", (unsigned long long)hl, f->map_len);
+    if (hl < 2 || f->map[8] != '{') return st_fail(f, NULL, "the header is not a JSON object");
+    char err[256];
+    f->doc = qj_parse((const char *)f->map + 8, (size_t)hl, err, sizeof err);
+    if (!f->doc) return st_fail(f, NULL, "header JSON: %s", err);
+    const qj *root = qj_root(f->doc);
+    if (root->type != QJ_OBJECT) return st_fail(f, NULL, "the header is not a JSON object");
+    f->data = f->map + 8 + hl;
+    f->data_len = f->map_len - 8 - hl;
+    f->t = calloc(root->n ? root->n : 1, sizeof *f->t);
+    if (!f->t) return qp_error_set(f->ctx, QP_ERR_OUT_OF_MEMORY, f->path, NULL, NULL, "out of memory");
+    for (size_t i = 0; i < root->n; i++) {
+        const char *key = root->keys[i];
+        const qj *v = root->items[i];
+        if (!strcmp(key, "__metadata__")) {
+            if (v->type != QJ_OBJECT) return st_fail(f, key, "__metadata__ must be an object of strings");
+            for (size_t j = 0; j < v->n; j++)
+                if (v->items[j]->type != QJ_STRING) return st_fail(f, key, "__metadata__['%s'] is not a string", v->keys[j]);
+            f->meta = v;
+            continue;
+        }
+        if (v->type != QJ_OBJECT) return st_fail(f, key, "tensor entry is not an object");
+        st_entry *e = &f->t[f->n];
+        e->name = key;
+        const qj *dt = qj_get(v, "dtype"), *sh = qj_get(v, "shape"), *off = qj_get(v, "data_offsets");
+        if (!dt || dt->type != QJ_STRING) return st_fail(f, key, "missing or non-string 'dtype'");
+        unsigned esize = 0;
+        for (size_t d = 0; d < sizeof st_dtypes / sizeof *st_dtypes; d++)
+            if (!strcmp(dt->s, st_dtypes[d].name)) { e->dtype = st_dtypes[d].dt; esize = st_dtypes[d].bytes; }
+        if (!esize) return st_fail(f, key, "unknown dtype '%s'", dt->s);
+        e->dtype_str = dt->s;
+        if (!sh || sh->type != QJ_ARRAY) return st_fail(f, key, "missing or non-list 'shape'");
+        if (sh->n > ST_MAX_DIMS) return st_fail(f, key, "%zu dimensions (at most %d)", sh->n, ST_MAX_DIMS);
+        uint64_t bytes = esize;
+        for (size_t d = 0; d < sh->n; d++) {
+            uint64_t x;
+            if (!as_u64(sh->items[d], &x) || x > (uint64_t)INT64_MAX) return st_fail(f, key, "shape[%zu] is not a non-negative integer", d);
+            e->shape[d] = (int64_t)x;
+            if (x && bytes > UINT64_MAX / x) return st_fail(f, key, "shape overflows 64 bits");
+            bytes *= x;
+        }
+        e->ndim = (int)sh->n;
+        if (!off || off->type != QJ_ARRAY || off->n != 2 || !as_u64(off->items[0], &e->begin) || !as_u64(off->items[1], &e->end))
+            return st_fail(f, key, "'data_offsets' must be two non-negative integers");
+        if (e->begin > e->end) return st_fail(f, key, "data_offsets [%llu, %llu] are reversed", (unsigned long long)e->begin, (unsigned long long)e->end);
+        if (e->end > f->data_len)
+            return st_fail(f, key, "data_offsets end %llu is past the data (%llu bytes)", (unsigned long long)e->end, (unsigned long long)f->data_len);
+        if (e->end - e->begin != bytes)
+            return st_fail(f, key, "%llu bytes in data_offsets, but dtype %s x shape needs %llu",
+                           (unsigned long long)(e->end - e->begin), dt->s, (unsigned long long)bytes);
+        f->n++;
+    }
+    st_entry *sorted = malloc(sizeof *sorted * (f->n ? f->n : 1));
+    if (!sorted) return qp_error_set(f->ctx, QP_ERR_OUT_OF_MEMORY, f->path, NULL, NULL, "out of memory");
+    memcpy(sorted, f->t, sizeof *sorted * f->n);
+    qsort(sorted, f->n, sizeof *sorted, cmp_begin);
+    uint64_t at = 0;
+    qp_status st = QP_OK;
+    for (size_t i = 0; i < f->n && !st; i++) {
+        if (sorted[i].begin < at) st = st_fail(f, sorted[i].name, "data overlaps the previous tensor");
+        else if (sorted[i].begin > at) st = st_fail(f, sorted[i].name, "a hole of %llu bytes before this tensor's data", (unsigned long long)(sorted[i].begin - at));
+        at = sorted[i].end;
+    }
+    if (!st && at != f->data_len)
+        st = st_fail(f, NULL, "%llu bytes after the last tensor are not described by the header", (unsigned long long)(f->data_len - at));
+    free(sorted);
+    return st;
+}
+
+static qp_status open_common(qp_safetensors *f, qp_safetensors **out) {
+    qp_status st = parse(f);
+    if (st) { qp_safetensors_close(f); return st; }
+    *out = f;
+    return QP_OK;
+}
+
+QP_API qp_status qp_safetensors_open(qp_context *ctx, const char *path, qp_safetensors **out) {
+    if (!ctx || !path || !out) return QP_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return qp_error_set(ctx, QP_ERR_IO, path, NULL, NULL, "cannot open: %s", strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return qp_error_set(ctx, QP_ERR_IO, path, NULL, NULL, "not a regular file");
+    }
+    qp_safetensors *f = calloc(1, sizeof *f);
+    if (!f) { close(fd); return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, path, NULL, NULL, "out of memory"); }
+    f->ctx = ctx;
+    f->path = strdup(path);
+    f->map_len = (size_t)sb.st_size;
+    if (f->map_len) {
+        void *m = mmap(NULL, f->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (m == MAP_FAILED) {
+            qp_status st = qp_error_set(ctx, QP_ERR_IO, path, NULL, NULL, "mmap: %s", strerror(errno));
+            close(fd);
+            free(f->path); free(f);
+            return st;
+        }
+        f->map = m;
+        f->mapped = 1;
+    }
+    close(fd);
+    return open_common(f, out);
+}
+
+QP_API qp_status qp_safetensors_open_buffer(qp_context *ctx, const char *name, const void *data, size_t len,
+                                            qp_safetensors **out) {
+    if (!ctx || (!data && len) || !out) return QP_ERR_INVALID_ARGUMENT;
+    *out = NULL;
+    qp_safetensors *f = calloc(1, sizeof *f);
+    if (!f) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, name, NULL, NULL, "out of memory");
+    f->ctx = ctx;
+    f->path = strdup(name ? name : "<buffer>");
+    f->map = data;
+    f->map_len = len;
+    return open_common(f, out);
+}
+
+QP_API void qp_safetensors_close(qp_safetensors *f) {
+    if (!f) return;
+    if (f->mapped) munmap((void *)f->map, f->map_len);
+    qj_free(f->doc);
+    free(f->t);
+    free(f->path);
+    free(f);
+}
+
+QP_API size_t qp_safetensors_count(const qp_safetensors *f) { return f ? f->n : 0; }
+
+static qp_status entry_tensor(const qp_safetensors *f, const st_entry *e, qp_tensor *out) {
+    if (e->ndim > QP_TENSOR_MAX_DIMS)
+        return qp_error_set(f->ctx, QP_ERR_UNSUPPORTED, f->path, e->name, NULL, "%d dimensions (qport takes at most %d)",
+                            e->ndim, QP_TENSOR_MAX_DIMS);
+    memset(out, 0, sizeof *out);
+    out->name = e->name;
+    out->dtype = e->dtype;
+    out->ndim = e->ndim;
+    for (int d = 0; d < e->ndim; d++) out->shape[d] = e->shape[d];
+    out->data = f->data + e->begin;
+    return QP_OK;
+}
+
+QP_API qp_status qp_safetensors_get(const qp_safetensors *f, size_t i, qp_tensor *out, const char **dtype_name) {
+    if (!f || !out || i >= f->n) return QP_ERR_INVALID_ARGUMENT;
+    if (dtype_name) *dtype_name = f->t[i].dtype_str;
+    return entry_tensor(f, &f->t[i], out);
+}
+
+QP_API qp_status qp_safetensors_find(const qp_safetensors *f, const char *name, qp_tensor *out) {
+    if (!f || !name || !out) return QP_ERR_INVALID_ARGUMENT;
+    for (size_t i = 0; i < f->n; i++)
+        if (!strcmp(f->t[i].name, name)) return entry_tensor(f, &f->t[i], out);
+    return qp_error_set(f->ctx, QP_ERR_NOT_FOUND, f->path, name, NULL, "no tensor '%s'", name);
+}
+
+QP_API const char *qp_safetensors_metadata(const qp_safetensors *f, const char *key) {
+    const qj *v = f && key ? qj_get(f->meta, key) : NULL;
+    return v ? v->s : NULL;
+}
+
+/* -- writing ------------------------------------------------------------- */
+
+static const char *st_name(qp_dtype d) {
+    for (size_t i = 0; i < sizeof st_dtypes / sizeof *st_dtypes; i++)
+        if (st_dtypes[i].dt == d && d != QP_DTYPE_NONE) return st_dtypes[i].name;
+    return NULL;
+}
+
+static void json_escape(qp_buf *b, const char *s) {
+    qp_buf_puts(b, "\"");
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') { char e[3] = {'\\', (char)c, 0}; qp_buf_puts(b, e); }
+        else if (c < 0x20) qp_buf_printf(b, "\\u%04x", c);
+        else qp_buf_putn(b, (const char *)&c, 1);
+    }
+    qp_buf_puts(b, "\"");
+}
+
+QP_API qp_status qp_safetensors_write(qp_context *ctx, const char *path, const qp_tensor *t, size_t n,
+                                      const char *const *meta, size_t n_meta) {
+    if (!ctx || !path || (n && !t) || (n_meta && !meta)) return QP_ERR_INVALID_ARGUMENT;
+    qp_buf h = {0};
+    qp_buf_puts(&h, "{");
+    if (n_meta) {
+        qp_buf_puts(&h, "\"__metadata__\":{");
+        for (size_t i = 0; i < n_meta; i++) {
+            if (i) qp_buf_puts(&h, ",");
+            json_escape(&h, meta[2 * i]);
+            qp_buf_puts(&h, ":");
+            json_escape(&h, meta[2 * i + 1]);
+        }
+        qp_buf_puts(&h, "}");
+    }
+    uint64_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *dn = st_name(t[i].dtype);
+        size_t bytes = qp_tensor_bytes(&t[i]);
+        if (!dn || !t[i].name || (!t[i].data && bytes) || (bytes == 0 && qp_format_bits(t[i].dtype) <= 0)) {
+            qp_buf_free(&h);
+            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, path, t[i].name ? t[i].name : "(null)", NULL,
+                                "cannot write a tensor of dtype %s", qp_dtype_name(t[i].dtype));
+        }
+        qp_buf_puts(&h, i || n_meta ? "," : "");
+        json_escape(&h, t[i].name);
+        qp_buf_printf(&h, ":{\"dtype\":\"%s\",\"shape\":[", dn);
+        for (int d = 0; d < t[i].ndim; d++) qp_buf_printf(&h, d ? ",%lld" : "%lld", (long long)t[i].shape[d]);
+        qp_buf_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off, (unsigned long long)(off + bytes));
+        off += bytes;
+    }
+    qp_buf_puts(&h, "}");
+    while (!h.oom && h.len % 8) qp_buf_puts(&h, " "); /* data 8-byte aligned, as the reference writer does */
+    if (h.oom) { qp_buf_free(&h); return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, path, NULL, NULL, "out of memory"); }
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) { qp_buf_free(&h); return qp_error_set(ctx, QP_ERR_IO, path, NULL, NULL, "cannot create: %s", strerror(errno)); }
+    uint8_t len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (uint8_t)((uint64_t)h.len >> (8 * i));
+    bool ok = fwrite(len8, 1, 8, fp) == 8 && fwrite(h.p, 1, h.len, fp) == h.len;
+    for (size_t i = 0; ok && i < n; i++) {
+        size_t bytes = qp_tensor_bytes(&t[i]);
+        ok = !bytes || fwrite(t[i].data, 1, bytes, fp) == bytes;
+    }
+    ok = (fclose(fp) == 0) && ok;
+    qp_buf_free(&h);
+    if (!ok || rename(tmp, path)) {
+        int e = errno;
+        unlink(tmp);
+        return qp_error_set(ctx, QP_ERR_IO, path, NULL, NULL, "write failed: %s", strerror(e));
+    }
+    return QP_OK;
+}

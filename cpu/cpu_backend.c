@@ -1,0 +1,279 @@
+/* The `cpu` backend: the reference kernels (cpu/ref_*.c) behind the backend
+ * table, so the oracle runs through exactly the path every GPU backend
+ * runs (qp_linear_create -> prepare -> forward). Built in, never a plugin. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "registry.h"
+
+typedef struct cpu_state {
+    const qp_host *host;
+    int dev; /* the one device's handle is &dev */
+} cpu_state;
+
+typedef struct cpu_lin {
+    qp_scheme_kind kind;
+    qp_dtype dtype;
+    int N, K, group;
+    qp_act_mode act;
+    int symmetric, ue8m0, w_per_channel, pack, w_block;
+    int w_elem, mx_act, scale_rows; /* OCP-MX */
+    float input_scale, weight_scale_2; /* NVFP4 reuses input_scale for input_scale_2 */
+    int32_t input_zp;
+    void *blob[8]; /* owned copies: weight, scales, bias, ... */
+} cpu_lin;
+
+static qp_status cpu_init(const qp_host *host, void **state) {
+    cpu_state *s = calloc(1, sizeof *s);
+    if (!s) return QP_ERR_OUT_OF_MEMORY;
+    s->host = host;
+    *state = s;
+    return QP_OK;
+}
+static void cpu_shutdown(void *state) { free(state); }
+static int cpu_device_count(void *state) { (void)state; return 1; }
+static void *cpu_device_get(void *state, int i) { return i == 0 ? state : NULL; }
+static const qp_host *host_of(void *dev) { return ((cpu_state *)dev)->host; }
+
+static qp_status cpu_device_info(void *dev, qp_device_info *o) {
+    (void)dev;
+    snprintf(o->name, sizeof o->name, "qport reference (CPU)");
+    snprintf(o->vendor, sizeof o->vendor, "qport");
+    snprintf(o->driver, sizeof o->driver, "qport %s", qp_version());
+    snprintf(o->api_version, sizeof o->api_version, "C11");
+    o->kind = QP_DEVICE_REFERENCE;
+    o->cuda_cc = -1;
+    o->caps = (qp_device_caps){1, 1, 1, 1, 0, 0, 0, 0, 1, 1, -1, -1, -1};
+    return QP_OK;
+}
+
+static bool cpu_runs(qp_scheme_kind k) {
+    switch (k) {
+    case QP_SCHEME_W8A8_INT8: case QP_SCHEME_W8A8_FP8: case QP_SCHEME_W8A8_FP8_BLOCK: case QP_SCHEME_HF_FP8:
+    case QP_SCHEME_QQQ_W4A8: case QP_SCHEME_W4A16_INT4: case QP_SCHEME_W4A8_MXFP4_FP8: case QP_SCHEME_OCP_MX:
+    case QP_SCHEME_NVFP4:
+        return true;
+    default:
+        return false;
+    }
+}
+
+static qp_status cpu_supports(void *dev, const qp_scheme *s, int M, int N, int K, qp_support_info *out) {
+    (void)dev; (void)M; (void)N; (void)K;
+    if (cpu_runs(s->kind)) {
+        out->level = QP_SUPPORT_NATIVE;
+        snprintf(out->reason, sizeof out->reason, "reference loops (exact int32 / fp64 accumulation)");
+    } else {
+        out->level = QP_SUPPORT_UNSUPPORTED;
+        snprintf(out->reason, sizeof out->reason, "no reference kernel for %s yet", qp_scheme_kind_name(s->kind));
+    }
+    return QP_OK;
+}
+
+static qp_status cpu_buffer_alloc(void *dev, size_t bytes, void **buf) {
+    *buf = malloc(bytes);
+    if (!*buf) return host_of(dev)->error(host_of(dev)->ctx, QP_ERR_OUT_OF_MEMORY, "cpu: cannot allocate %zu bytes", bytes);
+    return QP_OK;
+}
+static void cpu_buffer_free(void *dev, void *buf) { (void)dev; free(buf); }
+static qp_status cpu_upload(void *dev, void *buf, size_t off, const void *src, size_t n) {
+    (void)dev; memcpy((char *)buf + off, src, n); return QP_OK;
+}
+static qp_status cpu_download(void *dev, void *buf, size_t off, void *dst, size_t n) {
+    (void)dev; memcpy(dst, (const char *)buf + off, n); return QP_OK;
+}
+
+static void *dup_mem(const void *p, size_t n) {
+    if (!p) return NULL;
+    void *q = malloc(n ? n : 1);
+    if (q) memcpy(q, p, n);
+    return q;
+}
+
+static const qp_tensor *named(const qp_lin_desc *d, const char *name) {
+    for (size_t i = 0; i < d->n_tensors; i++)
+        if (d->tensors[i].name && !strcmp(d->tensors[i].name, name)) return &d->tensors[i];
+    return NULL;
+}
+
+static void cpu_linear_destroy(void *dev, void *lin) {
+    (void)dev;
+    cpu_lin *l = lin;
+    if (!l) return;
+    for (int i = 0; i < 8; i++) free(l->blob[i]);
+    free(l);
+}
+
+/* Copies tensor `name` (required) with an exact byte count. */
+static qp_status take(void *dev, const qp_lin_desc *d, cpu_lin *l, int slot, const char *name, qp_dtype dt, size_t bytes) {
+    const qp_tensor *t = named(d, name);
+    const qp_host *h = host_of(dev);
+    if (!t) return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "layer '%s': missing checkpoint tensor '%s'", d->layer, name);
+    if (t->dtype != dt || qp_tensor_bytes(t) != bytes)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "layer '%s': tensor '%s' must be %s of %zu bytes, got %s of %zu",
+                        d->layer, name, qp_dtype_name(dt), bytes, qp_dtype_name(t->dtype), qp_tensor_bytes(t));
+    l->blob[slot] = dup_mem(t->data, bytes);
+    return l->blob[slot] ? QP_OK : h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
+}
+
+static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned path, void **out) {
+    const qp_host *h = host_of(dev);
+    if (path & (QP_PATH_GEMV | QP_PATH_TILED | QP_PATH_INT_DOT))
+        return h->error(h->ctx, QP_ERR_UNSUPPORTED, "cpu: the reference has one path (no GEMV/tiled/int-dot variants)");
+    if (!cpu_runs(d->kind))
+        return h->error(h->ctx, QP_ERR_UNSUPPORTED, "cpu: no reference kernel for %s yet", qp_scheme_kind_name(d->kind));
+    cpu_lin *l = calloc(1, sizeof *l);
+    if (!l) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
+    *l = (cpu_lin){d->kind, d->act_dtype, d->N, d->K, d->group_size, d->act, d->act_symmetric, d->ue8m0,
+                   d->w_per_channel, d->scheme.pack_method, d->kind == QP_SCHEME_W8A8_FP8_BLOCK,
+                   0, 0, 0, d->input_scale, 0, d->input_zp, {0}};
+    size_t N = (size_t)d->N, K = (size_t)d->K, nb = (N + 127) / 128 * ((K + 127) / 128);
+    bool ok = true;
+    qp_status st = QP_OK;
+    if (d->bias) ok = (l->blob[7] = dup_mem(d->bias, N * 2)) != NULL;
+    switch (d->kind) {
+    case QP_SCHEME_W8A8_INT8:
+        ok = ok && (l->blob[0] = dup_mem(d->w_i8, N * K)) && (l->blob[1] = dup_mem(d->w_scale, N * 4));
+        break;
+    case QP_SCHEME_W8A8_FP8:
+    case QP_SCHEME_W8A8_FP8_BLOCK:
+        ok = ok && (l->blob[0] = dup_mem(d->w_u8, N * K)) &&
+             (l->blob[1] = dup_mem(d->w_scale, (l->w_block ? nb : N) * 4));
+        break;
+    case QP_SCHEME_QQQ_W4A8:
+        ok = ok && (l->blob[0] = dup_mem(d->marlin_B, K / 16 * 2 * N * 4)) &&
+             (l->blob[1] = dup_mem(d->marlin_s_channel, N * 4)) &&
+             (d->group_size != 128 || (l->blob[2] = dup_mem(d->marlin_s_group, K / 128 * N * 2)));
+        break;
+    case QP_SCHEME_W4A16_INT4: {
+        int g = d->scheme.weight.group_size > 0 ? d->scheme.weight.group_size : (int)K;
+        l->group = d->scheme.weight.group_size > 0 ? g : -1;
+        l->symmetric = d->scheme.weight.symmetric;
+        if (K % (size_t)g) { st = h->error(h->ctx, QP_ERR_VALUE, "layer '%s': K = %zu is not a multiple of group_size %d", d->layer, K, g); break; }
+        size_t nc = (N + 7) / 8, ng = K / (size_t)g;
+        st = take(dev, d, l, 0, "weight", QP_DTYPE_I32, K * nc * 4);
+        if (!st) st = take(dev, d, l, 1, "weight_scale", d->act_dtype, ng * 8 * nc * 2);
+        if (!st && !l->symmetric) st = take(dev, d, l, 2, "weight_zero_point", QP_DTYPE_I32, ng * nc * 4);
+        break;
+    }
+    case QP_SCHEME_W4A8_MXFP4_FP8: {
+        if (K % 32) { st = h->error(h->ctx, QP_ERR_VALUE, "layer '%s': K = %zu is not a multiple of 32", d->layer, K); break; }
+        const qp_tensor *ws = named(d, "weight_scale"), *is = named(d, "input_scale");
+        st = take(dev, d, l, 0, "weight", QP_DTYPE_U8, N * K / 2);
+        if (!st) st = take(dev, d, l, 1, "weight_scale", ws && ws->dtype == QP_DTYPE_E8M0 ? QP_DTYPE_E8M0 : QP_DTYPE_U8, N * K / 32);
+        if (!st && (!is || is->dtype != QP_DTYPE_F32 || !qp_tensor_bytes(is)))
+            st = h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "layer '%s': input_scale must be fp32 with one entry per shard", d->layer);
+        if (!st) { /* spec 3.8: max over shards */
+            const float *v = is->data;
+            l->input_scale = v[0];
+            for (size_t i = 1; i < qp_tensor_bytes(is) / 4; i++) l->input_scale = v[i] > l->input_scale ? v[i] : l->input_scale;
+        }
+        break;
+    }
+    case QP_SCHEME_OCP_MX: {
+        /* spec 3.3, 3.7: packed elements, e8m0 scales [N/R][K/32] */
+        qp_dtype we = d->scheme.weight.dtype;
+        const qp_qtensor *a = &d->scheme.activation;
+        l->w_elem = we;
+        l->scale_rows = d->scheme.weight.granularity == QP_GRAN_BLOCK && d->scheme.weight.block[0] > 0 ? d->scheme.weight.block[0] : 1;
+        l->mx_act = a->dtype == QP_DTYPE_NONE ? QP_OCP_MX_ACT_NONE
+                  : a->dtype == QP_DTYPE_F4_E2M1 ? QP_OCP_MX_ACT_MXFP4
+                  : a->dtype == QP_DTYPE_F6_E3M2 ? QP_OCP_MX_ACT_MXFP6_E3M2
+                  : a->dtype == QP_DTYPE_F6_E2M3 ? QP_OCP_MX_ACT_MXFP6_E2M3
+                  : a->granularity == QP_GRAN_GROUP ? QP_OCP_MX_ACT_MXFP8
+                  : a->dynamic ? QP_OCP_MX_ACT_FP8_DYNAMIC : QP_OCP_MX_ACT_FP8_STATIC;
+        if (K % 32) { st = h->error(h->ctx, QP_ERR_VALUE, "layer '%s': K = %zu is not a multiple of the OCP MX group size 32", d->layer, K); break; }
+        size_t wb = we == QP_DTYPE_F4_E2M1 ? N * K / 2 : we == QP_DTYPE_F8_E4M3FN ? N * K : N * K * 3 / 4;
+        size_t rows = (N + (size_t)l->scale_rows - 1) / (size_t)l->scale_rows;
+        const qp_tensor *wt = named(d, "weight"), *ws = named(d, "weight_scale");
+        st = take(dev, d, l, 0, "weight", wt && wt->dtype == QP_DTYPE_F8_E4M3FN ? QP_DTYPE_F8_E4M3FN : QP_DTYPE_U8, wb);
+        if (!st) st = take(dev, d, l, 1, "weight_scale", ws && ws->dtype == QP_DTYPE_E8M0 ? QP_DTYPE_E8M0 : QP_DTYPE_U8, rows * K / 32);
+        break;
+    }
+    case QP_SCHEME_NVFP4: {
+        /* spec 4.1-4.2: global scales are the max over shards */
+        if (K % 16) { st = h->error(h->ctx, QP_ERR_VALUE, "Input size per partition (%zu) must be divisible by group size (16)", K); break; }
+        st = take(dev, d, l, 0, "weight", QP_DTYPE_U8, N * K / 2);
+        if (!st) st = take(dev, d, l, 1, "weight_scale", QP_DTYPE_F8_E4M3FN, N * K / 16);
+        const char *gname[2] = {"weight_scale_2", "input_scale_2"};
+        float *gout[2] = {&l->weight_scale_2, &l->input_scale};
+        for (int g = 0; g < 2 && !st; g++) {
+            const qp_tensor *t = named(d, gname[g]);
+            size_t nb = t ? qp_tensor_bytes(t) : 0;
+            if (!t || t->dtype != QP_DTYPE_F32 || !nb) {
+                st = h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "layer '%s': %s must be fp32 with one entry per shard", d->layer, gname[g]);
+                break;
+            }
+            const float *v = t->data;
+            *gout[g] = v[0];
+            for (size_t i = 1; i < nb / 4; i++) *gout[g] = v[i] > *gout[g] ? v[i] : *gout[g];
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    if (!st && !ok) st = h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
+    if (st) { cpu_linear_destroy(dev, l); return st; }
+    *out = l;
+    return QP_OK;
+}
+
+static qp_status cpu_linear_forward(void *dev, void *lin, void *x, int M, void *y) {
+    cpu_lin *l = lin;
+    qp_context *ctx = (qp_context *)host_of(dev)->ctx;
+    const uint16_t *bias = l->blob[7];
+    switch (l->kind) {
+    case QP_SCHEME_W8A8_INT8: {
+        qp_ref_int8_args a = {l->dtype, x, M, l->K, l->N, l->blob[0], l->blob[1], 1, l->act == QP_ACT_INT8_STATIC,
+                              l->symmetric, l->input_scale, l->input_zp, bias};
+        return qp_ref_w8a8_int8_forward(ctx, &a, y);
+    }
+    case QP_SCHEME_W8A8_FP8:
+    case QP_SCHEME_W8A8_FP8_BLOCK: {
+        static const qp_fp8_act map[] = {[QP_ACT_FP8_STATIC] = QP_FP8_ACT_STATIC,
+                                         [QP_ACT_FP8_DYNAMIC_TENSOR] = QP_FP8_ACT_DYNAMIC_TENSOR,
+                                         [QP_ACT_FP8_DYNAMIC_TOKEN] = QP_FP8_ACT_DYNAMIC_TOKEN,
+                                         [QP_ACT_FP8_GROUP128] = QP_FP8_ACT_GROUP128};
+        qp_ref_fp8_args a = {l->dtype, x, M, l->K, l->N, l->blob[0], l->blob[1], 1, map[l->act], l->input_scale,
+                             l->ue8m0, bias};
+        return qp_ref_w8a8_fp8_forward(ctx, &a, y);
+    }
+    case QP_SCHEME_QQQ_W4A8:
+        return qp_ref_qqq_forward(ctx, x, M, l->K, l->N, l->group, l->blob[0], l->blob[1], l->blob[2], bias, y);
+    case QP_SCHEME_W4A16_INT4: {
+        qp_ref_w4a16_args a = {l->dtype, x, M, l->K, l->N, l->blob[0], l->blob[2], l->blob[1], l->group, l->symmetric,
+                               (qp_pack_method)l->pack, bias};
+        return qp_ref_w4a16_forward(ctx, &a, y);
+    }
+    case QP_SCHEME_W4A8_MXFP4_FP8: {
+        qp_ref_w4a8_mxfp4_args a = {l->dtype, x, M, l->K, l->N, l->blob[0], l->blob[1], l->input_scale, bias};
+        return qp_ref_w4a8_mxfp4_fp8_forward(ctx, &a, y);
+    }
+    case QP_SCHEME_OCP_MX: {
+        qp_ref_ocp_mx_args a = {l->dtype, x, M, l->K, l->N, (qp_dtype)l->w_elem, l->blob[0], l->blob[1], l->scale_rows,
+                                (qp_ocp_mx_act)l->mx_act, bias};
+        return qp_ref_ocp_mx_forward(ctx, &a, y);
+    }
+    case QP_SCHEME_NVFP4: {
+        qp_ref_nvfp4_args a = {l->dtype, x, M, l->K, l->N, l->blob[0], l->blob[1], l->weight_scale_2, l->input_scale, bias};
+        return qp_ref_nvfp4_forward(ctx, &a, y);
+    }
+    default:
+        return host_of(dev)->error(ctx, QP_ERR_INTERNAL, "cpu: scheme %s prepared but not runnable", qp_scheme_kind_name(l->kind));
+    }
+}
+
+static void cpu_describe(void *dev, void *lin, int M, char *out, size_t cap) {
+    (void)dev; (void)lin; (void)M;
+    snprintf(out, cap, "reference");
+}
+
+static const qp_backend_ops cpu_ops = {
+    QP_BACKEND_ABI_VERSION, sizeof(qp_backend_ops), "cpu", cpu_init, cpu_shutdown, cpu_device_count, cpu_device_get,
+    cpu_device_info, cpu_supports, cpu_buffer_alloc, cpu_buffer_free, cpu_upload, cpu_download, cpu_linear_prepare,
+    cpu_linear_destroy, cpu_linear_forward, cpu_describe, NULL,
+};
+
+const qp_backend_ops *qp_cpu_backend_ops(void) { return &cpu_ops; }

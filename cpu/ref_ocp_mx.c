@@ -1,0 +1,129 @@
+/* Reference OCP-MX linear (QuarkOCP_MX with the emulation kernel, spec
+ * 3.3-3.7): W = dequant(weight, weight_scale) in x.dtype, x' = qdq(x) per
+ * the activation key, y = F.linear(x', W, bias) -- products summed in double
+ * with the bias, one rounding to x.dtype (cuBLAS sums in fp32 in an order of
+ * its own, so other backends are judged with bounds). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+#define MX_BLOCK 32 /* OCP_MX_BLOCK_SIZE, spec 3.1 */
+
+static qp_dtype act_elem(qp_ocp_mx_act a) {
+    switch (a) {
+    case QP_OCP_MX_ACT_MXFP4: return QP_DTYPE_F4_E2M1;
+    case QP_OCP_MX_ACT_MXFP6_E3M2: return QP_DTYPE_F6_E3M2;
+    case QP_OCP_MX_ACT_MXFP6_E2M3: return QP_DTYPE_F6_E2M3;
+    case QP_OCP_MX_ACT_MXFP8: return QP_DTYPE_F8_E4M3FN;
+    default: return QP_DTYPE_NONE;
+    }
+}
+
+/* The (weight, activation) pairs of OCP_MX_Scheme (spec 3.1) plus MXFP8
+ * activations, which the predicate gives any MX weight; fp6 weights take
+ * only their own fp6 type. */
+static qp_status check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act act) {
+    if (w != QP_DTYPE_F4_E2M1 && w != QP_DTYPE_F6_E2M3 && w != QP_DTYPE_F6_E3M2 && w != QP_DTYPE_F8_E4M3FN)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL,
+                            "OCP MX weights must be fp4_e2m1, fp6_e2m3, fp6_e3m2 or fp8_e4m3fn, got %s",
+                            qp_dtype_name(w));
+    if (act == QP_OCP_MX_ACT_FP8_DYNAMIC || act == QP_OCP_MX_ACT_FP8_STATIC)
+        /* QuarkOCP_MX's key check (spec 3.7, 9.14), the resolver's message */
+        return qp_error_set(ctx, QP_ERR_VALUE, NULL, "input_tensors", NULL, "Unsupported activation quant key: %s",
+                            act == QP_OCP_MX_ACT_FP8_DYNAMIC ? "kFp8DynamicTensorSym" : "kFp8StaticTensorSym");
+    if ((int)act < 0 || act > QP_OCP_MX_ACT_FP8_STATIC)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_tensors", NULL, "unknown activation mode %d",
+                            (int)act);
+    qp_dtype a = act_elem(act);
+    bool ok = a == QP_DTYPE_NONE || a == QP_DTYPE_F8_E4M3FN || w == QP_DTYPE_F4_E2M1 || a == w;
+    if (!ok || (w == QP_DTYPE_F8_E4M3FN && a != QP_DTYPE_NONE && a != QP_DTYPE_F8_E4M3FN))
+        return qp_error_set(ctx, QP_ERR_VALUE, NULL, "input_tensors", NULL,
+                            "OCP MX weights %s with %s activations are not an OCP_MX_Scheme", qp_dtype_name(w),
+                            qp_dtype_name(a));
+    return QP_OK;
+}
+
+/* One weight row, dequantized to x.dtype (spec 3.6):
+ *  fp4: Quark's dq_mxfp4, value * scale multiplied in x.dtype (hmul) with
+ *       the kernel's saturating e8m0 -> fp16 conversion;
+ *  fp6: dequant_mxfp6, scale = 2**(e-127) computed in x.dtype (fp16
+ *       overflows to inf, underflows to 0), product in fp32, cast;
+ *  fp8: spec 3 does not describe QuarkW8A8Mxfp8's dequant; qport takes the
+ *       exact fp32 product value * 2^(e-127) and casts (255 -> NaN). */
+static void dequant_row(qp_dtype d, qp_dtype w, const uint8_t *codes, const uint8_t *scales, int K, float *out) {
+    for (int k = 0; k < K; k++) {
+        uint8_t e = scales[k / MX_BLOCK];
+        float v = qp_format_decode(w, codes[k]);
+        float r;
+        if (w == QP_DTYPE_F4_E2M1)
+            r = v * qp_ref_e8m0_hmul_scale(d, e);
+        else if (w == QP_DTYPE_F8_E4M3FN)
+            r = e == 255 ? NAN : (float)ldexp((double)v, (int)e - 127);
+        else
+            r = v * qp_ref_round(d, ldexpf(1.0f, (int)e - 127));
+        out[k] = qp_ref_round(d, r);
+    }
+}
+
+QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args *a, uint16_t *y) {
+    if (!a || !y || !a->x || !a->weight || !a->weight_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
+    qp_status st = qp_ref_check_act_dtype(ctx, a->dtype);
+    if (st != QP_OK) return st;
+    st = check_pair(ctx, a->w_elem, a->act);
+    if (st != QP_OK) return st;
+    int M = a->M, K = a->K, N = a->N, R = a->scale_rows <= 0 ? 1 : a->scale_rows;
+    if (K % MX_BLOCK) /* QuarkOCP_MX.create_weights (spec 3.7) */
+        return qp_error_set(ctx, QP_ERR_VALUE, NULL, "weight", NULL,
+                            "OCP MX linear layer input size per partition of %d must be divisible by the OCP MX "
+                            "group size 32", K);
+    if (R > 1 && a->w_elem != QP_DTYPE_F8_E4M3FN) /* spec 3.1: per_block only for unpacked dtypes */
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight_scale", NULL,
+                            "scale_rows %d > 1 needs mxfp8_e4m3 weights (per_block)", R);
+    qp_dtype d = a->dtype, w = a->w_elem, ae = act_elem(a->act);
+    /* packed row width (spec 3.3): fp4 K/2, fp6 3K/4 (K % 32 == 0 makes both whole), fp8 K */
+    size_t rowb = w == QP_DTYPE_F4_E2M1 ? (size_t)K / 2 : w == QP_DTYPE_F8_E4M3FN ? (size_t)K : (size_t)K * 3 / 4;
+    size_t nk = (size_t)N * K;
+    float *wd = malloc(sizeof(float) * nk), *xr = malloc(sizeof(float) * (size_t)K),
+          *xd = malloc(sizeof(float) * (size_t)K);
+    uint8_t *codes = malloc((size_t)K), *sc = malloc((size_t)K / MX_BLOCK);
+    if (!wd || !xr || !xd || !codes || !sc) {
+        st = qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, "weight", NULL, "out of memory");
+        goto done;
+    }
+    for (int n = 0; n < N; n++) {
+        const uint8_t *row = a->weight + (size_t)n * rowb;
+        if (w == QP_DTYPE_F4_E2M1) st = qp_unpack_fp4(row, (size_t)K, codes);
+        else if (w == QP_DTYPE_F8_E4M3FN) { for (int k = 0; k < K; k++) codes[k] = row[k]; }
+        else st = qp_unpack_fp6(row, (size_t)K, codes);
+        if (st != QP_OK) { st = qp_error_set(ctx, st, NULL, "weight", NULL, "cannot unpack row %d", n); goto done; }
+        dequant_row(d, w, codes, a->weight_scale + (size_t)(n / R) * (K / MX_BLOCK), K, wd + (size_t)n * K);
+    }
+    for (int m = 0; m < M; m++) {
+        for (int k = 0; k < K; k++) xr[k] = qp_format_decode(d, a->x[(size_t)m * K + k]);
+        if (ae == QP_DTYPE_NONE) {
+            for (int k = 0; k < K; k++) xd[k] = xr[k];
+        } else {
+            /* qdq (spec 3.4-3.5): the even scale of the block max, elements
+             * x / 2^e rounded to the format, back as value * 2^e, the result
+             * in x.dtype. The fp16 kernel's x / scale is exact wherever the
+             * element rounding can see it; qport keeps 2^e exact where the
+             * kernel's fp16 scale would flush (blocks below ~2^-22), as spec
+             * 3.4 advises for zero blocks (the python even_round reference). */
+            st = qp_quant_mx(ctx, ae, xr, 1, (size_t)K, codes, sc);
+            if (st == QP_OK) st = qp_dequant_mx(ctx, ae, codes, sc, 1, (size_t)K, xd);
+            if (st != QP_OK) goto done;
+            for (int k = 0; k < K; k++) xd[k] = qp_ref_round(d, xd[k]);
+        }
+        for (int n = 0; n < N; n++) {
+            double acc = a->bias ? qp_format_decode(d, a->bias[n]) : 0.0;
+            const float *wr = wd + (size_t)n * K;
+            for (int k = 0; k < K; k++) acc += (double)xd[k] * wr[k];
+            y[(size_t)m * N + n] = (uint16_t)qp_format_encode(d, (float)acc);
+        }
+    }
+done:
+    free(wd); free(xr); free(xd); free(codes); free(sc);
+    return st;
+}

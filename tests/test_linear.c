@@ -1,0 +1,201 @@
+/* The device layer over the cpu reference backend: qp_linear_create binds
+ * checkpoint tensors and runs process-after-loading, and its forward equals
+ * a direct call of the reference kernel on the same data; bad tensors,
+ * environment values and device specs are clear errors. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tools/cases.h"
+#include "testutil.h"
+
+static qp_context *ctx;
+
+static void same_as_direct_int8(void) {
+    /* int8 static asymmetric: exercises the rebuilt azp and azp_adj */
+    const case_scheme *cs = case_scheme_find("int8-static-asym");
+    int N = 24, K = 40, M = 5;
+    uint16_t x[5 * 40], calib[4 * 40], y1[5 * 24], y2[5 * 24];
+    case_activations(DIST_UNIFORM, QP_DTYPE_BF16, 4, K, 7, calib);
+    case_activations(DIST_OUTLIERS, QP_DTYPE_BF16, M, K, 8, x);
+    case_layer l;
+    char err[256];
+    CHECK(!case_layer_make(ctx, cs, N, K, QP_DTYPE_BF16, 3, calib, 4, &l, err, sizeof err), "%s", err);
+    qp_device *cpu;
+    CHECK(!qp_device_find(ctx, "cpu", &cpu), "%s", qp_last_error(ctx));
+    qp_linear_options o;
+    qp_linear_options_init(&o);
+    o.act_dtype = QP_DTYPE_BF16;
+    qp_linear *lin = NULL;
+    CHECK(!qp_linear_create(cpu, &l.scheme, N, K, l.tensors, l.n_tensors, &o, &lin), "%s", qp_last_error(ctx));
+    CHECK(!qp_linear_forward(lin, x, M, y1), "%s", qp_last_error(ctx));
+    /* the direct call, with vLLM's process-after-loading done by hand */
+    float s; int32_t zp, zp_in = *(const int8_t *)l.tensors[3].data;
+    qp_int8_static_asym_rebuild(ctx, l.tensors[2].data, &zp_in, 1, &s, &zp);
+    float wsc[24];
+    for (int n = 0; n < N; n++) wsc[n] = *(const float *)l.tensors[1].data;
+    qp_ref_int8_args a = {QP_DTYPE_BF16, x, M, K, N, l.tensors[0].data, wsc, 1, 1, 0, s, zp, l.tensors[4].data};
+    CHECK(!qp_ref_w8a8_int8_forward(ctx, &a, y2), "%s", qp_last_error(ctx));
+    CHECK(!memcmp(y1, y2, sizeof y1), "qp_linear differs from the direct reference call");
+    CHECK(qp_linear_out_dtype(lin) == QP_DTYPE_BF16, "out dtype");
+    qp_linear_destroy(lin);
+    case_layer_free(&l);
+}
+
+static void bad_tensors(void) {
+    const case_scheme *cs = case_scheme_find("int8-dyn-sym");
+    case_layer l;
+    char err[256];
+    CHECK(!case_layer_make(ctx, cs, 16, 32, QP_DTYPE_F16, 1, NULL, 0, &l, err, sizeof err), "%s", err);
+    qp_device *cpu;
+    qp_device_find(ctx, "cpu", &cpu);
+    qp_linear *lin = NULL;
+    qp_tensor t[8];
+    memcpy(t, l.tensors, sizeof t);
+    /* missing weight */
+    qp_status st = qp_linear_create(cpu, &l.scheme, 16, 32, t + 1, l.n_tensors - 1, NULL, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(ctx), "missing checkpoint tensor 'weight'"), "%s", qp_last_error(ctx));
+    /* wrong dtype */
+    t[0].dtype = QP_DTYPE_U8;
+    st = qp_linear_create(cpu, &l.scheme, 16, 32, t, l.n_tensors, NULL, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(ctx), "'weight' must be int8, got uint8"), "%s", qp_last_error(ctx));
+    t[0].dtype = QP_DTYPE_I8;
+    /* wrong shape */
+    st = qp_linear_create(cpu, &l.scheme, 16, 31, t, l.n_tensors, NULL, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(ctx), "shape [16, 32]: expected [N, K]"), "%s", qp_last_error(ctx));
+    /* a tensor the scheme does not use */
+    t[l.n_tensors] = (qp_tensor){"s_group", QP_DTYPE_F16, 1, {1}, t[0].data};
+    st = qp_linear_create(cpu, &l.scheme, 16, 32, t, l.n_tensors + 1, NULL, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(ctx), "unexpected tensor 's_group'"), "%s", qp_last_error(ctx));
+    /* weight_scale with neither 1 nor N entries */
+    t[1].ndim = 1; t[1].shape[0] = 3;
+    st = qp_linear_create(cpu, &l.scheme, 16, 32, t, l.n_tensors, NULL, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(ctx), "weight_scale has shape [3]"), "%s", qp_last_error(ctx));
+    /* options without struct_size */
+    qp_linear_options o = {0};
+    st = qp_linear_create(cpu, &l.scheme, 16, 32, l.tensors, l.n_tensors, &o, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT, "struct_size 0 accepted");
+    /* the reference has no GEMV/tiled variants to force */
+    qp_linear_options_init(&o);
+    o.path = QP_PATH_GEMV;
+    st = qp_linear_create(cpu, &l.scheme, 16, 32, l.tensors, l.n_tensors, &o, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED, "forced path on cpu: %s", qp_status_str(st));
+    CHECK(lin == NULL, "no object on failure");
+    case_layer_free(&l);
+
+    /* QQQ is fp16-only, with vLLM's message */
+    CHECK(!case_layer_make(ctx, case_scheme_find("qqq-g128"), 64, 128, QP_DTYPE_F16, 1, NULL, 0, &l, err, sizeof err), "%s", err);
+    qp_linear_options_init(&o);
+    o.act_dtype = QP_DTYPE_BF16;
+    st = qp_linear_create(cpu, &l.scheme, 64, 128, l.tensors, l.n_tensors, &o, &lin);
+    CHECK(st == QP_ERR_VALUE && strstr(qp_last_error(ctx), "The params dtype must be float16, but got torch.bfloat16"), "%s", qp_last_error(ctx));
+    qp_linear_options_init(&o);
+    CHECK(!qp_linear_create(cpu, &l.scheme, 64, 128, l.tensors, l.n_tensors, &o, &lin), "%s", qp_last_error(ctx));
+    uint16_t x[3 * 128], y[3 * 64 + 1];
+    case_activations(DIST_TIES, QP_DTYPE_F16, 3, 128, 2, x);
+    y[3 * 64] = 0xBEEF;
+    CHECK(!qp_linear_forward(lin, x, 3, y) && y[3 * 64] == 0xBEEF, "forward or guard");
+    CHECK(qp_linear_forward(lin, x, -1, y) == QP_ERR_INVALID_ARGUMENT, "negative M");
+    qp_linear_destroy(lin);
+    case_layer_free(&l);
+}
+
+static void env_and_specs(void) {
+    struct { const char *var, *val; } bad[] = {
+        {"QPORT_BACKENDS", "cpu,vulkn"}, {"QPORT_BACKENDS", "cpu,cpu"}, {"QPORT_DEVICE", "vulkan:x"},
+        {"QPORT_DEVICE", "vulkn:0"}, {"QPORT_VISIBLE_DEVICES", "cpu,:3"}, {"QPORT_VK_VALIDATION", "maybe"},
+        {"QPORT_TEST_FLIP_BIT", "99"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        setenv(bad[i].var, bad[i].val, 1);
+        qp_context *c;
+        qp_context_create(&c);
+        size_t n = 99;
+        qp_status st = qp_device_count(c, &n);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(c), bad[i].var) && n == 0, "%s=%s: %s",
+              bad[i].var, bad[i].val, qp_last_error(c));
+        qp_context_destroy(c);
+        unsetenv(bad[i].var);
+    }
+    /* only the reference, from a path without plugins */
+    setenv("QPORT_BACKEND_PATH", "/nonexistent", 1);
+    setenv("QPORT_BACKENDS", "vulkan,cpu", 1);
+    qp_context *c;
+    qp_context_create(&c);
+    size_t n;
+    CHECK(!qp_device_count(c, &n) && n == 1, "devices: %zu", n);
+    qp_backend_status bs;
+    CHECK(!qp_backend_get_status(c, 0, &bs) && !strcmp(bs.name, "vulkan") && !bs.loaded &&
+          strstr(bs.note, "not found in QPORT_BACKEND_PATH"), "vulkan status: %s", bs.note);
+    qp_device *d;
+    CHECK(qp_device_find(c, "vulkan:0", &d) == QP_ERR_NOT_FOUND && strstr(qp_last_error(c), "devices: cpu:0"), "%s", qp_last_error(c));
+    CHECK(qp_device_find(c, "REFERENCE", &d) == QP_OK, "name substring, any case");
+    CHECK(qp_device_find(c, "cuda:x", &d) == QP_ERR_INVALID_ARGUMENT, "bad spec");
+    CHECK(!qp_device_pick(c, NULL, &d), "pick");
+    qp_device_info di = {.struct_size = sizeof di};
+    CHECK(!qp_device_get_info(d, &di) && !strcmp(di.backend, "cpu") && di.kind == QP_DEVICE_REFERENCE, "picked %s", di.backend);
+    qp_context_destroy(c);
+    /* QPORT_DEVICE wins, and a device that does not exist is an error */
+    setenv("QPORT_DEVICE", "opencl:0", 1);
+    qp_context_create(&c);
+    CHECK(qp_device_pick(c, NULL, &d) == QP_ERR_NOT_FOUND && strstr(qp_last_error(c), "QPORT_DEVICE"), "%s", qp_last_error(c));
+    qp_context_destroy(c);
+    unsetenv("QPORT_DEVICE");
+    /* the cpu backend left out: zero devices, not an error */
+    setenv("QPORT_BACKENDS", "opencl", 1);
+    qp_context_create(&c);
+    CHECK(!qp_device_count(c, &n) && n == 0, "devices without cpu: %zu", n);
+    CHECK(qp_device_pick(c, NULL, &d) == QP_ERR_NOT_FOUND, "pick with no devices");
+    qp_context_destroy(c);
+    unsetenv("QPORT_BACKENDS");
+    unsetenv("QPORT_BACKEND_PATH");
+}
+
+/* DESIGN.md 8: forwards from several threads, on one shared layer and on
+ * per-thread layers of one device, give the single-thread result. */
+typedef struct job { qp_linear *lin; const uint16_t *x; const uint16_t *want; int M, N, bad; } job;
+static void *worker(void *p) {
+    job *j = p;
+    uint16_t *y = malloc(sizeof(uint16_t) * (size_t)j->M * j->N);
+    for (int it = 0; it < 50 && y; it++) {
+        if (qp_linear_forward(j->lin, j->x, j->M, y) || memcmp(y, j->want, sizeof(uint16_t) * (size_t)j->M * j->N)) j->bad++;
+    }
+    free(y);
+    return NULL;
+}
+
+static void threads(void) {
+    case_layer l;
+    char err[256];
+    enum { M = 4, N = 64, K = 128, T = 6 };
+    CHECK(!case_layer_make(ctx, case_scheme_find("qqq-channel"), N, K, QP_DTYPE_F16, 9, NULL, 0, &l, err, sizeof err), "%s", err);
+    qp_device *cpu;
+    qp_device_find(ctx, "cpu", &cpu);
+    qp_linear *shared, *own[T];
+    CHECK(!qp_linear_create(cpu, &l.scheme, N, K, l.tensors, l.n_tensors, NULL, &shared), "%s", qp_last_error(ctx));
+    static uint16_t x[M * K], want[M * N];
+    case_activations(DIST_OUTLIERS, QP_DTYPE_F16, M, K, 5, x);
+    CHECK(!qp_linear_forward(shared, x, M, want), "%s", qp_last_error(ctx));
+    pthread_t th[2 * T];
+    job jobs[2 * T];
+    for (int i = 0; i < T; i++) {
+        CHECK(!qp_linear_create(cpu, &l.scheme, N, K, l.tensors, l.n_tensors, NULL, &own[i]), "%s", qp_last_error(ctx));
+        jobs[i] = (job){shared, x, want, M, N, 0};
+        jobs[T + i] = (job){own[i], x, want, M, N, 0};
+    }
+    for (int i = 0; i < 2 * T; i++) pthread_create(&th[i], NULL, worker, &jobs[i]);
+    for (int i = 0; i < 2 * T; i++) { pthread_join(th[i], NULL); CHECK(!jobs[i].bad, "thread %d: %d bad forwards", i, jobs[i].bad); }
+    for (int i = 0; i < T; i++) qp_linear_destroy(own[i]);
+    qp_linear_destroy(shared);
+    case_layer_free(&l);
+}
+
+int main(void) {
+    qp_context_create(&ctx);
+    same_as_direct_int8();
+    bad_tensors();
+    env_and_specs();
+    threads();
+    qp_context_destroy(ctx);
+    return tu_finish("linear");
+}
