@@ -11,6 +11,18 @@ void qp_quant_i8(__global const ushort *x, int K, int bf16, int dynamic, int sym
     int row = get_group_id(0), lid = get_local_id(0);
     __global const ushort *xr = x + (size_t)row * K;
     __global char *qr = xq + (size_t)row * K;
+    /* The row reductions run in every mode, so that no barrier sits in a
+     * branch (PoCL's work-group loops allocate for those). */
+    float amax = 0.0f, mn = FLT_MAX, mx = -FLT_MAX; /* absmax starts at 0, fmax skips NaN */
+    for (int k = lid; k < K; k += QP_WG) {
+        float v = qp_act_load(xr, k, bf16);
+        amax = fmax(amax, fabs(v));
+        mn = fmin(mn, v);
+        mx = fmax(mx, v);
+    }
+    amax = qp_wg_max(red, amax);
+    mn = qp_wg_min(red, mn);
+    mx = qp_wg_max(red, mx);
     float s;
     int zp = 0;
     if (!dynamic) {
@@ -26,21 +38,10 @@ void qp_quant_i8(__global const ushort *x, int K, int bf16, int dynamic, int sym
                 qr[k] = (char)qp_sat8_i32(qp_add_wrap(qp_rni_sat32(qp_act_load(xr, k, bf16) * inv), azp));
         }
     } else if (symmetric) {
-        float amax = 0.0f; /* starts at 0, fmax skips NaN */
-        for (int k = lid; k < K; k += QP_WG) amax = fmax(amax, fabs(qp_act_load(xr, k, bf16)));
-        amax = qp_wg_max(red, amax);
         s = qp_div(amax, 127.0f);
         float inv = amax == 0.0f ? 0.0f : qp_div(127.0f, amax);
         for (int k = lid; k < K; k += QP_WG) qr[k] = (char)qp_rni_sat8(qp_act_load(xr, k, bf16) * inv);
     } else {
-        float mn = FLT_MAX, mx = -FLT_MAX;
-        for (int k = lid; k < K; k += QP_WG) {
-            float v = qp_act_load(xr, k, bf16);
-            mn = fmin(mn, v);
-            mx = fmax(mx, v);
-        }
-        mn = qp_wg_min(red, mn);
-        mx = qp_wg_max(red, mx);
         s = qp_div(mx - mn, 255.0f);
         /* no guard for s == 0: a constant row gives q = -1 (errata 11.2) */
         zp = qp_rni_sat32(-128.0f - qp_div(mn, s));
@@ -78,6 +79,10 @@ void qp_quant_f8(__global const ushort *x, int K, int M, int bf16, int mode, flo
     int row = get_group_id(0), lid = get_local_id(0);
     __global const ushort *xr = x + (size_t)row * K;
     __global float *fr = xf + (size_t)row * K;
+    /* the row absmax in every mode: no barrier inside a branch */
+    float ramax = 0.0f;
+    for (int k = lid; k < K; k += QP_WG) ramax = fmax(ramax, fabs(qp_act_load(xr, k, bf16)));
+    ramax = qp_wg_max(red, ramax);
     float s;
     if (mode == 0) {
         s = scale;
@@ -90,10 +95,7 @@ void qp_quant_f8(__global const ushort *x, int K, int M, int bf16, int mode, flo
         float inv = qp_div(1.0f, s);
         for (int k = lid; k < K; k += QP_WG) fr[k] = qp_f8_decode(qp_fp8_conv(qp_act_load(xr, k, bf16) * inv));
     } else {
-        float amax = 0.0f;
-        for (int k = lid; k < K; k += QP_WG) amax = fmax(amax, fabs(qp_act_load(xr, k, bf16)));
-        amax = qp_wg_max(red, amax);
-        s = fmax(qp_div(amax, 448.0f), qp_div(1.0f, 448.0f * 512.0f));
+        s = fmax(qp_div(ramax, 448.0f), qp_div(1.0f, 448.0f * 512.0f));
         for (int k = lid; k < K; k += QP_WG) fr[k] = qp_f8_decode(qp_fp8_conv(qp_div(qp_act_load(xr, k, bf16), s)));
     }
     if (lid == 0) sx[row] = s;
