@@ -2,10 +2,13 @@
  * weights in the kernels' layout) and forward (activation quantization on
  * the device, then the GEMV or tiled GEMM with the fused epilogue).
  *
- * Layouts: W8A8-INT8 weights int8 [N][K]; QQQ runs as an int8 GEMM over the
- * exact int8 weights w8 [N][K] of spec 5.5 step 2 (the desc provides them,
- * wrap included) with QQQ's epilogue; W8A8-FP8 e4m3fn codes [N][K]. Scales
- * fp32 [N] (per-tensor already expanded by the core). */
+ * Layouts: W8A8-INT8 weights int8 [N][K]; W8A8-FP8 e4m3fn codes [N][K];
+ * QQQ 4-bit codes (two per byte, see shaders/cl_gemm_q4.cl) plus a 16-entry
+ * table per (group, column) giving each code's exact int8 weight (spec 5.5
+ * step 2, wrap included), taken from the desc's w8 so it cannot drift from
+ * the core's; the QQQ epilogue follows. Scales fp32 [N] (per-tensor already
+ * expanded by the core). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,10 +38,14 @@ typedef struct qp_cl_linear {
     unsigned path;
     int use_dot;
     cl_mem w, wsc, adj, bias;
+    cl_mem lut;                 /* QQQ: int8 weight of each code, [G][N][16] */
+    int gsz;                    /* QQQ: k per table group (128, or INT_MAX)   */
     cl_mem xq, sx, szp, rowmax;
     int cap_m;
     char layer[96];
 } qp_cl_linear;
+
+static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer);
 
 typedef struct { size_t size; const void *ptr; } karg;
 #define A(v) {sizeof(v), &(v)}
@@ -71,7 +78,7 @@ void qp_cl_linear_destroy(void *dev, void *lin) {
     qp_cl_device *d = dev;
     qp_cl_linear *l = lin;
     if (!l) return;
-    release(d, &l->w); release(d, &l->wsc); release(d, &l->adj); release(d, &l->bias);
+    release(d, &l->w); release(d, &l->wsc); release(d, &l->adj); release(d, &l->bias); release(d, &l->lut);
     release(d, &l->xq); release(d, &l->sx); release(d, &l->szp); release(d, &l->rowmax);
     free(l);
 }
@@ -104,9 +111,10 @@ static qp_status check_desc(qp_cl_device *d, const qp_lin_desc *s, const char *l
             return unsupported(d, layer, "W8A8-FP8 with a non-fp8 activation mode");
         return QP_OK;
     case QP_SCHEME_QQQ_W4A8:
-        if (!s->w8 || !s->s_channel) return bad_desc(d, layer, "QQQ needs w8 and s_channel");
+        if (!s->w8 || !s->q4 || !s->s_channel) return bad_desc(d, layer, "QQQ needs q4, w8 and s_channel");
         if (s->group_size != -1 && s->group_size != 128) return unsupported(d, layer, "QQQ group size other than -1/128");
         if (s->act_dtype != QP_DTYPE_F16) return bad_desc(d, layer, "QQQ activations must be fp16");
+        if (s->K % 32) return unsupported(d, layer, "QQQ with K not a multiple of 32 (the 4-bit layout packs 32 k)");
         return QP_OK;
     default:
         return unsupported(d, layer, "not yet implemented on opencl");
@@ -171,7 +179,7 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
         l->flags |= EPI_QQQ;
         l->act = QP_ACT_INT8_DYNAMIC_TOKEN;
         l->symmetric = 1;
-        st = qp_cl_buffer_from_host(d, s->w8, nk, "w8", layer, &l->w);
+        st = qqq_pack(d, l, s, layer);
         if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->s_channel, n * sizeof(float), "s_channel", layer, &l->wsc);
         break;
     }
@@ -182,6 +190,55 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     }
     *lin = l;
     return QP_OK;
+}
+
+/* QQQ: 4-bit codes in the kernels' layout and the per-(group, column)
+ * table of int8 weights, checked against w8 for every weight. */
+static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer) {
+    int N = s->N, K = s->K, G = s->group_size == 128 ? (K + 127) / 128 : 1;
+    size_t Kb = (size_t)K / 2; /* K % 32 == 0 (check_desc) */
+    unsigned char *wq = calloc((size_t)N * Kb, 1);
+    signed char *lut = calloc((size_t)G * N * 16, 1);
+    uint16_t *seen = calloc((size_t)G * N, sizeof(uint16_t));
+    qp_status st = QP_OK;
+    if (!wq || !lut || !seen) {
+        st = QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory packing QQQ weights",
+                       d->index, layer);
+        goto out;
+    }
+    for (int n = 0; n < N && st == QP_OK; n++)
+        for (int k = 0; k < K; k++) {
+            size_t i = (size_t)n * K + k;
+            int code = s->q4[i];
+            if (s->group_size == 128 ? (code < 0 || code > 15) : (code < -8 || code > 7)) {
+                st = QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensor q4: code %d at [%d][%d] "
+                               "outside the %s range", d->index, layer, code, n, k,
+                               s->group_size == 128 ? "0..15" : "-8..7");
+                break;
+            }
+            unsigned c = (unsigned)code & 15u;
+            size_t g = (size_t)(s->group_size == 128 ? k / 128 : 0) * N + n;
+            if (seen[g] & (1u << c)) {
+                if (lut[g * 16 + c] != s->w8[i]) {
+                    st = QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensors q4 and w8 disagree: "
+                                   "code %d is weight %d and %d in one group of column %d", d->index, layer, code,
+                                   lut[g * 16 + c], s->w8[i], n);
+                    break;
+                }
+            } else {
+                seen[g] |= (uint16_t)(1u << c);
+                lut[g * 16 + c] = s->w8[i];
+            }
+            int ch = k / 32, j = k % 32;
+            unsigned char *byte = &wq[(size_t)n * Kb + (size_t)ch * 16 + (j & 15)];
+            *byte |= (unsigned char)(j < 16 ? c : c << 4);
+        }
+    if (st == QP_OK) st = qp_cl_buffer_from_host(d, wq, (size_t)N * Kb, "q4 (packed)", layer, &l->w);
+    if (st == QP_OK) st = qp_cl_buffer_from_host(d, lut, (size_t)G * N * 16, "w8 table", layer, &l->lut);
+    l->gsz = s->group_size == 128 ? 128 : INT_MAX;
+out:
+    free(wq); free(lut); free(seen);
+    return st;
 }
 
 static int use_gemv(const qp_cl_linear *l, int M) {
@@ -231,7 +288,7 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
     int bf16 = l->act_dtype == QP_DTYPE_BF16;
     cl_mem adj = l->adj ? l->adj : d->dummy, bias = l->bias ? l->bias : d->dummy;
     size_t qg[1] = {(size_t)M * WG}, ql[1] = {WG};
-    int fp8 = l->kind == QP_SCHEME_W8A8_FP8;
+    int fp8 = l->kind == QP_SCHEME_W8A8_FP8, qqq = l->kind == QP_SCHEME_QQQ_W4A8;
     if (!fp8) {
         int dynamic = l->act != QP_ACT_INT8_STATIC;
         karg a[] = {A(xb->mem), A(K), A(bf16), A(dynamic), A(l->symmetric), A(l->input_scale), A(l->input_zp),
@@ -251,7 +308,11 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
         size_t g[1] = {(size_t)N * WG}, lo[1] = {WG};
         for (int m0 = 0; m0 < M && st == QP_OK; m0 += GEMV_MAX_M) {
             int rows = M - m0 < GEMV_MAX_M ? M - m0 : GEMV_MAX_M;
-            if (!fp8) {
+            if (qqq) {
+                karg a[] = {A(l->xq), A(l->w), A(l->lut), A(K), A(N), A(l->gsz), A(m0), A(rows), A(l->flags),
+                            A(l->sx), A(l->szp), A(l->wsc), A(adj), A(bias), A(yb->mem)};
+                st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_Q4_DOT : QP_CL_K_GEMV_Q4, "qp_gemv_q4", a, 15, 1, g, lo);
+            } else if (!fp8) {
                 karg a[] = {A(l->xq), A(l->w), A(K), A(N), A(m0), A(rows), A(l->flags), A(l->sx), A(l->szp),
                             A(l->wsc), A(adj), A(bias), A(yb->mem)};
                 st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_I8_DOT : QP_CL_K_GEMV_I8, "qp_gemv_i8", a, 13, 1, g, lo);
@@ -263,7 +324,11 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
         }
     } else {
         size_t g[2] = {(size_t)((N + TILE - 1) / TILE) * 8, (size_t)((M + TILE - 1) / TILE) * 8}, lo[2] = {8, 8};
-        if (!fp8) {
+        if (qqq) {
+            karg a[] = {A(l->xq), A(l->w), A(l->lut), A(M), A(K), A(N), A(l->gsz), A(l->flags), A(l->sx), A(l->szp),
+                        A(l->wsc), A(adj), A(bias), A(yb->mem)};
+            st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_Q4_DOT : QP_CL_K_TILED_Q4, "qp_tiled_q4", a, 14, 2, g, lo);
+        } else if (!fp8) {
             karg a[] = {A(l->xq), A(l->w), A(M), A(K), A(N), A(l->flags), A(l->sx), A(l->szp), A(l->wsc),
                         A(adj), A(bias), A(yb->mem)};
             st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_I8_DOT : QP_CL_K_TILED_I8, "qp_tiled_i8", a, 12, 2, g, lo);
@@ -289,6 +354,9 @@ void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     if (!l) { out[0] = 0; return; }
     const char *div = d->div_mode == QP_CL_DIV_NATIVE ? "div native" : d->div_mode == QP_CL_DIV_FP64 ? "div fp64" : "div fma";
     const char *arith = l->kind == QP_SCHEME_W8A8_FP8 ? "fp8->fp32"
+                        : l->kind == QP_SCHEME_QQQ_W4A8
+                            ? (l->use_dot ? (d->int_dot_emulated ? "int4->int8 int-dot (emulated)" : "int4->int8 int-dot")
+                                          : "int4->int8 plain")
                         : l->use_dot ? (d->int_dot_emulated ? "int-dot (emulated: QPORT_CL_FAKE_INT_DOT)" : "int-dot")
                                      : "int8 plain";
     if (use_gemv(l, M))

@@ -22,7 +22,8 @@ extern const size_t qp_cl_source_len;
 
 static const char *const kernel_names[QP_CL_K_COUNT] = {
     "qp_quant_i8", "qp_quant_f8", "qp_rowmax", "qp_gemv_i8", "qp_gemv_i8_dot",
-    "qp_tiled_i8", "qp_tiled_i8_dot", "qp_gemv_f8", "qp_tiled_f8",
+    "qp_tiled_i8", "qp_tiled_i8_dot", "qp_gemv_q4", "qp_gemv_q4_dot", "qp_tiled_q4", "qp_tiled_q4_dot",
+    "qp_gemv_f8", "qp_tiled_f8",
 };
 
 #define CACHE_MAGIC "QPCLBIN1"
@@ -264,7 +265,8 @@ qp_status qp_cl_program_ensure(qp_cl_device *d) {
     }
     free(src);
     for (int i = 0; i < QP_CL_K_COUNT; i++) {
-        int is_dot = i == QP_CL_K_GEMV_I8_DOT || i == QP_CL_K_TILED_I8_DOT;
+        int is_dot = i == QP_CL_K_GEMV_I8_DOT || i == QP_CL_K_TILED_I8_DOT || i == QP_CL_K_GEMV_Q4_DOT ||
+                     i == QP_CL_K_TILED_Q4_DOT;
         if (is_dot && !d->has_int_dot) continue;
         cl_int err = CL_SUCCESS;
         d->kernels[i] = api->clCreateKernel(prog, kernel_names[i], &err);

@@ -130,7 +130,7 @@ inline void qp_tile_load_i8(__local char4 *dst, __global const char *src, int ro
     d[3] = v.scdef;
 }
 
-#define QP_TILED_I8_BODY(DOT)                                                                                         \
+#define QP_TILED_I8_BODY(DOT, LOADB)                                                                                       \
     __local char4 As[QP_TM * (QP_TK / 4)];                                                                             \
     __local char4 Bs[QP_TN * (QP_TK / 4)];                                                                             \
     int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;                                                 \
@@ -140,7 +140,7 @@ inline void qp_tile_load_i8(__local char4 *dst, __global const char *src, int ro
         for (int j = 0; j < 4; j++) acc[i][j] = 0;                                                                     \
     for (int k0 = 0; k0 < K; k0 += QP_TK) {                                                                            \
         qp_tile_load_i8(As, xq, M, m0, K, k0, lid);                                                                    \
-        qp_tile_load_i8(Bs, w, N, n0, K, k0, lid);                                                                     \
+        LOADB;                                                                                                         \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                                  \
         for (int kk = 0; kk < QP_TK / 4; kk++) {                                                                       \
             char4 a[4], b[4];                                                                                          \
@@ -161,7 +161,7 @@ __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_tiled_i8(__global const char *xq, __global const char *w, int M, int K, int N, int flags,
                  __global const float *sx, __global const int *szp, __global const float *wsc,
                  __global const int *adj, __global const ushort *bias, __global ushort *y) {
-    QP_TILED_I8_BODY(qp_dot4_plain)
+    QP_TILED_I8_BODY(qp_dot4_plain, qp_tile_load_i8(Bs, w, N, n0, K, k0, lid))
 }
 
 #if QP_INT_DOT
@@ -169,6 +169,6 @@ __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_tiled_i8_dot(__global const char *xq, __global const char *w, int M, int K, int N, int flags,
                      __global const float *sx, __global const int *szp, __global const float *wsc,
                      __global const int *adj, __global const ushort *bias, __global ushort *y) {
-    QP_TILED_I8_BODY(QP_DOT4)
+    QP_TILED_I8_BODY(QP_DOT4, qp_tile_load_i8(Bs, w, N, n0, K, k0, lid))
 }
 #endif

@@ -596,6 +596,40 @@ static void faults(void) {
     ops->device_supports(dev, &sch, 1, 64, 64, &si);
     CHECK(si.level == QP_SUPPORT_NATIVE, "supports qqq");
 
+    /* QQQ: a K the 4-bit layout cannot pack, and q4 / w8 that disagree */
+    {
+        int8_t q4[64 * 96], w8[64 * 96];
+        float sc[64];
+        for (int i = 0; i < 64 * 96; i++) { q4[i] = (int8_t)(i % 15 - 7); w8[i] = (int8_t)(16 * q4[i]); }
+        for (int i = 0; i < 64; i++) sc[i] = 0.01f;
+        qp_lin_desc qd = {0};
+        qd.struct_size = sizeof qd;
+        qd.kind = QP_SCHEME_QQQ_W4A8;
+        qd.act_dtype = QP_DTYPE_F16;
+        qd.N = 64;
+        qd.K = 80;
+        qd.layer = "fault.qqq";
+        qd.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+        qd.act_symmetric = 1;
+        qd.group_size = -1;
+        qd.q4 = q4;
+        qd.w8 = w8;
+        qd.s_channel = sc;
+        lin = NULL;
+        st = ops->linear_prepare(dev, &qd, 0, &lin);
+        CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "multiple of 32"), "qqq K=80: %d '%s'", (int)st, last_error);
+        qd.K = 96;
+        w8[5 * 96 + 40] ^= 1; /* column 5: one weight off its code's value */
+        st = ops->linear_prepare(dev, &qd, 0, &lin);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "q4 and w8 disagree") && strstr(last_error, "fault.qqq"),
+              "qqq q4/w8: %d '%s'", (int)st, last_error);
+        w8[5 * 96 + 40] ^= 1;
+        lin = NULL;
+        st = ops->linear_prepare(dev, &qd, 0, &lin);
+        CHECK(st == QP_OK, "qqq K=96: %s", last_error);
+        if (lin) ops->linear_destroy(dev, lin);
+    }
+
     /* a kernel compile failure carries the driver's build log */
     setenv("QPORT_CL_BREAK_SOURCE", "1", 1);
     st = fresh_prepare_and_run(0);
