@@ -107,7 +107,7 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
         if (api->clGetDeviceInfo(d->id, CL_DEVICE_INTEGER_DOT_PRODUCT_CAPABILITIES_KHR, sizeof caps, &caps, NULL) ==
                 CL_SUCCESS &&
             (caps & CL_DEVICE_INTEGER_DOT_PRODUCT_INPUT_4x8BIT_KHR))
-            d->has_int_dot = 1;
+            d->has_int_dot = d->int_dot_ext = 1;
         cl_bool props[6] = {0};
         if (api->clGetDeviceInfo(d->id, CL_DEVICE_INTEGER_DOT_PRODUCT_ACCELERATION_PROPERTIES_8BIT_KHR, sizeof props,
                                  props, NULL) == CL_SUCCESS)
@@ -123,6 +123,15 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
     cl_device_fp_config fpc = 0;
     api->clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fpc, &fpc, NULL);
     d->has_cr_div = (fpc & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+    /* divisions: the device's correctly rounded '/' where it has one, else
+     * through double, else fma-corrected; QPORT_CL_DIV forces one (tests) */
+    const char *dv = getenv("QPORT_CL_DIV");
+    if (dv && !strcmp(dv, "fp64") && d->has_fp64) d->div_mode = QP_CL_DIV_FP64;
+    else if (dv && !strcmp(dv, "fma")) d->div_mode = QP_CL_DIV_FMA;
+    else if (dv && !strcmp(dv, "fma-test")) d->div_mode = QP_CL_DIV_FMA_TEST;
+    else if (d->has_cr_div) d->div_mode = QP_CL_DIV_NATIVE;
+    else if (d->has_fp64) d->div_mode = QP_CL_DIV_FP64;
+    else d->div_mode = QP_CL_DIV_FMA;
 
     if (has_token(ex, "cl_khr_device_uuid") &&
         api->clGetDeviceInfo(d->id, CL_DEVICE_UUID_KHR, sizeof in->uuid, in->uuid, NULL) == CL_SUCCESS)

@@ -285,23 +285,24 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
                          d->index, l->layer, xb->bytes, yb->bytes, M, K, N);
     qp_status st = ensure_scratch(d, l, M);
     if (st != QP_OK) return st;
-    int bf16 = l->act_dtype == QP_DTYPE_BF16;
+    int bf16 = l->act_dtype == QP_DTYPE_BF16, dm = (int)d->div_mode;
     cl_mem adj = l->adj ? l->adj : d->dummy, bias = l->bias ? l->bias : d->dummy;
     size_t qg[1] = {(size_t)M * WG}, ql[1] = {WG};
     int fp8 = l->kind == QP_SCHEME_W8A8_FP8, qqq = l->kind == QP_SCHEME_QQQ_W4A8;
     if (!fp8) {
         int dynamic = l->act != QP_ACT_INT8_STATIC;
         karg a[] = {A(xb->mem), A(K), A(bf16), A(dynamic), A(l->symmetric), A(l->input_scale), A(l->input_zp),
-                    A(l->xq), A(l->sx), A(l->szp)};
-        st = run_kernel(d, l, QP_CL_K_QUANT_I8, "qp_quant_i8", a, 10, 1, qg, ql);
+                    A(l->xq), A(l->sx), A(l->szp), A(dm)};
+        st = run_kernel(d, l, QP_CL_K_QUANT_I8, "qp_quant_i8", a, 11, 1, qg, ql);
     } else {
         int mode = l->act == QP_ACT_FP8_STATIC ? 0 : l->act == QP_ACT_FP8_DYNAMIC_TENSOR ? 1 : 2;
         if (mode == 1) {
             karg r[] = {A(xb->mem), A(K), A(bf16), A(l->rowmax)};
             st = run_kernel(d, l, QP_CL_K_ROWMAX, "qp_rowmax", r, 4, 1, qg, ql);
         }
-        karg a[] = {A(xb->mem), A(K), A(M), A(bf16), A(mode), A(l->input_scale), A(l->rowmax), A(l->xq), A(l->sx)};
-        if (st == QP_OK) st = run_kernel(d, l, QP_CL_K_QUANT_F8, "qp_quant_f8", a, 9, 1, qg, ql);
+        karg a[] = {A(xb->mem), A(K), A(M), A(bf16), A(mode), A(l->input_scale), A(l->rowmax), A(l->xq), A(l->sx),
+                    A(dm)};
+        if (st == QP_OK) st = run_kernel(d, l, QP_CL_K_QUANT_F8, "qp_quant_f8", a, 10, 1, qg, ql);
     }
     if (st != QP_OK) return st;
     if (use_gemv(l, M)) {
@@ -352,7 +353,8 @@ void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     qp_cl_linear *l = lin;
     if (!out || !cap) return;
     if (!l) { out[0] = 0; return; }
-    const char *div = d->div_mode == QP_CL_DIV_NATIVE ? "div native" : d->div_mode == QP_CL_DIV_FP64 ? "div fp64" : "div fma";
+    static const char *const divs[] = {"div native", "div fp64", "div fma", "div fma-test"};
+    const char *div = divs[d->div_mode & 3];
     const char *arith = l->kind == QP_SCHEME_W8A8_FP8 ? "fp8->fp32"
                         : l->kind == QP_SCHEME_QQQ_W4A8
                             ? (l->use_dot ? (d->int_dot_emulated ? "int4->int8 int-dot (emulated)" : "int4->int8 int-dot")

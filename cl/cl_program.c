@@ -49,23 +49,12 @@ static uint64_t checksum(const unsigned char *p, size_t n) {
     return h;
 }
 
-static qp_cl_div_mode choose_div_mode(qp_cl_device *d) {
-    const char *e = getenv("QPORT_CL_DIV"); /* debug knob: native | fp64 | fma */
-    if (e && !strcmp(e, "fp64") && d->has_fp64) return QP_CL_DIV_FP64;
-    if (e && !strcmp(e, "fma")) return QP_CL_DIV_FMA;
-    if (e && !strcmp(e, "native") && d->has_cr_div) return QP_CL_DIV_NATIVE;
-    if (d->has_cr_div) return QP_CL_DIV_NATIVE;
-    if (d->has_fp64) return QP_CL_DIV_FP64;
-    return QP_CL_DIV_FMA;
-}
-
 static void build_options(qp_cl_device *d, char *out, size_t cap) {
     /* never -cl-mad-enable / -cl-fast-relaxed-math: the epilogues must round
      * like the reference; -cl-std=CL1.2 only where the compiler has it */
-    snprintf(out, cap, "%s%s-DQP_WG=64 -DQP_DIV_MODE=%d -DQP_INT_DOT=%d%s",
+    snprintf(out, cap, "%s%s-DQP_WG=64 -DQP_HAS_FP64=%d -DQP_INT_DOT=%d",
              (d->cl_c_major > 1 || d->cl_c_minor >= 2) ? "-cl-std=CL1.2 " : "",
-             d->div_mode == QP_CL_DIV_NATIVE ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", (int)d->div_mode,
-             d->has_int_dot, d->int_dot_emulated ? " -DQP_INT_DOT_EMULATED=1" : "");
+             d->has_cr_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", d->has_fp64, d->int_dot_ext);
 }
 
 /* The source, or (debug knob QPORT_CL_BREAK_SOURCE=1, for the compile
@@ -209,7 +198,6 @@ qp_status qp_cl_program_ensure(qp_cl_device *d) {
     if (st != QP_OK) return st;
     qp_cl_api *api = &d->be->api;
     const qp_host *host = d->be->host;
-    d->div_mode = choose_div_mode(d);
     char opts[256];
     build_options(d, opts, sizeof opts);
     size_t src_len = 0;
@@ -265,9 +253,6 @@ qp_status qp_cl_program_ensure(qp_cl_device *d) {
     }
     free(src);
     for (int i = 0; i < QP_CL_K_COUNT; i++) {
-        int is_dot = i == QP_CL_K_GEMV_I8_DOT || i == QP_CL_K_TILED_I8_DOT || i == QP_CL_K_GEMV_Q4_DOT ||
-                     i == QP_CL_K_TILED_Q4_DOT;
-        if (is_dot && !d->has_int_dot) continue;
         cl_int err = CL_SUCCESS;
         d->kernels[i] = api->clCreateKernel(prog, kernel_names[i], &err);
         if (!d->kernels[i]) {

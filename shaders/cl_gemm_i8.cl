@@ -2,14 +2,16 @@
  * QQQ W4A8 (whose exact int8 weights w8 arrive from prepare), with the fused
  * epilogue of cpu/ref_int8.c / cpu/ref_qqq.c. Weights w [N][K] int8.
  *
- * QP_INT_DOT (cl_khr_integer_dot_product) selects dot(char4, char4) in the
- * *_dot kernels; the plain kernels multiply-add in int32. Both are exact. */
+ * QP_INT_DOT (the device has cl_khr_integer_dot_product) makes the *_dot
+ * kernels use dot(char4, char4); the plain kernels multiply-add in int32.
+ * Both are exact. */
 
-#if QP_INT_DOT && !defined(QP_INT_DOT_EMULATED)
+#if QP_INT_DOT
 #pragma OPENCL EXTENSION cl_khr_integer_dot_product : enable
 #define QP_DOT4(a, b) dot((a), (b))
 #else
-/* no extension, or the QPORT_CL_FAKE_INT_DOT test knob */
+/* no extension: the *_dot kernels exist but compute the plain dot; the
+ * host runs them only under the QPORT_CL_FAKE_INT_DOT test knob */
 #define QP_DOT4(a, b) qp_dot4_plain((a), (b))
 #endif
 
@@ -92,14 +94,12 @@ void qp_gemv_i8(__global const char *xq, __global const char *w, int K, int N, i
     QP_GEMV_I8_BODY(qp_dot4_plain)
 }
 
-#if QP_INT_DOT
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
 void qp_gemv_i8_dot(__global const char *xq, __global const char *w, int K, int N, int m0, int mrows, int flags,
                     __global const float *sx, __global const int *szp, __global const float *wsc,
                     __global const int *adj, __global const ushort *bias, __global ushort *y) {
     QP_GEMV_I8_BODY(QP_DOT4)
 }
-#endif
 
 /* Tiled (prefill): a 32x32 output tile per work-group of 8x8 lanes, each
  * lane 4x4 outputs (rows ty+8i, columns tx+8j); K in steps of 32 through
@@ -164,11 +164,9 @@ void qp_tiled_i8(__global const char *xq, __global const char *w, int M, int K, 
     QP_TILED_I8_BODY(qp_dot4_plain, qp_tile_load_i8(Bs, w, N, n0, K, k0, lid))
 }
 
-#if QP_INT_DOT
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_tiled_i8_dot(__global const char *xq, __global const char *w, int M, int K, int N, int flags,
                      __global const float *sx, __global const int *szp, __global const float *wsc,
                      __global const int *adj, __global const ushort *bias, __global ushort *y) {
     QP_TILED_I8_BODY(QP_DOT4, qp_tile_load_i8(Bs, w, N, n0, K, k0, lid))
 }
-#endif

@@ -46,7 +46,6 @@ void qp_gemv_q4(__global const char *xq, __global const uchar *wq, __global cons
     QP_GEMV_Q4_BODY(qp_dot4_plain)
 }
 
-#if QP_INT_DOT
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
 void qp_gemv_q4_dot(__global const char *xq, __global const uchar *wq, __global const char *lut, int K, int N, int gsz,
                     int m0, int mrows, int flags, __global const float *sx, __global const int *szp,
@@ -54,7 +53,6 @@ void qp_gemv_q4_dot(__global const char *xq, __global const uchar *wq, __global 
                     __global ushort *y) {
     QP_GEMV_Q4_BODY(QP_DOT4)
 }
-#endif
 
 /* A 32 (n) x 32 (k) weight tile from the 4-bit layout into local char4s
  * (row r: 8 char4 = k 0..31): lane -> (row lid/2, bytes 8*(lid%2) .. +7),
@@ -85,11 +83,9 @@ void qp_tiled_q4(__global const char *xq, __global const uchar *wq, __global con
     QP_TILED_I8_BODY(qp_dot4_plain, qp_tile_load_q4(Bs, wq, lut, N, n0, K, k0, gsz, lid))
 }
 
-#if QP_INT_DOT
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_tiled_q4_dot(__global const char *xq, __global const uchar *wq, __global const char *lut, int M, int K, int N,
                      int gsz, int flags, __global const float *sx, __global const int *szp, __global const float *wsc,
                      __global const int *adj, __global const ushort *bias, __global ushort *y) {
     QP_TILED_I8_BODY(QP_DOT4, qp_tile_load_q4(Bs, wq, lut, N, n0, K, k0, gsz, lid))
 }
-#endif
