@@ -144,6 +144,9 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     const char *layer = s->layer ? s->layer : "";
     qp_status st = check_desc(d, s, layer);
     if (st == QP_OK) st = check_path(d, s, path, layer);
+    if (st == QP_OK && d->max_wg < WG)
+        st = QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: layer '%s': unsupported: the kernels need work-groups of %d, "
+                       "the device allows %zu", d->index, layer, WG, d->max_wg);
     if (st == QP_OK) st = qp_cl_program_ensure(d);
     if (st != QP_OK) return st;
     qp_cl_linear *l = calloc(1, sizeof *l);

@@ -178,7 +178,8 @@ static void store_cached(qp_cl_device *d, cl_program prog, const char *path, con
     memcpy(buf + 24, &key->a, 8);
     memcpy(buf + 32, &key->b, 8);
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    /* unique per process and device: two identical GPUs share the key */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%d", path, (long)getpid(), d->index);
     FILE *f = fopen(tmp, "wb");
     int ok = f && fwrite(buf, 1, 40 + bin_len, f) == 40 + bin_len;
     if (f && fclose(f) != 0) ok = 0;
