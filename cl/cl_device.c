@@ -70,7 +70,8 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
     d->platform_name[0] = 0;
     api->clGetPlatformInfo(d->platform, CL_PLATFORM_NAME, sizeof d->platform_name, d->platform_name, NULL);
     d->platform_name[sizeof d->platform_name - 1] = 0;
-    snprintf(in->driver, sizeof in->driver, "%.60s %.60s", d->platform_name, d->driver_version);
+    snprintf(in->driver, sizeof in->driver, "%.50s %.40s (%.30s)", d->platform_name, d->driver_version,
+             d->cl_c_version);
 
     cl_device_type type = 0;
     api->clGetDeviceInfo(d->id, CL_DEVICE_TYPE, sizeof type, &type, NULL);

@@ -94,6 +94,12 @@ static const qp_backend_ops *load_plugin(void) {
     return NULL;
 }
 
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 /* ---- data helpers ------------------------------------------------------ */
 static unsigned long long next(void) {
     rng ^= rng << 13;
@@ -451,10 +457,78 @@ static void full_matrix(void) {
     test_qqq(128, 0, 192, 384, Ms, NM, 0);
 }
 
+/* forward time of a layer on the device (buffers resident), for the log */
+static void time_forward(const qp_lin_desc *d, unsigned path, int M, const char *what) {
+    void *lin = NULL;
+    if (ops->linear_prepare(dev, d, path, &lin) != QP_OK) return;
+    void *dx = dalloc((size_t)M * d->K * 2), *dy = dalloc((size_t)M * d->N * 2);
+    uint16_t *x = calloc((size_t)M * d->K, 2);
+    if (dx && dy && x) {
+        make_x(x, M, d->K, d->act_dtype);
+        ops->buffer_upload(dev, dx, 0, x, (size_t)M * d->K * 2);
+        ops->linear_forward(dev, lin, dx, M, dy); /* warm-up: PoCL compiles per launch shape */
+        double t0 = now();
+        int reps = 1;
+        for (int i = 0; i < reps; i++) ops->linear_forward(dev, lin, dx, M, dy);
+        double dt = (now() - t0) / reps;
+        char desc[160];
+        ops->linear_describe(dev, lin, M, desc, sizeof desc);
+        printf("  %s M=%d %dx%d: %.2f ms (%.2f GOP/s) [%s]\n", what, M, d->N, d->K, dt * 1e3,
+               2.0 * M * d->N * (double)d->K / dt * 1e-9, desc);
+    }
+    free(x);
+    if (dx) ops->buffer_free(dev, dx);
+    if (dy) ops->buffer_free(dev, dy);
+    ops->linear_destroy(dev, lin);
+}
+
 static void large_layer(void) {
     static const int m1[] = {1}, m2[] = {1, 17};
     test_int8(QP_DTYPE_F16, 0, 1, 1, 1, 4096, 4096, m2, 2, 0);
     test_fp8(QP_DTYPE_BF16, 2, 1, 1, 0, 4096, 4096, m1, 1);
+    /* timings on this device (PoCL: CPU threads, for the record only) */
+    int N = 4096, K = 4096;
+    int8_t *w = malloc((size_t)N * K);
+    float *ws = malloc(sizeof(float) * N);
+    uint8_t *wf = malloc((size_t)N * K);
+    int8_t *q4 = malloc((size_t)N * K), *w8 = malloc((size_t)N * K);
+    if (w && ws && wf && q4 && w8) {
+        for (size_t i = 0; i < (size_t)N * K; i++) {
+            w[i] = (int8_t)irand(-127, 127);
+            wf[i] = (uint8_t)irand(0, 0x7E);
+            q4[i] = (int8_t)irand(-8, 7);
+            w8[i] = (int8_t)(16 * q4[i]);
+        }
+        for (int n = 0; n < N; n++) ws[n] = 0.01f;
+        qp_lin_desc d = {0};
+        d.struct_size = sizeof d;
+        d.act_dtype = QP_DTYPE_F16;
+        d.N = N;
+        d.K = K;
+        d.layer = "timing";
+        d.kind = QP_SCHEME_W8A8_INT8;
+        d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+        d.act_symmetric = 1;
+        d.w_i8 = w;
+        d.w_scale = ws;
+        d.w_per_channel = 1;
+        time_forward(&d, 0, 1, "int8");
+        time_forward(&d, 0, 16, "int8");
+        d.kind = QP_SCHEME_W8A8_FP8;
+        d.act = QP_ACT_FP8_DYNAMIC_TOKEN;
+        d.w_u8 = wf;
+        time_forward(&d, 0, 1, "fp8");
+        time_forward(&d, 0, 16, "fp8");
+        d.kind = QP_SCHEME_QQQ_W4A8;
+        d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+        d.group_size = -1;
+        d.q4 = q4;
+        d.w8 = w8;
+        d.s_channel = ws;
+        time_forward(&d, 0, 1, "qqq");
+        time_forward(&d, 0, 16, "qqq");
+    }
+    free(w); free(ws); free(wf); free(q4); free(w8);
 }
 
 /* The division strategies of devices without correctly rounded '/'
@@ -708,11 +782,6 @@ static void faults(void) {
     ops->shutdown(s3);
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv) {
     verbose = getenv("QP_TEST_VERBOSE") != NULL;
