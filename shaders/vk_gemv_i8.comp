@@ -1,0 +1,54 @@
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#extension GL_EXT_control_flow_attributes : require
+// Small-M int8 GEMV (M <= 16, decode): W8A8-INT8 and QQQ (as its exact int8
+// weight). Each workgroup owns NC output columns and streams their weight
+// rows once, 16 bytes per invocation per step (coalesced uvec4 loads), for
+// all M rows at once; partial sums meet in shared memory (no subgroup ops).
+#include "vk_layout.glsl"
+#include "vk_common.glsl"
+#include "vk_dot.glsl"
+
+layout(constant_id = 0) const uint WG = 64;
+layout(constant_id = 2) const bool IS_BF16 = false;
+layout(constant_id = 3) const bool HAS_BIAS = false;
+layout(constant_id = 4) const uint EPI = 0;
+layout(local_size_x_id = 0) in;
+#define NC 4u
+#define MMAX 16u
+
+layout(std430, binding = 1) readonly buffer XQ { uvec4 xq[]; };
+layout(std430, binding = 3) readonly buffer W { uvec4 w[]; };
+#include "vk_epilogue.glsl"
+
+shared int red[MMAX * NC * WG];
+
+void main() {
+    uint t = gl_LocalInvocationID.x;
+    uint n0 = gl_WorkGroupID.x * NC;
+    uint Kv = pc.Kw / 4u;
+    int acc[MMAX * NC];
+    [[unroll]] for (uint i = 0u; i < MMAX * NC; i++) acc[i] = 0;
+    [[unroll]] for (uint c = 0u; c < NC; c++) {
+        uint nl = min(n0 + c, pc.n_count - 1u);        // clamped: the extra sums are dropped
+        for (uint i = t; i < Kv; i += WG) {
+            uvec4 wv = w[nl * Kv + i];
+            [[unroll]] for (uint m = 0u; m < MMAX; m++) {
+                if (m < pc.M) acc[m * NC + c] += dot16(xq[(pc.m_base + m) * Kv + i], wv);
+            }
+        }
+    }
+    [[unroll]] for (uint m = 0u; m < MMAX; m++) {
+        if (m < pc.M) {
+            [[unroll]] for (uint c = 0u; c < NC; c++) red[(m * NC + c) * WG + t] = acc[m * NC + c];
+        }
+    }
+    barrier();
+    for (uint o = t; o < pc.M * NC; o += WG) {
+        uint m = o / NC, c = o % NC;
+        if (n0 + c >= pc.n_count) continue;
+        int s = 0;
+        for (uint j = 0u; j < WG; j++) s += red[o * WG + j];
+        store_int(pc.m_base + m, n0 + c, s);
+    }
+}

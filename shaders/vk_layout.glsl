@@ -1,0 +1,28 @@
+// The one descriptor-set and push-constant layout every vk_*.comp shares
+// (vk_pipeline.c creates a single VkPipelineLayout for all of them).
+#ifndef VK_LAYOUT_GLSL
+#define VK_LAYOUT_GLSL
+#extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_shader_explicit_arithmetic_types_int16 : enable
+
+layout(push_constant) uniform PC {
+    uint M;          // rows
+    uint K;          // input features
+    uint Kw;         // 32-bit words per quantized row (a multiple of 4)
+    uint N;          // output features (row stride of y)
+    uint n_base;     // first output column of this weight chunk
+    uint n_count;    // columns in this chunk
+    float input_scale;
+    int input_zp;
+    uint m_base;     // GEMV: first row of this slice of at most 16 rows
+} pc;
+
+// Row statistics and activation scales, 8 words per row:
+// 0 absmax, 1 min, 2 max (fp32 bits), 3 scale s_a (fp32 bits), 4 zero point.
+#define ST_AMAX 0u
+#define ST_MIN 1u
+#define ST_MAX 2u
+#define ST_SCALE 3u
+#define ST_ZP 4u
+#define ST_WORDS 8u
+#endif

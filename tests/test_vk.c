@@ -1,0 +1,536 @@
+/* Vulkan backend (issue 4): every op against the cpu reference on seeded
+ * random data, through the plugin's ops table (api/backend.h) loaded from
+ * QPORT_BACKEND_PATH, under VK_LAYER_KHRONOS_validation: any WARNING or
+ * ERROR message fails the test.
+ *   - W8A8-INT8 (static sym/asym, dynamic per-token sym/asym; per-tensor and
+ *     per-channel weights; bias) and QQQ W4A8 (group -1, 128): bit-exact;
+ *   - W8A8-FP8 (static, dynamic tensor, dynamic token): within the bound of
+ *     fp32 accumulation, and bit-exact through an identity weight (which
+ *     isolates the fp8 activation quantizer and the epilogue);
+ *   - paths GEMV/tiled x int-dot/plain int32, fp16 and bf16, M in
+ *     {1,2,3,5,8,16,17,64,256}, K/N around tile edges, a 4096x4096 layer,
+ *     weights split over several bindings (QPORT_VK_MAX_BINDING);
+ *   - guard bands after every output, fault paths.
+ * Exit 77 (skip) when there is no Vulkan device. Seed: QPORT_TEST_SEED. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "testutil.h"
+
+/* ---- host table ------------------------------------------------------------ */
+static char last_err[1024];
+static unsigned validation_msgs, validation_missing;
+static int verbose;
+
+static qp_status h_error(const qp_context *ctx, qp_status st, const char *fmt, ...) {
+    (void)ctx;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_err, sizeof last_err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static void h_log(const qp_context *ctx, qp_log_level lvl, const char *fmt, ...) {
+    (void)ctx;
+    char buf[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (strstr(buf, "vulkan validation:") && lvl >= QP_LOG_WARN) {
+        validation_msgs++;
+        fprintf(stderr, "VALIDATION: %s\n", buf);
+    } else if (strstr(buf, "validation requested but")) {
+        validation_missing++;
+        fprintf(stderr, "%s\n", buf);
+    } else if (verbose || lvl >= QP_LOG_WARN) {
+        fprintf(stderr, "log[%d]: %s\n", (int)lvl, buf);
+    }
+}
+
+static char cache_dir[256];
+static qp_host host = {
+    .abi_version = QP_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(qp_host),
+    .error = h_error,
+    .log = h_log,
+    .cache_dir = cache_dir,
+    .version = "test",
+    .validation = 1,
+};
+
+static const qp_backend_ops *ops;
+static void *state, *dev;
+
+static void *load_plugin(void) {
+    const char *paths = getenv("QPORT_BACKEND_PATH");
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", paths ? paths : ".");
+    for (char *save = NULL, *dir = strtok_r(buf, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/libqport-vk.so", dir);
+        void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+        if (h) return h;
+    }
+    return NULL;
+}
+
+/* ---- data ------------------------------------------------------------------ */
+static uint32_t rng;
+static uint32_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 17; rng ^= rng << 5; return rng; }
+static float frand(void) { return (float)((rnd() >> 8) / 16777216.0) * 2.0f - 1.0f; }
+static uint16_t enc(qp_dtype dt, float v) { return (uint16_t)qp_format_encode(dt, v); }
+static float dec(qp_dtype dt, uint16_t b) { return qp_format_decode(dt, b); }
+
+/* x rows: mostly N(0,1)-like with a few wide values; row 3 all zero, row 4
+ * constant (the asymmetric edge cases of errata 11.2), row 6 has a NaN. */
+static void make_x(qp_dtype dt, uint16_t *x, int M, int K, bool specials) {
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++) {
+            float v = frand() * 2.0f;
+            if ((rnd() & 31) == 0) v *= 8.0f;
+            if (specials && m == 3) v = 0.0f;
+            if (specials && m == 4) v = 0.75f;
+            x[(size_t)m * K + k] = enc(dt, v);
+        }
+    if (specials && M > 6) x[(size_t)6 * K + K / 2] = 0x7E00 | (dt == QP_DTYPE_BF16 ? 0x7FC0 : 0);
+}
+
+/* ---- device helpers ---------------------------------------------------------- */
+#define GUARD 256
+#define MMAX 256
+static const int Ms[] = {1, 2, 3, 5, 8, 16, 17, 64, 256};
+#define NM ((int)(sizeof Ms / sizeof Ms[0]))
+
+static int cases_run, cases_failed;
+
+typedef struct run_bufs {
+    void *x, *y;
+    size_t ybytes;
+    uint8_t *yhost;
+} run_bufs;
+
+static bool bufs_alloc(run_bufs *b, int Mmax, int K, int N) {
+    b->ybytes = (size_t)Mmax * N * 2 + GUARD;
+    b->yhost = malloc(b->ybytes);
+    return ops->buffer_alloc(dev, (size_t)Mmax * K * 2, &b->x) == QP_OK &&
+           ops->buffer_alloc(dev, b->ybytes, &b->y) == QP_OK && b->yhost;
+}
+
+static void bufs_free(run_bufs *b) {
+    ops->buffer_free(dev, b->x);
+    ops->buffer_free(dev, b->y);
+    free(b->yhost);
+}
+
+/* Runs the layer on M rows; y (host, M*N) gets the output. Checks the guard. */
+static bool run(void *lin, run_bufs *b, const uint16_t *x, int M, int K, int N, uint16_t *y, const char *what) {
+    memset(b->yhost, 0xA5, b->ybytes);
+    if (ops->buffer_upload(dev, b->y, 0, b->yhost, b->ybytes) != QP_OK ||
+        ops->buffer_upload(dev, b->x, 0, x, (size_t)M * K * 2) != QP_OK) {
+        CHECK(0, "%s: upload: %s", what, last_err);
+        return false;
+    }
+    qp_status st = ops->linear_forward(dev, lin, b->x, M, b->y);
+    if (st != QP_OK) { CHECK(0, "%s: forward M=%d: %s", what, M, last_err); return false; }
+    if (ops->buffer_download(dev, b->y, 0, b->yhost, b->ybytes) != QP_OK) { CHECK(0, "%s: download", what); return false; }
+    size_t used = (size_t)M * N * 2;
+    for (size_t i = used; i < b->ybytes; i++)
+        if (b->yhost[i] != 0xA5) { CHECK(0, "%s M=%d: guard band overwritten at byte %zu", what, M, i - used); return false; }
+    memcpy(y, b->yhost, used);
+    return true;
+}
+
+static bool same_bits(const uint16_t *a, const uint16_t *b, int M, int N, qp_dtype dt, const char *what) {
+    for (int i = 0; i < M * N; i++)
+        if (a[i] != b[i]) {
+            CHECK(0, "%s: y[%d][%d] = 0x%04x (%g), reference 0x%04x (%g)", what, i / N, i % N, a[i], dec(dt, a[i]), b[i],
+                  dec(dt, b[i]));
+            return false;
+        }
+    return true;
+}
+
+static void path_name(unsigned p, char *out, size_t cap) {
+    snprintf(out, cap, "%s%s%s%s", p & QP_PATH_GEMV ? "gemv" : p & QP_PATH_TILED ? "tiled" : "auto",
+             p & QP_PATH_INT_DOT ? "+int-dot" : "", p & QP_PATH_NO_INT_DOT ? "+no-int-dot" : "", "");
+}
+
+static const unsigned int_paths[] = {QP_PATH_GEMV | QP_PATH_INT_DOT, QP_PATH_TILED | QP_PATH_INT_DOT,
+                                     QP_PATH_GEMV | QP_PATH_NO_INT_DOT, QP_PATH_TILED | QP_PATH_NO_INT_DOT};
+
+/* Prepares desc under each path and compares every M against ref[M index]. */
+static void run_paths(qp_lin_desc *desc, const unsigned *paths, int n_paths, const int *ms, int n_ms,
+                      const uint16_t *x, uint16_t *const *ref, qp_dtype out_dt, const char *name,
+                      bool (*cmp)(const uint16_t *, int M, int mi, void *ctx, const char *what), void *cmp_ctx) {
+    run_bufs b = {0};
+    int mmax = 0;
+    for (int i = 0; i < n_ms; i++) mmax = ms[i] > mmax ? ms[i] : mmax;
+    if (!bufs_alloc(&b, mmax, desc->K, desc->N)) { CHECK(0, "%s: buffers: %s", name, last_err); bufs_free(&b); return; }
+    uint16_t *y = malloc(sizeof(uint16_t) * (size_t)mmax * desc->N);
+    for (int p = 0; p < n_paths; p++) {
+        char pn[64], what[256], how[96];
+        path_name(paths[p], pn, sizeof pn);
+        void *lin = NULL;
+        qp_status st = ops->linear_prepare(dev, desc, paths[p], &lin);
+        if (st != QP_OK) { CHECK(0, "%s [%s]: prepare: %s", name, pn, last_err); continue; }
+        for (int i = 0; i < n_ms; i++) {
+            int M = ms[i];
+            ops->linear_describe(dev, lin, M, how, sizeof how);
+            snprintf(what, sizeof what, "%s [%s: %s] M=%d", name, pn, how, M);
+            cases_run++;
+            bool ok = run(lin, &b, x, M, desc->K, desc->N, y, what) &&
+                      (cmp ? cmp(y, M, i, cmp_ctx, what) : same_bits(y, ref[i], M, desc->N, out_dt, what));
+            if (!ok) cases_failed++;
+            if (verbose) printf("%s %s\n", ok ? "ok  " : "FAIL", what);
+        }
+        ops->linear_destroy(dev, lin);
+    }
+    free(y);
+    bufs_free(&b);
+}
+
+/* ---- W8A8-INT8 ------------------------------------------------------------- */
+static void test_int8(qp_dtype dt, bool is_static, bool sym, bool bias, bool per_channel, int K, int N,
+                      const unsigned *paths, int n_paths, const int *ms, int n_ms) {
+    size_t nk = (size_t)N * K;
+    int8_t *w = malloc(nk);
+    float *ws = malloc(sizeof(float) * N);
+    int32_t *adj = malloc(sizeof(int32_t) * N);
+    uint16_t *bs = malloc(sizeof(uint16_t) * N), *x = malloc(sizeof(uint16_t) * (size_t)MMAX * K);
+    for (size_t i = 0; i < nk; i++) w[i] = (int8_t)((int)(rnd() % 255) - 127);
+    float s0 = 0.001f + 0.001f * (frand() + 1.0f);
+    for (int n = 0; n < N; n++) ws[n] = per_channel ? 0.0005f + 0.001f * (frand() + 1.0f) : s0;
+    for (int n = 0; n < N; n++) bs[n] = enc(dt, frand() * 4.0f);
+    float in_scale = sym ? 0.021f : 0.017f;
+    int32_t in_zp = sym ? 0 : 7;
+    for (int n = 0; n < N; n++) {
+        int64_t s = 0;
+        for (int k = 0; k < K; k++) s += w[(size_t)n * K + k];
+        adj[n] = is_static ? (int32_t)((uint32_t)s * (uint32_t)in_zp) : (int32_t)s;
+    }
+    make_x(dt, x, MMAX, K, true);
+    uint16_t *ref[NM];
+    int mmax = 0;
+    for (int i = 0; i < n_ms; i++) mmax = ms[i] > mmax ? ms[i] : mmax;
+    uint16_t *all = malloc(sizeof(uint16_t) * (size_t)mmax * N);
+    qp_ref_int8_args a = {.dtype = dt, .x = x, .M = mmax, .K = K, .N = N, .w = w, .w_scale = ws,
+                          .w_per_channel = per_channel, .is_static = is_static, .symmetric = sym,
+                          .input_scale = in_scale, .input_zp = in_zp, .bias = bias ? bs : NULL};
+    CHECK(qp_ref_w8a8_int8_forward(NULL, &a, all) == QP_OK, "int8 reference");
+    for (int i = 0; i < n_ms; i++) ref[i] = all; /* rows are independent: prefixes */
+    qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_W8A8_INT8, .act_dtype = dt, .N = N, .K = K,
+                     .layer = "int8", .act = is_static ? QP_ACT_INT8_STATIC : QP_ACT_INT8_DYNAMIC_TOKEN,
+                     .act_symmetric = sym, .input_scale = in_scale, .input_zp = in_zp, .bias = bias ? bs : NULL,
+                     .w_i8 = w, .w_scale = ws, .w_per_channel = per_channel, .azp_adj = sym ? NULL : adj};
+    char name[160];
+    snprintf(name, sizeof name, "int8 %s %s %s%s%s K=%d N=%d", dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
+             is_static ? "static" : "dynamic", sym ? "sym" : "asym", bias ? " bias" : "",
+             per_channel ? " per-channel" : " per-tensor", K, N);
+    run_paths(&d, paths, n_paths, ms, n_ms, x, ref, dt, name, NULL, NULL);
+    free(w); free(ws); free(adj); free(bs); free(x); free(all);
+}
+
+/* ---- QQQ W4A8 ------------------------------------------------------------------ */
+static void test_qqq(int group, bool bias, int K, int N, const unsigned *paths, int n_paths) {
+    size_t kn = (size_t)K * N;
+    int8_t *q = malloc(kn), *q4 = malloc(kn), *w8 = malloc(kn);
+    int ng = K / 128 + 1;
+    float *sc = malloc(sizeof(float) * N), *scp = malloc(sizeof(float) * N);
+    uint16_t *sg = malloc(sizeof(uint16_t) * ng * N), *sgp = malloc(sizeof(uint16_t) * ng * N);
+    int32_t *B = malloc(sizeof(int32_t) * (K / 16) * 2 * N);
+    uint16_t *bs = malloc(sizeof(uint16_t) * N), *x = malloc(sizeof(uint16_t) * (size_t)MMAX * K);
+    for (size_t i = 0; i < kn; i++) q[i] = (int8_t)(group == 128 ? (int)(rnd() % 16) : (int)(rnd() % 16) - 8);
+    for (int n = 0; n < N; n++) sc[n] = 0.0001f + 0.0002f * (frand() + 1.0f);
+    /* s_group up to ~20: |t*s| passes 127.5, exercising the wrap (errata 11.7) */
+    for (int i = 0; i < (K / 128) * N; i++) sg[i] = enc(QP_DTYPE_F16, 0.5f + 10.0f * (frand() + 1.0f));
+    for (int n = 0; n < N; n++) bs[n] = enc(QP_DTYPE_F16, frand() * 2.0f);
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) {
+            int8_t c = q[(size_t)k * N + n];
+            q4[(size_t)n * K + k] = c;
+            w8[(size_t)n * K + k] = group == 128 ? qp_ref_qqq_group_weight(c - 8, sg[(size_t)(k / 128) * N + n])
+                                                 : (int8_t)(16 * c);
+        }
+    CHECK(qp_qqq_pack_weight(NULL, q, K, N, group, B) == QP_OK, "qqq pack");
+    CHECK(qp_qqq_permute_scales(NULL, sc, group == 128 ? sg : NULL, K, N, group, scp, group == 128 ? sgp : NULL) == QP_OK,
+          "qqq permute");
+    make_x(QP_DTYPE_F16, x, MMAX, K, true);
+    uint16_t *all = malloc(sizeof(uint16_t) * (size_t)MMAX * N), *ref[NM];
+    CHECK(qp_ref_qqq_forward(NULL, x, MMAX, K, N, group, B, scp, group == 128 ? sgp : NULL, bias ? bs : NULL, all) == QP_OK,
+          "qqq reference");
+    for (int i = 0; i < NM; i++) ref[i] = all;
+    qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_QQQ_W4A8, .act_dtype = QP_DTYPE_F16, .N = N, .K = K,
+                     .layer = "qqq", .act = QP_ACT_INT8_DYNAMIC_TOKEN, .act_symmetric = 1, .bias = bias ? bs : NULL,
+                     .group_size = group, .q4 = q4, .w8 = w8, .s_channel = sc, .s_group = group == 128 ? sg : NULL,
+                     .marlin_B = B, .marlin_s_channel = scp, .marlin_s_group = group == 128 ? sgp : NULL};
+    char name[128];
+    snprintf(name, sizeof name, "qqq group %d%s K=%d N=%d", group, bias ? " bias" : "", K, N);
+    run_paths(&d, paths, n_paths, Ms, NM, x, ref, QP_DTYPE_F16, name, NULL, NULL);
+    free(q); free(q4); free(w8); free(sc); free(scp); free(sg); free(sgp); free(B); free(bs); free(x); free(all);
+}
+
+/* ---- W8A8-FP8 ---------------------------------------------------------------- */
+typedef struct fp8_cmp {
+    qp_dtype dt;
+    qp_lin_desc *d;
+    const uint16_t *x;
+    uint16_t *const *ref;
+    const int *ms;
+} fp8_cmp;
+
+static double ulp_of(qp_dtype dt, double v) {
+    int mb = dt == QP_DTYPE_BF16 ? 7 : 10, emin = dt == QP_DTYPE_BF16 ? -126 : -14;
+    v = fabs(v);
+    int e = emin;
+    if (v > 0) { frexp(v, &e); e -= 1; if (e < emin) e = emin; }
+    return ldexp(1.0, e - mb);
+}
+
+/* |y - ref| <= |s_a s_b| * gamma_K * sum|xq w| + one output ulp. */
+static bool fp8_bound(const uint16_t *y, int M, int mi, void *ctx_, const char *what) {
+    fp8_cmp *c = ctx_;
+    qp_lin_desc *d = c->d;
+    int K = d->K, N = d->N;
+    float *xf = malloc(sizeof(float) * (size_t)M * K), *sx = malloc(sizeof(float) * M);
+    uint8_t *xq = malloc((size_t)M * K);
+    for (size_t i = 0; i < (size_t)M * K; i++) xf[i] = dec(c->dt, c->x[i]);
+    if (d->act == QP_ACT_FP8_STATIC) { qp_quant_fp8_static(NULL, xf, (size_t)M * K, d->input_scale, xq); for (int m = 0; m < M; m++) sx[m] = d->input_scale; }
+    else if (d->act == QP_ACT_FP8_DYNAMIC_TENSOR) { qp_quant_fp8_dynamic_tensor(NULL, xf, (size_t)M * K, xq, sx); for (int m = 1; m < M; m++) sx[m] = sx[0]; }
+    else qp_quant_fp8_dynamic_token(NULL, xf, (size_t)M, (size_t)K, 0.0f, xq, sx);
+    bool ok = true;
+    double gamma = (double)K * ldexp(1.0, -24) * 1.01;
+    for (int m = 0; m < M && ok; m++)
+        for (int n = 0; n < N && ok; n++) {
+            double sabs = 0;
+            for (int k = 0; k < K; k++)
+                sabs += fabs((double)qp_format_decode(QP_DTYPE_F8_E4M3FN, xq[(size_t)m * K + k]) *
+                             qp_format_decode(QP_DTYPE_F8_E4M3FN, d->w_u8[(size_t)n * K + k]));
+            uint16_t g = y[m * N + n], r = c->ref[mi][m * N + n];
+            if (g == r) continue;
+            double gv = dec(c->dt, g), rv = dec(c->dt, r);
+            double bound = fabs((double)sx[m] * d->w_scale[n]) * gamma * sabs * 1.0001 +
+                           ulp_of(c->dt, fmax(fabs(gv), fabs(rv)));
+            if (!(fabs(gv - rv) <= bound)) {
+                CHECK(0, "%s: y[%d][%d] = %.9g, reference %.9g, bound %.3g", what, m, n, gv, rv, bound);
+                ok = false;
+            }
+        }
+    free(xf); free(sx); free(xq);
+    return ok;
+}
+
+static void test_fp8(qp_dtype dt, qp_act_mode act, bool bias, int K, int N, bool identity, const unsigned *paths,
+                     int n_paths) {
+    if (identity) N = K;
+    size_t nk = (size_t)N * K;
+    uint8_t *w = malloc(nk);
+    float *ws = malloc(sizeof(float) * N);
+    uint16_t *bs = malloc(sizeof(uint16_t) * N), *x = malloc(sizeof(uint16_t) * (size_t)MMAX * K);
+    for (size_t i = 0; i < nk; i++) {
+        uint8_t b = (uint8_t)rnd();
+        if ((b & 0x7F) == 0x7F) b = 0x7E;
+        w[i] = identity ? (i / K == i % K ? 0x38 : 0) : b;
+    }
+    for (int n = 0; n < N; n++) ws[n] = identity ? 1.0f : 0.0005f + 0.001f * (frand() + 1.0f);
+    for (int n = 0; n < N; n++) bs[n] = enc(dt, frand() * 2.0f);
+    make_x(dt, x, MMAX, K, false);
+    float in_scale = 0.013f;
+    qp_fp8_act ract = act == QP_ACT_FP8_STATIC ? QP_FP8_ACT_STATIC
+                      : act == QP_ACT_FP8_DYNAMIC_TENSOR ? QP_FP8_ACT_DYNAMIC_TENSOR : QP_FP8_ACT_DYNAMIC_TOKEN;
+    uint16_t *ref[NM];
+    for (int i = 0; i < NM; i++) { /* dynamic-tensor scales depend on M: one reference per M */
+        ref[i] = malloc(sizeof(uint16_t) * (size_t)Ms[i] * N);
+        qp_ref_fp8_args a = {.dtype = dt, .x = x, .M = Ms[i], .K = K, .N = N, .w = w, .w_scale = ws, .w_per_channel = 1,
+                             .act = ract, .input_scale = in_scale, .bias = bias ? bs : NULL};
+        CHECK(qp_ref_w8a8_fp8_forward(NULL, &a, ref[i]) == QP_OK, "fp8 reference");
+    }
+    qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_W8A8_FP8, .act_dtype = dt, .N = N, .K = K,
+                     .layer = "fp8", .act = act, .input_scale = in_scale, .bias = bias ? bs : NULL, .w_u8 = w,
+                     .w_scale = ws, .w_per_channel = 1};
+    char name[160];
+    snprintf(name, sizeof name, "fp8 %s %s%s%s K=%d N=%d", dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
+             act == QP_ACT_FP8_STATIC ? "static" : act == QP_ACT_FP8_DYNAMIC_TENSOR ? "dynamic-tensor" : "dynamic-token",
+             bias ? " bias" : "", identity ? " identity (exact)" : "", K, N);
+    fp8_cmp c = {.dt = dt, .d = &d, .x = x, .ref = ref, .ms = Ms};
+    run_paths(&d, paths, n_paths, Ms, NM, x, ref, dt, name, identity ? NULL : fp8_bound, &c);
+    for (int i = 0; i < NM; i++) free(ref[i]);
+    free(w); free(ws); free(bs); free(x);
+}
+
+/* ---- faults ---------------------------------------------------------------------- */
+static void test_faults(void) {
+    void *b = NULL;
+    qp_status st = ops->buffer_alloc(dev, (size_t)1 << 50, &b);
+    CHECK(st == QP_ERR_OUT_OF_MEMORY && !b && strstr(last_err, "bytes"), "huge alloc: %d '%s'", (int)st, last_err);
+    int8_t w[64] = {0};
+    float ws[4] = {1, 1, 1, 1};
+    qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_W4A16_INT4, .act_dtype = QP_DTYPE_F16, .N = 4, .K = 16,
+                     .layer = "faults", .w_i8 = w, .w_scale = ws};
+    void *lin = NULL;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "not yet implemented on vulkan"), "W4A16: %d '%s'", (int)st,
+          last_err);
+    qp_scheme s = {.struct_size = sizeof s, .kind = QP_SCHEME_NVFP4};
+    qp_support_info si;
+    CHECK(ops->device_supports(dev, &s, 1, 4, 16, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED &&
+          strstr(si.reason, "not yet implemented on vulkan"), "supports NVFP4: %s", si.reason);
+    s.kind = QP_SCHEME_W8A8_INT8;
+    CHECK(ops->device_supports(dev, &s, 1, 4, 16, &si) == QP_OK && si.level == QP_SUPPORT_NATIVE, "supports int8");
+    d.kind = QP_SCHEME_W8A8_INT8;
+    d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+    d.act_symmetric = 1;
+    st = ops->linear_prepare(dev, &d, QP_PATH_GEMV | QP_PATH_TILED, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && !lin, "GEMV|TILED: %d", (int)st);
+    /* a forward into a too-small output buffer is refused */
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_OK, "prepare: %s", last_err);
+    void *xb = NULL, *yb = NULL;
+    if (st == QP_OK && ops->buffer_alloc(dev, 2 * 16 * 4, &xb) == QP_OK && ops->buffer_alloc(dev, 8, &yb) == QP_OK) {
+        st = ops->linear_forward(dev, lin, xb, 4, yb);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_err, "too small"), "small y: %d '%s'", (int)st, last_err);
+    }
+    ops->buffer_free(dev, xb);
+    ops->buffer_free(dev, yb);
+    if (lin) ops->linear_destroy(dev, lin);
+}
+
+/* A device that lacks integer dot product (QPORT_VK_NO_INT_DOT=1): forcing
+ * the int-dot path is QP_ERR_UNSUPPORTED with the reason. */
+static void test_no_int_dot_device(void) {
+    setenv("QPORT_VK_NO_INT_DOT", "1", 1);
+    void *st2 = NULL;
+    CHECK(ops->init(&host, &st2) == QP_OK && ops->device_count(st2) > 0, "second init");
+    if (st2 && ops->device_count(st2) > 0) {
+        void *d2 = ops->device_get(st2, 0);
+        int8_t w[64] = {0};
+        float ws[4] = {1, 1, 1, 1};
+        qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_W8A8_INT8, .act_dtype = QP_DTYPE_F16, .N = 4, .K = 16,
+                         .layer = "no-dot", .act = QP_ACT_INT8_DYNAMIC_TOKEN, .act_symmetric = 1, .w_i8 = w, .w_scale = ws};
+        void *lin = NULL;
+        qp_status st = ops->linear_prepare(d2, &d, QP_PATH_INT_DOT, &lin);
+        CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "shaderIntegerDotProduct"), "forced int-dot: %d '%s'",
+              (int)st, last_err);
+        qp_device_info info = {.struct_size = sizeof info};
+        CHECK(ops->device_info(d2, &info) == QP_OK && info.caps.int_dot == 0, "caps.int_dot");
+    }
+    ops->shutdown(st2);
+    unsetenv("QPORT_VK_NO_INT_DOT");
+}
+
+/* A plugin whose runtime is missing: zero devices and a logged reason. */
+static void test_missing_runtime(void) {
+    setenv("QPORT_VK_LOADER", "/nonexistent/libvulkan.so.1", 1);
+    void *st2 = NULL;
+    CHECK(ops->init(&host, &st2) == QP_OK && ops->device_count(st2) == 0, "init without a loader");
+    ops->shutdown(st2);
+    unsetenv("QPORT_VK_LOADER");
+}
+
+/* Weights split over bindings: a lowered limit on a second context. */
+static void test_split(void) {
+    setenv("QPORT_VK_MAX_BINDING", "4096", 1);
+    void *st2 = NULL, *saved = dev;
+    CHECK(ops->init(&host, &st2) == QP_OK && ops->device_count(st2) > 0, "init with QPORT_VK_MAX_BINDING");
+    if (st2 && ops->device_count(st2) > 0) {
+        dev = ops->device_get(st2, 0);
+        static const int ms[] = {1, 5, 17, 64};
+        static const unsigned paths[] = {QP_PATH_GEMV, QP_PATH_TILED};
+        test_int8(QP_DTYPE_F16, false, false, true, true, 300, 129, paths, 2, ms, 4);
+        test_fp8(QP_DTYPE_BF16, QP_ACT_FP8_DYNAMIC_TOKEN, true, 300, 129, false, paths, 2);
+    }
+    dev = saved;
+    ops->shutdown(st2);
+    unsetenv("QPORT_VK_MAX_BINDING");
+}
+
+int main(void) {
+    verbose = getenv("QPORT_TEST_VERBOSE") != NULL;
+    const char *seed_env = getenv("QPORT_TEST_SEED");
+    uint32_t seed = seed_env ? (uint32_t)strtoul(seed_env, NULL, 0) : 0x5eed1234u;
+    rng = seed ? seed : 1;
+    printf("test_vk: seed 0x%08x (QPORT_TEST_SEED)\n", seed);
+    const char *val = getenv("QPORT_VK_VALIDATION");
+    host.validation = val ? atoi(val) : 1;
+    snprintf(cache_dir, sizeof cache_dir, "%s", getenv("QPORT_TEST_CACHE_DIR") ? getenv("QPORT_TEST_CACHE_DIR") : "");
+
+    void *lib = load_plugin();
+    if (!lib) { printf("SKIP: libqport-vk.so not found in QPORT_BACKEND_PATH: %s\n", dlerror()); return 77; }
+    void *sym = dlsym(lib, QP_BACKEND_ENTRY_SYMBOL);
+    qp_backend_entry_fn entry;
+    memcpy(&entry, &sym, sizeof sym);
+    ops = entry ? entry() : NULL;
+    if (!ops || ops->abi_version != QP_BACKEND_ABI_VERSION) { printf("FAIL: bad plugin entry\n"); return 1; }
+    if (ops->init(&host, &state) != QP_OK) { printf("FAIL: init: %s\n", last_err); return 1; }
+    if (ops->device_count(state) == 0) {
+        printf("SKIP: no Vulkan device (see the logged reason)\n");
+        ops->shutdown(state);
+        dlclose(lib);
+        return 77;
+    }
+    dev = ops->device_get(state, 0);
+    qp_device_info info = {.struct_size = sizeof info};
+    ops->device_info(dev, &info);
+    printf("device vulkan:0 '%s' (%s, %s), int-dot %d accelerated %d, subgroups %d..%d, max binding %lld\n", info.name,
+           info.vendor, info.driver, info.caps.int_dot, info.caps.int_dot_accelerated, info.caps.subgroup_min,
+           info.caps.subgroup_max, (long long)info.caps.max_buffer_bytes);
+    CHECK(validation_missing == 0 || !host.validation, "validation layer missing");
+    bool have_dot = info.caps.int_dot;
+    const unsigned *ip = have_dot ? int_paths : int_paths + 2;
+    int nip = have_dot ? 4 : 2;
+    clock_t t0 = clock();
+
+    static const int shapes[][2] = {{16, 64}, {31, 67}, {128, 128}, {300, 129}, {513, 33}};
+    int ns = (int)(sizeof shapes / sizeof shapes[0]);
+    int variant = 0;
+    for (int dt = 0; dt < 2; dt++)
+        for (int mode = 0; mode < 4; mode++)
+            for (int s = 0; s < ns; s++, variant++)
+                test_int8(dt ? QP_DTYPE_BF16 : QP_DTYPE_F16, mode < 2, (mode & 1) == 0, variant % 2 == 0,
+                          variant % 3 != 1, shapes[s][0], shapes[s][1], ip, nip, Ms, NM);
+    printf("int8: %d cases, %.1f s\n", cases_run, (double)(clock() - t0) / CLOCKS_PER_SEC);
+
+    static const int qshapes[][2] = {{128, 64}, {256, 192}, {384, 128}};
+    for (int g = 0; g < 2; g++)
+        for (int s = 0; s < 3; s++) test_qqq(g ? 128 : -1, s != 1, qshapes[s][0], qshapes[s][1], ip, nip);
+    printf("+qqq: %d cases, %.1f s\n", cases_run, (double)(clock() - t0) / CLOCKS_PER_SEC);
+
+    static const unsigned fpaths[] = {QP_PATH_GEMV, QP_PATH_TILED};
+    static const qp_act_mode facts[] = {QP_ACT_FP8_STATIC, QP_ACT_FP8_DYNAMIC_TENSOR, QP_ACT_FP8_DYNAMIC_TOKEN};
+    variant = 0;
+    for (int dt = 0; dt < 2; dt++)
+        for (int a = 0; a < 3; a++) {
+            test_fp8(dt ? QP_DTYPE_BF16 : QP_DTYPE_F16, facts[a], a != 1, 72, 72, true, fpaths, 2);
+            for (int s = 0; s < ns; s += 2, variant++)
+                test_fp8(dt ? QP_DTYPE_BF16 : QP_DTYPE_F16, facts[a], variant % 2 == 0, shapes[s][0], shapes[s][1], false,
+                         fpaths, 2);
+        }
+    printf("+fp8: %d cases, %.1f s\n", cases_run, (double)(clock() - t0) / CLOCKS_PER_SEC);
+
+    /* one layer of 4096 x 4096, the decode and a prefill-ish M, auto path */
+    {
+        static const int ms[] = {1, 17};
+        static const unsigned paths[] = {QP_PATH_AUTO};
+        test_int8(QP_DTYPE_F16, false, true, true, true, 4096, 4096, paths, 1, ms, 2);
+    }
+    printf("+4096x4096: %d cases, %.1f s\n", cases_run, (double)(clock() - t0) / CLOCKS_PER_SEC);
+
+    test_split();
+    test_faults();
+    test_no_int_dot_device();
+    test_missing_runtime();
+
+    ops->shutdown(state);
+    dlclose(lib);
+    printf("test_vk: %d forward cases, %d failed; %u validation warnings/errors; %.1f s CPU\n", cases_run, cases_failed,
+           validation_msgs, (double)(clock() - t0) / CLOCKS_PER_SEC);
+    CHECK(validation_msgs == 0, "%u validation messages", validation_msgs);
+    return tu_finish("test_vk");
+}

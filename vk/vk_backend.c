@@ -1,0 +1,160 @@
+/* The Vulkan backend's ops table (api/backend.h): libqport-vk.so exports
+ * only qp_backend_entry. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+#define QP_VK_EXPORT __attribute__((visibility("default")))
+
+const char *qp_vk_scheme_name(qp_scheme_kind k) {
+    static const char *const names[QP_SCHEME_KIND_COUNT_] = {
+        [QP_SCHEME_UNQUANTIZED] = "unquantized", [QP_SCHEME_W8A8_FP8] = "W8A8-FP8",
+        [QP_SCHEME_W8A8_FP8_BLOCK] = "W8A8-FP8 per-block", [QP_SCHEME_W8A8_INT8] = "W8A8-INT8",
+        [QP_SCHEME_W4A16_INT4] = "W4A16-INT4", [QP_SCHEME_OCP_MX] = "OCP MX",
+        [QP_SCHEME_W4A8_MXFP4_FP8] = "W4A8 MXFP4-FP8", [QP_SCHEME_NVFP4] = "NVFP4", [QP_SCHEME_QQQ_W4A8] = "QQQ W4A8",
+        [QP_SCHEME_HF_FP8] = "HF FP8", [QP_SCHEME_KV_CACHE] = "KV cache", [QP_SCHEME_NONE] = "no quantization"};
+    return (unsigned)k < QP_SCHEME_KIND_COUNT_ && names[k] ? names[k] : "unknown scheme";
+}
+
+static void vk_shutdown(void *state) {
+    qp_vk_backend *be = state;
+    if (!be) return;
+    for (int i = 0; i < be->n_devices; i++) qp_vk_device_destroy(be->devices[i]);
+    free(be->devices);
+    qp_vk_instance_destroy(be);
+    if (be->validation)
+        QP_VK_LOG(be, QP_LOG_DEBUG, "vulkan: %u validation warnings/errors in this context", be->validation_messages);
+    qp_vk_unload(&be->fn);
+    free(be);
+}
+
+static qp_status vk_init(const qp_host *host, void **state) {
+    *state = NULL;
+    qp_vk_backend *be = calloc(1, sizeof *be);
+    if (!be) return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "vulkan: out of host memory");
+    be->host = host;
+    *state = be;
+    char why[256];
+    if (!qp_vk_load_library(&be->fn, why, sizeof why)) {
+        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: 0 devices: %s", why);
+        return QP_OK;
+    }
+    qp_status st = qp_vk_instance_create(be);
+    if (st != QP_OK || !be->instance) return st;
+    uint32_t n = 0;
+    VkResult r = be->fn.vkEnumeratePhysicalDevices(be->instance, &n, NULL);
+    if (r != VK_SUCCESS || n == 0) {
+        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: 0 devices: vkEnumeratePhysicalDevices: %s, %u devices", qp_vk_result_str(r), n);
+        return QP_OK;
+    }
+    VkPhysicalDevice *phys = calloc(n, sizeof *phys);
+    be->devices = calloc(n, sizeof *be->devices);
+    if (!phys || !be->devices) {
+        free(phys);
+        return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "vulkan: out of host memory");
+    }
+    r = be->fn.vkEnumeratePhysicalDevices(be->instance, &n, phys);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: 0 devices: vkEnumeratePhysicalDevices: %s", qp_vk_result_str(r));
+        free(phys);
+        return QP_OK;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        qp_vk_device *d = qp_vk_device_create(be, phys[i], be->n_devices);
+        if (d) be->devices[be->n_devices++] = d;
+    }
+    free(phys);
+    if (!be->n_devices) QP_VK_LOG(be, QP_LOG_INFO, "vulkan: 0 usable devices among %u", n);
+    return QP_OK;
+}
+
+static int vk_device_count(void *state) { return state ? ((qp_vk_backend *)state)->n_devices : 0; }
+
+static void *vk_device_get(void *state, int i) {
+    qp_vk_backend *be = state;
+    return be && i >= 0 && i < be->n_devices ? be->devices[i] : NULL;
+}
+
+static qp_status vk_device_info(void *dev, qp_device_info *out) { return qp_vk_device_info(dev, out); }
+
+static void support(qp_support_info *out, qp_support_level level, const char *fmt, const char *a) {
+    out->level = level;
+    snprintf(out->reason, sizeof out->reason, fmt, a);
+}
+
+static qp_status vk_device_supports(void *dev, const qp_scheme *s, int M, int N, int K, qp_support_info *out) {
+    qp_vk_device *d = dev;
+    (void)M; (void)N;
+    out->level = QP_SUPPORT_NATIVE;
+    out->reason[0] = '\0';
+    switch (s->kind) {
+    case QP_SCHEME_W8A8_INT8:
+    case QP_SCHEME_QQQ_W4A8:
+        break;
+    case QP_SCHEME_W8A8_FP8:
+    case QP_SCHEME_HF_FP8:
+        if (s->weight.granularity == QP_GRAN_BLOCK || s->activation.granularity == QP_GRAN_GROUP)
+            support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: %s per-block scales not yet implemented on vulkan",
+                    qp_vk_scheme_name(s->kind));
+        break;
+    default:
+        support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: %s not yet implemented on vulkan", qp_vk_scheme_name(s->kind));
+        return QP_OK;
+    }
+    if (out->level == QP_SUPPORT_NATIVE && K > 0 && (uint64_t)((K + 15) / 16 * 16) > d->max_range)
+        support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: one weight row exceeds %s", "maxStorageBufferRange");
+    return QP_OK;
+}
+
+static qp_status vk_buffer_alloc(void *dev, size_t bytes, void **buf) {
+    qp_vk_device *d = dev;
+    *buf = NULL;
+    qp_vk_buf *b = calloc(1, sizeof *b);
+    if (!b) return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: out of host memory", d->index);
+    qp_status st = qp_vk_buf_create(d, bytes, false, "a device buffer", b);
+    if (st != QP_OK) { free(b); return st; }
+    *buf = b;
+    return QP_OK;
+}
+
+static void vk_buffer_free(void *dev, void *buf) {
+    if (!buf) return;
+    qp_vk_buf_destroy(dev, buf);
+    free(buf);
+}
+
+static qp_status vk_buffer_upload(void *dev, void *buf, size_t off, const void *src, size_t bytes) {
+    return qp_vk_upload(dev, buf, off, src, bytes);
+}
+
+static qp_status vk_buffer_download(void *dev, void *buf, size_t off, void *dst, size_t bytes) {
+    return qp_vk_download(dev, buf, off, dst, bytes);
+}
+
+/* Every submission is waited for; nothing is left queued. */
+static qp_status vk_synchronize(void *dev) { (void)dev; return QP_OK; }
+
+static const qp_backend_ops vk_ops = {
+    .abi_version = QP_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(qp_backend_ops),
+    .name = "vulkan",
+    .init = vk_init,
+    .shutdown = vk_shutdown,
+    .device_count = vk_device_count,
+    .device_get = vk_device_get,
+    .device_info = vk_device_info,
+    .device_supports = vk_device_supports,
+    .buffer_alloc = vk_buffer_alloc,
+    .buffer_free = vk_buffer_free,
+    .buffer_upload = vk_buffer_upload,
+    .buffer_download = vk_buffer_download,
+    .linear_prepare = qp_vk_linear_prepare,
+    .linear_destroy = qp_vk_linear_destroy,
+    .linear_forward = qp_vk_linear_forward,
+    .linear_describe = qp_vk_linear_describe,
+    .synchronize = vk_synchronize,
+};
+
+QP_VK_EXPORT const qp_backend_ops *qp_backend_entry(void) { return &vk_ops; }

@@ -1,0 +1,353 @@
+/* Instance, physical devices and their feature/property chains, logical
+ * device creation (issue 4). Only what the shaders need is enabled:
+ * storageBuffer16BitAccess always, shaderIntegerDotProduct when present
+ * (the OpSDot shader variants declare it; without it enabled the validation
+ * layer reports VUID-VkShaderModuleCreateInfo-pCode-01091, TOOLCHAIN.md). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+#define VALIDATION_LAYER "VK_LAYER_KHRONOS_validation"
+
+static VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                                       VkDebugUtilsMessageTypeFlagsEXT types,
+                                                       const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
+    (void)types;
+    qp_vk_backend *be = user;
+    if (severity & (VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT)) {
+        be->validation_messages++;
+        QP_VK_LOG(be, (severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT) ? QP_LOG_ERROR : QP_LOG_WARN,
+                  "vulkan validation: %s", data && data->pMessage ? data->pMessage : "(no message)");
+    }
+    return VK_FALSE;
+}
+
+static bool has_layer(qp_vk_backend *be, const char *name) {
+    uint32_t n = 0;
+    if (be->fn.vkEnumerateInstanceLayerProperties(&n, NULL) != VK_SUCCESS || !n) return false;
+    VkLayerProperties *p = calloc(n, sizeof *p);
+    bool found = false;
+    if (p && be->fn.vkEnumerateInstanceLayerProperties(&n, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++) found = !strcmp(p[i].layerName, name);
+    free(p);
+    return found;
+}
+
+static bool has_instance_ext(qp_vk_backend *be, const char *layer, const char *name) {
+    uint32_t n = 0;
+    if (be->fn.vkEnumerateInstanceExtensionProperties(layer, &n, NULL) != VK_SUCCESS || !n) return false;
+    VkExtensionProperties *p = calloc(n, sizeof *p);
+    bool found = false;
+    if (p && be->fn.vkEnumerateInstanceExtensionProperties(layer, &n, p) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++) found = !strcmp(p[i].extensionName, name);
+    free(p);
+    return found;
+}
+
+qp_status qp_vk_instance_create(qp_vk_backend *be) {
+    uint32_t loader_version = VK_API_VERSION_1_0;
+    if (be->fn.vkEnumerateInstanceVersion) be->fn.vkEnumerateInstanceVersion(&loader_version);
+    if (loader_version < VK_API_VERSION_1_2) {
+        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: the loader supports only Vulkan %u.%u; 1.2 is needed",
+                  VK_API_VERSION_MAJOR(loader_version), VK_API_VERSION_MINOR(loader_version));
+        return QP_OK;
+    }
+    VkApplicationInfo app = {
+        .sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
+        .pApplicationName = "qport",
+        .pEngineName = "qport",
+        .apiVersion = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2,
+    };
+    const char *layers[1], *exts[1];
+    uint32_t n_layers = 0, n_exts = 0;
+    VkDebugUtilsMessengerCreateInfoEXT dbg = {
+        .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
+        .messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT,
+        .messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT | VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                       VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT,
+        .pfnUserCallback = on_debug_message,
+        .pUserData = be,
+    };
+    bool debug_utils = false;
+    if (be->host->validation) {
+        if (has_layer(be, VALIDATION_LAYER)) {
+            layers[n_layers++] = VALIDATION_LAYER;
+            if (has_instance_ext(be, VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) ||
+                has_instance_ext(be, NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
+                exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+                debug_utils = true;
+            }
+            be->validation = true;
+        } else {
+            QP_VK_LOG(be, QP_LOG_WARN, "vulkan: validation requested but %s is not installed", VALIDATION_LAYER);
+        }
+    }
+    VkInstanceCreateInfo ci = {
+        .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
+        .pNext = debug_utils ? &dbg : NULL,
+        .pApplicationInfo = &app,
+        .enabledLayerCount = n_layers,
+        .ppEnabledLayerNames = layers,
+        .enabledExtensionCount = n_exts,
+        .ppEnabledExtensionNames = exts,
+    };
+    VkResult r = be->fn.vkCreateInstance(&ci, NULL, &be->instance);
+    if (r != VK_SUCCESS) {
+        be->instance = VK_NULL_HANDLE;
+        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: vkCreateInstance failed: %s (no usable driver)", qp_vk_result_str(r));
+        return QP_OK;
+    }
+    char why[160];
+    if (!qp_vk_load_instance(&be->fn, be->instance, why, sizeof why)) {
+        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: %s", why);
+        PFN_vkDestroyInstance destroy = (PFN_vkDestroyInstance)be->fn.vkGetInstanceProcAddr(be->instance, "vkDestroyInstance");
+        if (destroy) destroy(be->instance, NULL);
+        be->instance = VK_NULL_HANDLE;
+        return QP_OK;
+    }
+    if (debug_utils && be->fn.vkCreateDebugUtilsMessengerEXT) {
+        r = be->fn.vkCreateDebugUtilsMessengerEXT(be->instance, &dbg, NULL, &be->messenger);
+        if (r != VK_SUCCESS) {
+            be->messenger = VK_NULL_HANDLE;
+            QP_VK_LOG(be, QP_LOG_WARN, "vulkan: vkCreateDebugUtilsMessengerEXT failed: %s", qp_vk_result_str(r));
+        }
+    }
+    return QP_OK;
+}
+
+void qp_vk_instance_destroy(qp_vk_backend *be) {
+    if (!be->instance) return;
+    if (be->messenger && be->fn.vkDestroyDebugUtilsMessengerEXT)
+        be->fn.vkDestroyDebugUtilsMessengerEXT(be->instance, be->messenger, NULL);
+    be->fn.vkDestroyInstance(be->instance, NULL);
+    be->instance = VK_NULL_HANDLE;
+    be->messenger = VK_NULL_HANDLE;
+}
+
+static bool has_device_ext(qp_vk_backend *be, VkPhysicalDevice p, const char *name) {
+    uint32_t n = 0;
+    if (be->fn.vkEnumerateDeviceExtensionProperties(p, NULL, &n, NULL) != VK_SUCCESS || !n) return false;
+    VkExtensionProperties *e = calloc(n, sizeof *e);
+    bool found = false;
+    if (e && be->fn.vkEnumerateDeviceExtensionProperties(p, NULL, &n, e) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++) found = !strcmp(e[i].extensionName, name);
+    free(e);
+    return found;
+}
+
+/* Debug knobs (README "Vulkan backend"): a lower per-binding limit to test
+ * weight splitting, and a device that pretends to lack integer dot product. */
+static uint64_t env_u64(const char *name, uint64_t dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end;
+    unsigned long long x = strtoull(v, &end, 0);
+    return *end || !x ? dflt : (uint64_t)x;
+}
+
+qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int index) {
+    qp_vk_fns *f = &be->fn;
+    VkPhysicalDeviceProperties props;
+    f->vkGetPhysicalDeviceProperties(phys, &props);
+    if (props.apiVersion < VK_API_VERSION_1_2) {
+        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: device '%s' supports only Vulkan %u.%u; 1.2 is needed", props.deviceName,
+                  VK_API_VERSION_MAJOR(props.apiVersion), VK_API_VERSION_MINOR(props.apiVersion));
+        return NULL;
+    }
+    uint32_t inst_version = VK_API_VERSION_1_2;
+    if (f->vkEnumerateInstanceVersion) f->vkEnumerateInstanceVersion(&inst_version);
+    bool core13 = props.apiVersion >= VK_API_VERSION_1_3 && inst_version >= VK_API_VERSION_1_3;
+    bool dot_ext = !core13 && has_device_ext(be, phys, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    bool sgc_ext = !core13 && has_device_ext(be, phys, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+
+    /* properties chain */
+    VkPhysicalDeviceShaderIntegerDotProductProperties dotp = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+    VkPhysicalDeviceSubgroupSizeControlProperties sgc = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+    VkPhysicalDeviceSubgroupProperties sgp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+    VkPhysicalDeviceDriverProperties drv = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, .pNext = &sgp};
+    VkPhysicalDeviceMaintenance3Properties m3 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES, .pNext = &drv};
+    VkPhysicalDeviceIDProperties idp = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES, .pNext = &m3};
+    VkPhysicalDeviceProperties2 p2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2, .pNext = &idp};
+    if (core13 || sgc_ext) { sgc.pNext = p2.pNext; p2.pNext = &sgc; }
+    if (core13 || dot_ext) { dotp.pNext = p2.pNext; p2.pNext = &dotp; }
+    f->vkGetPhysicalDeviceProperties2(phys, &p2);
+
+    /* features chain */
+    VkPhysicalDeviceShaderIntegerDotProductFeatures dotf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+    VkPhysicalDeviceVulkan12Features v12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+    VkPhysicalDeviceVulkan11Features v11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &v12};
+    VkPhysicalDeviceFeatures2 f2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &v11};
+    if (core13 || dot_ext) v12.pNext = &dotf;
+    f->vkGetPhysicalDeviceFeatures2(phys, &f2);
+
+    if (!v11.storageBuffer16BitAccess) {
+        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: device '%s' lacks storageBuffer16BitAccess (fp16/bf16 activations)",
+                  props.deviceName);
+        return NULL;
+    }
+    uint32_t nq = 0;
+    f->vkGetPhysicalDeviceQueueFamilyProperties(phys, &nq, NULL);
+    VkQueueFamilyProperties *qf = calloc(nq ? nq : 1, sizeof *qf);
+    if (!qf) return NULL;
+    f->vkGetPhysicalDeviceQueueFamilyProperties(phys, &nq, qf);
+    uint32_t qfam = UINT32_MAX;
+    for (uint32_t i = 0; i < nq && qfam == UINT32_MAX; i++)
+        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) qfam = i;
+    free(qf);
+    if (qfam == UINT32_MAX) {
+        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: device '%s' has no compute queue", props.deviceName);
+        return NULL;
+    }
+
+    qp_vk_device *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->be = be;
+    d->index = index;
+    d->phys = phys;
+    d->props = props;
+    d->queue_family = qfam;
+    memcpy(d->driver_name, drv.driverName, sizeof d->driver_name);
+    memcpy(d->driver_info, drv.driverInfo, sizeof d->driver_info);
+    memcpy(d->uuid, idp.deviceUUID, VK_UUID_SIZE);
+    d->has_uuid = true;
+    d->storage16 = true;
+    d->storage8 = v12.storageBuffer8BitAccess;
+    d->int8_arith = v12.shaderInt8;
+    d->fp16_arith = v12.shaderFloat16;
+    d->int_dot = (core13 || dot_ext) && dotf.shaderIntegerDotProduct && !env_u64("QPORT_VK_NO_INT_DOT", 0);
+    d->int_dot_accel = d->int_dot && dotp.integerDotProduct4x8BitPackedSignedAccelerated;
+    d->subgroup_min = (core13 || sgc_ext) ? sgc.minSubgroupSize : sgp.subgroupSize;
+    d->subgroup_max = (core13 || sgc_ext) ? sgc.maxSubgroupSize : sgp.subgroupSize;
+    d->max_range = props.limits.maxStorageBufferRange;
+    uint64_t knob = env_u64("QPORT_VK_MAX_BINDING", 0);
+    d->weight_range = knob && knob < d->max_range ? knob & ~(uint64_t)15 : d->max_range;
+    d->max_alloc = m3.maxMemoryAllocationSize;
+    d->max_wg_invocations = props.limits.maxComputeWorkGroupInvocations;
+
+    VkPhysicalDeviceMemoryProperties mp;
+    f->vkGetPhysicalDeviceMemoryProperties(phys, &mp);
+    d->mem_local = d->mem_host = UINT32_MAX;
+    for (uint32_t i = 0; i < mp.memoryTypeCount; i++) {
+        VkMemoryPropertyFlags fl = mp.memoryTypes[i].propertyFlags;
+        if (d->mem_local == UINT32_MAX && (fl & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) d->mem_local = i;
+        if (d->mem_host == UINT32_MAX && (fl & VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT) &&
+            (fl & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT))
+            d->mem_host = i;
+    }
+    for (uint32_t i = 0; i < mp.memoryHeapCount; i++)
+        if (mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) d->local_bytes += mp.memoryHeaps[i].size;
+    if (d->mem_local == UINT32_MAX) d->mem_local = d->mem_host;
+    if (d->mem_host == UINT32_MAX) {
+        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: device '%s' has no host-visible coherent memory", props.deviceName);
+        free(d);
+        return NULL;
+    }
+
+    /* logical device: enable only what is used */
+    float prio = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO, .queueFamilyIndex = qfam,
+                                   .queueCount = 1, .pQueuePriorities = &prio};
+    VkPhysicalDeviceShaderIntegerDotProductFeatures en_dot = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES, .shaderIntegerDotProduct = VK_TRUE};
+    VkPhysicalDeviceVulkan11Features en11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
+                                             .storageBuffer16BitAccess = VK_TRUE};
+    if (d->int_dot) en11.pNext = &en_dot;
+    const char *dev_exts[1];
+    uint32_t n_dev_exts = 0;
+    if (d->int_dot && dot_ext) dev_exts[n_dev_exts++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
+    VkDeviceCreateInfo dci = {
+        .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+        .pNext = &en11,
+        .queueCreateInfoCount = 1,
+        .pQueueCreateInfos = &qci,
+        .enabledExtensionCount = n_dev_exts,
+        .ppEnabledExtensionNames = dev_exts,
+    };
+    VkResult r = f->vkCreateDevice(phys, &dci, NULL, &d->dev);
+    if (r != VK_SUCCESS) {
+        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: vkCreateDevice('%s') failed: %s", props.deviceName, qp_vk_result_str(r));
+        free(d);
+        return NULL;
+    }
+    f->vkGetDeviceQueue(d->dev, qfam, 0, &d->queue);
+    if (qp_vk_submission_init(d) != QP_OK || qp_vk_pipelines_init(d) != QP_OK) {
+        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: device '%s': setup failed", props.deviceName);
+        qp_vk_device_destroy(d);
+        return NULL;
+    }
+    QP_VK_LOG(be, QP_LOG_DEBUG,
+              "vulkan:%d '%s': int-dot %d (accelerated %d), subgroup %u..%u, max binding %" PRIu64 " bytes, weight chunks %"
+              PRIu64 " bytes", index, props.deviceName, d->int_dot, d->int_dot_accel, d->subgroup_min, d->subgroup_max,
+              d->max_range, d->weight_range);
+    return d;
+}
+
+void qp_vk_device_destroy(qp_vk_device *d) {
+    if (!d) return;
+    if (d->dev) {
+        d->be->fn.vkDeviceWaitIdle(d->dev);
+        qp_vk_buf_destroy(d, &d->xq);
+        qp_vk_buf_destroy(d, &d->st);
+        qp_vk_buf_destroy(d, &d->dummy);
+        qp_vk_pipelines_destroy(d);
+        qp_vk_submission_destroy(d);
+        d->be->fn.vkDestroyDevice(d->dev, NULL);
+    }
+    free(d);
+}
+
+static const char *vendor_name(uint32_t id) {
+    switch (id) {
+    case 0x10DE: return "NVIDIA";
+    case 0x1002: return "AMD";
+    case 0x8086: return "Intel";
+    case 0x10005: return "Mesa";
+    case 0x13B5: return "ARM";
+    case 0x5143: return "Qualcomm";
+    case 0x106B: return "Apple";
+    default: return NULL;
+    }
+}
+
+qp_status qp_vk_device_info(qp_vk_device *d, qp_device_info *out) {
+    snprintf(out->backend, sizeof out->backend, "vulkan");
+    out->index = d->index;
+    snprintf(out->name, sizeof out->name, "%.127s", d->props.deviceName);
+    const char *v = vendor_name(d->props.vendorID);
+    if (v) snprintf(out->vendor, sizeof out->vendor, "%s", v);
+    else snprintf(out->vendor, sizeof out->vendor, "0x%04x", d->props.vendorID);
+    snprintf(out->driver, sizeof out->driver, "%.60s %.60s", d->driver_name, d->driver_info);
+    snprintf(out->api_version, sizeof out->api_version, "%u.%u.%u", VK_API_VERSION_MAJOR(d->props.apiVersion),
+             VK_API_VERSION_MINOR(d->props.apiVersion), VK_API_VERSION_PATCH(d->props.apiVersion));
+    switch (d->props.deviceType) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: out->kind = QP_DEVICE_DISCRETE_GPU; break;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: out->kind = QP_DEVICE_INTEGRATED_GPU; break;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: out->kind = QP_DEVICE_CPU_CLASS; break;
+    default: out->kind = QP_DEVICE_VIRTUAL_GPU; break;
+    }
+    out->memory_bytes = d->local_bytes;
+    memcpy(out->uuid, d->uuid, sizeof out->uuid);
+    out->has_uuid = d->has_uuid;
+    out->cuda_cc = -1;
+    out->same_as[0] = '\0';
+    qp_device_caps *c = &out->caps;
+    c->int8_storage = d->storage8;
+    c->int8_arith = d->int8_arith;
+    c->fp16_arith = d->fp16_arith;
+    c->bf16 = 1; /* bf16 <-> fp32 by integer ops in the shaders */
+    c->int_dot = d->int_dot;
+    c->int_dot_accelerated = d->int_dot_accel;
+    c->tensor_core_int8 = -1;
+    c->tensor_core_fp8 = -1;
+    c->subgroup_min = (int)d->subgroup_min;
+    c->subgroup_max = (int)d->subgroup_max;
+    c->shared_mem_bytes = d->props.limits.maxComputeSharedMemorySize;
+    c->max_buffer_bytes = (int64_t)d->max_range;
+    c->max_alloc_bytes = (int64_t)d->max_alloc;
+    return QP_OK;
+}

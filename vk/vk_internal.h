@@ -1,0 +1,208 @@
+/* Vulkan backend internals (issue 4): one header shared by the vk_*.c files
+ * of libqport-vk.so. The plugin talks to the core only through qp_host. */
+#ifndef QP_VK_INTERNAL_H
+#define QP_VK_INTERNAL_H
+
+#define VK_NO_PROTOTYPES
+#include <vulkan/vulkan_core.h>
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* ---- vk_loader.c: libvulkan.so.1 through dlopen ------------------------ */
+#define QP_VK_GLOBAL_FNS(X) \
+    X(vkCreateInstance) X(vkEnumerateInstanceExtensionProperties) X(vkEnumerateInstanceLayerProperties) \
+    X(vkEnumerateInstanceVersion)
+
+#define QP_VK_INSTANCE_FNS(X) \
+    X(vkDestroyInstance) X(vkEnumeratePhysicalDevices) X(vkGetPhysicalDeviceProperties) \
+    X(vkGetPhysicalDeviceProperties2) X(vkGetPhysicalDeviceFeatures2) X(vkGetPhysicalDeviceMemoryProperties) \
+    X(vkGetPhysicalDeviceQueueFamilyProperties) X(vkEnumerateDeviceExtensionProperties) X(vkCreateDevice) \
+    X(vkDestroyDevice) X(vkGetDeviceQueue) X(vkCreateBuffer) X(vkDestroyBuffer) \
+    X(vkGetBufferMemoryRequirements) X(vkAllocateMemory) X(vkFreeMemory) X(vkBindBufferMemory) \
+    X(vkMapMemory) X(vkUnmapMemory) X(vkCreateCommandPool) X(vkDestroyCommandPool) \
+    X(vkAllocateCommandBuffers) X(vkResetCommandBuffer) X(vkBeginCommandBuffer) X(vkEndCommandBuffer) \
+    X(vkCmdCopyBuffer) X(vkCmdBindPipeline) X(vkCmdBindDescriptorSets) X(vkCmdPushConstants) \
+    X(vkCmdDispatch) X(vkCmdPipelineBarrier) X(vkQueueSubmit) X(vkCreateFence) X(vkDestroyFence) \
+    X(vkWaitForFences) X(vkResetFences) X(vkCreateShaderModule) X(vkDestroyShaderModule) \
+    X(vkCreatePipelineCache) X(vkDestroyPipelineCache) X(vkGetPipelineCacheData) \
+    X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkCreateDescriptorSetLayout) \
+    X(vkDestroyDescriptorSetLayout) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) \
+    X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) X(vkAllocateDescriptorSets) \
+    X(vkUpdateDescriptorSets) X(vkDeviceWaitIdle)
+
+/* Present only with VK_EXT_debug_utils (validation runs). */
+#define QP_VK_OPTIONAL_FNS(X) X(vkCreateDebugUtilsMessengerEXT) X(vkDestroyDebugUtilsMessengerEXT)
+
+typedef struct qp_vk_fns {
+    void *lib;
+    PFN_vkGetInstanceProcAddr vkGetInstanceProcAddr;
+#define QP_VK_DECL(name) PFN_##name name;
+    QP_VK_GLOBAL_FNS(QP_VK_DECL)
+    QP_VK_INSTANCE_FNS(QP_VK_DECL)
+    QP_VK_OPTIONAL_FNS(QP_VK_DECL)
+#undef QP_VK_DECL
+} qp_vk_fns;
+
+/* Opens the loader; false with a reason when it is absent. */
+bool qp_vk_load_library(qp_vk_fns *f, char *why, size_t cap);
+/* Instance-level entry points (false and the first missing name). */
+bool qp_vk_load_instance(qp_vk_fns *f, VkInstance inst, char *why, size_t cap);
+void qp_vk_unload(qp_vk_fns *f);
+const char *qp_vk_result_str(VkResult r);
+
+/* ---- objects ------------------------------------------------------------ */
+typedef struct qp_vk_buf {
+    VkBuffer buf;
+    VkDeviceMemory mem;
+    size_t size;       /* the size asked for                              */
+    size_t alloc_size; /* the VkBuffer's size (rounded up to 16 bytes)    */
+} qp_vk_buf;
+
+/* Shaders embedded by vk_shaders.c (vk_*.spv.inc made by glslangValidator). */
+typedef enum qp_vk_shader {
+    QP_VK_SH_ACT_STATS = 0,
+    QP_VK_SH_ACT_QUANT,
+    QP_VK_SH_GEMV_I8,
+    QP_VK_SH_GEMM_I8,
+    QP_VK_SH_GEMV_FP8,
+    QP_VK_SH_GEMM_FP8,
+    QP_VK_SH_GEMV_I8_DOT,
+    QP_VK_SH_GEMM_I8_DOT,
+    QP_VK_SH_COUNT
+} qp_vk_shader;
+
+typedef struct qp_vk_spirv {
+    const char *name;
+    const uint32_t *code; /* NULL: not built (no OpSDot support in glslang) */
+    size_t bytes;
+} qp_vk_spirv;
+const qp_vk_spirv *qp_vk_spirv_get(qp_vk_shader id);
+
+/* Specialization constants (ids match the shaders' constant_id). */
+#define QP_VK_SPEC_WG 0
+#define QP_VK_SPEC_MODE 1
+#define QP_VK_SPEC_BF16 2
+#define QP_VK_SPEC_BIAS 3
+#define QP_VK_SPEC_EPI 4
+#define QP_VK_SPEC_COUNT 5
+
+/* Push constants: the PC block of shaders/vk_layout.glsl. */
+typedef struct qp_vk_push {
+    uint32_t M, K, Kw, N, n_base, n_count;
+    float input_scale;
+    int32_t input_zp;
+    uint32_t m_base;
+} qp_vk_push;
+
+#define QP_VK_BINDINGS 8
+#define QP_VK_ST_WORDS 8 /* per-row statistics words (vk_layout.glsl) */
+#define QP_VK_GEMV_MAX_M 16
+#define QP_VK_GEMV_COLS 4 /* NC of vk_gemv_*.comp */
+#define QP_VK_GEMV_WG 64
+#define QP_VK_TILE 64
+
+typedef struct qp_vk_pipe {
+    qp_vk_shader shader;
+    uint32_t spec[QP_VK_SPEC_COUNT];
+    VkPipeline pipeline;
+} qp_vk_pipe;
+
+struct qp_vk_backend;
+
+typedef struct qp_vk_device {
+    struct qp_vk_backend *be;
+    int index;
+    VkPhysicalDevice phys;
+    VkDevice dev;
+    VkQueue queue;
+    uint32_t queue_family;
+    VkPhysicalDeviceProperties props;
+    char driver_name[VK_MAX_DRIVER_NAME_SIZE];
+    char driver_info[VK_MAX_DRIVER_INFO_SIZE];
+    uint8_t uuid[VK_UUID_SIZE];
+    bool has_uuid;
+    /* capabilities */
+    bool storage16, storage8, int8_arith, fp16_arith;
+    bool int_dot;          /* shaderIntegerDotProduct (enabled at creation) */
+    bool int_dot_accel;    /* integerDotProduct4x8BitPackedSignedAccelerated */
+    uint32_t subgroup_min, subgroup_max;
+    uint64_t max_range;    /* maxStorageBufferRange: any one binding          */
+    uint64_t weight_range; /* weight chunks: max_range or QPORT_VK_MAX_BINDING */
+    uint64_t max_alloc;
+    uint64_t local_bytes;
+    uint32_t max_wg_invocations;
+    uint32_t mem_local, mem_host; /* memory type indices                     */
+    bool host_coherent;
+    /* submission */
+    VkCommandPool pool;
+    VkCommandBuffer cmd;
+    VkFence fence;
+    qp_vk_buf staging;
+    void *staging_map;
+    /* forward scratch: quantized activations and row statistics */
+    qp_vk_buf xq, st, dummy;
+    /* pipelines */
+    VkPipelineCache cache;
+    VkDescriptorSetLayout dsl;
+    VkPipelineLayout layout;
+    VkShaderModule modules[QP_VK_SH_COUNT];
+    qp_vk_pipe *pipes;
+    size_t n_pipes, cap_pipes;
+} qp_vk_device;
+
+typedef struct qp_vk_backend {
+    const qp_host *host;
+    qp_vk_fns fn;
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    bool validation;
+    unsigned validation_messages; /* WARNING + ERROR seen                   */
+    int n_devices;
+    qp_vk_device **devices;
+} qp_vk_backend;
+
+#define QP_VK_ERR(d, st, ...) ((d)->be->host->error((d)->be->host->ctx, (st), __VA_ARGS__))
+#define QP_VK_LOG(be, lvl, ...) ((be)->host->log((be)->host->ctx, (lvl), __VA_ARGS__))
+
+/* Scheme names for messages (the plugin does not link libqport). */
+const char *qp_vk_scheme_name(qp_scheme_kind k);
+
+/* ---- vk_device.c ---------------------------------------------------------- */
+qp_status qp_vk_instance_create(qp_vk_backend *be);
+void qp_vk_instance_destroy(qp_vk_backend *be);
+/* Creates the logical device for a physical one; NULL (logged) when the
+ * device lacks what the shaders need. */
+qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int index);
+void qp_vk_device_destroy(qp_vk_device *d);
+qp_status qp_vk_device_info(qp_vk_device *d, qp_device_info *out);
+
+/* ---- vk_memory.c ----------------------------------------------------------- */
+qp_status qp_vk_buf_create(qp_vk_device *d, size_t bytes, bool host_visible, const char *what, qp_vk_buf *out);
+void qp_vk_buf_destroy(qp_vk_device *d, qp_vk_buf *b);
+qp_status qp_vk_upload(qp_vk_device *d, qp_vk_buf *b, size_t off, const void *src, size_t bytes);
+qp_status qp_vk_download(qp_vk_device *d, qp_vk_buf *b, size_t off, void *dst, size_t bytes);
+/* Grows a scratch buffer to at least `bytes`. */
+qp_status qp_vk_buf_reserve(qp_vk_device *d, qp_vk_buf *b, size_t bytes, const char *what);
+/* One command buffer per device: begin, then submit and wait. */
+qp_status qp_vk_cmd_begin(qp_vk_device *d);
+qp_status qp_vk_cmd_submit(qp_vk_device *d, const char *what);
+qp_status qp_vk_submission_init(qp_vk_device *d);
+void qp_vk_submission_destroy(qp_vk_device *d);
+
+/* ---- vk_pipeline.c ------------------------------------------------------------ */
+qp_status qp_vk_pipelines_init(qp_vk_device *d);
+void qp_vk_pipelines_destroy(qp_vk_device *d);
+qp_status qp_vk_pipeline_get(qp_vk_device *d, qp_vk_shader sh, const uint32_t spec[QP_VK_SPEC_COUNT],
+                             VkPipeline *out);
+
+/* ---- vk_linear.c ---------------------------------------------------------------- */
+qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path, void **lin);
+void qp_vk_linear_destroy(void *dev, void *lin);
+qp_status qp_vk_linear_forward(void *dev, void *lin, void *x, int M, void *y);
+void qp_vk_linear_describe(void *dev, void *lin, int M, char *out, size_t cap);
+
+#endif
