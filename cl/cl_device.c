@@ -117,7 +117,11 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
     /* Test knob: run the *_dot kernels with a plain-C dot on devices
      * without the extension, so their indexing is proven on PoCL too. */
     const char *fake = getenv("QPORT_CL_FAKE_INT_DOT");
-    if (!d->has_int_dot && fake && fake[0] && strcmp(fake, "0")) {
+    if (!d->has_int_dot && fake && !strcmp(fake, "ext")) {
+        /* pretend the extension exists: dot() then fails to compile, which
+         * tests the rebuild without int-dot (cl_program.c) */
+        d->has_int_dot = d->int_dot_ext = 1;
+    } else if (!d->has_int_dot && fake && fake[0] && strcmp(fake, "0")) {
         d->has_int_dot = 1;
         d->int_dot_emulated = 1;
     }

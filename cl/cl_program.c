@@ -193,12 +193,12 @@ static void store_cached(qp_cl_device *d, cl_program prog, const char *path, con
     free(buf);
 }
 
-qp_status qp_cl_program_ensure(qp_cl_device *d) {
-    if (d->program) return QP_OK;
-    qp_status st = qp_cl_device_open(d);
-    if (st != QP_OK) return st;
+/* The program for the device's current options: from the cache or built
+ * from source (and cached). */
+static qp_status build_program(qp_cl_device *d, cl_program *out) {
     qp_cl_api *api = &d->be->api;
     const qp_host *host = d->be->host;
+    qp_status st = QP_OK;
     char opts[256];
     build_options(d, opts, sizeof opts);
     size_t src_len = 0;
@@ -253,6 +253,29 @@ qp_status qp_cl_program_ensure(qp_cl_device *d) {
         if (path[0]) store_cached(d, prog, path, &key);
     }
     free(src);
+    QP_CL_LOG(d->be, QP_LOG_DEBUG, "opencl:%d: program %s, options \"%s\"", d->index, d->build_note, opts);
+    *out = prog;
+    return QP_OK;
+}
+
+qp_status qp_cl_program_ensure(qp_cl_device *d) {
+    if (d->program) return QP_OK;
+    qp_status st = qp_cl_device_open(d);
+    if (st != QP_OK) return st;
+    qp_cl_api *api = &d->be->api;
+    cl_program prog = NULL;
+    st = build_program(d, &prog);
+    if (st == QP_ERR_DEVICE && d->int_dot_ext) {
+        /* a driver that lists cl_khr_integer_dot_product but cannot compile
+         * dot(): keep the backend, without the int-dot kernels */
+        QP_CL_LOG(d->be, QP_LOG_WARN, "opencl:%d: the int-dot build failed; rebuilding with plain int8 kernels",
+                  d->index);
+        d->int_dot_ext = 0;
+        d->has_int_dot = d->int_dot_emulated;
+        d->info.caps.int_dot = d->info.caps.int_dot_accelerated = 0;
+        st = build_program(d, &prog);
+    }
+    if (st != QP_OK) return st;
     for (int i = 0; i < QP_CL_K_COUNT; i++) {
         cl_int err = CL_SUCCESS;
         d->kernels[i] = api->clCreateKernel(prog, kernel_names[i], &err);
@@ -265,7 +288,6 @@ qp_status qp_cl_program_ensure(qp_cl_device *d) {
         }
     }
     d->program = prog;
-    QP_CL_LOG(d->be, QP_LOG_DEBUG, "opencl:%d: program %s, options \"%s\"", d->index, d->build_note, opts);
     return QP_OK;
 }
 
