@@ -773,6 +773,12 @@ static void faults(void) {
         st = fresh_prepare_and_run(1);
         CHECK(st == QP_OK && !strstr(logbuf, "rejected"), "rebuilt entry not reused: %s", logbuf);
     }
+    /* QPORT_CACHE_DIR=off (cache_dir ""): built, nothing written */
+    clear_cache();
+    host.cache_dir = "";
+    st = fresh_prepare_and_run(1);
+    host.cache_dir = cache_dir;
+    CHECK(st == QP_OK && count_cache_files(NULL, 0) == 0, "cache off: %d, %d files", (int)st, count_cache_files(NULL, 0));
     /* the ICD loader missing: zero devices and a logged reason */
     setenv("QPORT_CL_LIBRARY", "/nonexistent/libOpenCL.so.1", 1);
     void *s3 = NULL;
