@@ -128,6 +128,9 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
     cl_device_fp_config fpc = 0;
     api->clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fpc, &fpc, NULL);
     d->has_cr_div = (fpc & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+    if (!(fpc & CL_FP_DENORM))
+        QP_CL_LOG(be, QP_LOG_INFO, "opencl: %s flushes fp32 denormals: results below 2^-126 may differ from the "
+                  "reference", in->name);
     /* divisions: the device's correctly rounded '/' where it has one, else
      * through double, else fma-corrected; QPORT_CL_DIV forces one (tests) */
     const char *dv = getenv("QPORT_CL_DIV");

@@ -32,7 +32,7 @@ inline ushort qp_epilogue_i8(int acc, int m, int n, int flags, __global const fl
     int bf16 = (flags & QP_EPI_BF16) != 0;
     if (flags & QP_EPI_QQQ) {
         /* fp16( (float(acc) * s_channel) * s_tok ), then y += bias in fp16 */
-        float v = ((float)acc * wsc[n]) * sx[m];
+        float v = (convert_float_rte(acc) * wsc[n]) * sx[m]; /* cvt.rn.f32.s32 */
         uint h = qp_f32_to_f16(v);
         if (flags & QP_EPI_BIAS) h = qp_f32_to_f16(qp_f16_to_f32(h) + qp_f16_to_f32(bias[n]));
         return (ushort)h;
@@ -43,12 +43,12 @@ inline ushort qp_epilogue_i8(int acc, int m, int n, int flags, __global const fl
         uint corr = (flags & QP_EPI_STATIC) ? (uint)adj[n] : (uint)szp[m] * (uint)adj[n];
         t = as_int((uint)t - corr);
     }
-    float v;
+    float v, tf = convert_float_rte(t);
     if (flags & (QP_EPI_ASYM | QP_EPI_BIAS)) {
         float b = (flags & QP_EPI_BIAS) ? qp_act_load(bias, n, bf16) : 0.0f;
-        v = fma(s_a, s_b * (float)t, b);
+        v = fma(s_a, s_b * tf, b);
     } else {
-        v = s_a * (s_b * (float)t);
+        v = s_a * (s_b * tf);
     }
     return qp_act_encode(v, bf16);
 }
