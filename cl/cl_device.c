@@ -90,6 +90,14 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
     api->clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof d->max_wg, &d->max_wg, NULL);
     in->memory_bytes = gmem;
     d->max_alloc = alloc;
+    /* weights larger than one allocation are split in column chunks; the
+     * test knob makes chunks small enough to test that on small layers */
+    d->weight_chunk_max = alloc;
+    const char *wc = getenv("QPORT_CL_WEIGHT_CHUNK");
+    if (wc && wc[0]) {
+        unsigned long long v = strtoull(wc, NULL, 10);
+        if (v > 0 && v < d->weight_chunk_max) d->weight_chunk_max = v;
+    }
 
     size_t elen = 0;
     char *exts = NULL;

@@ -52,6 +52,7 @@ typedef struct qp_cl_device {
     int int_dot_emulated;       /* QPORT_CL_FAKE_INT_DOT: *_dot kernels with a plain dot (tests) */
     size_t max_wg;
     uint64_t max_alloc;
+    uint64_t weight_chunk_max;  /* largest weight buffer: max_alloc, or QPORT_CL_WEIGHT_CHUNK (tests) */
     /* created at first use */
     cl_context context;
     cl_command_queue queue;

@@ -23,6 +23,7 @@
 #define EPI_QQQ 16
 
 #define GEMV_MAX_M 16
+#define MAX_CHUNKS 64
 #define WG 64
 #define TILE 32
 
@@ -37,7 +38,9 @@ typedef struct qp_cl_linear {
     int flags;
     unsigned path;
     int use_dot;
-    cl_mem w, wsc, adj, bias;
+    cl_mem w[MAX_CHUNKS];       /* weights in column chunks nb .. ne-1      */
+    int n_chunks, chunk_cols;
+    cl_mem wsc, adj, bias;
     cl_mem lut;                 /* QQQ: int8 weight of each code, [G][N][16] */
     int gsz;                    /* QQQ: k per table group (128, or INT_MAX)   */
     cl_mem xq, sx, szp, rowmax;
@@ -46,6 +49,29 @@ typedef struct qp_cl_linear {
 } qp_cl_linear;
 
 static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer);
+
+/* Uploads weights of `row_bytes` per column, split in column chunks that
+ * fit one device allocation (multiples of the 32-column tile). */
+static qp_status upload_weights(qp_cl_device *d, qp_cl_linear *l, const void *w, size_t row_bytes, const char *name,
+                                const char *layer) {
+    size_t N = (size_t)l->N;
+    size_t nc = (size_t)(d->weight_chunk_max / row_bytes);
+    if (nc >= N) nc = N;
+    else nc = nc / 32 * 32;
+    if (nc == 0 || (N + nc - 1) / nc > MAX_CHUNKS)
+        return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': tensor %s (%zu columns of %zu bytes) does "
+                         "not fit in %d buffers of at most %llu bytes", d->index, layer, name, N, row_bytes,
+                         MAX_CHUNKS, (unsigned long long)d->weight_chunk_max);
+    l->chunk_cols = (int)nc;
+    l->n_chunks = (int)((N + nc - 1) / nc);
+    for (int c = 0; c < l->n_chunks; c++) {
+        size_t nb = (size_t)c * nc, ne = nb + nc < N ? nb + nc : N;
+        qp_status st = qp_cl_buffer_from_host(d, (const unsigned char *)w + nb * row_bytes, (ne - nb) * row_bytes,
+                                              name, layer, &l->w[c]);
+        if (st != QP_OK) return st;
+    }
+    return QP_OK;
+}
 
 typedef struct { size_t size; const void *ptr; } karg;
 #define A(v) {sizeof(v), &(v)}
@@ -78,7 +104,8 @@ void qp_cl_linear_destroy(void *dev, void *lin) {
     qp_cl_device *d = dev;
     qp_cl_linear *l = lin;
     if (!l) return;
-    release(d, &l->w); release(d, &l->wsc); release(d, &l->adj); release(d, &l->bias); release(d, &l->lut);
+    for (int i = 0; i < MAX_CHUNKS; i++) release(d, &l->w[i]);
+    release(d, &l->wsc); release(d, &l->adj); release(d, &l->bias); release(d, &l->lut);
     release(d, &l->xq); release(d, &l->sx); release(d, &l->szp); release(d, &l->rowmax);
     free(l);
 }
@@ -162,20 +189,20 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     l->input_zp = s->input_zp;
     l->path = path;
     l->use_dot = s->kind != QP_SCHEME_W8A8_FP8 && d->has_int_dot && !(path & QP_PATH_NO_INT_DOT);
-    size_t nk = (size_t)s->N * (size_t)s->K, n = (size_t)s->N;
+    size_t n = (size_t)s->N;
     if (s->act_dtype == QP_DTYPE_BF16) l->flags |= EPI_BF16;
     if (s->bias) l->flags |= EPI_BIAS;
     switch (s->kind) {
     case QP_SCHEME_W8A8_INT8:
         if (!s->act_symmetric) l->flags |= EPI_ASYM;
         if (s->act == QP_ACT_INT8_STATIC) l->flags |= EPI_STATIC;
-        st = qp_cl_buffer_from_host(d, s->w_i8, nk, "w_i8", layer, &l->w);
+        st = upload_weights(d, l, s->w_i8, (size_t)s->K, "w_i8", layer);
         if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w_scale, n * sizeof(float), "w_scale", layer, &l->wsc);
         if (st == QP_OK && !s->act_symmetric)
             st = qp_cl_buffer_from_host(d, s->azp_adj, n * sizeof(int32_t), "azp_adj", layer, &l->adj);
         break;
     case QP_SCHEME_W8A8_FP8:
-        st = qp_cl_buffer_from_host(d, s->w_u8, nk, "w_u8", layer, &l->w);
+        st = upload_weights(d, l, s->w_u8, (size_t)s->K, "w_u8", layer);
         if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w_scale, n * sizeof(float), "w_scale", layer, &l->wsc);
         break;
     default: /* QQQ: dynamic per-token symmetric int8 activations (spec 5.5 step 1) */
@@ -236,7 +263,7 @@ static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s
             unsigned char *byte = &wq[(size_t)n * Kb + (size_t)ch * 16 + (j & 15)];
             *byte |= (unsigned char)(j < 16 ? c : c << 4);
         }
-    if (st == QP_OK) st = qp_cl_buffer_from_host(d, wq, (size_t)N * Kb, "q4 (packed)", layer, &l->w);
+    if (st == QP_OK) st = upload_weights(d, l, wq, Kb, "q4 (packed)", layer);
     if (st == QP_OK) st = qp_cl_buffer_from_host(d, lut, (size_t)G * N * 16, "w8 table", layer, &l->lut);
     l->gsz = s->group_size == 128 ? 128 : INT_MAX;
 out:
@@ -308,37 +335,49 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
         if (st == QP_OK) st = run_kernel(d, l, QP_CL_K_QUANT_F8, "qp_quant_f8", a, 10, 1, qg, ql);
     }
     if (st != QP_OK) return st;
-    if (use_gemv(l, M)) {
-        size_t g[1] = {(size_t)N * WG}, lo[1] = {WG};
-        for (int m0 = 0; m0 < M && st == QP_OK; m0 += GEMV_MAX_M) {
-            int rows = M - m0 < GEMV_MAX_M ? M - m0 : GEMV_MAX_M;
-            if (qqq) {
-                karg a[] = {A(l->xq), A(l->w), A(l->lut), A(K), A(N), A(l->gsz), A(m0), A(rows), A(l->flags),
-                            A(l->sx), A(l->szp), A(l->wsc), A(adj), A(bias), A(yb->mem)};
-                st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_Q4_DOT : QP_CL_K_GEMV_Q4, "qp_gemv_q4", a, 15, 1, g, lo);
-            } else if (!fp8) {
-                karg a[] = {A(l->xq), A(l->w), A(K), A(N), A(m0), A(rows), A(l->flags), A(l->sx), A(l->szp),
-                            A(l->wsc), A(adj), A(bias), A(yb->mem)};
-                st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_I8_DOT : QP_CL_K_GEMV_I8, "qp_gemv_i8", a, 13, 1, g, lo);
-            } else {
-                karg a[] = {A(l->xq), A(l->w), A(K), A(N), A(m0), A(rows), A(l->flags), A(l->sx), A(l->wsc),
-                            A(bias), A(yb->mem)};
-                st = run_kernel(d, l, QP_CL_K_GEMV_F8, "qp_gemv_f8", a, 11, 1, g, lo);
+    for (int c = 0; c < l->n_chunks && st == QP_OK; c++) {
+        /* weight chunk c holds columns nb .. ne-1 (one chunk unless the
+         * layer is larger than one device allocation) */
+        int nb = c * l->chunk_cols, ne = nb + l->chunk_cols < N ? nb + l->chunk_cols : N;
+        cl_mem w = l->w[c];
+        if (use_gemv(l, M)) {
+            size_t g[1] = {(size_t)(ne - nb) * WG}, lo[1] = {WG};
+            for (int m0 = 0; m0 < M && st == QP_OK; m0 += GEMV_MAX_M) {
+                int rows = M - m0 < GEMV_MAX_M ? M - m0 : GEMV_MAX_M;
+                if (qqq) {
+                    karg a[] = {A(l->xq), A(w), A(l->lut), A(K), A(N), A(nb), A(l->gsz), A(m0), A(rows), A(l->flags),
+                                A(l->sx), A(l->szp), A(l->wsc), A(adj), A(bias), A(yb->mem)};
+                    st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_Q4_DOT : QP_CL_K_GEMV_Q4, "qp_gemv_q4", a, 16, 1, g,
+                                    lo);
+                } else if (!fp8) {
+                    karg a[] = {A(l->xq), A(w), A(K), A(N), A(nb), A(m0), A(rows), A(l->flags), A(l->sx), A(l->szp),
+                                A(l->wsc), A(adj), A(bias), A(yb->mem)};
+                    st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_I8_DOT : QP_CL_K_GEMV_I8, "qp_gemv_i8", a, 14, 1, g,
+                                    lo);
+                } else {
+                    karg a[] = {A(l->xq), A(w), A(K), A(N), A(nb), A(m0), A(rows), A(l->flags), A(l->sx), A(l->wsc),
+                                A(bias), A(yb->mem)};
+                    st = run_kernel(d, l, QP_CL_K_GEMV_F8, "qp_gemv_f8", a, 12, 1, g, lo);
+                }
             }
-        }
-    } else {
-        size_t g[2] = {(size_t)((N + TILE - 1) / TILE) * 8, (size_t)((M + TILE - 1) / TILE) * 8}, lo[2] = {8, 8};
-        if (qqq) {
-            karg a[] = {A(l->xq), A(l->w), A(l->lut), A(M), A(K), A(N), A(l->gsz), A(l->flags), A(l->sx), A(l->szp),
-                        A(l->wsc), A(adj), A(bias), A(yb->mem)};
-            st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_Q4_DOT : QP_CL_K_TILED_Q4, "qp_tiled_q4", a, 14, 2, g, lo);
-        } else if (!fp8) {
-            karg a[] = {A(l->xq), A(l->w), A(M), A(K), A(N), A(l->flags), A(l->sx), A(l->szp), A(l->wsc),
-                        A(adj), A(bias), A(yb->mem)};
-            st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_I8_DOT : QP_CL_K_TILED_I8, "qp_tiled_i8", a, 12, 2, g, lo);
         } else {
-            karg a[] = {A(l->xq), A(l->w), A(M), A(K), A(N), A(l->flags), A(l->sx), A(l->wsc), A(bias), A(yb->mem)};
-            st = run_kernel(d, l, QP_CL_K_TILED_F8, "qp_tiled_f8", a, 10, 2, g, lo);
+            size_t g[2] = {(size_t)((ne - nb + TILE - 1) / TILE) * 8, (size_t)((M + TILE - 1) / TILE) * 8};
+            size_t lo[2] = {8, 8};
+            if (qqq) {
+                karg a[] = {A(l->xq), A(w), A(l->lut), A(M), A(K), A(N), A(nb), A(ne), A(l->gsz), A(l->flags),
+                            A(l->sx), A(l->szp), A(l->wsc), A(adj), A(bias), A(yb->mem)};
+                st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_Q4_DOT : QP_CL_K_TILED_Q4, "qp_tiled_q4", a, 16, 2, g,
+                                lo);
+            } else if (!fp8) {
+                karg a[] = {A(l->xq), A(w), A(M), A(K), A(N), A(nb), A(ne), A(l->flags), A(l->sx), A(l->szp),
+                            A(l->wsc), A(adj), A(bias), A(yb->mem)};
+                st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_I8_DOT : QP_CL_K_TILED_I8, "qp_tiled_i8", a, 14, 2, g,
+                                lo);
+            } else {
+                karg a[] = {A(l->xq), A(w), A(M), A(K), A(N), A(nb), A(ne), A(l->flags), A(l->sx), A(l->wsc),
+                            A(bias), A(yb->mem)};
+                st = run_kernel(d, l, QP_CL_K_TILED_F8, "qp_tiled_f8", a, 12, 2, g, lo);
+            }
         }
     }
     if (st != QP_OK) return st;
@@ -364,8 +403,10 @@ void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
                                           : "int4->int8 plain")
                         : l->use_dot ? (d->int_dot_emulated ? "int-dot (emulated: QPORT_CL_FAKE_INT_DOT)" : "int-dot")
                                      : "int8 plain";
+    char chunks[32] = "";
+    if (l->n_chunks > 1) snprintf(chunks, sizeof chunks, ", %d weight chunks", l->n_chunks);
     if (use_gemv(l, M))
-        snprintf(out, cap, "gemv wg%d %s, %s", WG, arith, div);
+        snprintf(out, cap, "gemv wg%d %s, %s%s", WG, arith, div, chunks);
     else
-        snprintf(out, cap, "tiled %dx%d %s, %s", TILE, TILE, arith, div);
+        snprintf(out, cap, "tiled %dx%d %s, %s%s", TILE, TILE, arith, div, chunks);
 }

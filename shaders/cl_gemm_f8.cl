@@ -13,17 +13,17 @@ inline ushort qp_epilogue_f8(float acc, int m, int n, int flags, __global const 
 }
 
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
-void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N, int m0, int mrows, int flags,
+void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N, int nb, int m0, int mrows, int flags,
                 __global const float *sx, __global const float *wsc, __global const ushort *bias,
                 __global ushort *y) {
     __local float red[QP_GEMV_MAX_M * QP_WG];
     __local float dec[256]; /* e4m3 code -> value: a table beats the bit decode per weight */
-    int n = get_group_id(0), lid = get_local_id(0);
+    int n = nb + get_group_id(0), lid = get_local_id(0);
     for (int i = lid; i < 256; i += QP_WG) dec[i] = qp_f8_decode((uint)i);
     barrier(CLK_LOCAL_MEM_FENCE);
     float acc[QP_GEMV_MAX_M];
     for (int m = 0; m < QP_GEMV_MAX_M; m++) acc[m] = 0.0f;
-    __global const uchar *wr = w + (size_t)n * K;
+    __global const uchar *wr = w + (size_t)(n - nb) * K;
     int K16 = K & ~15;
     for (int k = lid * 16; k < K16; k += QP_WG * 16) {
         uchar16 c = vload16(0, wr + k);
@@ -53,7 +53,7 @@ void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N,
 #define QP_TKF 16
 
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
-void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K, int N, int flags,
+void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K, int N, int nb, int ne, int flags,
                  __global const float *sx, __global const float *wsc, __global const ushort *bias,
                  __global ushort *y) {
     __local float As[QP_TM * QP_TKF];
@@ -62,7 +62,7 @@ void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K
     int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;
     for (int i = lid; i < 256; i += 64) dec[i] = qp_f8_decode((uint)i);
     barrier(CLK_LOCAL_MEM_FENCE);
-    int n0 = get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
+    int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
     float acc[4][4];
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
@@ -73,7 +73,7 @@ void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K
             int gk = k0 + lc + i;
             int gm = m0 + lr, gn = n0 + lr;
             As[lr * QP_TKF + lc + i] = gm < M && gk < K ? xf[(size_t)gm * K + gk] : 0.0f;
-            Bs[lr * QP_TKF + lc + i] = gn < N && gk < K ? dec[w[(size_t)gn * K + gk]] : 0.0f;
+            Bs[lr * QP_TKF + lc + i] = gn < ne && gk < K ? dec[w[(size_t)(gn - nb) * K + gk]] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int kk = 0; kk < QP_TKF; kk++) {
@@ -88,6 +88,6 @@ void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) {
             int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;
-            if (m < M && n < N) y[(size_t)m * N + n] = qp_epilogue_f8(acc[i][j], m, n, flags, sx, wsc, bias);
+            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_f8(acc[i][j], m, n, flags, sx, wsc, bias);
         }
 }

@@ -60,10 +60,10 @@ inline ushort qp_epilogue_i8(int acc, int m, int n, int flags, __global const fl
  * lane keeps one int32 sum per row, then a work-group reduction. */
 #define QP_GEMV_I8_BODY(DOT)                                                                                          \
     __local int red[QP_GEMV_MAX_M * QP_WG];                                                                            \
-    int n = get_group_id(0), lid = get_local_id(0);                                                                    \
+    int n = nb + get_group_id(0), lid = get_local_id(0);                                                               \
     int acc[QP_GEMV_MAX_M];                                                                                            \
     for (int m = 0; m < QP_GEMV_MAX_M; m++) acc[m] = 0;                                                                \
-    __global const char *wr = w + (size_t)n * K;                                                                       \
+    __global const char *wr = w + (size_t)(n - nb) * K;                                                                \
     int K16 = K & ~15;                                                                                                 \
     for (int k = lid * 16; k < K16; k += QP_WG * 16) {                                                                 \
         char16 wv = vload16(0, wr + k);                                                                                \
@@ -88,14 +88,14 @@ inline ushort qp_epilogue_i8(int acc, int m, int n, int flags, __global const fl
         y[(size_t)(m0 + lid) * N + n] = qp_epilogue_i8(red[lid * QP_WG], m0 + lid, n, flags, sx, szp, wsc, adj, bias);
 
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
-void qp_gemv_i8(__global const char *xq, __global const char *w, int K, int N, int m0, int mrows, int flags,
+void qp_gemv_i8(__global const char *xq, __global const char *w, int K, int N, int nb, int m0, int mrows, int flags,
                 __global const float *sx, __global const int *szp, __global const float *wsc,
                 __global const int *adj, __global const ushort *bias, __global ushort *y) {
     QP_GEMV_I8_BODY(qp_dot4_plain)
 }
 
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
-void qp_gemv_i8_dot(__global const char *xq, __global const char *w, int K, int N, int m0, int mrows, int flags,
+void qp_gemv_i8_dot(__global const char *xq, __global const char *w, int K, int N, int nb, int m0, int mrows, int flags,
                     __global const float *sx, __global const int *szp, __global const float *wsc,
                     __global const int *adj, __global const ushort *bias, __global ushort *y) {
     QP_GEMV_I8_BODY(QP_DOT4)
@@ -103,7 +103,9 @@ void qp_gemv_i8_dot(__global const char *xq, __global const char *w, int K, int 
 
 /* Tiled (prefill): a 32x32 output tile per work-group of 8x8 lanes, each
  * lane 4x4 outputs (rows ty+8i, columns tx+8j); K in steps of 32 through
- * local memory as char4. */
+ * local memory as char4. Weights may be split in column chunks (buffers
+ * larger than the device allows): w holds columns nb .. ne-1, N is the
+ * full width (y's row stride, global column index of scales and bias). */
 #define QP_TM 32
 #define QP_TN 32
 #define QP_TK 32
@@ -134,7 +136,7 @@ inline void qp_tile_load_i8(__local char4 *dst, __global const char *src, int ro
     __local char4 As[QP_TM * (QP_TK / 4)];                                                                             \
     __local char4 Bs[QP_TN * (QP_TK / 4)];                                                                             \
     int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;                                                 \
-    int n0 = get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;                                                    \
+    int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;                                               \
     int acc[4][4];                                                                                                     \
     for (int i = 0; i < 4; i++)                                                                                        \
         for (int j = 0; j < 4; j++) acc[i][j] = 0;                                                                     \
@@ -154,19 +156,19 @@ inline void qp_tile_load_i8(__local char4 *dst, __global const char *src, int ro
     for (int i = 0; i < 4; i++)                                                                                        \
         for (int j = 0; j < 4; j++) {                                                                                  \
             int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;                                                              \
-            if (m < M && n < N) y[(size_t)m * N + n] = qp_epilogue_i8(acc[i][j], m, n, flags, sx, szp, wsc, adj, bias); \
+            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_i8(acc[i][j], m, n, flags, sx, szp, wsc, adj, bias); \
         }
 
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
-void qp_tiled_i8(__global const char *xq, __global const char *w, int M, int K, int N, int flags,
+void qp_tiled_i8(__global const char *xq, __global const char *w, int M, int K, int N, int nb, int ne, int flags,
                  __global const float *sx, __global const int *szp, __global const float *wsc,
                  __global const int *adj, __global const ushort *bias, __global ushort *y) {
-    QP_TILED_I8_BODY(qp_dot4_plain, qp_tile_load_i8(Bs, w, N, n0, K, k0, lid))
+    QP_TILED_I8_BODY(qp_dot4_plain, qp_tile_load_i8(Bs, w, ne - nb, n0 - nb, K, k0, lid))
 }
 
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
-void qp_tiled_i8_dot(__global const char *xq, __global const char *w, int M, int K, int N, int flags,
+void qp_tiled_i8_dot(__global const char *xq, __global const char *w, int M, int K, int N, int nb, int ne, int flags,
                      __global const float *sx, __global const int *szp, __global const float *wsc,
                      __global const int *adj, __global const ushort *bias, __global ushort *y) {
-    QP_TILED_I8_BODY(QP_DOT4, qp_tile_load_i8(Bs, w, N, n0, K, k0, lid))
+    QP_TILED_I8_BODY(QP_DOT4, qp_tile_load_i8(Bs, w, ne - nb, n0 - nb, K, k0, lid))
 }

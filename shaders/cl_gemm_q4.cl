@@ -13,10 +13,10 @@
 
 #define QP_GEMV_Q4_BODY(DOT)                                                                                          \
     __local int red[QP_GEMV_MAX_M * QP_WG];                                                                            \
-    int n = get_group_id(0), lid = get_local_id(0);                                                                    \
+    int n = nb + get_group_id(0), lid = get_local_id(0);                                                               \
     int acc[QP_GEMV_MAX_M];                                                                                            \
     for (int m = 0; m < QP_GEMV_MAX_M; m++) acc[m] = 0;                                                                \
-    __global const uchar *wr = wq + (size_t)n * (K >> 1);                                                              \
+    __global const uchar *wr = wq + (size_t)(n - nb) * (K >> 1);                                                       \
     for (int k = lid * 32; k < K; k += QP_WG * 32)    {                                                                 \
         uchar16 b = vload16(0, wr + (k >> 1));                                                                         \
         char16 L = vload16(0, lut + ((size_t)(k / gsz) * N + n) * 16);                                                 \
@@ -40,14 +40,14 @@
         y[(size_t)(m0 + lid) * N + n] = qp_epilogue_i8(red[lid * QP_WG], m0 + lid, n, flags, sx, szp, wsc, adj, bias);
 
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
-void qp_gemv_q4(__global const char *xq, __global const uchar *wq, __global const char *lut, int K, int N, int gsz,
+void qp_gemv_q4(__global const char *xq, __global const uchar *wq, __global const char *lut, int K, int N, int nb, int gsz,
                 int m0, int mrows, int flags, __global const float *sx, __global const int *szp,
                 __global const float *wsc, __global const int *adj, __global const ushort *bias, __global ushort *y) {
     QP_GEMV_Q4_BODY(qp_dot4_plain)
 }
 
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
-void qp_gemv_q4_dot(__global const char *xq, __global const uchar *wq, __global const char *lut, int K, int N, int gsz,
+void qp_gemv_q4_dot(__global const char *xq, __global const uchar *wq, __global const char *lut, int K, int N, int nb, int gsz,
                     int m0, int mrows, int flags, __global const float *sx, __global const int *szp,
                     __global const float *wsc, __global const int *adj, __global const ushort *bias,
                     __global ushort *y) {
@@ -57,12 +57,12 @@ void qp_gemv_q4_dot(__global const char *xq, __global const uchar *wq, __global 
 /* A 32 (n) x 32 (k) weight tile from the 4-bit layout into local char4s
  * (row r: 8 char4 = k 0..31): lane -> (row lid/2, bytes 8*(lid%2) .. +7),
  * which hold k = 8h..8h+7 (low nibbles) and 16+8h..16+8h+7 (high). */
-inline void qp_tile_load_q4(__local char4 *dst, __global const uchar *wq, __global const char *lut, int N, int n0,
-                            int K, int k0, int gsz, int lid) {
+inline void qp_tile_load_q4(__local char4 *dst, __global const uchar *wq, __global const char *lut, int N, int nb,
+                            int ne, int n0, int K, int k0, int gsz, int lid) {
     int r = lid >> 1, h = lid & 1, gn = n0 + r;
     char8 lo = (char8)(0), hi = (char8)(0);
-    if (gn < N) {
-        __global const uchar *wr = wq + (size_t)gn * (K >> 1);
+    if (gn < ne) {
+        __global const uchar *wr = wq + (size_t)(gn - nb) * (K >> 1);
         __global const char *lutn = lut + ((size_t)(k0 / gsz) * N + gn) * 16;
         uchar8 b = vload8(0, wr + (k0 >> 1) + 8 * h);
         char16 L = vload16(0, lutn);
@@ -78,14 +78,14 @@ inline void qp_tile_load_q4(__local char4 *dst, __global const uchar *wq, __glob
 
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_tiled_q4(__global const char *xq, __global const uchar *wq, __global const char *lut, int M, int K, int N,
-                 int gsz, int flags, __global const float *sx, __global const int *szp, __global const float *wsc,
+                 int nb, int ne, int gsz, int flags, __global const float *sx, __global const int *szp, __global const float *wsc,
                  __global const int *adj, __global const ushort *bias, __global ushort *y) {
-    QP_TILED_I8_BODY(qp_dot4_plain, qp_tile_load_q4(Bs, wq, lut, N, n0, K, k0, gsz, lid))
+    QP_TILED_I8_BODY(qp_dot4_plain, qp_tile_load_q4(Bs, wq, lut, N, nb, ne, n0, K, k0, gsz, lid))
 }
 
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_tiled_q4_dot(__global const char *xq, __global const uchar *wq, __global const char *lut, int M, int K, int N,
-                     int gsz, int flags, __global const float *sx, __global const int *szp, __global const float *wsc,
+                     int nb, int ne, int gsz, int flags, __global const float *sx, __global const int *szp, __global const float *wsc,
                      __global const int *adj, __global const ushort *bias, __global ushort *y) {
-    QP_TILED_I8_BODY(QP_DOT4, qp_tile_load_q4(Bs, wq, lut, N, n0, K, k0, gsz, lid))
+    QP_TILED_I8_BODY(QP_DOT4, qp_tile_load_q4(Bs, wq, lut, N, nb, ne, n0, K, k0, gsz, lid))
 }

@@ -577,6 +577,28 @@ static qp_lin_desc small_int8_desc(int8_t *w, float *ws) {
     return d;
 }
 
+/* Weights split in column chunks (QPORT_CL_WEIGHT_CHUNK=4096: 32-column
+ * chunks here), every scheme, both kernels, a partial last chunk. */
+static void chunk_subset(void) {
+    static const int ms[] = {1, 17, 64};
+    test_int8(QP_DTYPE_F16, 0, 0, 1, 1, 200, 100, ms, 3, 0);
+    test_fp8(QP_DTYPE_BF16, 2, 1, 1, 0, 200, 100, ms, 3);
+    test_qqq(128, 1, 192, 256, ms, 3, 0);
+    int8_t w[96 * 64] = {0};
+    float ws[96];
+    qp_lin_desc d = small_int8_desc(w, ws);
+    for (int n = 64; n < 96; n++) ws[n] = 0.01f;
+    d.N = 96; /* 64 columns of 64 bytes per 4096-byte chunk: 2 chunks */
+    void *lin = NULL;
+    char desc[160] = "";
+    if (ops->linear_prepare(dev, &d, 0, &lin) == QP_OK) {
+        ops->linear_describe(dev, lin, 1, desc, sizeof desc);
+        ops->linear_destroy(dev, lin);
+    }
+    CHECK(strstr(desc, "2 weight chunks") != NULL, "96x64 with 4096-byte chunks: '%s'", desc);
+    printf("weight chunks: %s\n", desc);
+}
+
 static int count_cache_files(char *first, size_t cap) {
     DIR *dir = opendir(cache_dir);
     int n = 0;
@@ -882,6 +904,27 @@ int main(int argc, char **argv) {
               logbuf);
     }
     unsetenv("QPORT_CL_FAKE_INT_DOT");
+    /* weights in column chunks */
+    setenv("QPORT_CL_WEIGHT_CHUNK", "4096", 1);
+    if (init_backend(&state) > 0) {
+        dev = ops->device_get(state, 0);
+        chunk_subset();
+    }
+    ops->shutdown(state);
+    setenv("QPORT_CL_WEIGHT_CHUNK", "1000", 1); /* < 32 columns of 64 bytes */
+    if (init_backend(&state) > 0) {
+        dev = ops->device_get(state, 0);
+        int8_t w[64 * 64];
+        float ws[64];
+        qp_lin_desc d = small_int8_desc(w, ws);
+        void *lin = NULL;
+        qp_status st = ops->linear_prepare(dev, &d, 0, &lin);
+        CHECK(st == QP_ERR_OUT_OF_MEMORY && strstr(last_error, "does not fit") && strstr(last_error, "w_i8"),
+              "chunk too small: %d '%s'", (int)st, last_error);
+        if (lin) ops->linear_destroy(dev, lin);
+    }
+    ops->shutdown(state);
+    unsetenv("QPORT_CL_WEIGHT_CHUNK");
     double t4 = now();
     printf("time: faults %.1f s, matrix %.1f s, 4096x4096 %.1f s, division modes %.1f s\n", t1 - t0, t2 - t1, t3 - t2,
            t4 - t3);
