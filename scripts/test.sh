@@ -11,6 +11,6 @@ if [ ! -f build-asan/build.ninja ]; then
   CC=clang meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true -Dtest_hooks=true \
     -Dc_args=-fno-sanitize-recover=undefined >/dev/null
 fi
-ninja -C build-asan >/dev/null
+ninja -C build-asan > build-asan/ninja.log 2>&1 || { tail -n 60 build-asan/ninja.log; exit 1; }
 ASAN_OPTIONS=detect_leaks=1 LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp UBSAN_OPTIONS=print_stacktrace=1 meson test -C build-asan --print-errorlogs
 echo "qport: all tests passed"
