@@ -29,7 +29,7 @@ void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N,
         uchar16 c = vload16(0, wr + k);
         float16 wv = (float16)(dec[c.s0], dec[c.s1], dec[c.s2], dec[c.s3], dec[c.s4], dec[c.s5], dec[c.s6], dec[c.s7],
                                dec[c.s8], dec[c.s9], dec[c.sa], dec[c.sb], dec[c.sc], dec[c.sd], dec[c.se], dec[c.sf]);
-        for (int m = 0; m < mrows; m++) {
+        for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
             float16 p = vload16(0, xf + (size_t)(m0 + m) * K + k) * wv;
             float8 s8 = p.lo + p.hi;
             float4 s4 = s8.lo + s8.hi;
@@ -38,13 +38,13 @@ void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N,
     }
     for (int k = K16 + lid; k < K; k += QP_WG) {
         float wk = dec[wr[k]];
-        for (int m = 0; m < mrows; m++) acc[m] += xf[(size_t)(m0 + m) * K + k] * wk;
+        for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) acc[m] += xf[(size_t)(m0 + m) * K + k] * wk;
     }
-    for (int m = 0; m < mrows; m++) red[m * QP_WG + lid] = acc[m];
+    for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) red[m * QP_WG + lid] = acc[m];
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int off = QP_WG / 2; off > 0; off >>= 1) {
         if (lid < off)
-            for (int m = 0; m < mrows; m++) red[m * QP_WG + lid] += red[m * QP_WG + lid + off];
+            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) red[m * QP_WG + lid] += red[m * QP_WG + lid + off];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid < mrows) y[(size_t)(m0 + lid) * N + n] = qp_epilogue_f8(red[lid * QP_WG], m0 + lid, n, flags, sx, wsc, bias);

@@ -57,7 +57,9 @@ inline ushort qp_epilogue_i8(int acc, int m, int n, int flags, __global const fl
 
 /* GEMV (decode, M <= 16): one work-group per output column; lanes stride
  * over K 16 bytes at a time (coalesced, every weight byte read once), each
- * lane keeps one int32 sum per row, then a work-group reduction. */
+ * lane keeps one int32 sum per row, then a work-group reduction. Row loops
+ * run to the constant 16 with a guard, so that GPU compilers unroll them and
+ * keep acc[] in registers (a runtime bound would index it dynamically). */
 #define QP_GEMV_I8_BODY(DOT)                                                                                          \
     __local int red[QP_GEMV_MAX_M * QP_WG];                                                                            \
     int n = nb + get_group_id(0), lid = get_local_id(0);                                                               \
@@ -67,7 +69,7 @@ inline ushort qp_epilogue_i8(int acc, int m, int n, int flags, __global const fl
     int K16 = K & ~15;                                                                                                 \
     for (int k = lid * 16; k < K16; k += QP_WG * 16) {                                                                 \
         char16 wv = vload16(0, wr + k);                                                                                \
-        for (int m = 0; m < mrows; m++) {                                                                              \
+        for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {                                                                              \
             char16 xv = vload16(0, xq + (size_t)(m0 + m) * K + k);                                                     \
             acc[m] += DOT(xv.s0123, wv.s0123) + DOT(xv.s4567, wv.s4567) + DOT(xv.s89ab, wv.s89ab) +                    \
                       DOT(xv.scdef, wv.scdef);                                                                         \
@@ -75,13 +77,13 @@ inline ushort qp_epilogue_i8(int acc, int m, int n, int flags, __global const fl
     }                                                                                                                  \
     for (int k = K16 + lid; k < K; k += QP_WG) {                                                                       \
         int wk = wr[k];                                                                                                \
-        for (int m = 0; m < mrows; m++) acc[m] += (int)xq[(size_t)(m0 + m) * K + k] * wk;                             \
+        for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) acc[m] += (int)xq[(size_t)(m0 + m) * K + k] * wk;                             \
     }                                                                                                                  \
-    for (int m = 0; m < mrows; m++) red[m * QP_WG + lid] = acc[m];                                                     \
+    for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) red[m * QP_WG + lid] = acc[m];                                                     \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                                      \
     for (int off = QP_WG / 2; off > 0; off >>= 1) {                                                                    \
         if (lid < off)                                                                                                 \
-            for (int m = 0; m < mrows; m++) red[m * QP_WG + lid] += red[m * QP_WG + lid + off];                        \
+            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) red[m * QP_WG + lid] += red[m * QP_WG + lid + off];                        \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                                  \
     }                                                                                                                  \
     if (lid < mrows)                                                                                                   \

@@ -21,7 +21,7 @@
         uchar16 b = vload16(0, wr + (k >> 1));                                                                         \
         char16 L = vload16(0, lut + ((size_t)(k / gsz) * N + n) * 16);                                                 \
         char16 w0 = shuffle(L, b & (uchar16)(15)), w1 = shuffle(L, b >> (uchar16)(4));                                 \
-        for (int m = 0; m < mrows; m++) {                                                                              \
+        for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {                                                                              \
             __global const char *xr = xq + (size_t)(m0 + m) * K + k;                                                   \
             char16 x0 = vload16(0, xr), x1 = vload16(0, xr + 16);                                                      \
             acc[m] += DOT(x0.s0123, w0.s0123) + DOT(x0.s4567, w0.s4567) + DOT(x0.s89ab, w0.s89ab) +                    \
@@ -29,11 +29,11 @@
                       DOT(x1.s89ab, w1.s89ab) + DOT(x1.scdef, w1.scdef);                                               \
         }                                                                                                              \
     }                                                                                                                  \
-    for (int m = 0; m < mrows; m++) red[m * QP_WG + lid] = acc[m];                                                     \
+    for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) red[m * QP_WG + lid] = acc[m];                                                     \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                                      \
     for (int off = QP_WG / 2; off > 0; off >>= 1) {                                                                    \
         if (lid < off)                                                                                                 \
-            for (int m = 0; m < mrows; m++) red[m * QP_WG + lid] += red[m * QP_WG + lid + off];                        \
+            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) red[m * QP_WG + lid] += red[m * QP_WG + lid + off];                        \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                                  \
     }                                                                                                                  \
     if (lid < mrows)                                                                                                   \
