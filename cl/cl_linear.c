@@ -170,11 +170,12 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     if (!s || !lin) return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: NULL desc or output", d->index);
     const char *layer = s->layer ? s->layer : "";
     qp_status st = check_desc(d, s, layer);
-    if (st == QP_OK) st = check_path(d, s, path, layer);
     if (st == QP_OK && d->max_wg < WG)
         st = QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: layer '%s': unsupported: the kernels need work-groups of %d, "
                        "the device allows %zu", d->index, layer, WG, d->max_wg);
+    /* the program first: a failed int-dot build turns has_int_dot off */
     if (st == QP_OK) st = qp_cl_program_ensure(d);
+    if (st == QP_OK) st = check_path(d, s, path, layer);
     if (st != QP_OK) return st;
     qp_cl_linear *l = calloc(1, sizeof *l);
     if (!l) return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory", d->index, layer);

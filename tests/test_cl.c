@@ -902,6 +902,18 @@ int main(int argc, char **argv) {
         qp_status st = fresh_prepare_and_run(1);
         CHECK(st == QP_OK && strstr(logbuf, "the int-dot build failed"), "int-dot build fallback: %d '%s'", (int)st,
               logbuf);
+        /* ... and a forced int-dot path is then refused, not run plain */
+        if (init_backend(&state) > 0) {
+            dev = ops->device_get(state, 0);
+            int8_t w[64 * 64];
+            float ws[64];
+            qp_lin_desc d = small_int8_desc(w, ws);
+            void *lin = NULL;
+            st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
+            CHECK(st == QP_ERR_UNSUPPORTED, "forced int-dot after the fallback: %d '%s'", (int)st, last_error);
+            if (lin) ops->linear_destroy(dev, lin);
+        }
+        ops->shutdown(state);
     }
     unsetenv("QPORT_CL_FAKE_INT_DOT");
     /* weights in column chunks */
