@@ -686,6 +686,24 @@ static void faults(void) {
         CHECK(strstr(desc, "tiled"), "describe M=64: '%s'", desc);
         ops->linear_destroy(dev, lin);
     }
+    /* forward argument checks: M = 0 is a no-op, short buffers are refused */
+    lin = NULL;
+    if (ops->linear_prepare(dev, &d, 0, &lin) == QP_OK) {
+        void *bx = dalloc(10), *by = dalloc(64 * 64 * 2);
+        if (bx && by) {
+            CHECK(ops->linear_forward(dev, lin, bx, 0, by) == QP_OK, "M = 0: %s", last_error);
+            st = ops->linear_forward(dev, lin, bx, 2, by);
+            CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "fault.layer"), "short x: %d '%s'", (int)st,
+                  last_error);
+            st = ops->linear_forward(dev, lin, by, 64, bx);
+            CHECK(st == QP_ERR_INVALID_ARGUMENT, "short y: %d", (int)st);
+            st = ops->buffer_upload(dev, bx, 8, w, 4);
+            CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "outside"), "upload past the end: %d", (int)st);
+        }
+        if (bx) ops->buffer_free(dev, bx);
+        if (by) ops->buffer_free(dev, by);
+        ops->linear_destroy(dev, lin);
+    }
     /* unsupported schemes say so */
     qp_lin_desc u = d;
     u.kind = QP_SCHEME_W4A16_INT4;
