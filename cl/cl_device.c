@@ -244,21 +244,24 @@ static void set_support(qp_support_info *out, qp_support_level lvl, const char *
 }
 
 qp_status qp_cl_device_supports(void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out) {
-    (void)dev; (void)M; (void)N; (void)K;
-    if (!scheme || !out) return QP_ERR_INVALID_ARGUMENT;
+    (void)M; (void)N; (void)K;
+    if (!dev || !scheme || !out) return QP_ERR_INVALID_ARGUMENT;
+    const qp_cl_device *d = dev;
+    /* issue 9: a scheme whose arithmetic the device lacks runs emulated, and
+     * says which feature is missing */
+    int int_dot = d->has_int_dot;
     switch (scheme->kind) {
     case QP_SCHEME_W8A8_INT8:
-        set_support(out, QP_SUPPORT_NATIVE, "");
+    case QP_SCHEME_QQQ_W4A8:
+        if (int_dot) set_support(out, QP_SUPPORT_NATIVE, "cl_khr_integer_dot_product 4x8-bit dot");
+        else set_support(out, QP_SUPPORT_EMULATED, "no cl_khr_integer_dot_product: int8 products as int32 multiply-adds");
         break;
     case QP_SCHEME_W8A8_FP8:
     case QP_SCHEME_HF_FP8:
         if (scheme->activation.granularity == QP_GRAN_GROUP || scheme->weight.granularity == QP_GRAN_BLOCK)
             set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: not yet implemented on opencl (fp8 block scales)");
         else
-            set_support(out, QP_SUPPORT_NATIVE, "");
-        break;
-    case QP_SCHEME_QQQ_W4A8:
-        set_support(out, QP_SUPPORT_NATIVE, "");
+            set_support(out, QP_SUPPORT_EMULATED, "no fp8 arithmetic in OpenCL C: e4m3 decoded to fp32, fp32 multiply-adds");
         break;
     default:
         set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: not yet implemented on opencl");

@@ -718,7 +718,12 @@ static void faults(void) {
     CHECK(si.level == QP_SUPPORT_UNSUPPORTED && strstr(si.reason, "not yet implemented on opencl"), "supports nvfp4");
     sch.kind = QP_SCHEME_QQQ_W4A8;
     ops->device_supports(dev, &sch, 1, 64, 64, &si);
-    CHECK(si.level == QP_SUPPORT_NATIVE, "supports qqq");
+    /* PoCL has no cl_khr_integer_dot_product: int8 arithmetic is emulated
+     * with int32 multiply-adds, and says so (issue 9) */
+    CHECK(si.level == QP_SUPPORT_EMULATED && strstr(si.reason, "cl_khr_integer_dot_product"), "supports qqq: %s", si.reason);
+    sch.kind = QP_SCHEME_W8A8_FP8;
+    ops->device_supports(dev, &sch, 1, 64, 64, &si);
+    CHECK(si.level == QP_SUPPORT_EMULATED && strstr(si.reason, "no fp8 arithmetic"), "supports fp8: %s", si.reason);
 
     /* QQQ: a K the 4-bit layout cannot pack, and q4 / w8 that disagree */
     {
