@@ -189,10 +189,11 @@ __device__ __forceinline__ void expand_g(uint32_t w, __half s, uint32_t &lo, uin
 
 __device__ __forceinline__ int dot4(uint32_t a, uint32_t b, int acc, bool dp4a) {
     if (dp4a) return __dp4a((int)a, (int)b, acc);
+    uint32_t u = (uint32_t)acc; /* int32 wraps like the GPU's integer adds */
 #pragma unroll
     for (int j = 0; j < 4; j++)
-        acc += (int)(int8_t)(a >> (8 * j)) * (int)(int8_t)(b >> (8 * j));
-    return acc;
+        u += (uint32_t)((int)(int8_t)(a >> (8 * j)) * (int)(int8_t)(b >> (8 * j)));
+    return (int)u;
 }
 
 /* int kinds: I8 / Q4CH / Q4G. acc int32 into partial [Mp][Np]. */
@@ -236,9 +237,9 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_int(int M, int N, int 
     }
 #pragma unroll
     for (int i = 0; i < MR; i++) {
-        int v = acc[i];
-        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o); /* wrapping, exact */
-        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * Np + n] = v;
+        uint32_t v = (uint32_t)acc[i];
+        for (int o = 16; o; o >>= 1) v += (uint32_t)__shfl_xor_sync(0xFFFFFFFFu, (int)v, o); /* wrapping, exact */
+        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * Np + n] = (int32_t)v;
     }
 }
 
