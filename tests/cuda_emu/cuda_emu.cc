@@ -4,6 +4,17 @@
  * happens on small grids). Then the real kernels are compiled here. */
 #include <cstdio>
 #include <cstdlib>
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QPCU_EMU_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define QPCU_EMU_ASAN 1
+#endif
+#if defined(QPCU_EMU_ASAN)
+#include <sanitizer/asan_interface.h>
+#endif
 #include <vector>
 
 #include "cuda_emu.h"
@@ -154,7 +165,11 @@ void emu_launch(dim3 grid, dim3 block, const std::function<void()> &body) {
                     warps[(size_t)t.warp].live++;
                     /* initial frame: 6 saved registers, then trampoline as the
                      * return address, entered with rsp = 8 (mod 16) */
-                    uintptr_t top = ((uintptr_t)&stacks[(size_t)(i + 1) * STACK]) & ~(uintptr_t)15;
+#if defined(QPCU_EMU_ASAN)
+                    /* frames of finished fibers were never popped: clear their redzones */
+                    ASAN_UNPOISON_MEMORY_REGION(&stacks[(size_t)i * STACK], STACK);
+#endif
+                    uintptr_t top = ((uintptr_t)&stacks[(size_t)i * STACK] + STACK) & ~(uintptr_t)15;
                     void **sp = (void **)top;
                     *--sp = nullptr;
                     *--sp = (void *)trampoline;
