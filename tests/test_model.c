@@ -45,10 +45,9 @@ static void write_model(const char *qcfg, shard *sh, int ns, int K) {
         CHECK(!qp_quantize_weights(ctx, &sc, w, sh[s].N, K, NULL, &sh[s].q), "%s", qp_last_error(ctx));
         free(w);
         for (size_t j = 0; j < qp_qweights_count(sh[s].q); j++) {
-            qp_named_tensor nt;
-            qp_qweights_get(sh[s].q, j, &nt);
-            snprintf(names[n], sizeof names[n], "%s.%s", sh[s].name, nt.name);
-            t[n] = (qp_tensor){names[n], nt.dtype, nt.ndim, {nt.shape[0], nt.shape[1]}, nt.data};
+            qp_qweights_get(sh[s].q, j, &t[n]);
+            snprintf(names[n], sizeof names[n], "%s.%s", sh[s].name, t[n].name);
+            t[n].name = names[n];
             n++;
         }
     }
@@ -65,11 +64,7 @@ static void forward_shard(const char *qcfg, shard *s, int K, const uint16_t *x, 
     qp_config_resolve(cfg, s->name, QP_LAYER_LINEAR, NULL, &sc);
     qp_tensor t[8];
     size_t n = qp_qweights_count(s->q);
-    for (size_t j = 0; j < n; j++) {
-        qp_named_tensor nt;
-        qp_qweights_get(s->q, j, &nt);
-        t[j] = (qp_tensor){nt.name, nt.dtype, nt.ndim, {nt.shape[0], nt.shape[1]}, nt.data};
-    }
+    for (size_t j = 0; j < n; j++) qp_qweights_get(s->q, j, &t[j]);
     qp_linear *l;
     CHECK(!qp_linear_create(cpu, &sc, s->N, K, t, n, NULL, &l), "%s: %s", s->name, qp_last_error(ctx));
     CHECK(!qp_linear_forward(l, x, M, y), "%s", qp_last_error(ctx));
@@ -140,6 +135,59 @@ static void fused_and_tp(const char *qcfg, int K, int nq, int nkv) {
     free(x); free(yf); free(ys);
 }
 
+/* The same layer split over two shard files with an index: binding reads
+ * across files and gives the tensors of the single-file checkpoint. */
+static void sharded(void) {
+    shard sh[1] = {{"model.layers.0.mlp.down_proj", 64, NULL}};
+    write_model(INT8_CFG, sh, 1, 128);
+    char a[256], b2[256], idx[256];
+    snprintf(a, sizeof a, "%s/model.safetensors", dir);
+    qp_model *m1;
+    CHECK(!qp_model_open(ctx, dir, &m1), "%s", qp_last_error(ctx));
+    qp_layer_binding one;
+    CHECK(!qp_model_bind_layer(m1, "model.layers.0.mlp.down_proj", NULL, &one), "%s", qp_last_error(ctx));
+    /* rewrite as two shards: weight in file 1, scales in file 2 */
+    qp_tensor t1[1], t2[4];
+    size_t n2 = 0;
+    char names[8][128];
+    for (size_t i = 0; i < one.n_tensors; i++) {
+        qp_tensor *dst = !strcmp(one.tensors[i].name, "weight") ? &t1[0] : &t2[n2++];
+        *dst = one.tensors[i];
+        snprintf(names[i], sizeof names[i], "model.layers.0.mlp.down_proj.%s", one.tensors[i].name);
+        dst->name = names[i];
+    }
+    snprintf(a, sizeof a, "%s/model-00001-of-00002.safetensors", dir);
+    snprintf(b2, sizeof b2, "%s/model-00002-of-00002.safetensors", dir);
+    CHECK(!qp_safetensors_write(ctx, a, t1, 1, NULL, 0) && !qp_safetensors_write(ctx, b2, t2, n2, NULL, 0), "%s", qp_last_error(ctx));
+    snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", dir);
+    FILE *f = fopen(idx, "w");
+    fprintf(f, "{\"metadata\":{},\"weight_map\":{\"%s\":\"model-00001-of-00002.safetensors\"", t1[0].name);
+    for (size_t i = 0; i < n2; i++) fprintf(f, ",\"%s\":\"model-00002-of-00002.safetensors\"", t2[i].name);
+    fputs("}}", f);
+    fclose(f);
+    qp_model *m2;
+    CHECK(!qp_model_open(ctx, dir, &m2), "%s", qp_last_error(ctx));
+    qp_layer_binding two;
+    CHECK(m2 && !qp_model_bind_layer(m2, "model.layers.0.mlp.down_proj", NULL, &two), "%s", qp_last_error(ctx));
+    CHECK(two.n_tensors == one.n_tensors && two.N == 64 && two.K == 128, "sharded binding: %zu tensors", two.n_tensors);
+    for (size_t i = 0; i < two.n_tensors; i++) {
+        qp_tensor x;
+        int found = 0;
+        for (size_t j = 0; j < one.n_tensors; j++)
+            if (!strcmp(one.tensors[j].name, two.tensors[i].name)) { x = one.tensors[j]; found = 1; }
+        CHECK(found && qp_tensor_bytes(&x) == qp_tensor_bytes(&two.tensors[i]) &&
+              !memcmp(x.data, two.tensors[i].data, qp_tensor_bytes(&x)), "tensor %s differs", two.tensors[i].name);
+    }
+    qp_layer_binding_free(&one);
+    qp_layer_binding_free(&two);
+    qp_model_close(m1);
+    qp_model_close(m2);
+    unlink(a); unlink(b2); unlink(idx);
+    snprintf(a, sizeof a, "%s/model.safetensors", dir);
+    unlink(a);
+    qp_qweights_destroy(sh[0].q);
+}
+
 static void hostile_index(void) {
     char path[256];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
@@ -164,6 +212,7 @@ int main(void) {
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
     fused_and_tp(INT8_CFG, 96, 64, 32);
     fused_and_tp(QQQ_CFG, 256, 128, 128);
+    sharded();
     hostile_index();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);

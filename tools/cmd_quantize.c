@@ -174,11 +174,10 @@ int cmd_quantize(int argc, char **argv) {
         if (keep_q(&o, q)) { qp_qweights_destroy(q); goto oom; }
         nq_layers++;
         for (size_t j = 0; j < qp_qweights_count(q); j++) {
-            qp_named_tensor nt;
-            qp_qweights_get(q, j, &nt);
+            qp_tensor qt;
+            qp_qweights_get(q, j, &qt);
             char nm[1100];
-            snprintf(nm, sizeof nm, "%s.%s", layer, nt.name);
-            qp_tensor qt = {nm, nt.dtype, nt.ndim, {nt.shape[0], nt.shape[1], nt.shape[2], nt.shape[3]}, nt.data};
+            snprintf(nm, sizeof nm, "%s.%s", layer, qt.name);
             if (push(&o, nm, &qt, NULL)) goto oom;
         }
     }

@@ -52,3 +52,5 @@ void quant_scheme_list(FILE *f) {
     for (size_t i = 0; i < sizeof table / sizeof *table; i++) fprintf(f, "%s%s", i ? " " : "", table[i].name);
     fputc('\n', f);
 }
+
+const quant_scheme *quant_scheme_at(size_t i) { return i < sizeof table / sizeof *table ? &table[i] : NULL; }

@@ -17,6 +17,7 @@ int cmd_demo_model(int argc, char **argv);
 typedef struct quant_scheme { const char *name; const char *config; } quant_scheme;
 const quant_scheme *quant_scheme_find(const char *name);
 void quant_scheme_list(FILE *f);
+const quant_scheme *quant_scheme_at(size_t i); /* NULL past the end */
 
 /* A stderr log callback at the QPORT_LOG level (default warn). */
 void tool_install_log(qp_context *ctx);
