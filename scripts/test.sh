@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 meson configure build -Dtest_hooks=true >/dev/null
 meson test -C build --print-errorlogs
 if [ ! -f build-asan/build.ninja ]; then
-  CC=clang meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true -Dtest_hooks=true -Dcuda=disabled \
+  CC=clang CXX=clang++ meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dfuzz=true -Dtest_hooks=true -Dcuda=disabled \
     -Dc_args=-fno-sanitize-recover=undefined >/dev/null
 fi
 ninja -C build-asan > build-asan/ninja.log 2>&1 || { tail -n 60 build-asan/ninja.log; exit 1; }
