@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "backend.h"
@@ -305,14 +306,16 @@ static bool fp8_bound(const uint16_t *y, int M, int mi, void *ctx_, const char *
     if (d->act == QP_ACT_FP8_STATIC) { qp_quant_fp8_static(NULL, xf, (size_t)M * K, d->input_scale, xq); for (int m = 0; m < M; m++) sx[m] = d->input_scale; }
     else if (d->act == QP_ACT_FP8_DYNAMIC_TENSOR) { qp_quant_fp8_dynamic_tensor(NULL, xf, (size_t)M * K, xq, sx); for (int m = 1; m < M; m++) sx[m] = sx[0]; }
     else qp_quant_fp8_dynamic_token(NULL, xf, (size_t)M, (size_t)K, 0.0f, xq, sx);
+    static double f8[256];
+    if (f8[0x38] == 0.0)
+        for (int i = 0; i < 256; i++) f8[i] = qp_format_decode(QP_DTYPE_F8_E4M3FN, (uint32_t)i);
     bool ok = true;
     double gamma = (double)K * ldexp(1.0, -24) * 1.01;
     for (int m = 0; m < M && ok; m++)
         for (int n = 0; n < N && ok; n++) {
             double sabs = 0;
             for (int k = 0; k < K; k++)
-                sabs += fabs((double)qp_format_decode(QP_DTYPE_F8_E4M3FN, xq[(size_t)m * K + k]) *
-                             qp_format_decode(QP_DTYPE_F8_E4M3FN, d->w_u8[(size_t)n * K + k]));
+                sabs += fabs(f8[xq[(size_t)m * K + k]] * f8[d->w_u8[(size_t)n * K + k]]);
             uint16_t g = y[m * N + n], r = c->ref[mi][m * N + n];
             if (g == r) continue;
             double gv = dec(c->dt, g), rv = dec(c->dt, r);
@@ -346,12 +349,21 @@ static void test_fp8(qp_dtype dt, qp_act_mode act, bool bias, int K, int N, bool
     qp_fp8_act ract = act == QP_ACT_FP8_STATIC ? QP_FP8_ACT_STATIC
                       : act == QP_ACT_FP8_DYNAMIC_TENSOR ? QP_FP8_ACT_DYNAMIC_TENSOR : QP_FP8_ACT_DYNAMIC_TOKEN;
     uint16_t *ref[NM];
-    for (int i = 0; i < NM; i++) { /* dynamic-tensor scales depend on M: one reference per M */
+    /* dynamic-tensor scales depend on M: one reference per M; otherwise rows
+     * are independent and the M=256 reference serves every prefix */
+    bool per_m = act == QP_ACT_FP8_DYNAMIC_TENSOR;
+    for (int i = 0; i < NM; i++) {
+        ref[i] = NULL;
+        if (!per_m && i < NM - 1) continue;
         ref[i] = malloc(sizeof(uint16_t) * (size_t)Ms[i] * N);
         qp_ref_fp8_args a = {.dtype = dt, .x = x, .M = Ms[i], .K = K, .N = N, .w = w, .w_scale = ws, .w_per_channel = 1,
                              .act = ract, .input_scale = in_scale, .bias = bias ? bs : NULL};
         CHECK(qp_ref_w8a8_fp8_forward(NULL, &a, ref[i]) == QP_OK, "fp8 reference");
     }
+    uint16_t *ref_free[NM];
+    memcpy(ref_free, ref, sizeof ref);
+    if (!per_m)
+        for (int i = 0; i < NM - 1; i++) ref[i] = ref[NM - 1];
     qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_W8A8_FP8, .act_dtype = dt, .N = N, .K = K,
                      .layer = "fp8", .act = act, .input_scale = in_scale, .bias = bias ? bs : NULL, .w_u8 = w,
                      .w_scale = ws, .w_per_channel = 1};
@@ -361,7 +373,7 @@ static void test_fp8(qp_dtype dt, qp_act_mode act, bool bias, int K, int N, bool
              bias ? " bias" : "", identity ? " identity (exact)" : "", K, N);
     fp8_cmp c = {.dt = dt, .d = &d, .x = x, .ref = ref, .ms = Ms};
     run_paths(&d, paths, n_paths, Ms, NM, x, ref, dt, name, identity ? NULL : fp8_bound, &c);
-    for (int i = 0; i < NM; i++) free(ref[i]);
+    for (int i = 0; i < NM; i++) free(ref_free[i]);
     free(w); free(ws); free(bs); free(x);
 }
 
@@ -459,7 +471,11 @@ int main(void) {
     printf("test_vk: seed 0x%08x (QPORT_TEST_SEED)\n", seed);
     const char *val = getenv("QPORT_VK_VALIDATION");
     host.validation = val ? atoi(val) : 1;
-    snprintf(cache_dir, sizeof cache_dir, "%s", getenv("QPORT_TEST_CACHE_DIR") ? getenv("QPORT_TEST_CACHE_DIR") : "");
+    const char *cd = getenv("QPORT_CACHE_DIR");
+    if (cd && *cd && strcmp(cd, "off") != 0) {
+        snprintf(cache_dir, sizeof cache_dir, "%s", cd);
+        mkdir(cache_dir, 0777);
+    }
 
     void *lib = load_plugin();
     if (!lib) { printf("SKIP: libqport-vk.so not found in QPORT_BACKEND_PATH: %s\n", dlerror()); return 77; }
@@ -529,6 +545,11 @@ int main(void) {
 
     ops->shutdown(state);
     dlclose(lib);
+    if (*cache_dir) { /* the pipeline cache was saved under the driver's pipelineCacheUUID */
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "ls '%s'/vk-pipelines-*-test.bin >/dev/null 2>&1", cache_dir);
+        CHECK(system(cmd) == 0, "no pipeline cache file in %s", cache_dir);
+    }
     printf("test_vk: %d forward cases, %d failed; %u validation warnings/errors; %.1f s CPU\n", cases_run, cases_failed,
            validation_msgs, (double)(clock() - t0) / CLOCKS_PER_SEC);
     CHECK(validation_msgs == 0, "%u validation messages", validation_msgs);
