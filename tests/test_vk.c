@@ -543,6 +543,17 @@ int main(void) {
     }
     printf("+4096x4096: %d cases, %.1f s\n", cases_run, (double)(clock() - t0) / CLOCKS_PER_SEC);
 
+    /* weights past maxStorageBufferRange for real (lavapipe: 128 MiB):
+     * 16400 x 8192 int8 = 134,348,800 bytes, split over two bindings */
+    if (!getenv("QPORT_TEST_SKIP_LARGE") && info.caps.max_buffer_bytes > 0 &&
+        info.caps.max_buffer_bytes <= ((int64_t)1 << 27) && info.memory_bytes >= ((uint64_t)1 << 30)) {
+        static const int ms[] = {1, 3};
+        static const unsigned paths[] = {QP_PATH_AUTO};
+        test_int8(QP_DTYPE_BF16, false, true, true, true, 8192, 16400, paths, 1, ms, 2);
+        printf("+8192x16400 (past maxStorageBufferRange): %d cases, %.1f s\n", cases_run,
+               (double)(clock() - t0) / CLOCKS_PER_SEC);
+    }
+
     test_split();
     test_faults();
     test_no_int_dot_device();
