@@ -413,6 +413,19 @@ static void test_faults(void) {
     ops->buffer_free(dev, xb);
     ops->buffer_free(dev, yb);
     if (lin) ops->linear_destroy(dev, lin);
+    /* QQQ codes that contradict the int8 weights are refused */
+    int8_t q4[128 * 64], w8[128 * 64];
+    float sc[64];
+    for (int i = 0; i < 128 * 64; i++) { q4[i] = (int8_t)(i % 15 - 7); w8[i] = (int8_t)(16 * q4[i]); }
+    for (int n = 0; n < 64; n++) sc[n] = 1e-3f;
+    w8[5 * 128 + 3] ^= 1;
+    qp_lin_desc qd = {.struct_size = sizeof qd, .kind = QP_SCHEME_QQQ_W4A8, .act_dtype = QP_DTYPE_F16, .N = 64, .K = 128,
+                      .layer = "qqq-bad", .act = QP_ACT_INT8_DYNAMIC_TOKEN, .act_symmetric = 1, .group_size = -1,
+                      .q4 = q4, .w8 = w8, .s_channel = sc};
+    lin = NULL;
+    st = ops->linear_prepare(dev, &qd, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && !lin && strstr(last_err, "column 5, k 3"), "QQQ q4/w8: %d '%s'", (int)st,
+          last_err);
 }
 
 /* A device that lacks integer dot product (QPORT_VK_NO_INT_DOT=1): forcing
@@ -458,6 +471,7 @@ static void test_split(void) {
         static const unsigned paths[] = {QP_PATH_GEMV, QP_PATH_TILED};
         test_int8(QP_DTYPE_F16, false, false, true, true, 300, 129, paths, 2, ms, 4);
         test_fp8(QP_DTYPE_BF16, QP_ACT_FP8_DYNAMIC_TOKEN, true, 300, 129, false, paths, 2);
+        test_qqq(128, true, 256, 192, paths, 2); /* int4 codes + tables: 160 bytes a row, 8 chunks */
     }
     dev = saved;
     ops->shutdown(st2);

@@ -72,6 +72,10 @@ typedef enum qp_vk_shader {
     QP_VK_SH_GEMM_FP8,
     QP_VK_SH_GEMV_I8_DOT,
     QP_VK_SH_GEMM_I8_DOT,
+    QP_VK_SH_GEMV_W4, /* QQQ from packed int4 weights */
+    QP_VK_SH_GEMM_W4,
+    QP_VK_SH_GEMV_W4_DOT,
+    QP_VK_SH_GEMM_W4_DOT,
     QP_VK_SH_COUNT
 } qp_vk_shader;
 
@@ -88,7 +92,8 @@ const qp_vk_spirv *qp_vk_spirv_get(qp_vk_shader id);
 #define QP_VK_SPEC_BF16 2
 #define QP_VK_SPEC_BIAS 3
 #define QP_VK_SPEC_EPI 4
-#define QP_VK_SPEC_COUNT 5
+#define QP_VK_SPEC_GROUPED 5
+#define QP_VK_SPEC_COUNT 6
 
 /* Push constants: the PC block of shaders/vk_layout.glsl. */
 typedef struct qp_vk_push {
