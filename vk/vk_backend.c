@@ -32,6 +32,12 @@ static void vk_shutdown(void *state) {
 
 static qp_status vk_init(const qp_host *host, void **state) {
     *state = NULL;
+    if (!host || host->abi_version != QP_BACKEND_ABI_VERSION || host->struct_size < sizeof(qp_host)) {
+        if (host && host->error)
+            return host->error(host->ctx, QP_ERR_INVALID_ARGUMENT, "vulkan: host ABI %u, plugin ABI %u",
+                               host->abi_version, QP_BACKEND_ABI_VERSION);
+        return QP_ERR_INVALID_ARGUMENT;
+    }
     qp_vk_backend *be = calloc(1, sizeof *be);
     if (!be) return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "vulkan: out of host memory");
     be->host = host;

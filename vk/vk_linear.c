@@ -418,7 +418,8 @@ qp_status qp_vk_linear_forward(void *dev, void *lin, void *x_, int M, void *y_) 
                          "vulkan:%d: layer '%s': M=%d rows of activations exceed maxStorageBufferRange (%llu bytes); "
                          "split the batch", d->index, l->layer, M, (unsigned long long)d->max_range);
     uint64_t max_y = d->props.limits.maxComputeWorkGroupCount[1];
-    if (!use_gemv(d, l, M) && ((uint64_t)M + QP_VK_TILE - 1) / QP_VK_TILE > max_y)
+    if ((uint64_t)M > d->props.limits.maxComputeWorkGroupCount[0] ||
+        (!use_gemv(d, l, M) && ((uint64_t)M + QP_VK_TILE - 1) / QP_VK_TILE > max_y))
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': M=%d exceeds the dispatch limit", d->index,
                          l->layer, M);
     qp_status st = qp_vk_buf_reserve(d, &d->xq, qb, "quantized activations");
