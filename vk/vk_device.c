@@ -61,7 +61,7 @@ qp_status qp_vk_instance_create(qp_vk_backend *be) {
         .pEngineName = "qport",
         .apiVersion = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2,
     };
-    const char *layers[1], *exts[1];
+    const char *layers[1], *exts[2];
     uint32_t n_layers = 0, n_exts = 0;
     VkDebugUtilsMessengerCreateInfoEXT dbg = {
         .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
@@ -85,9 +85,19 @@ qp_status qp_vk_instance_create(qp_vk_backend *be) {
             QP_VK_LOG(be, QP_LOG_WARN, "vulkan: validation requested but %s is not installed", VALIDATION_LAYER);
         }
     }
+    /* With validation on, the layer also checks synchronization hazards
+     * (missing barriers) — QPORT_VK_SYNC_VALIDATION=0 turns that off. */
+    VkValidationFeatureEnableEXT sync_enable = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+    VkValidationFeaturesEXT vfeat = {.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
+                                     .enabledValidationFeatureCount = 1, .pEnabledValidationFeatures = &sync_enable};
+    const char *sv = getenv("QPORT_VK_SYNC_VALIDATION");
+    bool sync_val = be->validation && !(sv && !strcmp(sv, "0")) &&
+                    has_instance_ext(be, VALIDATION_LAYER, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+    if (sync_val) exts[n_exts++] = VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME;
+    if (debug_utils) dbg.pNext = sync_val ? &vfeat : NULL;
     VkInstanceCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-        .pNext = debug_utils ? &dbg : NULL,
+        .pNext = debug_utils ? (const void *)&dbg : sync_val ? (const void *)&vfeat : NULL,
         .pApplicationInfo = &app,
         .enabledLayerCount = n_layers,
         .ppEnabledLayerNames = layers,
