@@ -378,6 +378,74 @@ static void test_fp8(qp_dtype dt, qp_act_mode act, bool bias, int K, int N, bool
     free(w); free(ws); free(bs); free(x);
 }
 
+/* ---- timing (informational) ----------------------------------------------------- */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Mean wall time of a forward (submit + wait included) for a prepared desc. */
+static void time_forward(qp_lin_desc *desc, unsigned path, int M, int reps, const char *name) {
+    void *lin = NULL, *xb = NULL, *yb = NULL;
+    if (ops->linear_prepare(dev, desc, path, &lin) != QP_OK ||
+        ops->buffer_alloc(dev, (size_t)M * desc->K * 2, &xb) != QP_OK ||
+        ops->buffer_alloc(dev, (size_t)M * desc->N * 2, &yb) != QP_OK) {
+        CHECK(0, "timing %s: %s", name, last_err);
+    } else {
+        uint16_t *x = calloc((size_t)M * desc->K, 2);
+        make_x(desc->act_dtype, x, M, desc->K, false);
+        ops->buffer_upload(dev, xb, 0, x, (size_t)M * desc->K * 2);
+        free(x);
+        char how[96];
+        ops->linear_describe(dev, lin, M, how, sizeof how);
+        ops->linear_forward(dev, lin, xb, M, yb); /* pipelines */
+        double t = now_s();
+        for (int r = 0; r < reps; r++) ops->linear_forward(dev, lin, xb, M, yb);
+        t = (now_s() - t) / reps;
+        printf("  %-28s M=%-4d %-34s %8.2f ms  %7.2f GB/s weights  %7.1f GOP/s\n", name, M, how, 1e3 * t,
+               (double)desc->N * desc->K * (desc->kind == QP_SCHEME_QQQ_W4A8 ? 0.5 : 1.0) / t * 1e-9,
+               2.0 * M * desc->N * desc->K / t * 1e-9);
+    }
+    ops->buffer_free(dev, xb);
+    ops->buffer_free(dev, yb);
+    if (lin) ops->linear_destroy(dev, lin);
+}
+
+static void timings(bool have_dot) {
+    int N = 4096, K = 4096;
+    size_t nk = (size_t)N * K;
+    int8_t *w = malloc(nk), *q4 = malloc(nk);
+    float *ws = malloc(sizeof(float) * N);
+    for (size_t i = 0; i < nk; i++) { w[i] = (int8_t)((int)(rnd() % 255) - 127); q4[i] = (int8_t)((int)(rnd() % 16) - 8); }
+    for (int n = 0; n < N; n++) ws[n] = 1e-3f;
+    int8_t *w8 = malloc(nk);
+    for (size_t i = 0; i < nk; i++) w8[i] = (int8_t)(16 * q4[i]);
+    qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_W8A8_INT8, .act_dtype = QP_DTYPE_F16, .N = N, .K = K,
+                     .layer = "timing", .act = QP_ACT_INT8_DYNAMIC_TOKEN, .act_symmetric = 1, .w_i8 = w, .w_scale = ws,
+                     .w_per_channel = 1};
+    qp_lin_desc q = {.struct_size = sizeof q, .kind = QP_SCHEME_QQQ_W4A8, .act_dtype = QP_DTYPE_F16, .N = N, .K = K,
+                     .layer = "timing-qqq", .act = QP_ACT_INT8_DYNAMIC_TOKEN, .act_symmetric = 1, .group_size = -1,
+                     .q4 = q4, .w8 = w8, .s_channel = ws};
+    printf("timings, 4096x4096 (informational; CPU-class devices say little about GPUs):\n");
+    if (getenv("QPORT_TEST_TIMING_DEBUG")) {
+        qp_lin_desc t = d;
+        t.N = 64; t.K = 64;
+        time_forward(&t, QP_PATH_NO_INT_DOT, 1, 5, "tiny 64x64");
+        t.N = 4096; t.K = 64;
+        time_forward(&t, QP_PATH_NO_INT_DOT, 1, 5, "N4096 K64");
+        t.N = 64; t.K = 4096;
+        time_forward(&t, QP_PATH_NO_INT_DOT, 1, 5, "N64 K4096");
+        time_forward(&d, QP_PATH_NO_INT_DOT | QP_PATH_TILED, 1, 5, "int8 tiled M=1");
+    }
+    time_forward(&d, QP_PATH_NO_INT_DOT, 1, 5, "int8 dyn-sym");
+    if (have_dot) time_forward(&d, QP_PATH_INT_DOT, 1, 5, "int8 dyn-sym");
+    time_forward(&q, QP_PATH_NO_INT_DOT, 1, 5, "qqq channel (int4)");
+    time_forward(&d, QP_PATH_NO_INT_DOT, 256, 2, "int8 dyn-sym");
+    if (have_dot) time_forward(&d, QP_PATH_INT_DOT, 256, 2, "int8 dyn-sym");
+    free(w); free(q4); free(w8); free(ws);
+}
+
 /* ---- faults ---------------------------------------------------------------------- */
 static void test_faults(void) {
     void *b = NULL;
@@ -568,6 +636,7 @@ int main(void) {
                (double)(clock() - t0) / CLOCKS_PER_SEC);
     }
 
+    if (!getenv("QPORT_TEST_SKIP_TIMING")) timings(have_dot);
     test_split();
     test_faults();
     test_no_int_dot_device();

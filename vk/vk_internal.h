@@ -93,7 +93,8 @@ const qp_vk_spirv *qp_vk_spirv_get(qp_vk_shader id);
 #define QP_VK_SPEC_BIAS 3
 #define QP_VK_SPEC_EPI 4
 #define QP_VK_SPEC_GROUPED 5
-#define QP_VK_SPEC_COUNT 6
+#define QP_VK_SPEC_ROWS 6 /* GEMV rows per dispatch */
+#define QP_VK_SPEC_COUNT 7
 
 /* Push constants: the PC block of shaders/vk_layout.glsl. */
 typedef struct qp_vk_push {

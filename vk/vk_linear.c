@@ -375,6 +375,10 @@ static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M) {
     uint32_t gspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = l->gemv_wg, [QP_VK_SPEC_MODE] = 0, [QP_VK_SPEC_BF16] = l->bf16,
                                         [QP_VK_SPEC_BIAS] = l->has_bias, [QP_VK_SPEC_EPI] = l->epi,
                                         [QP_VK_SPEC_GROUPED] = l->grouped};
+    /* GEMV: rows per dispatch, the next power of two of M up to 16 */
+    uint32_t rows = 1;
+    while (gemv && rows < QP_VK_GEMV_MAX_M && rows < (uint32_t)M) rows *= 2;
+    gspec[QP_VK_SPEC_ROWS] = gemv ? rows : 0;
     if (!gemv) gspec[QP_VK_SPEC_WG] = 256;
     if ((st = qp_vk_pipeline_get(d, gemm_shader(l, gemv), gspec, &p)) != QP_OK) return st;
     f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
@@ -384,8 +388,8 @@ static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M) {
         pc.n_base = ch->n0;
         pc.n_count = ch->nc;
         if (gemv) {
-            for (int m0 = 0; m0 < M; m0 += QP_VK_GEMV_MAX_M) {
-                pc.M = (uint32_t)(M - m0 < QP_VK_GEMV_MAX_M ? M - m0 : QP_VK_GEMV_MAX_M);
+            for (int m0 = 0; m0 < M; m0 += (int)rows) {
+                pc.M = (uint32_t)M - (uint32_t)m0 < rows ? (uint32_t)M - (uint32_t)m0 : rows;
                 pc.m_base = (uint32_t)m0;
                 f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
                 f->vkCmdDispatch(d->cmd, (ch->nc + QP_VK_GEMV_COLS - 1) / QP_VK_GEMV_COLS, 1, 1);
