@@ -152,3 +152,19 @@ QP_API size_t qp_model_layer_count(qp_model *m) { return m && !list_layers(m) ? 
 QP_API const char *qp_model_layer_name(qp_model *m, size_t i) {
     return m && !list_layers(m) && i < m->n_layers ? m->layers[i] : NULL;
 }
+
+QP_API size_t qp_model_tensor_count(const qp_model *m) {
+    size_t n = 0;
+    for (size_t i = 0; m && i < m->n_files; i++) n += qp_safetensors_count(m->files[i]);
+    return n;
+}
+
+QP_API qp_status qp_model_tensor_get(const qp_model *m, size_t i, qp_tensor *out) {
+    if (!m || !out) return QP_ERR_INVALID_ARGUMENT;
+    for (size_t f = 0; f < m->n_files; f++) {
+        size_t n = qp_safetensors_count(m->files[f]);
+        if (i < n) return qp_safetensors_get(m->files[f], i, out, NULL);
+        i -= n;
+    }
+    return QP_ERR_NOT_FOUND;
+}

@@ -737,6 +737,9 @@ QP_API void qp_model_close(qp_model *m);
 /* NULL when config.json has no quantization_config. */
 QP_API const qp_config *qp_model_config(const qp_model *m);
 QP_API qp_status qp_model_find_tensor(const qp_model *m, const char *name, qp_tensor *out);
+/* Every tensor of every shard file, in file then header order. */
+QP_API size_t qp_model_tensor_count(const qp_model *m);
+QP_API qp_status qp_model_tensor_get(const qp_model *m, size_t i, qp_tensor *out);
 /* Linear layers of the checkpoint (prefixes of 2-D ".weight" / ".B"
  * tensors, embeddings left out), in checkpoint order. */
 QP_API size_t qp_model_layer_count(qp_model *m);
@@ -898,18 +901,14 @@ QP_API qp_status qp_unpack_int4_quark(const int32_t *in, int K, int N, qp_pack_m
  * asymmetric int8 with 0 kept in range, absmax/(448*6) NVFP4), otherwise
  * from `input_absmax` (asymmetric: the range [-a, a]). Non-finite weights
  * or calibration values are refused (QP_ERR_INVALID_ARGUMENT naming the
- * element); shapes a scheme cannot hold get vLLM's message. */
+ * element); shapes a scheme cannot hold get vLLM's message. fp16/bf16
+ * weights: widen them with qp_format_decode_array first (exact). */
 typedef struct qp_qweights qp_qweights;
 
-typedef struct qp_named_tensor {
-    const char *name;   /* "weight", "weight_scale", "input_scale", "B", ...   */
-    qp_dtype dtype;     /* as stored: F32, F16/BF16 (bits), F8_E4M3FN, E8M0,
-                         * U8 (packed fp4/fp6, e8m0 MX scales), I8, I32      */
-    int ndim;
-    int64_t shape[4];
-    const void *data;   /* row-major, valid until qp_qweights_destroy       */
-    size_t bytes;
-} qp_named_tensor;
+/* The tensors are qp_tensor values (name, dtype as stored: F32, F16/BF16
+ * bits, F8_E4M3FN, E8M0, U8 for packed fp4/fp6 and e8m0 MX scales, I8, I32;
+ * shape; data valid until qp_qweights_destroy), ready for qp_linear_create
+ * and qp_safetensors_write. */
 
 typedef struct qp_quantize_options {
     size_t struct_size;   /* sizeof(qp_quantize_options)                       */
@@ -925,9 +924,9 @@ QP_API qp_status qp_quantize_weights(qp_context *ctx, const qp_scheme *scheme, c
                                      const qp_quantize_options *opts, qp_qweights **out);
 QP_API size_t qp_qweights_count(const qp_qweights *q);
 /* The i-th tensor, in the order listed above; QP_ERR_NOT_FOUND past the end. */
-QP_API qp_status qp_qweights_get(const qp_qweights *q, size_t i, qp_named_tensor *out);
+QP_API qp_status qp_qweights_get(const qp_qweights *q, size_t i, qp_tensor *out);
 /* The tensor called `name`; QP_ERR_NOT_FOUND when the scheme has none. */
-QP_API qp_status qp_qweights_find(const qp_qweights *q, const char *name, qp_named_tensor *out);
+QP_API qp_status qp_qweights_find(const qp_qweights *q, const char *name, qp_tensor *out);
 QP_API void qp_qweights_destroy(qp_qweights *q);
 /* === end weight quantization ============================================== */
 

@@ -1,6 +1,7 @@
 /* 4/6-bit weight quantizers (issue 3): W4A16 int4/uint4 with Quark packing
  * (spec 6.7), OCP-MX and W4A8-MXFP4-FP8 (3.3-3.4, 3.8), NVFP4 (4.1-4.3) and
  * QQQ (5.2-5.4). */
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,8 @@ qp_status qp_qw_w4a16(qp_qw_job *j) {
             const float *col = j->w + (size_t)n * K + (size_t)gi * g;
             float mn = 0.0f, mx = 0.0f;
             for (int k = 0; k < g; k++) { mn = fminf(mn, col[k]); mx = fmaxf(mx, col[k]); }
-            float raw = sym ? fmaxf(-mn, mx) / 7.0f : (mx - mn) / 15.0f;
+            /* max/15 - min/15: the range itself can pass FLT_MAX */
+            float raw = sym ? fmaxf(-mn, mx) / 7.0f : mx / 15.0f - mn / 15.0f;
             uint16_t sb = (uint16_t)qp_format_encode(pd, raw);
             float sv = qp_format_decode(pd, sb);
             if (isinf(sv)) {
@@ -138,7 +140,8 @@ static float absmax(const float *v, size_t n) {
  * activations (qp_quant_nvfp4) with g = 1/weight_scale_2, so that
  * value * e4m3(sf) * weight_scale_2 is the dequantized weight. An all-zero
  * weight gets weight_scale_2 = 1 and zero codes. input_scale_2 is the
- * activations' absmax / (448*6), the reciprocal of 4.3's g. */
+ * activations' absmax / (448*6), the reciprocal of 4.3's g; both are kept
+ * >= FLT_MIN. */
 qp_status qp_qw_nvfp4(qp_qw_job *j) {
     int N = j->N, K = j->K;
     if (K % NVFP4_BLOCK)
@@ -148,7 +151,9 @@ qp_status qp_qw_nvfp4(qp_qw_job *j) {
     qp_status st = qp_qw_calib_absmax(j, &amax_x);
     if (st != QP_OK) return st;
     float amax = absmax(j->w, (size_t)N * K);
-    float ws2 = amax == 0.0f ? 1.0f : amax / (448.0f * 6.0f);
+    /* at least FLT_MIN, so that the reciprocal the quantizer and vLLM's
+     * input_global_scale_inv use stays finite (subnormal weights) */
+    float ws2 = amax == 0.0f ? 1.0f : fmaxf(amax / (448.0f * 6.0f), FLT_MIN);
     uint8_t *codes = malloc((size_t)N * K);
     uint8_t *wq = qp_qw_add(j, "weight", QP_DTYPE_U8, 2, N, K / 2);
     uint8_t *sf = wq ? qp_qw_add(j, "weight_scale", QP_DTYPE_F8_E4M3FN, 2, N, K / NVFP4_BLOCK) : NULL;
@@ -158,7 +163,7 @@ qp_status qp_qw_nvfp4(qp_qw_job *j) {
     st = qp_quant_nvfp4(j->ctx, j->w, (size_t)N, (size_t)K, 1.0f / ws2, codes, sf);
     if (st == QP_OK) st = qp_pack_fp4(codes, (size_t)N * K, wq);
     w2[0] = ws2;
-    i2[0] = amax_x / (448.0f * 6.0f);
+    i2[0] = fmaxf(amax_x / (448.0f * 6.0f), FLT_MIN);
     free(codes);
     return st;
 }
@@ -175,7 +180,17 @@ qp_status qp_qw_qqq(qp_qw_job *j) {
     qp_status st = QP_OK;
     if (!wt || !sch || !q || !sg) { st = qp_error_set(j->ctx, QP_ERR_OUT_OF_MEMORY, NULL, "B", NULL, "out of memory"); goto done; }
     for (int n = 0; n < N; n++)
-        for (int k = 0; k < K; k++) wt[(size_t)k * N + n] = j->w[(size_t)n * K + k];
+        for (int k = 0; k < K; k++) {
+            float v = j->w[(size_t)n * K + k];
+            /* QQQ quantizes fp16 weights (spec 5.3, errata 11.5): a value fp16
+             * cannot hold would become inf and poison its scales */
+            if (isinf(qp_fp16_round(v))) {
+                st = qp_error_set(j->ctx, QP_ERR_VALUE, NULL, "weight", NULL,
+                                  "weight [%d][%d] = %g overflows fp16; QQQ quantizes fp16 weights", n, k, (double)v);
+                goto done;
+            }
+            wt[(size_t)k * N + n] = v;
+        }
     st = qp_qqq_quantize_weight(j->ctx, wt, K, N, gs, q, sch, gs == 128 ? sg : NULL);
     if (st != QP_OK) goto done;
     int32_t *B = qp_qw_add(j, "B", QP_DTYPE_I32, 2, K / 16, 2 * N);

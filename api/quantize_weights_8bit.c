@@ -56,7 +56,7 @@ qp_status qp_qw_int8(qp_qw_job *j) {
     if (mx == mn)
         return qp_error_set(j->ctx, QP_ERR_VALUE, NULL, "input_scale", NULL,
                             "the calibration activations are all zero: no static input scale can be derived");
-    float s = (mx - mn) / 255.0f, z = nearbyintf(-128.0f - mn / s);
+    float s = mx / 255.0f - mn / 255.0f, z = nearbyintf(-128.0f - mn / s); /* the range can pass FLT_MAX */
     int8_t *izp = qp_qw_add(j, "input_zero_point", QP_DTYPE_I8, 1, 1);
     if (!izp) return QP_ERR_OUT_OF_MEMORY;
     is[0] = s;

@@ -54,24 +54,23 @@ QP_API void qp_quantize_options_init(qp_quantize_options *o) {
 
 QP_API size_t qp_qweights_count(const qp_qweights *q) { return q ? q->n : 0; }
 
-static void view(const qp_qw_tensor *t, qp_named_tensor *out) {
+static void view(const qp_qw_tensor *t, qp_tensor *out) {
     memset(out, 0, sizeof *out);
     out->name = t->name;
     out->dtype = t->dtype;
     out->ndim = t->ndim;
     memcpy(out->shape, t->shape, sizeof out->shape);
     out->data = t->data;
-    out->bytes = t->bytes;
 }
 
-QP_API qp_status qp_qweights_get(const qp_qweights *q, size_t i, qp_named_tensor *out) {
+QP_API qp_status qp_qweights_get(const qp_qweights *q, size_t i, qp_tensor *out) {
     if (!q || !out) return QP_ERR_INVALID_ARGUMENT;
     if (i >= q->n) return QP_ERR_NOT_FOUND;
     view(&q->t[i], out);
     return QP_OK;
 }
 
-QP_API qp_status qp_qweights_find(const qp_qweights *q, const char *name, qp_named_tensor *out) {
+QP_API qp_status qp_qweights_find(const qp_qweights *q, const char *name, qp_tensor *out) {
     if (!q || !name || !out) return QP_ERR_INVALID_ARGUMENT;
     for (size_t i = 0; i < q->n; i++)
         if (!strcmp(q->t[i].name, name)) { view(&q->t[i], out); return QP_OK; }

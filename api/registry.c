@@ -24,12 +24,22 @@ static qp_status host_error(const qp_context *ctx, qp_status st, const char *fmt
     return st;
 }
 
+/* The slot whose init runs on this thread: what a backend logs while it
+ * initialises (why it found no device) becomes the note `qport devices`
+ * shows. Part of the registry's loading, never read elsewhere. */
+static _Thread_local qp_backend_slot *initializing;
+
 static void host_log(const qp_context *ctx, qp_log_level level, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (initializing && level >= QP_LOG_INFO) {
+        size_t n = strnlen(msg, sizeof initializing->note - 1);
+        memcpy(initializing->note, msg, n);
+        initializing->note[n] = 0;
+    }
     qp_log(ctx, level, "%s", msg);
 }
 
@@ -179,7 +189,9 @@ static qp_status registry_load(qp_context *ctx, qp_registry **out) {
         if (s->kind == 0) s->ops = qp_cpu_backend_ops();
         else find_plugin(ctx, r, s);
         if (!s->ops) { qp_log(ctx, QP_LOG_INFO, "backend %s: %s", qp_backend_name_at(s->kind), s->note); continue; }
+        initializing = s;
         st = s->ops->init(&r->host, &s->state);
+        initializing = NULL;
         if (st) {
             snprintf(s->note, sizeof s->note, "init failed: %s", qp_last_error(ctx));
             qp_log(ctx, QP_LOG_WARN, "backend %s: %s", s->ops->name, s->note);

@@ -113,7 +113,9 @@ int main(int argc, char **argv) {
             sscanf(line, "case %15s %31s %d %d %31s %31s", c.kind, c.name, &c.m, &c.k, c.p1, c.p2);
         } else if (line[0] == 'x') {
             uint32_t *b = read_vals(line, &c.nx, 16, 4);
-            c.x = (float *)b; /* same bits, read as floats */
+            c.x = malloc(sizeof(float) * (c.nx ? c.nx : 1));
+            if (c.x) memcpy(c.x, b, sizeof(float) * c.nx); /* the fp32 bit patterns */
+            free(b);
         } else if (line[0] == 'q') {
             c.q = read_vals(line, &c.nq, 16, 4);
         } else if (line[0] == 's') {

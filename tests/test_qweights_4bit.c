@@ -27,12 +27,12 @@ static qp_scheme mk(qp_scheme_kind kind, qp_dtype wd, qp_granularity wg, int gro
 }
 
 static const void *expect(const qp_qweights *q, size_t i, const char *name, qp_dtype dt, int ndim, int s0, int s1, int line) {
-    qp_named_tensor t;
+    qp_tensor t;
     if (!q || qp_qweights_get(q, i, &t) != QP_OK) { CHECK(0, "line %d: no tensor %zu (%s)", line, i, name); return NULL; }
     bool ok = !strcmp(t.name, name) && t.dtype == dt && t.ndim == ndim && t.shape[0] == s0 && (ndim < 2 || t.shape[1] == s1);
     size_t n = (size_t)s0 * (ndim > 1 ? (size_t)s1 : 1);
     size_t eb = dt == QP_DTYPE_F32 || dt == QP_DTYPE_I32 ? 4 : dt == QP_DTYPE_F16 || dt == QP_DTYPE_BF16 ? 2 : 1;
-    CHECK(ok && t.bytes == n * eb, "line %d: tensor %zu is %s %s [%lld,%lld], want %s %s [%d,%d]", line, i, t.name,
+    CHECK(ok && qp_tensor_bytes(&t) == n * eb, "line %d: tensor %zu is %s %s [%lld,%lld], want %s %s [%d,%d]", line, i, t.name,
           qp_dtype_name(t.dtype), (long long)t.shape[0], (long long)(t.ndim > 1 ? t.shape[1] : 0), name,
           qp_dtype_name(dt), s0, s1);
     return ok ? t.data : NULL;
@@ -265,7 +265,7 @@ static void qqq_case(int group, int K, int N) {
 /* hand-checked scales and codes: the bounds above only see consistency */
 static void hand_cases(void) {
     qp_qweights *q;
-    qp_named_tensor t;
+    qp_tensor t;
     /* int4 symmetric: max 1.75 -> s = 0.25; 7, -1.5 -> -2 (tie to even,
      * stored 0xE), 0.5 -> 0 (tie to even) */
     float w[32] = {1.75f, -0.375f, 0.125f};

@@ -28,13 +28,13 @@ static qp_scheme mk(qp_scheme_kind kind, qp_dtype wd, qp_granularity wg, qp_dtyp
 
 /* the tensor at `i` has this name, dtype and shape */
 static const void *expect(const qp_qweights *q, size_t i, const char *name, qp_dtype dt, int ndim, int s0, int s1, int line) {
-    qp_named_tensor t;
+    qp_tensor t;
     if (qp_qweights_get(q, i, &t) != QP_OK) { CHECK(0, "line %d: no tensor %zu (%s)", line, i, name); return NULL; }
     bool ok = !strcmp(t.name, name) && t.dtype == dt && t.ndim == ndim && t.shape[0] == s0 && (ndim < 2 || t.shape[1] == s1);
     size_t n = (size_t)s0 * (ndim > 1 ? (size_t)s1 : 1);
     size_t eb = dt == QP_DTYPE_F32 || dt == QP_DTYPE_I32 ? 4 : dt == QP_DTYPE_F16 || dt == QP_DTYPE_BF16 ? 2 : 1;
-    CHECK(ok && t.bytes == n * eb, "line %d: tensor %zu is %s %s [%lld,%lld] (%zu bytes), want %s %s [%d,%d]", line, i,
-          t.name, qp_dtype_name(t.dtype), (long long)t.shape[0], (long long)(t.ndim > 1 ? t.shape[1] : 0), t.bytes,
+    CHECK(ok && qp_tensor_bytes(&t) == n * eb, "line %d: tensor %zu is %s %s [%lld,%lld] (%zu bytes), want %s %s [%d,%d]", line, i,
+          t.name, qp_dtype_name(t.dtype), (long long)t.shape[0], (long long)(t.ndim > 1 ? t.shape[1] : 0), qp_tensor_bytes(&t),
           name, qp_dtype_name(dt), s0, s1);
     return t.data;
 }
@@ -180,7 +180,7 @@ static void hand_and_errors(void) {
     qp_context *ctx;
     qp_context_create(&ctx);
     qp_qweights *q;
-    qp_named_tensor t;
+    qp_tensor t;
     /* int8 per-tensor: max|w| = 2.54 -> scale 0.02, codes w / 0.02 */
     float w[4] = {2.54f, -1.0f, 0.01f, 0.0f};
     qp_scheme s = mk(QP_SCHEME_W8A8_INT8, QP_DTYPE_I8, QP_GRAN_TENSOR, QP_DTYPE_I8, 1, 0);

@@ -2,7 +2,6 @@
  * scheme whether it runs natively, emulated, or not (and why). */
 #include <string.h>
 
-#include "cases.h"
 #include "tool.h"
 
 static void log_stderr(void *user, qp_log_level level, const char *msg) {
@@ -46,16 +45,17 @@ int cmd_devices(int argc, char **argv) {
         qp_context_destroy(ctx);
         return 2;
     }
-    /* the schemes, resolved once from their configs */
-    qp_scheme sch[32];
+    /* every scheme qport knows, resolved once from its exporter config */
+    qp_scheme sch[64];
+    const char *sname[64];
     int ns = 0;
-    for (int s = 0; s < n_case_schemes && ns < 32; s++) {
-        case_layer l;
-        char err[256];
-        if (!case_layer_make(ctx, &case_schemes[s], 128, 128, QP_DTYPE_F16, 1, NULL, 0, &l, err, sizeof err)) {
-            sch[ns++] = l.scheme;
-            case_layer_free(&l);
-        }
+    for (size_t s = 0; quant_scheme_at(s) && ns < 64; s++) {
+        const quant_scheme *q = quant_scheme_at(s);
+        qp_config *cfg = NULL;
+        if (!qp_config_load_buffer(ctx, q->name, q->config, strlen(q->config), &cfg) &&
+            !qp_config_resolve(cfg, "model.layers.0.mlp.down_proj", QP_LAYER_LINEAR, NULL, &sch[ns]))
+            sname[ns++] = q->name;
+        qp_config_destroy(cfg);
     }
     if (json) fputs("{\"backends\":[", stdout);
     else printf("backends:\n");
@@ -112,12 +112,12 @@ int cmd_devices(int argc, char **argv) {
             qp_support_info si;
             if (qp_device_supports(d, &sch[s], 0, 0, 0, &si)) continue;
             if (json) {
-                printf("%s{\"scheme\":\"%s\",\"support\":\"%s\",\"reason\":", s ? "," : "", case_schemes[s].name,
+                printf("%s{\"scheme\":\"%s\",\"support\":\"%s\",\"reason\":", s ? "," : "", sname[s],
                        qp_support_level_name(si.level));
                 json_str(stdout, si.reason);
                 putchar('}');
             } else {
-                printf("    %-18s %-11s %s\n", case_schemes[s].name, qp_support_level_name(si.level), si.reason);
+                printf("    %-18s %-11s %s\n", sname[s], qp_support_level_name(si.level), si.reason);
             }
         }
         if (json) fputs("]}", stdout);

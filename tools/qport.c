@@ -18,6 +18,12 @@ static void usage(FILE *f) {
             "      list every device, its capabilities and which schemes run on it\n"
             "  conform [--device SPEC]... [--scheme NAME]... [--quick|--full] [--seed N] [--json FILE] [--csv FILE]\n"
             "      run every scheme on every device against the cpu reference\n"
+            "  demo-model OUT_DIR [--hidden N] [--intermediate N] [--layers N] [--seed N]\n"
+            "      write a small Llama-style fp16 model with deterministic random weights\n"
+            "  quantize IN_DIR OUT_DIR --scheme NAME [--group-size G]\n"
+            "      quantize every linear layer into a checkpoint vLLM's loaders accept\n"
+            "  run MODEL_DIR [--layer NAME]... [--device SPEC]... [--tokens M] [--input F] [--output F]\n"
+            "      run the model's layers on every device and compare with the cpu reference\n"
             "  version\n");
 }
 
@@ -25,6 +31,9 @@ int main(int argc, char **argv) {
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "demo-model")) return cmd_demo_model(argc - 1, argv + 1);
+    if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "conform")) return cmd_conform(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench-resolve")) return cmd_bench_resolve(argc - 1, argv + 1);

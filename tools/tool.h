@@ -8,6 +8,17 @@ int cmd_inspect(int argc, char **argv);
 int cmd_bench_resolve(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_conform(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_demo_model(int argc, char **argv);
+
+/* Schemes `qport quantize` can write (schemes.c): a name and the
+ * quantization_config an exporter would write. */
+typedef struct quant_scheme { const char *name; const char *config; } quant_scheme;
+const quant_scheme *quant_scheme_find(const char *name);
+void quant_scheme_list(FILE *f);
+const quant_scheme *quant_scheme_at(size_t i); /* NULL past the end */
+
 /* A stderr log callback at the QPORT_LOG level (default warn). */
 void tool_install_log(qp_context *ctx);
 

@@ -1,0 +1,74 @@
+/* The OpenCL backend's ops table (api/backend.h) and its lifetime: init
+ * loads the ICD loader and enumerates devices; a missing loader or platform
+ * is zero devices and an INFO log line, never an error. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl_internal.h"
+
+#define QP_CL_EXPORT __attribute__((visibility("default")))
+
+static qp_status cl_init(const qp_host *host, void **state) {
+    if (!host || !state || host->abi_version != QP_BACKEND_ABI_VERSION) return QP_ERR_INVALID_ARGUMENT;
+    qp_cl_backend *be = calloc(1, sizeof *be);
+    if (!be) return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "opencl: out of host memory at init");
+    be->host = host;
+    char why[512];
+    if (!qp_cl_load(&be->api, why, sizeof why)) {
+        host->log(host->ctx, QP_LOG_INFO, "opencl: 0 devices: %s", why);
+    } else {
+        be->loaded = 1;
+        qp_cl_devices_enumerate(be);
+    }
+    *state = be;
+    return QP_OK;
+}
+
+static void cl_shutdown(void *state) {
+    qp_cl_backend *be = state;
+    if (!be) return;
+    for (int i = 0; i < be->n_devices; i++) qp_cl_device_close(&be->devices[i]);
+    if (be->loaded) qp_cl_unload(&be->api);
+    free(be);
+}
+
+static int cl_device_count(void *state) { return state ? ((qp_cl_backend *)state)->n_devices : 0; }
+
+static void *cl_device_get(void *state, int i) {
+    qp_cl_backend *be = state;
+    return be && i >= 0 && i < be->n_devices ? &be->devices[i] : NULL;
+}
+
+static qp_status cl_synchronize(void *dev) {
+    qp_cl_device *d = dev;
+    if (!d->queue) return QP_OK;
+    cl_int err = d->be->api.clFinish(d->queue);
+    if (err != CL_SUCCESS)
+        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clFinish failed: %s (%d)", d->index, qp_cl_strerror(err),
+                         (int)err);
+    return QP_OK;
+}
+
+static const qp_backend_ops cl_ops = {
+    .abi_version = QP_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(qp_backend_ops),
+    .name = "opencl",
+    .init = cl_init,
+    .shutdown = cl_shutdown,
+    .device_count = cl_device_count,
+    .device_get = cl_device_get,
+    .device_info = qp_cl_device_info,
+    .device_supports = qp_cl_device_supports,
+    .buffer_alloc = qp_cl_buffer_alloc,
+    .buffer_free = qp_cl_buffer_free,
+    .buffer_upload = qp_cl_buffer_upload,
+    .buffer_download = qp_cl_buffer_download,
+    .linear_prepare = qp_cl_linear_prepare,
+    .linear_destroy = qp_cl_linear_destroy,
+    .linear_forward = qp_cl_linear_forward,
+    .linear_describe = qp_cl_linear_describe,
+    .synchronize = cl_synchronize,
+};
+
+QP_CL_EXPORT const qp_backend_ops *qp_backend_entry(void);
+QP_CL_EXPORT const qp_backend_ops *qp_backend_entry(void) { return &cl_ops; }

@@ -1,0 +1,103 @@
+/* Shared state of the OpenCL backend (one file per job, see DESIGN.md 2). */
+#ifndef QP_CL_INTERNAL_H
+#define QP_CL_INTERNAL_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "cl_loader.h"
+
+#define QP_CL_MAX_DEVICES 32
+
+/* Division strategy of the kernels (QP_DIV_MODE): the reference divides
+ * with IEEE correctly rounded fp32 divisions (spec 6.1, 6.2). */
+typedef enum qp_cl_div_mode {
+    QP_CL_DIV_NATIVE = 0, /* the device rounds divisions correctly (build option) */
+    QP_CL_DIV_FP64 = 1,   /* (float)((double)a / b): exact, double rounding is innocuous */
+    QP_CL_DIV_FMA = 2     /* quotient corrected with fma remainders           */
+} qp_cl_div_mode;
+
+enum {
+    QP_CL_K_QUANT_I8 = 0,
+    QP_CL_K_QUANT_F8,
+    QP_CL_K_ROWMAX,
+    QP_CL_K_GEMV_I8,
+    QP_CL_K_GEMV_I8_DOT,
+    QP_CL_K_TILED_I8,
+    QP_CL_K_TILED_I8_DOT,
+    QP_CL_K_GEMV_F8,
+    QP_CL_K_TILED_F8,
+    QP_CL_K_COUNT
+};
+
+typedef struct qp_cl_backend qp_cl_backend;
+
+typedef struct qp_cl_device {
+    qp_cl_backend *be;
+    int index;
+    cl_platform_id platform;
+    cl_device_id id;
+    qp_device_info info;        /* filled once at init                     */
+    char platform_name[128];
+    char driver_version[64];
+    char cl_c_version[64];      /* "OpenCL C 1.2 PoCL"                     */
+    int cl_c_major, cl_c_minor;
+    int has_fp16, has_fp64, has_int_dot, has_cr_div, has_subgroups;
+    int int_dot_emulated;       /* QPORT_CL_FAKE_INT_DOT: *_dot kernels with a plain dot (tests) */
+    size_t max_wg;
+    uint64_t max_alloc;
+    /* created at first use */
+    cl_context context;
+    cl_command_queue queue;
+    cl_mem dummy;               /* bound where a kernel's optional tensor is absent */
+    cl_program program;
+    cl_kernel kernels[QP_CL_K_COUNT];
+    qp_cl_div_mode div_mode;
+    char build_note[96];        /* "cached" / "built" ...                  */
+} qp_cl_device;
+
+struct qp_cl_backend {
+    const qp_host *host;
+    qp_cl_api api;
+    int loaded;
+    int n_devices;
+    qp_cl_device devices[QP_CL_MAX_DEVICES];
+};
+
+typedef struct qp_cl_buffer {
+    cl_mem mem;
+    size_t bytes;
+} qp_cl_buffer;
+
+/* cl_device.c */
+void qp_cl_devices_enumerate(qp_cl_backend *be);
+qp_status qp_cl_device_info(void *dev, qp_device_info *out);
+qp_status qp_cl_device_supports(void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out);
+/* Context and queue (lazy). */
+qp_status qp_cl_device_open(qp_cl_device *d);
+void qp_cl_device_close(qp_cl_device *d);
+
+/* cl_program.c: builds (or loads from the cache) the device's program. */
+qp_status qp_cl_program_ensure(qp_cl_device *d);
+void qp_cl_program_release(qp_cl_device *d);
+
+/* cl_memory.c */
+qp_status qp_cl_buffer_alloc(void *dev, size_t bytes, void **buf);
+void qp_cl_buffer_free(void *dev, void *buf);
+qp_status qp_cl_buffer_upload(void *dev, void *buf, size_t offset, const void *src, size_t bytes);
+qp_status qp_cl_buffer_download(void *dev, void *buf, size_t offset, void *dst, size_t bytes);
+/* A device buffer holding a copy of `src` (what=tensor name for messages). */
+qp_status qp_cl_buffer_from_host(qp_cl_device *d, const void *src, size_t bytes, const char *what, const char *layer,
+                                 cl_mem *out);
+
+/* cl_linear.c */
+qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path, void **lin);
+void qp_cl_linear_destroy(void *dev, void *lin);
+qp_status qp_cl_linear_forward(void *dev, void *lin, void *x, int M, void *y);
+void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap);
+
+/* Helpers */
+#define QP_CL_ERR(d, st, ...) ((d)->be->host->error((d)->be->host->ctx, (st), __VA_ARGS__))
+#define QP_CL_LOG(be, lvl, ...) ((be)->host->log((be)->host->ctx, (lvl), __VA_ARGS__))
+
+#endif

@@ -1,0 +1,298 @@
+/* Quantized linear layers: prepare (validate the qp_lin_desc, upload the
+ * weights in the kernels' layout) and forward (activation quantization on
+ * the device, then the GEMV or tiled GEMM with the fused epilogue).
+ *
+ * Layouts: W8A8-INT8 weights int8 [N][K]; QQQ runs as an int8 GEMM over the
+ * exact int8 weights w8 [N][K] of spec 5.5 step 2 (the desc provides them,
+ * wrap included) with QQQ's epilogue; W8A8-FP8 e4m3fn codes [N][K]. Scales
+ * fp32 [N] (per-tensor already expanded by the core). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl_internal.h"
+
+/* epilogue flags, as in shaders/cl_gemm_i8.cl */
+#define EPI_ASYM 1
+#define EPI_STATIC 2
+#define EPI_BIAS 4
+#define EPI_BF16 8
+#define EPI_QQQ 16
+
+#define GEMV_MAX_M 16
+#define WG 64
+#define TILE 32
+
+typedef struct qp_cl_linear {
+    qp_scheme_kind kind;
+    int N, K;
+    qp_dtype act_dtype;
+    qp_act_mode act;
+    int symmetric;
+    float input_scale;
+    int32_t input_zp;
+    int flags;
+    unsigned path;
+    int use_dot;
+    cl_mem w, wsc, adj, bias;
+    cl_mem xq, sx, szp, rowmax;
+    int cap_m;
+    char layer[96];
+} qp_cl_linear;
+
+typedef struct { size_t size; const void *ptr; } karg;
+#define A(v) {sizeof(v), &(v)}
+
+static qp_status run_kernel(qp_cl_device *d, qp_cl_linear *l, int which, const char *name, const karg *args, int nargs,
+                            cl_uint dims, const size_t *global, const size_t *local) {
+    qp_cl_api *api = &d->be->api;
+    cl_kernel k = d->kernels[which];
+    for (int i = 0; i < nargs; i++) {
+        cl_int err = api->clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].ptr);
+        if (err != CL_SUCCESS)
+            return QP_CL_ERR(d, QP_ERR_INTERNAL, "opencl:%d: layer '%s': clSetKernelArg(%s, %d) failed: %s (%d)",
+                             d->index, l->layer, name, i, qp_cl_strerror(err), (int)err);
+    }
+    cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, dims, NULL, global, local, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return QP_CL_ERR(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? QP_ERR_OUT_OF_MEMORY
+                                                                                                 : QP_ERR_DEVICE,
+                         "opencl:%d: layer '%s': clEnqueueNDRangeKernel(%s) failed: %s (%d)", d->index, l->layer, name,
+                         qp_cl_strerror(err), (int)err);
+    return QP_OK;
+}
+
+static void release(qp_cl_device *d, cl_mem *m) {
+    if (*m) d->be->api.clReleaseMemObject(*m);
+    *m = NULL;
+}
+
+void qp_cl_linear_destroy(void *dev, void *lin) {
+    qp_cl_device *d = dev;
+    qp_cl_linear *l = lin;
+    if (!l) return;
+    release(d, &l->w); release(d, &l->wsc); release(d, &l->adj); release(d, &l->bias);
+    release(d, &l->xq); release(d, &l->sx); release(d, &l->szp); release(d, &l->rowmax);
+    free(l);
+}
+
+static qp_status unsupported(qp_cl_device *d, const char *layer, const char *why) {
+    return QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: layer '%s': unsupported: %s", d->index, layer, why);
+}
+
+static qp_status bad_desc(qp_cl_device *d, const char *layer, const char *why) {
+    return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': %s", d->index, layer, why);
+}
+
+/* Checks the desc for the three schemes this backend runs. */
+static qp_status check_desc(qp_cl_device *d, const qp_lin_desc *s, const char *layer) {
+    if (s->N <= 0 || s->K <= 0) return bad_desc(d, layer, "N and K must be positive");
+    if (s->act_dtype != QP_DTYPE_F16 && s->act_dtype != QP_DTYPE_BF16)
+        return bad_desc(d, layer, "activations must be fp16 or bf16");
+    switch (s->kind) {
+    case QP_SCHEME_W8A8_INT8:
+        if (!s->w_i8 || !s->w_scale) return bad_desc(d, layer, "W8A8-INT8 needs w_i8 and w_scale");
+        if (s->act != QP_ACT_INT8_STATIC && s->act != QP_ACT_INT8_DYNAMIC_TOKEN)
+            return unsupported(d, layer, "W8A8-INT8 with a non-int8 activation mode");
+        if (!s->act_symmetric && !s->azp_adj) return bad_desc(d, layer, "asymmetric activations need azp_adj");
+        return QP_OK;
+    case QP_SCHEME_W8A8_FP8:
+        if (!s->w_u8 || !s->w_scale) return bad_desc(d, layer, "W8A8-FP8 needs w_u8 and w_scale");
+        if (s->act == QP_ACT_FP8_GROUP128)
+            return unsupported(d, layer, "not yet implemented on opencl (fp8 per-token-group activations)");
+        if (s->act != QP_ACT_FP8_STATIC && s->act != QP_ACT_FP8_DYNAMIC_TENSOR && s->act != QP_ACT_FP8_DYNAMIC_TOKEN)
+            return unsupported(d, layer, "W8A8-FP8 with a non-fp8 activation mode");
+        return QP_OK;
+    case QP_SCHEME_QQQ_W4A8:
+        if (!s->w8 || !s->s_channel) return bad_desc(d, layer, "QQQ needs w8 and s_channel");
+        if (s->group_size != -1 && s->group_size != 128) return unsupported(d, layer, "QQQ group size other than -1/128");
+        if (s->act_dtype != QP_DTYPE_F16) return bad_desc(d, layer, "QQQ activations must be fp16");
+        return QP_OK;
+    default:
+        return unsupported(d, layer, "not yet implemented on opencl");
+    }
+}
+
+static qp_status check_path(qp_cl_device *d, const qp_lin_desc *s, unsigned path, const char *layer) {
+    if ((path & QP_PATH_GEMV) && (path & QP_PATH_TILED))
+        return bad_desc(d, layer, "QP_PATH_GEMV and QP_PATH_TILED are exclusive");
+    if ((path & QP_PATH_INT_DOT) && (path & QP_PATH_NO_INT_DOT))
+        return bad_desc(d, layer, "QP_PATH_INT_DOT and QP_PATH_NO_INT_DOT are exclusive");
+    if (path & ~(QP_PATH_GEMV | QP_PATH_TILED | QP_PATH_INT_DOT | QP_PATH_NO_INT_DOT))
+        return bad_desc(d, layer, "unknown QP_PATH_* bits");
+    if (path & QP_PATH_INT_DOT) {
+        if (s->kind == QP_SCHEME_W8A8_FP8)
+            return unsupported(d, layer, "QP_PATH_INT_DOT forced on an fp8 layer (no integer dot product path)");
+        if (!d->has_int_dot)
+            return unsupported(d, layer, "QP_PATH_INT_DOT forced but the device lacks cl_khr_integer_dot_product "
+                                         "(4x8-bit input)");
+    }
+    return QP_OK;
+}
+
+qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, void **lin) {
+    qp_cl_device *d = dev;
+    if (!s || !lin) return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: NULL desc or output", d->index);
+    const char *layer = s->layer ? s->layer : "";
+    qp_status st = check_desc(d, s, layer);
+    if (st == QP_OK) st = check_path(d, s, path, layer);
+    if (st == QP_OK) st = qp_cl_program_ensure(d);
+    if (st != QP_OK) return st;
+    qp_cl_linear *l = calloc(1, sizeof *l);
+    if (!l) return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory", d->index, layer);
+    snprintf(l->layer, sizeof l->layer, "%s", layer);
+    l->kind = s->kind;
+    l->N = s->N;
+    l->K = s->K;
+    l->act_dtype = s->act_dtype;
+    l->act = s->act;
+    l->symmetric = s->act_symmetric;
+    l->input_scale = s->input_scale;
+    l->input_zp = s->input_zp;
+    l->path = path;
+    l->use_dot = s->kind != QP_SCHEME_W8A8_FP8 && d->has_int_dot && !(path & QP_PATH_NO_INT_DOT);
+    size_t nk = (size_t)s->N * (size_t)s->K, n = (size_t)s->N;
+    if (s->act_dtype == QP_DTYPE_BF16) l->flags |= EPI_BF16;
+    if (s->bias) l->flags |= EPI_BIAS;
+    switch (s->kind) {
+    case QP_SCHEME_W8A8_INT8:
+        if (!s->act_symmetric) l->flags |= EPI_ASYM;
+        if (s->act == QP_ACT_INT8_STATIC) l->flags |= EPI_STATIC;
+        st = qp_cl_buffer_from_host(d, s->w_i8, nk, "w_i8", layer, &l->w);
+        if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w_scale, n * sizeof(float), "w_scale", layer, &l->wsc);
+        if (st == QP_OK && !s->act_symmetric)
+            st = qp_cl_buffer_from_host(d, s->azp_adj, n * sizeof(int32_t), "azp_adj", layer, &l->adj);
+        break;
+    case QP_SCHEME_W8A8_FP8:
+        st = qp_cl_buffer_from_host(d, s->w_u8, nk, "w_u8", layer, &l->w);
+        if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w_scale, n * sizeof(float), "w_scale", layer, &l->wsc);
+        break;
+    default: /* QQQ: dynamic per-token symmetric int8 activations (spec 5.5 step 1) */
+        l->flags |= EPI_QQQ;
+        l->act = QP_ACT_INT8_DYNAMIC_TOKEN;
+        l->symmetric = 1;
+        st = qp_cl_buffer_from_host(d, s->w8, nk, "w8", layer, &l->w);
+        if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->s_channel, n * sizeof(float), "s_channel", layer, &l->wsc);
+        break;
+    }
+    if (st == QP_OK && s->bias) st = qp_cl_buffer_from_host(d, s->bias, n * sizeof(uint16_t), "bias", layer, &l->bias);
+    if (st != QP_OK) {
+        qp_cl_linear_destroy(d, l);
+        return st;
+    }
+    *lin = l;
+    return QP_OK;
+}
+
+static int use_gemv(const qp_cl_linear *l, int M) {
+    if (l->path & QP_PATH_GEMV) return 1;
+    if (l->path & QP_PATH_TILED) return 0;
+    return M <= GEMV_MAX_M;
+}
+
+static qp_status ensure_scratch(qp_cl_device *d, qp_cl_linear *l, int M) {
+    if (M <= l->cap_m) return QP_OK;
+    release(d, &l->xq); release(d, &l->sx); release(d, &l->szp); release(d, &l->rowmax);
+    l->cap_m = 0;
+    int cap = M < 16 ? 16 : M;
+    size_t elt = l->kind == QP_SCHEME_W8A8_FP8 ? sizeof(float) : 1;
+    cl_int err = CL_SUCCESS;
+    qp_cl_api *api = &d->be->api;
+    struct { cl_mem *m; size_t bytes; const char *name; } want[] = {
+        {&l->xq, (size_t)cap * (size_t)l->K * elt, "quantized activations"},
+        {&l->sx, (size_t)cap * sizeof(float), "activation scales"},
+        {&l->szp, (size_t)cap * sizeof(int32_t), "activation zero points"},
+        {&l->rowmax, (size_t)cap * sizeof(float), "row maxima"},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if ((uint64_t)want[i].bytes > d->max_alloc) err = CL_INVALID_BUFFER_SIZE;
+        else *want[i].m = api->clCreateBuffer(d->context, CL_MEM_READ_WRITE, want[i].bytes, NULL, &err);
+        if (!*want[i].m)
+            return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': %s for M = %d (%zu bytes): %s (%d)",
+                             d->index, l->layer, want[i].name, M, want[i].bytes, qp_cl_strerror(err), (int)err);
+    }
+    l->cap_m = cap;
+    return QP_OK;
+}
+
+qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *ybuf) {
+    qp_cl_device *d = dev;
+    qp_cl_linear *l = lin;
+    qp_cl_buffer *xb = xbuf, *yb = ybuf;
+    if (!l || !xb || !yb || M < 0) return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: NULL layer or buffer, or M < 0", d->index);
+    if (M == 0) return QP_OK;
+    int N = l->N, K = l->K;
+    if (xb->bytes < (size_t)M * (size_t)K * 2 || yb->bytes < (size_t)M * (size_t)N * 2)
+        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT,
+                         "opencl:%d: layer '%s': x (%zu bytes) or y (%zu bytes) smaller than M=%d x K=%d / N=%d 16-bit values",
+                         d->index, l->layer, xb->bytes, yb->bytes, M, K, N);
+    qp_status st = ensure_scratch(d, l, M);
+    if (st != QP_OK) return st;
+    int bf16 = l->act_dtype == QP_DTYPE_BF16;
+    cl_mem adj = l->adj ? l->adj : d->dummy, bias = l->bias ? l->bias : d->dummy;
+    size_t qg[1] = {(size_t)M * WG}, ql[1] = {WG};
+    int fp8 = l->kind == QP_SCHEME_W8A8_FP8;
+    if (!fp8) {
+        int dynamic = l->act != QP_ACT_INT8_STATIC;
+        karg a[] = {A(xb->mem), A(K), A(bf16), A(dynamic), A(l->symmetric), A(l->input_scale), A(l->input_zp),
+                    A(l->xq), A(l->sx), A(l->szp)};
+        st = run_kernel(d, l, QP_CL_K_QUANT_I8, "qp_quant_i8", a, 10, 1, qg, ql);
+    } else {
+        int mode = l->act == QP_ACT_FP8_STATIC ? 0 : l->act == QP_ACT_FP8_DYNAMIC_TENSOR ? 1 : 2;
+        if (mode == 1) {
+            karg r[] = {A(xb->mem), A(K), A(bf16), A(l->rowmax)};
+            st = run_kernel(d, l, QP_CL_K_ROWMAX, "qp_rowmax", r, 4, 1, qg, ql);
+        }
+        karg a[] = {A(xb->mem), A(K), A(M), A(bf16), A(mode), A(l->input_scale), A(l->rowmax), A(l->xq), A(l->sx)};
+        if (st == QP_OK) st = run_kernel(d, l, QP_CL_K_QUANT_F8, "qp_quant_f8", a, 9, 1, qg, ql);
+    }
+    if (st != QP_OK) return st;
+    if (use_gemv(l, M)) {
+        size_t g[1] = {(size_t)N * WG}, lo[1] = {WG};
+        for (int m0 = 0; m0 < M && st == QP_OK; m0 += GEMV_MAX_M) {
+            int rows = M - m0 < GEMV_MAX_M ? M - m0 : GEMV_MAX_M;
+            if (!fp8) {
+                karg a[] = {A(l->xq), A(l->w), A(K), A(N), A(m0), A(rows), A(l->flags), A(l->sx), A(l->szp),
+                            A(l->wsc), A(adj), A(bias), A(yb->mem)};
+                st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_I8_DOT : QP_CL_K_GEMV_I8, "qp_gemv_i8", a, 13, 1, g, lo);
+            } else {
+                karg a[] = {A(l->xq), A(l->w), A(K), A(N), A(m0), A(rows), A(l->flags), A(l->sx), A(l->wsc),
+                            A(bias), A(yb->mem)};
+                st = run_kernel(d, l, QP_CL_K_GEMV_F8, "qp_gemv_f8", a, 11, 1, g, lo);
+            }
+        }
+    } else {
+        size_t g[2] = {(size_t)((N + TILE - 1) / TILE) * 8, (size_t)((M + TILE - 1) / TILE) * 8}, lo[2] = {8, 8};
+        if (!fp8) {
+            karg a[] = {A(l->xq), A(l->w), A(M), A(K), A(N), A(l->flags), A(l->sx), A(l->szp), A(l->wsc),
+                        A(adj), A(bias), A(yb->mem)};
+            st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_I8_DOT : QP_CL_K_TILED_I8, "qp_tiled_i8", a, 12, 2, g, lo);
+        } else {
+            karg a[] = {A(l->xq), A(l->w), A(M), A(K), A(N), A(l->flags), A(l->sx), A(l->wsc), A(bias), A(yb->mem)};
+            st = run_kernel(d, l, QP_CL_K_TILED_F8, "qp_tiled_f8", a, 10, 2, g, lo);
+        }
+    }
+    if (st != QP_OK) return st;
+    /* complete before returning: errors of the kernels surface here, and the
+     * caller may free x/y right after */
+    cl_int err = d->be->api.clFinish(d->queue);
+    if (err != CL_SUCCESS)
+        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: layer '%s': clFinish after the forward failed: %s (%d)", d->index,
+                         l->layer, qp_cl_strerror(err), (int)err);
+    return QP_OK;
+}
+
+void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
+    qp_cl_device *d = dev;
+    qp_cl_linear *l = lin;
+    if (!out || !cap) return;
+    if (!l) { out[0] = 0; return; }
+    const char *div = d->div_mode == QP_CL_DIV_NATIVE ? "div native" : d->div_mode == QP_CL_DIV_FP64 ? "div fp64" : "div fma";
+    const char *arith = l->kind == QP_SCHEME_W8A8_FP8 ? "fp8->fp32"
+                        : l->use_dot ? (d->int_dot_emulated ? "int-dot (emulated: QPORT_CL_FAKE_INT_DOT)" : "int-dot")
+                                     : "int8 plain";
+    if (use_gemv(l, M))
+        snprintf(out, cap, "gemv wg%d %s, %s", WG, arith, div);
+    else
+        snprintf(out, cap, "tiled %dx%d %s, %s", TILE, TILE, arith, div);
+}

@@ -1,0 +1,612 @@
+/*
+ * The CUDA backend plugin (issue 7, DESIGN.md 3): libqport-cuda.so.
+ *
+ * Host side in C against the CUDA runtime API (linked statically, so the
+ * plugin loads without a driver; then cudaGetDeviceCount fails with 35 and
+ * the backend reports zero devices with the reason). Kernels live in
+ * cuda_kernels.cu; layouts:
+ *   W8A8-INT8: int8 [Np][Kp], W8A8-FP8: e4m3 codes [Np][Kp], QQQ: int4
+ *   codes packed 8 per word [Np][Kp/2] (cuda_kernels.cu: expand_*), with
+ *   K padded to 64 and N to 64 by zeros.
+ * Paths: GEMV (M <= 16 by default; dp4a or plain int multiply-add; fp32
+ * decode for fp8) and TILED (mma.sync tensor cores with split-K).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "backend.h"
+#include "cu_math.h"
+#include "cuda_caps.h"
+#include "cuda_kernels.h"
+
+#ifndef QPCU_SASS_TARGETS
+#define QPCU_SASS_TARGETS "75,80,86,89,90"
+#endif
+#ifndef QPCU_PTX_TARGETS
+#define QPCU_PTX_TARGETS "90"
+#endif
+
+#define EXPORT __attribute__((visibility("default")))
+
+typedef struct cu_state cu_state;
+
+typedef struct cu_dev {
+    cu_state *st;
+    int index;
+    struct cudaDeviceProp prop;
+    int cc;
+    qpcu_arch_fit fit;
+    char fit_why[256];
+    int probed;       /* qpcu_kernel_probe done: 1 ok, -1 failed */
+    cudaStream_t stream;
+    int has_stream;
+    void *ws;         /* workspace: xq, xs, xzp, amax, partial */
+    size_t ws_bytes;
+} cu_dev;
+
+struct cu_state {
+    const qp_host *host;
+    int n;
+    cu_dev *devs;
+    int runtime_version, driver_version;
+};
+
+typedef struct cu_buf {
+    void *p;
+    size_t size;
+} cu_buf;
+
+typedef struct cu_lin {
+    char layer[96];
+    int N, K, Np, Kp;
+    int wkind, qqq, act, bf16;
+    unsigned path;
+    float in_scale;
+    int32_t in_zp;
+    void *w;
+    uint16_t *s_group;
+    float *w_scale;
+    int32_t *azp_adj;
+    uint16_t *bias;
+} cu_lin;
+
+static int round_up(int v, int m) { return (v + m - 1) / m * m; }
+
+static qp_status cuda_fail(cu_dev *d, const char *layer, const char *call, cudaError_t e) {
+    const qp_host *h = d->st->host;
+    return h->error(h->ctx, e == cudaErrorMemoryAllocation ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE,
+                    "cuda:%d: %s%s%s%s failed: %s (%d)", d->index, layer ? "layer '" : "", layer ? layer : "",
+                    layer ? "': " : "", call, cudaGetErrorString(e), (int)e);
+}
+
+/* ---- init / devices ------------------------------------------------------ */
+
+static qp_status cu_init(const qp_host *host, void **state) {
+    cu_state *st = calloc(1, sizeof *st);
+    if (!st) return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of memory in init");
+    st->host = host;
+    *state = st;
+    cudaRuntimeGetVersion(&st->runtime_version);
+    cudaDriverGetVersion(&st->driver_version); /* 0 without a driver */
+    int n = 0; /* left untouched when the call fails (no driver: 35) */
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        host->log(host->ctx, QP_LOG_INFO, "cuda: 0 devices: cudaGetDeviceCount failed: %s (%d)%s",
+                  cudaGetErrorString(e), (int)e,
+                  e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice ? " (no NVIDIA driver or GPU)" : "");
+        cudaGetLastError();
+        return QP_OK;
+    }
+    if (n <= 0) {
+        host->log(host->ctx, QP_LOG_INFO, "cuda: 0 devices: the driver reports no CUDA device");
+        return QP_OK;
+    }
+    st->devs = calloc((size_t)n, sizeof *st->devs);
+    if (!st->devs) return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of memory in init");
+    for (int i = 0; i < n; i++) {
+        cu_dev *d = &st->devs[st->n];
+        d->st = st;
+        d->index = st->n;
+        e = cudaGetDeviceProperties(&d->prop, i);
+        if (e != cudaSuccess) {
+            host->log(host->ctx, QP_LOG_WARN, "cuda: device %d skipped: cudaGetDeviceProperties failed: %s (%d)", i,
+                      cudaGetErrorString(e), (int)e);
+            continue;
+        }
+        d->cc = d->prop.major * 10 + d->prop.minor;
+        d->fit = qpcu_arch_check(d->cc, QPCU_SASS_TARGETS, QPCU_PTX_TARGETS, d->fit_why, sizeof d->fit_why);
+        if (d->fit == QPCU_ARCH_NONE)
+            host->log(host->ctx, QP_LOG_WARN, "cuda:%d %s: %s", d->index, d->prop.name, d->fit_why);
+        else
+            host->log(host->ctx, QP_LOG_INFO, "cuda:%d %s, compute capability %d.%d, %s", d->index, d->prop.name,
+                      d->prop.major, d->prop.minor,
+                      d->fit == QPCU_ARCH_SASS ? "native code" : "PTX JIT (no SASS for this GPU in the plugin)");
+        /* device index in the runtime equals ours unless one was skipped */
+        d->index = i;
+        st->n++;
+    }
+    return QP_OK;
+}
+
+static void cu_shutdown(void *state) {
+    cu_state *st = state;
+    if (!st) return;
+    for (int i = 0; i < st->n; i++) {
+        cu_dev *d = &st->devs[i];
+        if (d->has_stream || d->ws) {
+            cudaSetDevice(d->index);
+            if (d->ws) cudaFree(d->ws);
+            if (d->has_stream) cudaStreamDestroy(d->stream);
+        }
+    }
+    free(st->devs);
+    free(st);
+}
+
+static int cu_device_count(void *state) { return ((cu_state *)state)->n; }
+
+static void *cu_device_get(void *state, int i) {
+    cu_state *st = state;
+    return i >= 0 && i < st->n ? &st->devs[i] : NULL;
+}
+
+static qp_status cu_device_info(void *dev, qp_device_info *out) {
+    cu_dev *d = dev;
+    size_t sz = out->struct_size;
+    memset(out, 0, sz < sizeof *out ? sz : sizeof *out);
+    out->struct_size = sz;
+    snprintf(out->backend, sizeof out->backend, "cuda");
+    out->index = d->index;
+    snprintf(out->name, sizeof out->name, "%.127s", d->prop.name);
+    snprintf(out->vendor, sizeof out->vendor, "NVIDIA");
+    snprintf(out->driver, sizeof out->driver, "CUDA driver %d.%d", d->st->driver_version / 1000,
+             (d->st->driver_version % 1000) / 10);
+    snprintf(out->api_version, sizeof out->api_version, "%d.%d", d->st->runtime_version / 1000,
+             (d->st->runtime_version % 1000) / 10);
+    out->kind = d->prop.integrated ? QP_DEVICE_INTEGRATED_GPU : QP_DEVICE_DISCRETE_GPU;
+    out->memory_bytes = (uint64_t)d->prop.totalGlobalMem;
+    memcpy(out->uuid, d->prop.uuid.bytes, 16);
+    out->has_uuid = 1;
+    out->cuda_cc = d->cc;
+    out->same_as[0] = 0;
+    qp_device_caps *c = &out->caps;
+    c->int8_storage = 1;
+    c->int8_arith = 1;
+    c->fp16_arith = d->cc >= 53;
+    c->bf16 = d->cc >= 80;
+    c->int_dot = qpcu_cap_int_dot(d->cc);
+    c->int_dot_accelerated = qpcu_cap_int_dot(d->cc);
+    c->tensor_core_int8 = qpcu_cap_tensor_core_int8(d->cc);
+    c->tensor_core_fp8 = qpcu_cap_tensor_core_fp8(d->cc);
+    c->subgroup_min = 32;
+    c->subgroup_max = 32;
+    c->shared_mem_bytes = (int64_t)d->prop.sharedMemPerBlock;
+    c->max_buffer_bytes = (int64_t)d->prop.totalGlobalMem;
+    c->max_alloc_bytes = (int64_t)d->prop.totalGlobalMem;
+    return QP_OK;
+}
+
+static qp_status cu_device_supports(void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out) {
+    (void)M; (void)N; (void)K;
+    cu_dev *d = dev;
+    qpcu_scheme_support(scheme, d->cc, QPCU_SASS_TARGETS, QPCU_PTX_TARGETS, out);
+    return QP_OK;
+}
+
+/* ---- buffers -------------------------------------------------------------- */
+
+static qp_status cu_buffer_alloc(void *dev, size_t bytes, void **buf) {
+    cu_dev *d = dev;
+    cudaError_t e = cudaSetDevice(d->index);
+    if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaSetDevice", e);
+    cu_buf *b = calloc(1, sizeof *b);
+    if (!b) return d->st->host->error(d->st->host->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
+    e = cudaMalloc(&b->p, bytes ? bytes : 1);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        free(b);
+        const qp_host *h = d->st->host;
+        return h->error(h->ctx, e == cudaErrorMemoryAllocation ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE,
+                        "cuda:%d: cudaMalloc(%zu bytes) failed: %s (%d)", d->index, bytes, cudaGetErrorString(e),
+                        (int)e);
+    }
+    b->size = bytes;
+    *buf = b;
+    return QP_OK;
+}
+
+static void cu_buffer_free(void *dev, void *buf) {
+    cu_dev *d = dev;
+    cu_buf *b = buf;
+    if (!b) return;
+    cudaSetDevice(d->index);
+    cudaFree(b->p);
+    free(b);
+}
+
+static qp_status buf_range(cu_dev *d, cu_buf *b, size_t off, size_t bytes, const char *what) {
+    if (off > b->size || bytes > b->size - off)
+        return d->st->host->error(d->st->host->ctx, QP_ERR_INVALID_ARGUMENT,
+                                  "cuda:%d: %s of %zu bytes at offset %zu exceeds the buffer (%zu bytes)", d->index,
+                                  what, bytes, off, b->size);
+    return QP_OK;
+}
+
+static qp_status cu_buffer_upload(void *dev, void *buf, size_t offset, const void *src, size_t bytes) {
+    cu_dev *d = dev;
+    cu_buf *b = buf;
+    qp_status s = buf_range(d, b, offset, bytes, "upload");
+    if (s != QP_OK || !bytes) return s;
+    cudaError_t e = cudaSetDevice(d->index);
+    if (e == cudaSuccess) e = cudaMemcpy((char *)b->p + offset, src, bytes, cudaMemcpyHostToDevice);
+    return e == cudaSuccess ? QP_OK : cuda_fail(d, NULL, "cudaMemcpy(host to device)", e);
+}
+
+static qp_status cu_buffer_download(void *dev, void *buf, size_t offset, void *dst, size_t bytes) {
+    cu_dev *d = dev;
+    cu_buf *b = buf;
+    qp_status s = buf_range(d, b, offset, bytes, "download");
+    if (s != QP_OK || !bytes) return s;
+    cudaError_t e = cudaSetDevice(d->index);
+    if (e == cudaSuccess) e = cudaMemcpy(dst, (const char *)b->p + offset, bytes, cudaMemcpyDeviceToHost);
+    return e == cudaSuccess ? QP_OK : cuda_fail(d, NULL, "cudaMemcpy(device to host)", e);
+}
+
+/* ---- layers ---------------------------------------------------------------- */
+
+static void lin_free(cu_lin *l) {
+    if (!l) return;
+    cudaFree(l->w);
+    cudaFree(l->s_group);
+    cudaFree(l->w_scale);
+    cudaFree(l->azp_adj);
+    cudaFree(l->bias);
+    free(l);
+}
+
+static qp_status upload_new(cu_dev *d, cu_lin *l, void **dst, const void *src, size_t bytes, const char *tensor) {
+    cudaError_t e = cudaMalloc(dst, bytes);
+    if (e == cudaSuccess) e = cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        char call[96];
+        snprintf(call, sizeof call, "upload of %s (%zu bytes)", tensor, bytes);
+        return cuda_fail(d, l->layer, call, e);
+    }
+    return QP_OK;
+}
+
+static qp_status lin_error(cu_dev *d, qp_status s, const char *layer, const char *msg) {
+    return d->st->host->error(d->st->host->ctx, s, "cuda:%d: layer '%s': %s", d->index, layer, msg);
+}
+
+/* Ensures the kernels can run on the device (no image: a GPU newer than
+ * every compiled target and no PTX, or a driver too old for the PTX). */
+static qp_status ensure_runnable(cu_dev *d, const char *layer) {
+    if (d->fit == QPCU_ARCH_NONE) return lin_error(d, QP_ERR_UNSUPPORTED, layer, d->fit_why);
+    if (!d->probed) {
+        cudaError_t e = cudaSetDevice(d->index);
+        if (e != cudaSuccess) return cuda_fail(d, layer, "cudaSetDevice", e);
+        int pe = qpcu_kernel_probe();
+        d->probed = pe == 0 ? 1 : -1;
+        if (pe) {
+            cudaGetLastError();
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "unsupported: no kernel image for compute capability %d.%d (cudaFuncGetAttributes: %s (%d)); "
+                     "the plugin has sm %s and PTX %s",
+                     d->prop.major, d->prop.minor, cudaGetErrorString((cudaError_t)pe), pe, QPCU_SASS_TARGETS,
+                     QPCU_PTX_TARGETS);
+            snprintf(d->fit_why, sizeof d->fit_why, "%s", msg);
+            d->fit = QPCU_ARCH_NONE;
+            return lin_error(d, QP_ERR_UNSUPPORTED, layer, msg);
+        }
+        if (!d->has_stream) {
+            /* a blocking stream: ordered after the legacy-stream cudaMemcpy
+             * uploads (pageable H2D copies may return before the DMA ends) */
+            e = cudaStreamCreateWithFlags(&d->stream, cudaStreamDefault);
+            if (e != cudaSuccess) return cuda_fail(d, layer, "cudaStreamCreate", e);
+            d->has_stream = 1;
+        }
+    }
+    return d->probed == 1 ? QP_OK : lin_error(d, QP_ERR_UNSUPPORTED, layer, d->fit_why);
+}
+
+/* Validates the forced path against the scheme and the device. */
+static qp_status check_path(cu_dev *d, const cu_lin *l, unsigned path) {
+    if ((path & QP_PATH_GEMV) && (path & QP_PATH_TILED))
+        return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "QP_PATH_GEMV and QP_PATH_TILED are exclusive");
+    if ((path & QP_PATH_INT_DOT) && (path & QP_PATH_NO_INT_DOT))
+        return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "QP_PATH_INT_DOT and QP_PATH_NO_INT_DOT are exclusive");
+    if (l->wkind == QPCU_W_F8) {
+        if (path & QP_PATH_INT_DOT)
+            return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
+                             "unsupported path: W8A8-FP8 has no integer dot-product path on cuda");
+        if ((path & QP_PATH_TILED) && !qpcu_cap_tensor_core_fp8(d->cc))
+            return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
+                             "unsupported path: the tiled fp8 kernel needs e4m3 tensor cores (compute capability "
+                             ">= 8.9); this device runs the fp32 decode GEMV path");
+    } else {
+        if ((path & QP_PATH_TILED) && (path & QP_PATH_NO_INT_DOT))
+            return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
+                             "unsupported path: the tiled kernel uses int8 tensor cores (mma.sync); the plain "
+                             "multiply-add kernel is the GEMV path");
+        if ((path & QP_PATH_INT_DOT) && !qpcu_cap_int_dot(d->cc))
+            return lin_error(d, QP_ERR_UNSUPPORTED, l->layer, "unsupported path: no dp4a below compute capability 6.1");
+    }
+    return QP_OK;
+}
+
+static int env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path, void **out) {
+    cu_dev *d = dev;
+    const qp_host *h = d->st->host;
+    if (!desc || !out || desc->N <= 0 || desc->K <= 0)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda: linear_prepare: NULL descriptor or bad shape");
+    const char *layer = desc->layer ? desc->layer : "";
+    cu_lin *l = calloc(1, sizeof *l);
+    if (!l) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
+    snprintf(l->layer, sizeof l->layer, "%s", layer);
+    l->N = desc->N;
+    l->K = desc->K;
+    l->Np = round_up(desc->N, QPCU_BN);
+    l->Kp = round_up(desc->K, QPCU_BK);
+    l->path = path;
+    l->in_scale = desc->input_scale;
+    l->in_zp = desc->input_zp;
+    qp_status s = QP_OK;
+    void *host = NULL;
+    float *hs = NULL;
+
+    if (desc->act_dtype != QP_DTYPE_F16 && desc->act_dtype != QP_DTYPE_BF16) {
+        s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "activations must be fp16 or bf16");
+        goto fail;
+    }
+    l->bf16 = desc->act_dtype == QP_DTYPE_BF16;
+    switch (desc->kind) {
+    case QP_SCHEME_W8A8_INT8:
+        if (!desc->w_i8 || !desc->w_scale) { s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "missing w_i8 / w_scale"); goto fail; }
+        l->wkind = QPCU_W_I8;
+        if (desc->act == QP_ACT_INT8_STATIC) l->act = desc->act_symmetric ? QPCU_ACT_I8_STATIC_SYM : QPCU_ACT_I8_STATIC_ASYM;
+        else if (desc->act == QP_ACT_INT8_DYNAMIC_TOKEN) l->act = desc->act_symmetric ? QPCU_ACT_I8_DYN_SYM : QPCU_ACT_I8_DYN_ASYM;
+        else { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: W8A8-INT8 activation mode not implemented on cuda"); goto fail; }
+        if (!desc->act_symmetric && !desc->azp_adj) {
+            s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "asymmetric activations need azp_adj");
+            goto fail;
+        }
+        break;
+    case QP_SCHEME_W8A8_FP8:
+    case QP_SCHEME_HF_FP8:
+        if (!desc->w_u8 || !desc->w_scale) { s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "missing w_u8 / w_scale"); goto fail; }
+        l->wkind = QPCU_W_F8;
+        if (desc->act == QP_ACT_FP8_STATIC) l->act = QPCU_ACT_F8_STATIC;
+        else if (desc->act == QP_ACT_FP8_DYNAMIC_TENSOR) l->act = QPCU_ACT_F8_DYN_TENSOR;
+        else if (desc->act == QP_ACT_FP8_DYNAMIC_TOKEN) l->act = QPCU_ACT_F8_DYN_TOKEN;
+        else { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: not yet implemented on cuda (fp8 activation mode)"); goto fail; }
+        break;
+    case QP_SCHEME_QQQ_W4A8:
+        if (desc->act_dtype != QP_DTYPE_F16) { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "QQQ takes fp16 activations only"); goto fail; }
+        if (desc->group_size != -1 && desc->group_size != 128) { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "QQQ group size must be -1 or 128"); goto fail; }
+        if (desc->group_size == 128 && (desc->K % 128 || !desc->s_group)) {
+            s = lin_error(d, QP_ERR_VALUE, layer, "QQQ group 128 needs K % 128 == 0 and s_group");
+            goto fail;
+        }
+        if (!desc->q4 || !desc->s_channel || !desc->w8) { s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "missing q4 / w8 / s_channel"); goto fail; }
+        l->qqq = 1;
+        l->act = QPCU_ACT_I8_DYN_SYM;
+        /* QPORT_CUDA_QQQ_W8=1: run the exact int8 weights of spec 5.5 step 2
+         * (desc->w8) through the int8 kernels instead of expanding nibbles */
+        l->wkind = env_flag("QPORT_CUDA_QQQ_W8") ? QPCU_W_I8 : desc->group_size == 128 ? QPCU_W_Q4G : QPCU_W_Q4CH;
+        break;
+    default:
+        s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: not yet implemented on cuda");
+        goto fail;
+    }
+    if ((s = check_path(d, l, path)) != QP_OK) goto fail;
+    if ((s = ensure_runnable(d, layer)) != QP_OK) goto fail;
+
+    size_t Np = (size_t)l->Np, Kp = (size_t)l->Kp, N = (size_t)l->N, K = (size_t)l->K;
+    /* weights */
+    if (l->wkind == QPCU_W_I8 || l->wkind == QPCU_W_F8) {
+        const uint8_t *src = l->wkind == QPCU_W_F8 ? desc->w_u8 : (const uint8_t *)(l->qqq ? desc->w8 : desc->w_i8);
+        uint8_t *hw = calloc(Np * Kp, 1);
+        if (!(host = hw)) goto oom;
+        for (size_t n = 0; n < N; n++) memcpy(hw + n * Kp, src + n * K, K);
+        if ((s = upload_new(d, l, &l->w, hw, Np * Kp, "weight")) != QP_OK) goto fail;
+    } else {
+        uint32_t *hw = calloc(Np * Kp / 8, 4);
+        if (!(host = hw)) goto oom;
+        qpcu_pack_q4(desc->q4, l->N, l->K, l->Np, l->Kp, hw);
+        if ((s = upload_new(d, l, &l->w, hw, Np * Kp / 2, "q4 (packed)")) != QP_OK) goto fail;
+        if (l->wkind == QPCU_W_Q4G) {
+            size_t G = K / 128;
+            uint16_t *sg = calloc(G * Np, 2);
+            if (!sg) goto oom;
+            for (size_t g = 0; g < G; g++) memcpy(sg + g * Np, desc->s_group + g * N, N * 2);
+            s = upload_new(d, l, (void **)&l->s_group, sg, G * Np * 2, "s_group");
+            free(sg);
+            if (s != QP_OK) goto fail;
+        }
+    }
+    free(host);
+    host = NULL;
+    /* scales, azp, bias */
+    hs = calloc(Np, sizeof(float));
+    if (!hs) goto oom;
+    memcpy(hs, l->qqq ? desc->s_channel : desc->w_scale, N * sizeof(float));
+    if ((s = upload_new(d, l, (void **)&l->w_scale, hs, Np * sizeof(float), l->qqq ? "s_channel" : "weight_scale")) != QP_OK) goto fail;
+    if (l->wkind == QPCU_W_I8 && !l->qqq && !desc->act_symmetric) {
+        int32_t *adj = calloc(Np, sizeof(int32_t));
+        if (!adj) goto oom;
+        memcpy(adj, desc->azp_adj, N * sizeof(int32_t));
+        s = upload_new(d, l, (void **)&l->azp_adj, adj, Np * sizeof(int32_t), "azp_adj");
+        free(adj);
+        if (s != QP_OK) goto fail;
+    }
+    if (desc->bias && (s = upload_new(d, l, (void **)&l->bias, desc->bias, N * 2, "bias")) != QP_OK) goto fail;
+    free(hs);
+    *out = l;
+    return QP_OK;
+oom:
+    s = lin_error(d, QP_ERR_OUT_OF_MEMORY, layer, "out of host memory while repacking");
+fail:
+    free(host);
+    free(hs);
+    cudaSetDevice(d->index);
+    lin_free(l);
+    return s;
+}
+
+static void cu_linear_destroy(void *dev, void *lin) {
+    cu_dev *d = dev;
+    cudaSetDevice(d->index);
+    lin_free(lin);
+}
+
+/* The kernel path for M rows. */
+static int pick_kpath(const cu_dev *d, const cu_lin *l, int M) {
+    unsigned p = l->path;
+    if (l->wkind == QPCU_W_F8) {
+        if (p & QP_PATH_TILED) return QPCU_KP_TILED;
+        if (p & QP_PATH_GEMV) return QPCU_KP_GEMV_DP4A;
+        return M > QPCU_GEMV_MAX_ROWS && qpcu_cap_tensor_core_fp8(d->cc) ? QPCU_KP_TILED : QPCU_KP_GEMV_DP4A;
+    }
+    if (p & QP_PATH_NO_INT_DOT) return QPCU_KP_GEMV_PLAIN;
+    if (p & QP_PATH_TILED) return QPCU_KP_TILED;
+    if (p & QP_PATH_GEMV) return QPCU_KP_GEMV_DP4A;
+    return M > QPCU_GEMV_MAX_ROWS ? QPCU_KP_TILED : QPCU_KP_GEMV_DP4A;
+}
+
+static int pick_splits(const cu_dev *d, const cu_lin *l, int Mp) {
+    int blocks = (l->Np / QPCU_BN) * (Mp / QPCU_BM), kt = l->Kp / QPCU_BK;
+    int target = 2 * (d->prop.multiProcessorCount > 0 ? d->prop.multiProcessorCount : 1);
+    int s = 1;
+    if (blocks < target) s = (target + blocks - 1) / blocks;
+    if (s > kt / 2) s = kt / 2; /* at least two k-tiles per split */
+    if (s > 16) s = 16;
+    return s < 1 ? 1 : s;
+}
+
+static size_t al256(size_t v) { return (v + 255) & ~(size_t)255; }
+
+static void cu_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
+    cu_dev *d = dev;
+    cu_lin *l = lin;
+    int kp = pick_kpath(d, l, M);
+    const char *w = l->wkind == QPCU_W_F8 ? "fp8" : l->wkind == QPCU_W_I8 ? (l->qqq ? "qqq-w8" : "int8")
+                  : l->wkind == QPCU_W_Q4G ? "qqq-g128 int4->int8" : "qqq-ch int4->int8";
+    if (kp == QPCU_KP_TILED)
+        snprintf(out, cap, "tiled %dx%dx%d mma.sync %s%s split-k %d %s", QPCU_BM, QPCU_BN, QPCU_BK,
+                 l->wkind == QPCU_W_F8 ? "e4m3" : d->cc >= 80 ? "s8 m16n8k32" : "s8 m8n8k16",
+                 d->cc >= 80 ? " cp.async" : "", pick_splits(d, l, round_up(M > 0 ? M : 1, QPCU_BM)), w);
+    else
+        snprintf(out, cap, "gemv %s %s", l->wkind == QPCU_W_F8 ? "fp32-decode" : kp == QPCU_KP_GEMV_DP4A ? "int-dot dp4a" : "plain int32 mad", w);
+}
+
+static qp_status ensure_ws(cu_dev *d, const char *layer, size_t bytes) {
+    if (d->ws_bytes >= bytes) return QP_OK;
+    if (d->ws) cudaFree(d->ws);
+    d->ws = NULL;
+    d->ws_bytes = 0;
+    cudaError_t e = cudaMalloc(&d->ws, bytes);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        d->ws = NULL;
+        char call[80];
+        snprintf(call, sizeof call, "cudaMalloc(workspace, %zu bytes)", bytes);
+        return cuda_fail(d, layer, call, e);
+    }
+    d->ws_bytes = bytes;
+    return QP_OK;
+}
+
+static qp_status cu_linear_forward(void *dev, void *lin, void *xb, int M, void *yb) {
+    cu_dev *d = dev;
+    cu_lin *l = lin;
+    cu_buf *x = xb, *y = yb;
+    if (M < 0 || !x || !y) return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "negative M or NULL buffer");
+    if (M == 0) return QP_OK;
+    size_t xbytes = (size_t)M * (size_t)l->K * 2, ybytes = (size_t)M * (size_t)l->N * 2;
+    if (x->size < xbytes || y->size < ybytes) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "buffers too small for M=%d: x %zu < %zu or y %zu < %zu bytes", M, x->size, xbytes,
+                 y->size, ybytes);
+        return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, msg);
+    }
+    cudaError_t e = cudaSetDevice(d->index);
+    if (e != cudaSuccess) return cuda_fail(d, l->layer, "cudaSetDevice", e);
+    qpcu_fwd f;
+    memset(&f, 0, sizeof f);
+    f.M = M; f.N = l->N; f.K = l->K; f.Kp = l->Kp; f.Np = l->Np;
+    f.Mp = round_up(M, QPCU_BM);
+    f.wkind = l->wkind; f.qqq = l->qqq; f.act = l->act; f.bf16 = l->bf16;
+    f.kpath = pick_kpath(d, l, M);
+    f.splits = f.kpath == QPCU_KP_TILED ? pick_splits(d, l, f.Mp) : 1;
+    f.sm = d->cc;
+    f.x = x->p; f.y = y->p;
+    f.w = l->w; f.s_group = l->s_group; f.w_scale = l->w_scale; f.azp_adj = l->azp_adj; f.bias = l->bias;
+    f.in_scale = l->in_scale; f.in_zp = l->in_zp;
+    size_t o_xq = 0, o_xs = al256(o_xq + (size_t)f.Mp * (size_t)f.Kp), o_zp = al256(o_xs + (size_t)f.Mp * 4),
+           o_am = al256(o_zp + (size_t)f.Mp * 4), o_p = al256(o_am + 4),
+           total = al256(o_p + (size_t)f.splits * (size_t)f.Mp * (size_t)f.Np * 4);
+    qp_status s = ensure_ws(d, l->layer, total);
+    if (s != QP_OK) return s;
+    char *ws = d->ws;
+    f.xq = ws + o_xq; f.xs = (float *)(ws + o_xs); f.xzp = (int32_t *)(ws + o_zp);
+    f.amax = (uint32_t *)(ws + o_am); f.partial = ws + o_p;
+    f.stream = d->stream;
+    const char *what = "";
+    int ke = qpcu_forward(&f, &what);
+    if (ke) {
+        cudaGetLastError();
+        char call[96];
+        snprintf(call, sizeof call, "launch of %s (M=%d)", what, M);
+        return cuda_fail(d, l->layer, call, (cudaError_t)ke);
+    }
+    e = cudaStreamSynchronize(d->stream);
+    if (e != cudaSuccess) {
+        char call[96];
+        snprintf(call, sizeof call, "forward kernels (M=%d, cudaStreamSynchronize)", M);
+        return cuda_fail(d, l->layer, call, e);
+    }
+    return QP_OK;
+}
+
+static qp_status cu_synchronize(void *dev) {
+    cu_dev *d = dev;
+    if (!d->has_stream) return QP_OK;
+    cudaError_t e = cudaSetDevice(d->index);
+    if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream);
+    return e == cudaSuccess ? QP_OK : cuda_fail(d, NULL, "cudaStreamSynchronize", e);
+}
+
+static const qp_backend_ops cu_ops = {
+    .abi_version = QP_BACKEND_ABI_VERSION,
+    .struct_size = sizeof(qp_backend_ops),
+    .name = "cuda",
+    .init = cu_init,
+    .shutdown = cu_shutdown,
+    .device_count = cu_device_count,
+    .device_get = cu_device_get,
+    .device_info = cu_device_info,
+    .device_supports = cu_device_supports,
+    .buffer_alloc = cu_buffer_alloc,
+    .buffer_free = cu_buffer_free,
+    .buffer_upload = cu_buffer_upload,
+    .buffer_download = cu_buffer_download,
+    .linear_prepare = cu_linear_prepare,
+    .linear_destroy = cu_linear_destroy,
+    .linear_forward = cu_linear_forward,
+    .linear_describe = cu_linear_describe,
+    .synchronize = cu_synchronize,
+};
+
+EXPORT const qp_backend_ops *qp_backend_entry(void) { return &cu_ops; }

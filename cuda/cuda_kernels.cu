@@ -1,0 +1,604 @@
+/*
+ * CUDA kernels of the qport CUDA backend (issue 7): activation
+ * quantization, the GEMV path, the tensor-core tiled path with split-K and
+ * the per-scheme epilogues. Written from the spec (sections 5.5, 6.1-6.5,
+ * errata 11) and the PTX ISA (mma.sync fragment layouts, ldmatrix,
+ * cp.async); the scalar math is cu_math.h, shared with the host tests.
+ *
+ * Determinism: every GEMM writes raw accumulators to a partial buffer
+ * [splits][Mp][Np]; the epilogue kernel sums the splits in index order
+ * (int32 wrapping adds are exact in any order anyway; fp32 sums are fixed
+ * by that order and the fixed per-thread k order), then applies the
+ * scheme's epilogue in the reference's float order.
+ */
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+#include <type_traits>
+
+#include "cu_math.h"
+#include "cuda_kernels.h"
+
+#define WARP 32
+
+/* ------------------------------------------------------------------------ */
+/* Activation quantization: one block per row                               */
+/* ------------------------------------------------------------------------ */
+
+#define QT 256
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    return v;
+}
+__device__ __forceinline__ float warp_min(float v) {
+    for (int o = 16; o; o >>= 1) v = fminf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+    return v;
+}
+
+/* Block-wide max/min (exact: max and min do not round). */
+__device__ float block_max(float v, float *sh) {
+    v = warp_max(v);
+    int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
+    __syncthreads();
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    float r = sh[0];
+    for (int i = 1; i < QT / WARP; i++) r = fmaxf(r, sh[i]);
+    return r;
+}
+__device__ float block_min(float v, float *sh) {
+    v = warp_min(v);
+    int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
+    __syncthreads();
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    float r = sh[0];
+    for (int i = 1; i < QT / WARP; i++) r = fminf(r, sh[i]);
+    return r;
+}
+
+__device__ __forceinline__ float load_act(const uint16_t *x, size_t i, int bf16) {
+    return qpcu_act_to_f32(x[i], bf16);
+}
+
+/* Dynamic fp8 per tensor, pass 1: absmax over every row into *amax (the
+ * bits of a non-negative float order like unsigned ints; fmaxf skips NaN as
+ * the reference does). */
+__global__ void __launch_bounds__(QT) k_rowmax(const uint16_t *x, int K, int bf16, uint32_t *amax) {
+    __shared__ float sh[QT / WARP];
+    const uint16_t *xr = x + (size_t)blockIdx.x * K;
+    float a = 0.0f;
+    for (int k = threadIdx.x; k < K; k += QT) a = fmaxf(a, fabsf(load_act(xr, k, bf16)));
+    a = block_max(a, sh);
+    if (threadIdx.x == 0) atomicMax(amax, qpcu_f2u(a));
+}
+
+/* One row: spec 6.1 / 6.2 exactly as api/quant_int8.c and quant_fp8.c. */
+__global__ void __launch_bounds__(QT) k_quant(const uint16_t *x, int K, int Kp, int bf16, int act, float in_scale,
+                                              int32_t in_zp, const uint32_t *amax, uint8_t *xq, float *xs,
+                                              int32_t *xzp) {
+    __shared__ float sh[QT / WARP];
+    const int m = blockIdx.x;
+    const uint16_t *xr = x + (size_t)m * K;
+    uint8_t *qr = xq + (size_t)m * Kp;
+    float inv = 0.0f, s = 0.0f;
+    int32_t zp = 0;
+    switch (act) {
+    case QPCU_ACT_I8_STATIC_SYM:
+        break;
+    case QPCU_ACT_I8_STATIC_ASYM:
+        inv = QPCU_DIV(1.0f, in_scale);
+        break;
+    case QPCU_ACT_F8_STATIC:
+        inv = QPCU_DIV(1.0f, in_scale);
+        if (m == 0 && threadIdx.x == 0) xs[0] = in_scale; /* the epilogue's s_a */
+        break;
+    case QPCU_ACT_I8_DYN_SYM: {
+        float a = 0.0f;
+        for (int k = threadIdx.x; k < K; k += QT) a = fmaxf(a, fabsf(load_act(xr, k, bf16)));
+        a = block_max(a, sh);
+        s = QPCU_DIV(a, 127.0f);
+        inv = a == 0.0f ? 0.0f : QPCU_DIV(127.0f, a);
+        if (threadIdx.x == 0) xs[m] = s;
+        break;
+    }
+    case QPCU_ACT_I8_DYN_ASYM: {
+        float mn = 3.402823466e38f, mx = -3.402823466e38f;
+        for (int k = threadIdx.x; k < K; k += QT) {
+            float v = load_act(xr, k, bf16);
+            mn = fminf(mn, v);
+            mx = fmaxf(mx, v);
+        }
+        mn = block_min(mn, sh);
+        mx = block_max(mx, sh);
+        s = QPCU_DIV(QPCU_SUB(mx, mn), 255.0f);
+        zp = qpcu_rni_sat32(QPCU_SUB(-128.0f, QPCU_DIV(mn, s)));
+        inv = QPCU_DIV(1.0f, s);
+        if (threadIdx.x == 0) { xs[m] = s; xzp[m] = zp; }
+        break;
+    }
+    case QPCU_ACT_F8_DYN_TENSOR:
+        s = QPCU_DIV(qpcu_u2f(*amax), 448.0f);
+        inv = QPCU_DIV(1.0f, s);
+        if (m == 0 && threadIdx.x == 0) xs[0] = s;
+        break;
+    case QPCU_ACT_F8_DYN_TOKEN: {
+        float a = 0.0f;
+        for (int k = threadIdx.x; k < K; k += QT) a = fmaxf(a, fabsf(load_act(xr, k, bf16)));
+        a = block_max(a, sh);
+        s = fmaxf(QPCU_DIV(a, 448.0f), QPCU_DIV(1.0f, QPCU_MUL(448.0f, 512.0f)));
+        if (threadIdx.x == 0) xs[m] = s;
+        break;
+    }
+    }
+    for (int k = threadIdx.x; k < Kp; k += QT) {
+        uint8_t q = 0;
+        if (k < K) {
+            float v = load_act(xr, k, bf16);
+            switch (act) {
+            case QPCU_ACT_I8_STATIC_SYM: q = (uint8_t)qpcu_rni_sat8(QPCU_DIV(v, in_scale)); break;
+            case QPCU_ACT_I8_STATIC_ASYM:
+                q = (uint8_t)qpcu_sat8(qpcu_add_wrap(qpcu_rni_sat32(QPCU_MUL(v, inv)), in_zp));
+                break;
+            case QPCU_ACT_I8_DYN_SYM: q = (uint8_t)qpcu_rni_sat8(QPCU_MUL(v, inv)); break;
+            case QPCU_ACT_I8_DYN_ASYM: q = (uint8_t)qpcu_sat8(qpcu_add_wrap(qpcu_rni_sat32(QPCU_MUL(v, inv)), zp)); break;
+            case QPCU_ACT_F8_STATIC:
+            case QPCU_ACT_F8_DYN_TENSOR: q = qpcu_fp8_conv(QPCU_MUL(v, inv)); break;
+            case QPCU_ACT_F8_DYN_TOKEN: q = qpcu_fp8_conv(QPCU_DIV(v, s)); break;
+            }
+        }
+        qr[k] = q; /* K padding: zero codes (int 0, e4m3 +0) */
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* int4 -> int8 expansion in registers (QQQ, spec 5.5 step 2)               */
+/* ------------------------------------------------------------------------ */
+/* Packing: see qpcu_pack_q4 (cuda_caps.c) and qpcu_expand_ch (cu_math.h).
+ *   per-channel: two masks give int8 16*q (exact);
+ *   group 128:   each code c gives the low byte of fp16(fma(c-8, s, 1152))
+ *                XOR 0x80 (one fp16 rounding, wrap included: errata 11.7),
+ *                the same value qpcu_qqq_group_w8 computes on the host. */
+__device__ __forceinline__ void expand_ch(uint32_t w, uint32_t &lo, uint32_t &hi) { qpcu_expand_ch(w, &lo, &hi); }
+
+__device__ __forceinline__ uint32_t group_byte(uint32_t c, __half s) {
+    __half t = __int2half_rn((int)c - 8);                     /* exact */
+    __half h = __hfma(t, s, __float2half_rn(1152.0f));          /* fma.rn.f16 */
+    return ((uint32_t)__half_as_ushort(h) & 0xFFu) ^ 0x80u;
+}
+
+__device__ __forceinline__ void expand_g(uint32_t w, __half s, uint32_t &lo, uint32_t &hi) {
+    lo = 0;
+    hi = 0;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        uint32_t b = (w >> (8 * j)) & 0xFFu;
+        lo |= group_byte(b >> 4, s) << (8 * j);
+        hi |= group_byte(b & 0xFu, s) << (8 * j);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* GEMV path (small M): one warp per output column, every weight byte read  */
+/* once, 16-byte coalesced loads, all MR rows of x reused per weight load.   */
+/* ------------------------------------------------------------------------ */
+
+#define GV_WARPS 8
+
+__device__ __forceinline__ int dot4(uint32_t a, uint32_t b, int acc, bool dp4a) {
+    if (dp4a) return __dp4a((int)a, (int)b, acc);
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+        acc += (int)(int8_t)(a >> (8 * j)) * (int)(int8_t)(b >> (8 * j));
+    return acc;
+}
+
+/* int kinds: I8 / Q4CH / Q4G. acc int32 into partial [Mp][Np]. */
+template <int WK, bool DP4A, int MR>
+__global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_int(int M, int N, int Kp, int Np, const uint8_t *xq,
+                                                              const void *w, const uint16_t *s_group,
+                                                              int32_t *partial) {
+    const int lane = threadIdx.x % WARP;
+    const int n = blockIdx.x * GV_WARPS + threadIdx.x / WARP;
+    const int m0 = blockIdx.y * MR;
+    if (n >= N) return;
+    int acc[MR];
+#pragma unroll
+    for (int i = 0; i < MR; i++) acc[i] = 0;
+    for (int k = lane * 16; k < Kp; k += WARP * 16) {
+        uint32_t wv[4];
+        if constexpr (WK == QPCU_W_I8) {
+            uint4 v = *(const uint4 *)((const uint8_t *)w + (size_t)n * Kp + k);
+            wv[0] = v.x; wv[1] = v.y; wv[2] = v.z; wv[3] = v.w;
+        } else {
+            uint2 v = *(const uint2 *)((const uint8_t *)w + (size_t)n * (Kp / 2) + k / 2);
+            if constexpr (WK == QPCU_W_Q4CH) {
+                expand_ch(v.x, wv[0], wv[1]);
+                expand_ch(v.y, wv[2], wv[3]);
+            } else {
+                __half s = __ushort_as_half(s_group[(size_t)(k / 128) * Np + n]);
+                expand_g(v.x, s, wv[0], wv[1]);
+                expand_g(v.y, s, wv[2], wv[3]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MR; i++) {
+            if (m0 + i < M) {
+                uint4 xv = *(const uint4 *)(xq + (size_t)(m0 + i) * Kp + k);
+                acc[i] = dot4(wv[0], xv.x, acc[i], DP4A);
+                acc[i] = dot4(wv[1], xv.y, acc[i], DP4A);
+                acc[i] = dot4(wv[2], xv.z, acc[i], DP4A);
+                acc[i] = dot4(wv[3], xv.w, acc[i], DP4A);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < MR; i++) {
+        int v = acc[i];
+        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o); /* wrapping, exact */
+        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * Np + n] = v;
+    }
+}
+
+/* fp8: decode e4m3 to fp32 (exact), products exact, fp32 fma accumulation
+ * in a fixed order (lane-strided k, then the xor butterfly, which gives
+ * every lane the same sum). Works on every target (the sm < 89 path). */
+template <int MR>
+__global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8(int M, int N, int Kp, int Np, const uint8_t *xq,
+                                                             const uint8_t *w, float *partial) {
+    const int lane = threadIdx.x % WARP;
+    const int n = blockIdx.x * GV_WARPS + threadIdx.x / WARP;
+    const int m0 = blockIdx.y * MR;
+    if (n >= N) return;
+    float acc[MR];
+#pragma unroll
+    for (int i = 0; i < MR; i++) acc[i] = 0.0f;
+    for (int k = lane * 16; k < Kp; k += WARP * 16) {
+        uint4 v = *(const uint4 *)(w + (size_t)n * Kp + k);
+        uint32_t wv[4] = { v.x, v.y, v.z, v.w };
+        float wf[16];
+#pragma unroll
+        for (int j = 0; j < 16; j++) wf[j] = qpcu_e4m3_decode((uint8_t)(wv[j / 4] >> (8 * (j % 4))));
+#pragma unroll
+        for (int i = 0; i < MR; i++) {
+            if (m0 + i < M) {
+                uint4 xv = *(const uint4 *)(xq + (size_t)(m0 + i) * Kp + k);
+                uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    acc[i] = __fmaf_rn(qpcu_e4m3_decode((uint8_t)(xw[j / 4] >> (8 * (j % 4)))), wf[j], acc[i]);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < MR; i++) {
+        float v = acc[i];
+        for (int o = 16; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * Np + n] = v;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensor-core tiled path                                                   */
+/* ------------------------------------------------------------------------ */
+/* Block tile 64x64, k-step 64, 4 warps (2x2), warp tile 32x32 = 2 m16 x 4
+ * n8 mma tiles. Shared rows are padded to 80 bytes (16-byte aligned for
+ * cp.async/ldmatrix; 8 consecutive rows hit 8 distinct 4-bank groups).
+ * Two stages: cp.async (sm_80+) or plain 16-byte copies fill the next stage
+ * while the current one is multiplied. split-K: blockIdx.z takes k-tiles
+ * [z*KT/S, (z+1)*KT/S). */
+
+#define TC_THREADS 128
+#define SROW QPCU_SROW
+
+/* Fragment layouts (PTX ISA, mma.m16n8k32 with 8-bit A/B; lane = 4g + t):
+ *   A a0: row g,   k 4t..4t+3     a1: row g+8, k 4t..4t+3
+ *     a2: row g,   k 16+4t..      a3: row g+8, k 16+4t..
+ *   B b0: n g, k 4t..4t+3         b1: n g, k 16+4t..
+ *   C c0,c1: row g, n 2t, 2t+1    c2,c3: row g+8, n 2t, 2t+1
+ * m8n8k16 (sm_75) has A = one row-g word, B = one n-g word, C = c0,c1, so
+ * one m16n8k32 is four m8n8k16: (a0,b0),(a2,b1) -> c0,c1; (a1,b0),(a3,b1)
+ * -> c2,c3. */
+__device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif __CUDA_ARCH__ >= 750
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+r"(c[0]), "+r"(c[1]) : "r"(a[0]), "r"(b0));
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+r"(c[0]), "+r"(c[1]) : "r"(a[2]), "r"(b1));
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+r"(c[2]), "+r"(c[3]) : "r"(a[1]), "r"(b0));
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+                 : "+r"(c[2]), "+r"(c[3]) : "r"(a[3]), "r"(b1));
+#endif
+}
+
+__device__ __forceinline__ void mma_e4m3(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if __CUDA_ARCH__ >= 890
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+    /* below sm_89 the host never launches the fp8 tiled kernel */
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint8_t *p) {
+    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+
+__device__ __forceinline__ void cp16(uint8_t *dst, const uint8_t *src) {
+#if __CUDA_ARCH__ >= 800
+    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+#else
+    *(uint4 *)dst = *(const uint4 *)src;
+#endif
+}
+
+__device__ __forceinline__ void cp_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/* Fills stage buffers sa/sb with k-tile kt (k = kt*64). */
+template <int WK>
+__device__ __forceinline__ void tc_load(uint8_t *sa, uint8_t *sb, int kt, int m0, int n0, int Kp, int Np,
+                                        const uint8_t *xq, const uint8_t *w, const uint16_t *s_group) {
+    const int tid = threadIdx.x, k0 = kt * QPCU_BK;
+#pragma unroll
+    for (int i = 0; i < 2; i++) { /* A: 64 rows x 4 chunks of 16 bytes */
+        int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
+        cp16(sa + r * SROW + col, xq + (size_t)(m0 + r) * Kp + k0 + col);
+    }
+    if constexpr (WK == QPCU_W_I8 || WK == QPCU_W_F8) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
+            cp16(sb + r * SROW + col, w + (size_t)(n0 + r) * Kp + k0 + col);
+        }
+    } else {
+        /* 64 rows x 32 packed bytes: one 16-byte chunk (32 k) per thread,
+         * expanded in registers to 32 int8 and stored. */
+        int r = tid / 2, half = tid % 2;
+        uint4 v = *(const uint4 *)(w + (size_t)(n0 + r) * (Kp / 2) + k0 / 2 + half * 16);
+        uint32_t in[4] = { v.x, v.y, v.z, v.w }, out[8];
+        if constexpr (WK == QPCU_W_Q4CH) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) expand_ch(in[j], out[2 * j], out[2 * j + 1]);
+        } else {
+            __half s = __ushort_as_half(s_group[(size_t)(k0 / 128) * Np + n0 + r]);
+#pragma unroll
+            for (int j = 0; j < 4; j++) expand_g(in[j], s, out[2 * j], out[2 * j + 1]);
+        }
+        uint4 *d = (uint4 *)(sb + r * SROW + half * 32);
+        d[0] = make_uint4(out[0], out[1], out[2], out[3]);
+        d[1] = make_uint4(out[4], out[5], out[6], out[7]);
+    }
+}
+
+template <int WK>
+__global__ void __launch_bounds__(TC_THREADS) k_gemm_tc(int Kp, int Np, int Mp, const uint8_t *xq, const uint8_t *w,
+                                                        const uint16_t *s_group, void *partial) {
+    typedef typename std::conditional<WK == QPCU_W_F8, float, int>::type acc_t;
+    __shared__ __align__(16) uint8_t sa[2][QPCU_BM * SROW];
+    __shared__ __align__(16) uint8_t sb[2][QPCU_BN * SROW];
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int wm = warp >> 1, wn = warp & 1;
+    const int m0 = blockIdx.y * QPCU_BM, n0 = blockIdx.x * QPCU_BN;
+    const int KT = Kp / QPCU_BK, S = gridDim.z;
+    const int kbeg = (int)((long long)blockIdx.z * KT / S), kend = (int)((long long)(blockIdx.z + 1) * KT / S);
+
+    acc_t acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0;
+
+    if (kbeg < kend) {
+        tc_load<WK>(sa[0], sb[0], kbeg, m0, n0, Kp, Np, xq, w, s_group);
+        cp_commit();
+    }
+    for (int kt = kbeg; kt < kend; kt++) {
+        const int cur = (kt - kbeg) & 1;
+        if (kt + 1 < kend) {
+            tc_load<WK>(sa[cur ^ 1], sb[cur ^ 1], kt + 1, m0, n0, Kp, Np, xq, w, s_group);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        const uint8_t *A = sa[cur], *B = sb[cur];
+#pragma unroll
+        for (int kk = 0; kk < QPCU_BK; kk += 32) {
+            uint32_t af[2][4], bf[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) ldsm_x4(af[mi], A + qpcu_tc_a_addr(lane, wm, mi, kk));
+#pragma unroll
+            for (int np = 0; np < 2; np++) { /* two n8 tiles per ldmatrix.x4 */
+                uint32_t r[4];
+                ldsm_x4(r, B + qpcu_tc_b_addr(lane, wn, np, kk));
+                bf[np * 2][0] = r[0];
+                bf[np * 2][1] = r[1];
+                bf[np * 2 + 1][0] = r[2];
+                bf[np * 2 + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) {
+                    if constexpr (WK == QPCU_W_F8)
+                        mma_e4m3(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+                    else
+                        mma_s8(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+                }
+        }
+        __syncthreads();
+    }
+    acc_t *P = (acc_t *)partial + (size_t)blockIdx.z * Mp * Np;
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                P[(size_t)(m0 + qpcu_tc_c_row(lane, wm, mi, e)) * Np + n0 + qpcu_tc_c_col(lane, wn, ni, e)] = acc[mi][ni][e];
+}
+
+/* ------------------------------------------------------------------------ */
+/* Epilogues: one thread per output, splits summed in index order            */
+/* ------------------------------------------------------------------------ */
+
+__global__ void k_epi_int8(int M, int N, int Mp, int Np, int S, const int32_t *partial, const float *xs, float in_scale,
+                           int is_static, const int32_t *xzp, const int32_t *adj, const float *w_scale,
+                           const uint16_t *bias, int bf16, uint16_t *y) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)M * N) return;
+    int m = (int)(i / N), n = (int)(i % N);
+    uint32_t a = 0;
+    for (int s = 0; s < S; s++) a += (uint32_t)partial[((size_t)s * Mp + m) * Np + n];
+    int32_t t = (int32_t)a;
+    if (adj) t = qpcu_azp_correct(t, is_static, is_static ? 0 : xzp[m], adj[n]);
+    float s_a = is_static ? in_scale : xs[m];
+    float b = bias ? qpcu_act_to_f32(bias[n], bf16) : 0.0f;
+    y[i] = qpcu_epi_int8(t, s_a, w_scale[n], adj != NULL || bias != NULL, b, bf16);
+}
+
+__global__ void k_epi_fp8(int M, int N, int Mp, int Np, int S, const float *partial, const float *xs, int per_token,
+                          const float *w_scale, const uint16_t *bias, int bf16, uint16_t *y) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)M * N) return;
+    int m = (int)(i / N), n = (int)(i % N);
+    float a = partial[(size_t)m * Np + n];
+    for (int s = 1; s < S; s++) a = __fadd_rn(a, partial[((size_t)s * Mp + m) * Np + n]);
+    float s_a = per_token ? xs[m] : xs[0];
+    float b = bias ? qpcu_act_to_f32(bias[n], bf16) : 0.0f;
+    y[i] = qpcu_epi_fp8(a, s_a, w_scale[n], bias != NULL, b, bf16);
+}
+
+__global__ void k_epi_qqq(int M, int N, int Mp, int Np, int S, const int32_t *partial, const float *xs,
+                          const float *s_ch, const uint16_t *bias, uint16_t *y) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)M * N) return;
+    int m = (int)(i / N), n = (int)(i % N);
+    uint32_t a = 0;
+    for (int s = 0; s < S; s++) a += (uint32_t)partial[((size_t)s * Mp + m) * Np + n];
+    y[i] = qpcu_epi_qqq((int32_t)a, s_ch[n], xs[m], bias != NULL, bias ? bias[n] : 0);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host side                                                                */
+/* ------------------------------------------------------------------------ */
+
+template <int WK, bool DP4A>
+static void launch_gemv_int(const qpcu_fwd *f, dim3 grid, cudaStream_t st, int mr) {
+    if (mr == 4)
+        k_gemv_int<WK, DP4A, 4><<<grid, GV_WARPS * WARP, 0, st>>>(f->M, f->N, f->Kp, f->Np, (const uint8_t *)f->xq,
+                                                                  f->w, f->s_group, (int32_t *)f->partial);
+    else
+        k_gemv_int<WK, DP4A, 16><<<grid, GV_WARPS * WARP, 0, st>>>(f->M, f->N, f->Kp, f->Np, (const uint8_t *)f->xq,
+                                                                   f->w, f->s_group, (int32_t *)f->partial);
+}
+
+template <bool DP4A>
+static void launch_gemv_int_kind(const qpcu_fwd *f, dim3 grid, cudaStream_t st, int mr) {
+    switch (f->wkind) {
+    case QPCU_W_I8: launch_gemv_int<QPCU_W_I8, DP4A>(f, grid, st, mr); break;
+    case QPCU_W_Q4CH: launch_gemv_int<QPCU_W_Q4CH, DP4A>(f, grid, st, mr); break;
+    case QPCU_W_Q4G: launch_gemv_int<QPCU_W_Q4G, DP4A>(f, grid, st, mr); break;
+    }
+}
+
+extern "C" int qpcu_forward(const qpcu_fwd *f, const char **what) {
+    cudaStream_t st = (cudaStream_t)f->stream;
+    cudaError_t e;
+    const uint16_t *x = (const uint16_t *)f->x;
+    *what = "k_quant";
+    if (f->act == QPCU_ACT_F8_DYN_TENSOR) {
+        *what = "cudaMemsetAsync(amax)";
+        if ((e = cudaMemsetAsync(f->amax, 0, sizeof(uint32_t), st)) != cudaSuccess) return (int)e;
+        *what = "k_rowmax";
+        k_rowmax<<<f->M, QT, 0, st>>>(x, f->K, f->bf16, f->amax);
+        if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+        *what = "k_quant";
+    }
+    k_quant<<<f->M, QT, 0, st>>>(x, f->K, f->Kp, f->bf16, f->act, f->in_scale, f->in_zp, f->amax,
+                                 (uint8_t *)f->xq, f->xs, f->xzp);
+    if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+
+    int S = 1;
+    if (f->kpath == QPCU_KP_TILED) {
+        *what = "k_gemm_tc";
+        S = f->splits;
+        dim3 grid(f->Np / QPCU_BN, f->Mp / QPCU_BM, S);
+        const uint8_t *xq = (const uint8_t *)f->xq, *w = (const uint8_t *)f->w;
+        switch (f->wkind) {
+        case QPCU_W_I8: k_gemm_tc<QPCU_W_I8><<<grid, TC_THREADS, 0, st>>>(f->Kp, f->Np, f->Mp, xq, w, f->s_group, f->partial); break;
+        case QPCU_W_Q4CH: k_gemm_tc<QPCU_W_Q4CH><<<grid, TC_THREADS, 0, st>>>(f->Kp, f->Np, f->Mp, xq, w, f->s_group, f->partial); break;
+        case QPCU_W_Q4G: k_gemm_tc<QPCU_W_Q4G><<<grid, TC_THREADS, 0, st>>>(f->Kp, f->Np, f->Mp, xq, w, f->s_group, f->partial); break;
+        case QPCU_W_F8: k_gemm_tc<QPCU_W_F8><<<grid, TC_THREADS, 0, st>>>(f->Kp, f->Np, f->Mp, xq, w, f->s_group, f->partial); break;
+        }
+    } else {
+        *what = "k_gemv";
+        int mr = f->M <= 4 ? 4 : QPCU_GEMV_MAX_ROWS;
+        dim3 grid((f->N + GV_WARPS - 1) / GV_WARPS, (f->M + mr - 1) / mr);
+        if (f->wkind == QPCU_W_F8) {
+            if (mr == 4)
+                k_gemv_f8<4><<<grid, GV_WARPS * WARP, 0, st>>>(f->M, f->N, f->Kp, f->Np, (const uint8_t *)f->xq,
+                                                               (const uint8_t *)f->w, (float *)f->partial);
+            else
+                k_gemv_f8<16><<<grid, GV_WARPS * WARP, 0, st>>>(f->M, f->N, f->Kp, f->Np, (const uint8_t *)f->xq,
+                                                                (const uint8_t *)f->w, (float *)f->partial);
+        } else if (f->kpath == QPCU_KP_GEMV_DP4A) {
+            launch_gemv_int_kind<true>(f, grid, st, mr);
+        } else {
+            launch_gemv_int_kind<false>(f, grid, st, mr);
+        }
+    }
+    if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+
+    *what = "k_epilogue";
+    size_t total = (size_t)f->M * f->N;
+    unsigned blocks = (unsigned)((total + 255) / 256);
+    if (blocks) {
+        if (f->wkind == QPCU_W_F8)
+            k_epi_fp8<<<blocks, 256, 0, st>>>(f->M, f->N, f->Mp, f->Np, S, (const float *)f->partial, f->xs,
+                                              f->act == QPCU_ACT_F8_DYN_TOKEN, f->w_scale, f->bias, f->bf16,
+                                              (uint16_t *)f->y);
+        else if (!f->qqq)
+            k_epi_int8<<<blocks, 256, 0, st>>>(f->M, f->N, f->Mp, f->Np, S, (const int32_t *)f->partial, f->xs,
+                                               f->in_scale,
+                                               f->act == QPCU_ACT_I8_STATIC_SYM || f->act == QPCU_ACT_I8_STATIC_ASYM,
+                                               f->xzp, f->azp_adj, f->w_scale, f->bias, f->bf16, (uint16_t *)f->y);
+        else
+            k_epi_qqq<<<blocks, 256, 0, st>>>(f->M, f->N, f->Mp, f->Np, S, (const int32_t *)f->partial, f->xs,
+                                              f->w_scale, f->bias, (uint16_t *)f->y);
+        if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+    }
+    *what = "";
+    return 0;
+}
+
+extern "C" int qpcu_kernel_probe(void) {
+    cudaFuncAttributes a;
+    return (int)cudaFuncGetAttributes(&a, k_quant);
+}

@@ -1,0 +1,159 @@
+/* qport OpenCL kernels, part 1: conversions shared by every kernel.
+ * OpenCL C 1.2, no cl_khr_fp16 needed: fp16/bf16/e4m3 go through integer
+ * bit operations (PoCL cannot declare `half` variables), RNE everywhere,
+ * NaN -> 0x7FFF for fp16/bf16 (errata 11.10).
+ *
+ * FP_CONTRACT is ON by default in OpenCL C (clang contracts a*b+c within an
+ * expression): the reference (cpu/ref_*.c) never fuses except where it
+ * calls fmaf, so contraction is switched off here and fma() is written
+ * exactly where the reference has fmaf. */
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifndef QP_WG
+#define QP_WG 64
+#endif
+
+/* Correctly rounded fp32 division (spec 6.1/6.2 divide with IEEE '/'). */
+#if QP_DIV_MODE == 1
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+/* double quotient rounded to float: 53 >= 2*24+2, so the double rounding is
+ * innocuous and the result is the correctly rounded float quotient. */
+inline float qp_div(float a, float b) { return (float)((double)a / (double)b); }
+#elif QP_DIV_MODE == 2
+/* The device's '/' may be off by up to 2.5 ulp: step the quotient to the
+ * neighbour whose exact remainder (one fma) is smaller, ties to even. Only
+ * in the normal range, away from overflow/underflow of the remainder. */
+inline float qp_div(float a, float b) {
+    float q = a / b;
+    float aa = fabs(a), ab = fabs(b), aq = fabs(q);
+    if (!(aa >= 0x1p-100f && aa <= 0x1p100f && ab >= 0x1p-100f && ab <= 0x1p100f && aq >= 0x1p-100f))
+        return q;
+    for (int i = 0; i < 4; i++) {
+        float r = fma(-aq, ab, aa); /* aa - aq*ab, exact for a near quotient */
+        if (r == 0.0f) break;
+        if (r > 0.0f) {
+            float up = nextafter(aq, INFINITY);
+            float r2 = -fma(-up, ab, aa);
+            if (r2 < r || (r2 == r && (as_uint(up) & 1u) == 0u)) aq = up; else break;
+        } else {
+            float dn = nextafter(aq, 0.0f);
+            float r2 = fma(-dn, ab, aa);
+            if (r2 < -r || (r2 == -r && (as_uint(dn) & 1u) == 0u)) aq = dn; else break;
+        }
+    }
+    return as_float(as_uint(aq) | (as_uint(q) & 0x80000000u));
+}
+#else
+/* built with -cl-fp32-correctly-rounded-divide-sqrt */
+#define qp_div(a, b) ((a) / (b))
+#endif
+
+inline float qp_f16_to_f32(uint h) {
+    uint s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+    float v;
+    if (e == 0u) v = (float)m * 0x1p-24f;                         /* exact */
+    else if (e == 31u) v = as_float(0x7F800000u | (m << 13));
+    else v = as_float(((e + 112u) << 23) | (m << 13));
+    return as_float(as_uint(v) | s);
+}
+
+inline float qp_bf16_to_f32(uint b) { return as_float((b & 0xFFFFu) << 16); }
+
+inline uint qp_f32_to_f16(float f) {
+    uint u = as_uint(f), s = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return 0x7FFFu;                 /* NaN (errata 11.10) */
+    if (a >= 0x477FF000u) return s | 0x7C00u;            /* >= 65520 rounds to inf */
+    if (a < 0x38800000u)                                 /* below 2^-14: subnormal grid 2^-24 */
+        return s | (uint)rint(as_float(a) * 0x1p24f);    /* exact scaling, RNE; 1024 = 2^-14 */
+    uint h = (((a >> 23) - 112u) << 10) | ((a >> 13) & 0x3FFu);
+    uint rb = a & 0x1FFFu;
+    if (rb > 0x1000u || (rb == 0x1000u && (h & 1u))) h++;
+    return s | h;
+}
+
+inline uint qp_f32_to_bf16(float f) {
+    uint u = as_uint(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFFu;
+    return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+
+inline float qp_act_load(__global const ushort *p, size_t i, int bf16) {
+    uint b = p[i];
+    return bf16 ? qp_bf16_to_f32(b) : qp_f16_to_f32(b);
+}
+
+inline ushort qp_act_encode(float v, int bf16) {
+    return (ushort)(bf16 ? qp_f32_to_bf16(v) : qp_f32_to_f16(v));
+}
+
+/* cvt.rni.sat.s32.f32 / cvt.rni.sat.s8.f32 / cvt.sat.s8.s32 (spec 6.1) */
+inline int qp_rni_sat32(float x) {
+    if (isnan(x)) return 0;
+    float r = rint(x);
+    if (r >= 2147483648.0f) return INT_MAX;
+    if (r < -2147483648.0f) return INT_MIN;
+    return (int)r;
+}
+
+inline int qp_rni_sat8(float x) {
+    if (isnan(x)) return 0;
+    float r = rint(x);
+    return r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r;
+}
+
+inline int qp_sat8_i32(int v) { return v > 127 ? 127 : v < -128 ? -128 : v; }
+
+inline int qp_add_wrap(int a, int b) { return as_int(as_uint(a) + as_uint(b)); }
+
+/* e4m3fn encode of an already clamped value: RNE, |x| >= 464 -> 448,
+ * NaN -> 0x7F | sign (errata 11.10). */
+inline uint qp_f8_encode(float x) {
+    uint u = as_uint(x), s = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
+    if (a > 0x7F800000u) return s | 0x7Fu;
+    float f = as_float(a);
+    if (f >= 464.0f) return s | 0x7Eu;
+    if (a < 0x3C800000u) return s | (uint)rint(f * 512.0f); /* below 2^-6: grid 2^-9 */
+    uint h = (((a >> 23) - 120u) << 3) | ((a >> 20) & 7u);
+    uint rb = a & 0xFFFFFu;
+    if (rb > 0x80000u || (rb == 0x80000u && (h & 1u))) h++;
+    return s | min(h, 0x7Eu);
+}
+
+inline float qp_f8_decode(uint c) {
+    uint s = (c & 0x80u) << 24, e = (c >> 3) & 15u, m = c & 7u;
+    float v;
+    if (e == 15u && m == 7u) v = as_float(0x7FC00000u);
+    else if (e == 0u) v = (float)m * 0x1p-9f;
+    else v = as_float(((e + 120u) << 23) | (m << 20));
+    return as_float(as_uint(v) | s);
+}
+
+/* scaled_fp8_conversion: clamp with fmin/fmax first (NaN -> +448). */
+inline uint qp_fp8_conv(float x) { return qp_f8_encode(fmax(-448.0f, fmin(x, 448.0f))); }
+
+/* Work-group reductions over QP_WG lanes (order-free: max/min are exact). */
+inline float qp_wg_max(__local float *red, float v) {
+    int lid = get_local_id(0);
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = QP_WG / 2; off > 0; off >>= 1) {
+        if (lid < off) red[lid] = fmax(red[lid], red[lid + off]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+inline float qp_wg_min(__local float *red, float v) {
+    int lid = get_local_id(0);
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = QP_WG / 2; off > 0; off >>= 1) {
+        if (lid < off) red[lid] = fmin(red[lid], red[lid + off]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    float r = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}

@@ -1,0 +1,89 @@
+/* qport OpenCL kernels, part 4: W8A8-FP8 GEMM (spec 6.3, 6.5). Weights are
+ * e4m3fn codes [N][K] decoded in the kernel; activations arrive as e4m3
+ * values in fp32 from qp_quant_f8. Products of two e4m3 values are exact in
+ * fp32, so only the fp32 sum order differs from the reference (which sums in
+ * double): results are checked within a bound. Epilogue as cpu/ref_fp8.c. */
+
+inline ushort qp_epilogue_f8(float acc, int m, int n, int flags, __global const float *sx,
+                             __global const float *wsc, __global const ushort *bias) {
+    int bf16 = (flags & QP_EPI_BF16) != 0;
+    float s_a = sx[m], s_b = wsc[n];
+    float v = (flags & QP_EPI_BIAS) ? fma(s_a, s_b * acc, qp_act_load(bias, n, bf16)) : s_a * (s_b * acc);
+    return qp_act_encode(v, bf16);
+}
+
+__kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
+void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N, int m0, int mrows, int flags,
+                __global const float *sx, __global const float *wsc, __global const ushort *bias,
+                __global ushort *y) {
+    __local float red[QP_GEMV_MAX_M * QP_WG];
+    int n = get_group_id(0), lid = get_local_id(0);
+    float acc[QP_GEMV_MAX_M];
+    for (int m = 0; m < QP_GEMV_MAX_M; m++) acc[m] = 0.0f;
+    __global const uchar *wr = w + (size_t)n * K;
+    int K16 = K & ~15;
+    for (int k = lid * 16; k < K16; k += QP_WG * 16) {
+        uchar16 c = vload16(0, wr + k);
+        float16 wv = (float16)(qp_f8_decode(c.s0), qp_f8_decode(c.s1), qp_f8_decode(c.s2), qp_f8_decode(c.s3),
+                               qp_f8_decode(c.s4), qp_f8_decode(c.s5), qp_f8_decode(c.s6), qp_f8_decode(c.s7),
+                               qp_f8_decode(c.s8), qp_f8_decode(c.s9), qp_f8_decode(c.sa), qp_f8_decode(c.sb),
+                               qp_f8_decode(c.sc), qp_f8_decode(c.sd), qp_f8_decode(c.se), qp_f8_decode(c.sf));
+        for (int m = 0; m < mrows; m++) {
+            float16 p = vload16(0, xf + (size_t)(m0 + m) * K + k) * wv;
+            float8 s8 = p.lo + p.hi;
+            float4 s4 = s8.lo + s8.hi;
+            acc[m] += (s4.x + s4.y) + (s4.z + s4.w);
+        }
+    }
+    for (int k = K16 + lid; k < K; k += QP_WG) {
+        float wk = qp_f8_decode(wr[k]);
+        for (int m = 0; m < mrows; m++) acc[m] += xf[(size_t)(m0 + m) * K + k] * wk;
+    }
+    for (int m = 0; m < mrows; m++) red[m * QP_WG + lid] = acc[m];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int off = QP_WG / 2; off > 0; off >>= 1) {
+        if (lid < off)
+            for (int m = 0; m < mrows; m++) red[m * QP_WG + lid] += red[m * QP_WG + lid + off];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid < mrows) y[(size_t)(m0 + lid) * N + n] = qp_epilogue_f8(red[lid * QP_WG], m0 + lid, n, flags, sx, wsc, bias);
+}
+
+#define QP_TKF 16
+
+__kernel __attribute__((reqd_work_group_size(8, 8, 1)))
+void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K, int N, int flags,
+                 __global const float *sx, __global const float *wsc, __global const ushort *bias,
+                 __global ushort *y) {
+    __local float As[QP_TM * QP_TKF];
+    __local float Bs[QP_TN * QP_TKF];
+    int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;
+    int n0 = get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
+    float acc[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    /* 64 lanes load 32 x 16 of each operand: lane -> (row lid/2, 8 columns) */
+    int lr = lid >> 1, lc = (lid & 1) * 8;
+    for (int k0 = 0; k0 < K; k0 += QP_TKF) {
+        for (int i = 0; i < 8; i++) {
+            int gk = k0 + lc + i;
+            int gm = m0 + lr, gn = n0 + lr;
+            As[lr * QP_TKF + lc + i] = gm < M && gk < K ? xf[(size_t)gm * K + gk] : 0.0f;
+            Bs[lr * QP_TKF + lc + i] = gn < N && gk < K ? qp_f8_decode(w[(size_t)gn * K + gk]) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int kk = 0; kk < QP_TKF; kk++) {
+            float a[4], b[4];
+            for (int i = 0; i < 4; i++) a[i] = As[(ty + 8 * i) * QP_TKF + kk];
+            for (int j = 0; j < 4; j++) b[j] = Bs[(tx + 8 * j) * QP_TKF + kk];
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++) acc[i][j] += a[i] * b[j]; /* exact product, one rounding */
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;
+            if (m < M && n < N) y[(size_t)m * N + n] = qp_epilogue_f8(acc[i][j], m, n, flags, sx, wsc, bias);
+        }
+}

@@ -1,0 +1,763 @@
+/* OpenCL backend (libqport-cl.so) against the cpu reference (issue 6).
+ *
+ * The plugin is dlopen'ed from QPORT_BACKEND_PATH and driven through its
+ * qp_backend_ops with a qp_host of the test's own, with qp_lin_desc filled
+ * here exactly as the core builds it (api/backend.h). Every op runs over a
+ * shape matrix (M in 1,2,3,5,8,16,17,64,256; K and N off the tile and
+ * vector edges; one 4096x4096 layer) on the GEMV, tiled and automatic paths,
+ * fp16 and bf16, with a guard band after every output:
+ *   W8A8-INT8 and QQQ W4A8: bit-exact with qp_ref_w8a8_int8_forward /
+ *     qp_ref_qqq_forward;
+ *   W8A8-FP8: within the fp32-accumulation bound of the reference, and
+ *     bit-exact on identity weights (which makes the GEMM exact, so the fp8
+ *     activation quantization itself is compared code for code);
+ * plus the division modes (native / fp64 / fma) on a subset, and the faults:
+ * no loader, no platform (--no-platform, run with OCL_ICD_VENDORS pointing
+ * at an empty folder), a kernel compile failure with the driver's build log,
+ * an allocation past the device limit, forced paths the device lacks, and
+ * corrupt program-cache entries being rebuilt.
+ *
+ * Seed: QP_TEST_SEED (default 20261202), printed on failure. No device: exit
+ * 77 (skip). */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "qport.h"
+
+static int failures;
+static unsigned long long seed = 20261202ull, rng;
+#define CHECK(cond, ...)                                                                                               \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            failures++;                                                                                                \
+            fprintf(stderr, "FAIL %s:%d (seed %llu): ", __FILE__, __LINE__, seed);                                     \
+            fprintf(stderr, __VA_ARGS__);                                                                              \
+            fputc('\n', stderr);                                                                                       \
+        }                                                                                                              \
+    } while (0)
+
+/* ---- host table -------------------------------------------------------- */
+static char last_error[16384];
+static char logbuf[65536];
+static int verbose;
+
+static qp_status h_error(const qp_context *ctx, qp_status st, const char *fmt, ...) {
+    (void)ctx;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+static void h_log(const qp_context *ctx, qp_log_level lvl, const char *fmt, ...) {
+    (void)ctx;
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(logbuf);
+    snprintf(logbuf + n, sizeof logbuf - n, "[%d] %s\n", (int)lvl, line);
+    if (verbose) fprintf(stderr, "log[%d]: %s\n", (int)lvl, line);
+}
+
+static char cache_dir[1024] = "";
+static qp_host host = {QP_BACKEND_ABI_VERSION, sizeof(qp_host), NULL, h_error, h_log, cache_dir, "test-0.1.0", 0};
+
+static const qp_backend_ops *ops;
+static void *state;
+static void *dev;
+
+static const qp_backend_ops *load_plugin(void) {
+    const char *path = getenv("QPORT_BACKEND_PATH");
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path ? path : ".");
+    for (char *tok = strtok(buf, ":"); tok; tok = strtok(NULL, ":")) {
+        char file[4200];
+        snprintf(file, sizeof file, "%s/libqport-cl.so", tok);
+        void *h = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+        if (!h) continue;
+        qp_backend_entry_fn fn;
+        *(void **)&fn = dlsym(h, QP_BACKEND_ENTRY_SYMBOL);
+        if (fn) return fn();
+    }
+    return NULL;
+}
+
+/* ---- data helpers ------------------------------------------------------ */
+static unsigned long long next(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+static float frand(void) { return (float)((next() >> 11) * (1.0 / 9007199254740992.0)) * 2.0f - 1.0f; }
+static int irand(int lo, int hi) { return lo + (int)(next() % (unsigned long long)(hi - lo + 1)); }
+static uint16_t enc(qp_dtype dt, float v) { return (uint16_t)qp_format_encode(dt, v); }
+static float dec(qp_dtype dt, uint16_t b) { return qp_format_decode(dt, b); }
+
+/* activations: rows with different magnitudes, a zero row at m == 3 */
+static void make_x(uint16_t *x, int M, int K, qp_dtype dt) {
+    for (int m = 0; m < M; m++) {
+        float mag = (m == 3) ? 0.0f : 0.05f + 4.0f * (float)((m * 7) % 11) / 11.0f;
+        float off = (m % 4 == 1) ? 0.5f * mag : 0.0f; /* asymmetric rows */
+        for (int k = 0; k < K; k++) x[(size_t)m * K + k] = enc(dt, frand() * mag + off);
+    }
+}
+
+static void *dalloc(size_t bytes) {
+    void *b = NULL;
+    qp_status st = ops->buffer_alloc(dev, bytes, &b);
+    CHECK(st == QP_OK, "buffer_alloc(%zu): %s", bytes, last_error);
+    return st == QP_OK ? b : NULL;
+}
+
+#define GUARD 256
+/* Runs lin on x [M][K] (16-bit) -> y [M][N] through device buffers with a
+ * guard band after y; returns 0 on failure. */
+static int run(void *lin, const uint16_t *x, int M, int K, int N, uint16_t *y, const char *what) {
+    size_t xb = (size_t)M * K * 2 + 2, yb = (size_t)M * N * 2;
+    void *dx = dalloc(xb), *dy = dalloc(yb + GUARD);
+    int ok = 0;
+    unsigned char *tmp = malloc(yb + GUARD);
+    if (!dx || !dy || !tmp) goto out;
+    memset(tmp, 0xA5, yb + GUARD);
+    if (ops->buffer_upload(dev, dy, 0, tmp, yb + GUARD) != QP_OK || ops->buffer_upload(dev, dx, 0, x, xb - 2) != QP_OK) {
+        CHECK(0, "%s: upload: %s", what, last_error);
+        goto out;
+    }
+    qp_status st = ops->linear_forward(dev, lin, dx, M, dy);
+    CHECK(st == QP_OK, "%s: forward M=%d: %s", what, M, last_error);
+    if (st != QP_OK) goto out;
+    if (ops->buffer_download(dev, dy, 0, tmp, yb + GUARD) != QP_OK) {
+        CHECK(0, "%s: download: %s", what, last_error);
+        goto out;
+    }
+    int guard_bad = 0;
+    for (size_t i = yb; i < yb + GUARD; i++) guard_bad += tmp[i] != 0xA5;
+    CHECK(!guard_bad, "%s M=%d: %d guard bytes after y overwritten", what, M, guard_bad);
+    memcpy(y, tmp, yb);
+    ok = !guard_bad;
+out:
+    free(tmp);
+    if (dx) ops->buffer_free(dev, dx);
+    if (dy) ops->buffer_free(dev, dy);
+    return ok;
+}
+
+static int compare_exact(const uint16_t *got, const uint16_t *want, int M, int N, const char *what, int Mrow) {
+    int bad = 0;
+    for (int i = 0; i < M * N; i++)
+        if (got[i] != want[i]) {
+            if (bad < 3)
+                fprintf(stderr, "  %s M=%d: y[%d][%d] = 0x%04x, reference 0x%04x\n", what, Mrow, i / N, i % N, got[i],
+                        want[i]);
+            bad++;
+        }
+    CHECK(!bad, "%s M=%d: %d of %d outputs differ from the reference", what, Mrow, bad, M * N);
+    return bad;
+}
+
+static const int Ms[] = {1, 2, 3, 5, 8, 16, 17, 64, 256};
+#define NM (int)(sizeof Ms / sizeof Ms[0])
+static const unsigned paths[] = {QP_PATH_AUTO, QP_PATH_GEMV, QP_PATH_TILED};
+static const char *path_name[] = {"auto", "gemv", "tiled"};
+static long n_cases, n_outputs;
+
+/* ---- W8A8-INT8 ---------------------------------------------------------- */
+static void test_int8(qp_dtype dt, int is_static, int sym, int per_channel, int has_bias, int N, int K, const int *ms,
+                      int nms, unsigned extra_path) {
+    size_t nk = (size_t)N * K;
+    int8_t *w = malloc(nk);
+    float *ws = malloc(sizeof(float) * N);
+    int32_t *adj = malloc(sizeof(int32_t) * N);
+    uint16_t *bias = malloc(2 * (size_t)N);
+    for (size_t i = 0; i < nk; i++) w[i] = (int8_t)irand(-128, 127);
+    float ws0 = 0.002f + 0.001f * fabsf(frand());
+    for (int n = 0; n < N; n++) ws[n] = per_channel ? 0.001f + 0.01f * fabsf(frand()) : ws0;
+    for (int n = 0; n < N; n++) bias[n] = enc(dt, frand() * 2.0f);
+    float in_scale = 0.011f + 0.02f * fabsf(frand());
+    int32_t in_zp = is_static && !sym ? irand(-20, 20) : 0;
+    for (int n = 0; n < N; n++) {
+        int64_t s = 0;
+        for (int k = 0; k < K; k++) s += w[(size_t)n * K + k];
+        adj[n] = (int32_t)s;
+        if (is_static) adj[n] = (int32_t)((uint32_t)adj[n] * (uint32_t)in_zp);
+    }
+    char what[160];
+    snprintf(what, sizeof what, "int8 %s %s %s%s%s N=%d K=%d", dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
+             is_static ? "static" : "dynamic", sym ? "sym" : "asym", per_channel ? " per-channel" : " per-tensor",
+             has_bias ? " bias" : "", N, K);
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.kind = QP_SCHEME_W8A8_INT8;
+    d.act_dtype = dt;
+    d.N = N;
+    d.K = K;
+    d.layer = "test.int8";
+    d.act = is_static ? QP_ACT_INT8_STATIC : QP_ACT_INT8_DYNAMIC_TOKEN;
+    d.act_symmetric = sym;
+    d.input_scale = in_scale;
+    d.input_zp = in_zp;
+    d.bias = has_bias ? bias : NULL;
+    d.w_i8 = w;
+    d.w_scale = ws;
+    d.w_per_channel = per_channel;
+    d.azp_adj = sym ? NULL : adj;
+    void *lins[3] = {0};
+    for (int p = 0; p < 3; p++) {
+        qp_status st = ops->linear_prepare(dev, &d, paths[p] | extra_path, &lins[p]);
+        CHECK(st == QP_OK, "%s: prepare %s: %s", what, path_name[p], last_error);
+    }
+    for (int mi = 0; mi < nms; mi++) {
+        int M = ms[mi];
+        uint16_t *x = malloc(2 * (size_t)M * K), *yr = malloc(2 * (size_t)M * N), *y = malloc(2 * (size_t)M * N);
+        make_x(x, M, K, dt);
+        qp_ref_int8_args a = {dt, x, M, K, N, w, ws, per_channel, is_static, sym, in_scale, in_zp,
+                              has_bias ? bias : NULL};
+        qp_status st = qp_ref_w8a8_int8_forward(NULL, &a, yr);
+        CHECK(st == QP_OK, "%s: reference failed", what);
+        for (int p = 0; p < 3 && st == QP_OK; p++) {
+            if (!lins[p]) continue;
+            char w2[200];
+            snprintf(w2, sizeof w2, "%s [%s]", what, path_name[p]);
+            if (run(lins[p], x, M, K, N, y, w2)) compare_exact(y, yr, M, N, w2, M);
+            n_cases++;
+            n_outputs += (long)M * N;
+        }
+        free(x); free(yr); free(y);
+    }
+    for (int p = 0; p < 3; p++)
+        if (lins[p]) ops->linear_destroy(dev, lins[p]);
+    free(w); free(ws); free(adj); free(bias);
+}
+
+/* ---- W8A8-FP8 ----------------------------------------------------------- */
+static double ulp_of(qp_dtype dt, double v) {
+    int e;
+    frexp(fabs(v) + 1e-30, &e);
+    int mb = dt == QP_DTYPE_BF16 ? 8 : 11;
+    int emin = dt == QP_DTYPE_BF16 ? -125 : -13;
+    if (e < emin) e = emin;
+    return ldexp(1.0, e - mb);
+}
+
+static void test_fp8(qp_dtype dt, int act, int per_channel, int has_bias, int identity, int N, int K, const int *ms,
+                     int nms) {
+    if (identity) N = K;
+    size_t nk = (size_t)N * K;
+    uint8_t *w = malloc(nk);
+    float *ws = malloc(sizeof(float) * N), *wv = malloc(sizeof(float) * nk);
+    uint16_t *bias = malloc(2 * (size_t)N);
+    for (size_t i = 0; i < nk; i++) {
+        uint8_t c;
+        if (identity) c = (i / K == i % K) ? 0x38 : 0x00; /* 1.0 on the diagonal */
+        else do c = (uint8_t)irand(0, 255); while ((c & 0x7F) == 0x7F);
+        w[i] = c;
+        wv[i] = qp_format_decode(QP_DTYPE_F8_E4M3FN, c);
+    }
+    float ws0 = identity ? 1.0f : 0.001f + 0.002f * fabsf(frand());
+    for (int n = 0; n < N; n++) ws[n] = per_channel && !identity ? 0.0005f + 0.003f * fabsf(frand()) : ws0;
+    for (int n = 0; n < N; n++) bias[n] = enc(dt, frand() * 2.0f);
+    float in_scale = 0.01f + 0.01f * fabsf(frand());
+    static const char *an[] = {"static", "dyn-tensor", "dyn-token"};
+    char what[160];
+    snprintf(what, sizeof what, "fp8 %s %s%s%s%s N=%d K=%d", dt == QP_DTYPE_BF16 ? "bf16" : "fp16", an[act],
+             per_channel ? " per-channel" : " per-tensor", has_bias ? " bias" : "", identity ? " identity" : "", N, K);
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.kind = QP_SCHEME_W8A8_FP8;
+    d.act_dtype = dt;
+    d.N = N;
+    d.K = K;
+    d.layer = "test.fp8";
+    d.act = act == 0 ? QP_ACT_FP8_STATIC : act == 1 ? QP_ACT_FP8_DYNAMIC_TENSOR : QP_ACT_FP8_DYNAMIC_TOKEN;
+    d.input_scale = in_scale;
+    d.bias = has_bias ? bias : NULL;
+    d.w_u8 = w;
+    d.w_scale = ws;
+    d.w_per_channel = per_channel;
+    void *lins[3] = {0};
+    for (int p = 0; p < 3; p++) {
+        qp_status st = ops->linear_prepare(dev, &d, paths[p], &lins[p]);
+        CHECK(st == QP_OK, "%s: prepare %s: %s", what, path_name[p], last_error);
+    }
+    for (int mi = 0; mi < nms; mi++) {
+        int M = ms[mi];
+        uint16_t *x = malloc(2 * (size_t)M * K), *yr = malloc(2 * (size_t)M * N), *y = malloc(2 * (size_t)M * N);
+        make_x(x, M, K, dt);
+        qp_ref_fp8_args a = {dt, x, M, K, N, w, ws, per_channel, (qp_fp8_act)act, in_scale, 0, has_bias ? bias : NULL};
+        qp_status st = qp_ref_w8a8_fp8_forward(NULL, &a, yr);
+        CHECK(st == QP_OK, "%s: reference failed", what);
+        /* bound: |sum fp32 - sum exact| <= K * 2^-24 * sum |x_q w| (each
+         * partial sum rounds once; products are exact), scaled, plus one
+         * output ulp either side of the rounding */
+        float *xd = malloc(sizeof(float) * (size_t)M * K);
+        for (int i = 0; i < M * K; i++) xd[i] = dec(dt, x[i]);
+        for (int p = 0; p < 3 && st == QP_OK; p++) {
+            if (!lins[p]) continue;
+            char w2[200];
+            snprintf(w2, sizeof w2, "%s [%s]", what, path_name[p]);
+            if (!run(lins[p], x, M, K, N, y, w2)) continue;
+            n_cases++;
+            n_outputs += (long)M * N;
+            if (identity) { compare_exact(y, yr, M, N, w2, M); continue; }
+            int bad = 0;
+            for (int m = 0; m < M; m++) {
+                /* |x_q| <= 448 and |x_q * s_a| <= |x| + half a code step: bound
+                 * sum|x_q w| * s_a by sum (|x| * 1.07 + s_a*2^-9) |w| */
+                double amax = 0;
+                for (int k = 0; k < K; k++) amax = fmax(amax, fabs(xd[(size_t)m * K + k]));
+                for (int n = 0; n < N; n++) {
+                    double sabs = 0;
+                    for (int k = 0; k < K; k++)
+                        sabs += (fabs(xd[(size_t)m * K + k]) * 1.07 + amax / 448.0 * 0.01 + 1e-3) * fabs(wv[(size_t)n * K + k]);
+                    double r = dec(dt, yr[(size_t)m * N + n]), g = dec(dt, y[(size_t)m * N + n]);
+                    double acc_err = (double)K * ldexp(1.0, -23) * sabs * ws[n] * (act == 0 ? 1.0 : 1.0);
+                    double tol = acc_err + 2.0 * ulp_of(dt, fabs(r) + acc_err);
+                    if (!(fabs(g - r) <= tol)) {
+                        if (bad < 3)
+                            fprintf(stderr, "  %s M=%d: y[%d][%d] = %g, reference %g, bound %g\n", w2, M, m, n, g, r, tol);
+                        bad++;
+                    }
+                }
+            }
+            CHECK(!bad, "%s M=%d: %d outputs outside the bound", w2, M, bad);
+        }
+        free(xd); free(x); free(yr); free(y);
+    }
+    for (int p = 0; p < 3; p++)
+        if (lins[p]) ops->linear_destroy(dev, lins[p]);
+    free(w); free(ws); free(wv); free(bias);
+}
+
+/* ---- QQQ W4A8 ----------------------------------------------------------- */
+static void test_qqq(int group, int has_bias, int N, int K, const int *ms, int nms, unsigned extra_path) {
+    size_t kn = (size_t)K * N;
+    float *wf = malloc(sizeof(float) * kn), *sc = malloc(sizeof(float) * N), *scp = malloc(sizeof(float) * N);
+    int8_t *q = malloc(kn), *q4 = malloc(kn), *w8 = malloc(kn);
+    size_t ng = (size_t)(K / 128 + 1) * N;
+    uint16_t *sg = malloc(2 * ng), *sgp = malloc(2 * ng), *bias = malloc(2 * (size_t)N);
+    int32_t *B = malloc(sizeof(int32_t) * (size_t)(K / 16) * 2 * N);
+    for (size_t i = 0; i < kn; i++) wf[i] = frand() * 0.05f * (float)(1 + (i % 5));
+    for (int n = 0; n < N; n++) bias[n] = enc(QP_DTYPE_F16, frand());
+    qp_status st = qp_qqq_quantize_weight(NULL, wf, K, N, group, q, sc, sg);
+    if (group == 128) /* large group scales in some columns: the wrap of spec 5.5 step 2 / errata 11.7 */
+        for (int g = 0; g < K / 128; g++)
+            for (int n = 0; n < N; n += 5) sg[(size_t)g * N + n] = enc(QP_DTYPE_F16, 16.0f + 0.25f * (float)(n % 11));
+    if (st == QP_OK) st = qp_qqq_pack_weight(NULL, q, K, N, group, B);
+    if (st == QP_OK)
+        st = qp_qqq_permute_scales(NULL, sc, group == 128 ? sg : NULL, K, N, group, scp, group == 128 ? sgp : NULL);
+    CHECK(st == QP_OK, "qqq: quantize/pack failed");
+    int wraps = 0;
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) {
+            int c = q[(size_t)k * N + n];
+            q4[(size_t)n * K + k] = (int8_t)c;
+            int8_t v = group == 128 ? qp_ref_qqq_group_weight(c - 8, sg[(size_t)(k / 128) * N + n]) : (int8_t)(16 * c);
+            if (group == 128) {
+                double exact = (c - 8) * (double)dec(QP_DTYPE_F16, sg[(size_t)(k / 128) * N + n]);
+                wraps += fabs(exact) > 127.5;
+            }
+            w8[(size_t)n * K + k] = v;
+        }
+    CHECK(group != 128 || wraps > 0, "qqq: the test data has no wrapping weights");
+    char what[160];
+    snprintf(what, sizeof what, "qqq g%d%s N=%d K=%d", group, has_bias ? " bias" : "", N, K);
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.kind = QP_SCHEME_QQQ_W4A8;
+    d.act_dtype = QP_DTYPE_F16;
+    d.N = N;
+    d.K = K;
+    d.layer = "test.qqq";
+    d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+    d.act_symmetric = 1;
+    d.bias = has_bias ? bias : NULL;
+    d.group_size = group;
+    d.q4 = q4;
+    d.w8 = w8;
+    d.s_channel = sc;
+    d.s_group = group == 128 ? sg : NULL;
+    d.marlin_B = B;
+    d.marlin_s_channel = scp;
+    d.marlin_s_group = group == 128 ? sgp : NULL;
+    void *lins[3] = {0};
+    for (int p = 0; p < 3; p++) {
+        st = ops->linear_prepare(dev, &d, paths[p] | extra_path, &lins[p]);
+        CHECK(st == QP_OK, "%s: prepare %s: %s", what, path_name[p], last_error);
+    }
+    for (int mi = 0; mi < nms; mi++) {
+        int M = ms[mi];
+        uint16_t *x = malloc(2 * (size_t)M * K), *yr = malloc(2 * (size_t)M * N), *y = malloc(2 * (size_t)M * N);
+        make_x(x, M, K, QP_DTYPE_F16);
+        st = qp_ref_qqq_forward(NULL, x, M, K, N, group, B, scp, group == 128 ? sgp : NULL, has_bias ? bias : NULL, yr);
+        CHECK(st == QP_OK, "%s: reference failed", what);
+        for (int p = 0; p < 3 && st == QP_OK; p++) {
+            if (!lins[p]) continue;
+            char w2[200];
+            snprintf(w2, sizeof w2, "%s [%s]", what, path_name[p]);
+            if (run(lins[p], x, M, K, N, y, w2)) compare_exact(y, yr, M, N, w2, M);
+            n_cases++;
+            n_outputs += (long)M * N;
+        }
+        free(x); free(yr); free(y);
+    }
+    for (int p = 0; p < 3; p++)
+        if (lins[p]) ops->linear_destroy(dev, lins[p]);
+    free(wf); free(sc); free(scp); free(q); free(q4); free(w8); free(sg); free(sgp); free(bias); free(B);
+}
+
+/* ---- matrices ----------------------------------------------------------- */
+static void full_matrix(void) {
+    static const int shapes[][2] = {{33, 100}, {64, 160}}; /* N, K: odd tails / exact tiles */
+    qp_dtype dts[] = {QP_DTYPE_F16, QP_DTYPE_BF16};
+    for (int s = 0; s < 2; s++)
+        for (int t = 0; t < 2; t++)
+            for (int st = 0; st < 2; st++)
+                for (int sym = 0; sym < 2; sym++) {
+                    /* alternate per-channel / bias so every combination appears */
+                    int pc = (s + sym) & 1, bias = (st + t + s) & 1;
+                    test_int8(dts[t], st, sym, pc, bias, shapes[s][0], shapes[s][1], Ms, NM, 0);
+                }
+    for (int s = 0; s < 2; s++)
+        for (int t = 0; t < 2; t++)
+            for (int act = 0; act < 3; act++) test_fp8(dts[t], act, (act + s) & 1, (act + t) & 1, 0, shapes[s][0], shapes[s][1], Ms, NM);
+    static const int msid[] = {1, 5, 17, 64};
+    for (int t = 0; t < 2; t++)
+        for (int act = 0; act < 3; act++) test_fp8(dts[t], act, 0, t, 1, 0, 96, msid, 4);
+    test_qqq(-1, 0, 64, 128, Ms, NM, 0);
+    test_qqq(-1, 1, 128, 256, Ms, NM, 0);
+    test_qqq(128, 1, 64, 256, Ms, NM, 0);
+    test_qqq(128, 0, 192, 384, Ms, NM, 0);
+}
+
+static void large_layer(void) {
+    static const int m1[] = {1}, m2[] = {1, 17};
+    test_int8(QP_DTYPE_F16, 0, 1, 1, 1, 4096, 4096, m2, 2, 0);
+    test_fp8(QP_DTYPE_BF16, 2, 1, 1, 0, 4096, 4096, m1, 1);
+}
+
+/* The division strategies of devices without correctly rounded '/'. */
+static void div_subset(void) {
+    static const int ms[] = {1, 17};
+    test_int8(QP_DTYPE_F16, 1, 1, 1, 0, 64, 160, ms, 2, 0);  /* x / s */
+    test_int8(QP_DTYPE_BF16, 0, 0, 1, 1, 33, 100, ms, 2, 0); /* (mx-mn)/255, mn/s, 1/s */
+    test_int8(QP_DTYPE_F16, 0, 1, 0, 0, 33, 100, ms, 2, 0);  /* amax/127, 127/amax */
+    test_fp8(QP_DTYPE_F16, 2, 0, 0, 1, 0, 96, ms, 2);        /* x / s, exact via identity */
+    test_fp8(QP_DTYPE_BF16, 0, 0, 1, 1, 0, 96, ms, 2);       /* 1/s */
+}
+
+/* The *_dot kernels (QPORT_CL_FAKE_INT_DOT on a device without the
+ * extension: the same kernels with a plain dot), forced and automatic. */
+static void int_dot_subset(void) {
+    static const int ms[] = {1, 5, 17, 64};
+    test_int8(QP_DTYPE_F16, 0, 0, 1, 1, 33, 100, ms, 4, QP_PATH_INT_DOT);
+    test_int8(QP_DTYPE_BF16, 1, 0, 0, 0, 64, 160, ms, 4, QP_PATH_INT_DOT);
+    test_qqq(128, 1, 64, 256, ms, 4, QP_PATH_INT_DOT);
+    test_qqq(-1, 0, 64, 128, ms, 4, 0);
+}
+
+/* ---- faults ------------------------------------------------------------- */
+static int init_backend(void **st_out) {
+    logbuf[0] = 0;
+    qp_status st = ops->init(&host, st_out);
+    CHECK(st == QP_OK, "init: %s", last_error);
+    return st == QP_OK ? ops->device_count(*st_out) : 0;
+}
+
+static qp_lin_desc small_int8_desc(int8_t *w, float *ws) {
+    for (int i = 0; i < 64 * 64; i++) w[i] = (int8_t)((i * 37) % 255 - 127);
+    for (int i = 0; i < 64; i++) ws[i] = 0.01f;
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.kind = QP_SCHEME_W8A8_INT8;
+    d.act_dtype = QP_DTYPE_F16;
+    d.N = d.K = 64;
+    d.layer = "fault.layer";
+    d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+    d.act_symmetric = 1;
+    d.w_i8 = w;
+    d.w_scale = ws;
+    d.w_per_channel = 1;
+    return d;
+}
+
+static int count_cache_files(char *first, size_t cap) {
+    DIR *dir = opendir(cache_dir);
+    int n = 0;
+    if (!dir) return 0;
+    for (struct dirent *e; (e = readdir(dir));)
+        if (!strncmp(e->d_name, "opencl-", 7) && strstr(e->d_name, ".bin") && !strstr(e->d_name, ".tmp")) {
+            if (!n && first) snprintf(first, cap, "%s/%s", cache_dir, e->d_name);
+            n++;
+        }
+    closedir(dir);
+    return n;
+}
+
+static void clear_cache(void) {
+    DIR *dir = opendir(cache_dir);
+    if (!dir) return;
+    for (struct dirent *e; (e = readdir(dir));)
+        if (!strncmp(e->d_name, "opencl-", 7)) {
+            char p[2200];
+            snprintf(p, sizeof p, "%s/%s", cache_dir, e->d_name);
+            remove(p);
+        }
+    closedir(dir);
+}
+
+/* prepare + one forward on a fresh backend state; returns the status */
+static qp_status fresh_prepare_and_run(int check_output) {
+    void *s2 = NULL;
+    int n = init_backend(&s2);
+    qp_status st = QP_ERR_NOT_FOUND;
+    if (n > 0) {
+        void *save = dev;
+        dev = ops->device_get(s2, 0);
+        int8_t w[64 * 64];
+        float ws[64];
+        qp_lin_desc d = small_int8_desc(w, ws);
+        void *lin = NULL;
+        st = ops->linear_prepare(dev, &d, 0, &lin);
+        if (st == QP_OK && check_output) {
+            uint16_t x[3 * 64], y[3 * 64], yr[3 * 64];
+            make_x(x, 3, 64, QP_DTYPE_F16);
+            qp_ref_int8_args a = {QP_DTYPE_F16, x, 3, 64, 64, w, ws, 1, 0, 1, 0, 0, NULL};
+            qp_ref_w8a8_int8_forward(NULL, &a, yr);
+            if (run(lin, x, 3, 64, 64, y, "cache fault")) compare_exact(y, yr, 3, 64, "cache fault", 3);
+        }
+        if (lin) ops->linear_destroy(dev, lin);
+        dev = save;
+    }
+    ops->shutdown(s2);
+    return st;
+}
+
+static void faults(void) {
+    qp_device_info info = {0};
+    info.struct_size = sizeof info;
+    ops->device_info(dev, &info);
+    /* an allocation past the device limit: a clear error, nothing leaked */
+    void *b = NULL;
+    qp_status st = ops->buffer_alloc(dev, (size_t)info.caps.max_alloc_bytes + 1, &b);
+    CHECK(st == QP_ERR_OUT_OF_MEMORY && strstr(last_error, "CL_DEVICE_MAX_MEM_ALLOC_SIZE"),
+          "huge alloc: status %d, '%s'", (int)st, last_error);
+    st = ops->buffer_alloc(dev, (size_t)1 << 62, &b);
+    CHECK(st == QP_ERR_OUT_OF_MEMORY, "2^62-byte alloc: status %d", (int)st);
+    /* a layer whose weights cannot be allocated names the layer and tensor */
+    /* forced paths the device lacks */
+    int8_t w[64 * 64];
+    float ws[64];
+    qp_lin_desc d = small_int8_desc(w, ws);
+    void *lin = NULL;
+    if (!info.caps.int_dot) {
+        st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
+        CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "cl_khr_integer_dot_product"),
+              "forced int-dot without the extension: status %d, '%s'", (int)st, last_error);
+    }
+    st = ops->linear_prepare(dev, &d, QP_PATH_GEMV | QP_PATH_TILED, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT, "GEMV|TILED: status %d", (int)st);
+    lin = NULL;
+    st = ops->linear_prepare(dev, &d, QP_PATH_NO_INT_DOT, &lin);
+    CHECK(st == QP_OK, "NO_INT_DOT: %s", last_error);
+    if (lin) {
+        char desc[128];
+        ops->linear_describe(dev, lin, 1, desc, sizeof desc);
+        CHECK(strstr(desc, "gemv") && strstr(desc, "plain"), "describe M=1: '%s'", desc);
+        ops->linear_describe(dev, lin, 64, desc, sizeof desc);
+        CHECK(strstr(desc, "tiled"), "describe M=64: '%s'", desc);
+        ops->linear_destroy(dev, lin);
+    }
+    /* unsupported schemes say so */
+    qp_lin_desc u = d;
+    u.kind = QP_SCHEME_W4A16_INT4;
+    lin = NULL;
+    st = ops->linear_prepare(dev, &u, 0, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "not yet implemented on opencl"), "w4a16: %d '%s'", (int)st,
+          last_error);
+    qp_scheme sch = {0};
+    sch.kind = QP_SCHEME_NVFP4;
+    qp_support_info si;
+    ops->device_supports(dev, &sch, 1, 64, 64, &si);
+    CHECK(si.level == QP_SUPPORT_UNSUPPORTED && strstr(si.reason, "not yet implemented on opencl"), "supports nvfp4");
+    sch.kind = QP_SCHEME_QQQ_W4A8;
+    ops->device_supports(dev, &sch, 1, 64, 64, &si);
+    CHECK(si.level == QP_SUPPORT_NATIVE, "supports qqq");
+
+    /* a kernel compile failure carries the driver's build log */
+    setenv("QPORT_CL_BREAK_SOURCE", "1", 1);
+    st = fresh_prepare_and_run(0);
+    unsetenv("QPORT_CL_BREAK_SOURCE");
+    CHECK(st == QP_ERR_DEVICE && strstr(last_error, "clBuildProgram failed") && strstr(last_error, "build log") &&
+              strstr(last_error, "qp_injected_syntax_error"),
+          "compile failure: status %d, message '%.600s'", (int)st, last_error);
+
+    /* program cache: written, reused, and corrupt entries rebuilt */
+    clear_cache();
+    st = fresh_prepare_and_run(1);
+    char path[2200] = "";
+    CHECK(st == QP_OK && count_cache_files(path, sizeof path) == 1, "cache not written (%s)", last_error);
+    if (path[0]) {
+        host.validation = 0;
+        st = fresh_prepare_and_run(1);
+        CHECK(st == QP_OK && !strstr(logbuf, "rejected"), "cached load: %s", logbuf);
+        /* 1: flip a payload byte -> checksum mismatch */
+        FILE *f = fopen(path, "r+b");
+        if (f) {
+            fseek(f, 100, SEEK_SET);
+            int c = fgetc(f);
+            fseek(f, 100, SEEK_SET);
+            fputc(c ^ 0x5A, f);
+            fclose(f);
+        }
+        st = fresh_prepare_and_run(1);
+        CHECK(st == QP_OK && strstr(logbuf, "rejected (size, key or checksum mismatch)"),
+              "corrupt (checksum) entry not rebuilt: %s", logbuf);
+        /* 2: truncated file */
+        struct stat sb;
+        if (stat(path, &sb) == 0 && truncate(path, sb.st_size / 2) == 0) {
+            st = fresh_prepare_and_run(1);
+            CHECK(st == QP_OK && strstr(logbuf, "rejected"), "truncated entry not rebuilt: %s", logbuf);
+        }
+        /* 3: a well-formed entry (valid checksum) whose payload is garbage:
+         * the driver refuses the binary, and it is rebuilt */
+        f = fopen(path, "r+b");
+        unsigned char hdr[40];
+        if (f && fread(hdr, 1, 40, f) == 40) {
+            uint64_t size;
+            memcpy(&size, hdr + 8, 8);
+            unsigned char *junk = malloc(size);
+            for (uint64_t i = 0; junk && i < size; i++) junk[i] = (unsigned char)(i * 13 + 7);
+            uint64_t h = 0xcbf29ce484222325ull;
+            for (uint64_t i = 0; junk && i < size; i++) h = (h ^ junk[i]) * 0x100000001b3ull;
+            memcpy(hdr + 16, &h, 8);
+            fseek(f, 0, SEEK_SET);
+            fwrite(hdr, 1, 40, f);
+            if (junk) fwrite(junk, 1, size, f);
+            free(junk);
+        }
+        if (f) fclose(f);
+        st = fresh_prepare_and_run(1);
+        CHECK(st == QP_OK && strstr(logbuf, "rejected (clCreateProgramWithBinary") ,
+              "garbage binary not rebuilt: %s", logbuf);
+        st = fresh_prepare_and_run(1);
+        CHECK(st == QP_OK && !strstr(logbuf, "rejected"), "rebuilt entry not reused: %s", logbuf);
+    }
+    /* the ICD loader missing: zero devices and a logged reason */
+    setenv("QPORT_CL_LIBRARY", "/nonexistent/libOpenCL.so.1", 1);
+    void *s3 = NULL;
+    int n = init_backend(&s3);
+    unsetenv("QPORT_CL_LIBRARY");
+    CHECK(n == 0 && strstr(logbuf, "0 devices: no OpenCL ICD loader"), "no loader: %d devices, log '%s'", n, logbuf);
+    ops->shutdown(s3);
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+    verbose = getenv("QP_TEST_VERBOSE") != NULL;
+    if (getenv("QP_TEST_SEED")) seed = strtoull(getenv("QP_TEST_SEED"), NULL, 10);
+    rng = seed | 1;
+    ops = load_plugin();
+    if (!ops) {
+        fprintf(stderr, "test_cl: libqport-cl.so not found in QPORT_BACKEND_PATH\n");
+        return 1;
+    }
+    CHECK(ops->abi_version == QP_BACKEND_ABI_VERSION && !strcmp(ops->name, "opencl"), "ops table");
+    if (argc > 1 && !strcmp(argv[1], "--no-platform")) {
+        /* run with OCL_ICD_VENDORS pointing at an empty folder */
+        int n = init_backend(&state);
+        CHECK(n == 0 && strstr(logbuf, "0 devices"), "no platform: %d devices, log '%s'", n, logbuf);
+        ops->shutdown(state);
+        printf("test_cl --no-platform: %s", logbuf);
+        return failures ? 1 : 0;
+    }
+    const char *cd = getenv("QP_TEST_CACHE_DIR");
+    snprintf(cache_dir, sizeof cache_dir, "%s", cd ? cd : "cl-test-cache");
+    mkdir(cache_dir, 0755);
+    int n = init_backend(&state);
+    if (n == 0) {
+        printf("test_cl: SKIP: no OpenCL device (%s)\n", logbuf);
+        ops->shutdown(state);
+        return 77;
+    }
+    dev = ops->device_get(state, 0);
+    qp_device_info info = {0};
+    info.struct_size = sizeof info;
+    CHECK(ops->device_info(dev, &info) == QP_OK, "device_info");
+    printf("opencl:0: %s | %s | %s | %s | kind %d | mem %llu | int_dot %d | fp16 %d | uuid %d\n", info.name, info.vendor,
+           info.driver, info.api_version, (int)info.kind, (unsigned long long)info.memory_bytes, info.caps.int_dot,
+           info.caps.fp16_arith, info.has_uuid);
+    CHECK(!strcmp(info.backend, "opencl") && info.index == 0 && info.name[0], "info fields");
+    double t0 = now();
+    faults();
+    double t1 = now();
+    full_matrix();
+    double t2 = now();
+    large_layer();
+    double t3 = now();
+    printf("matrix: %ld cases, %ld outputs compared\n", n_cases, n_outputs);
+    ops->shutdown(state);
+    /* division strategies: fp64 and fma-corrected, each on a fresh program */
+    const char *modes[] = {"fp64", "fma"};
+    for (int i = 0; i < 2; i++) {
+        setenv("QPORT_CL_DIV", modes[i], 1);
+        if (init_backend(&state) > 0) {
+            dev = ops->device_get(state, 0);
+            div_subset();
+            char desc[128] = "";
+            int8_t w[64 * 64];
+            float ws[64];
+            qp_lin_desc d = small_int8_desc(w, ws);
+            void *lin = NULL;
+            if (ops->linear_prepare(dev, &d, 0, &lin) == QP_OK) {
+                ops->linear_describe(dev, lin, 1, desc, sizeof desc);
+                ops->linear_destroy(dev, lin);
+            }
+            printf("division mode %s: %s\n", modes[i], desc);
+        }
+        ops->shutdown(state);
+        unsetenv("QPORT_CL_DIV");
+    }
+    /* the int-dot kernels, where the device has the extension for real or
+     * through the test knob */
+    if (!info.caps.int_dot) setenv("QPORT_CL_FAKE_INT_DOT", "1", 1);
+    if (init_backend(&state) > 0) {
+        dev = ops->device_get(state, 0);
+        int_dot_subset();
+        char desc[160] = "";
+        int8_t w[64 * 64];
+        float ws[64];
+        qp_lin_desc d = small_int8_desc(w, ws);
+        void *lin = NULL;
+        if (ops->linear_prepare(dev, &d, 0, &lin) == QP_OK) {
+            ops->linear_describe(dev, lin, 64, desc, sizeof desc);
+            ops->linear_destroy(dev, lin);
+        }
+        CHECK(strstr(desc, "int-dot") != NULL, "int-dot path not taken: '%s'", desc);
+        printf("int-dot kernels: %s\n", desc);
+    }
+    ops->shutdown(state);
+    unsetenv("QPORT_CL_FAKE_INT_DOT");
+    double t4 = now();
+    printf("time: faults %.1f s, matrix %.1f s, 4096x4096 %.1f s, division modes %.1f s\n", t1 - t0, t2 - t1, t3 - t2,
+           t4 - t3);
+    printf("test_cl: %s (%d failures, seed %llu)\n", failures ? "FAIL" : "ok", failures, seed);
+    return failures ? 1 : 0;
+}

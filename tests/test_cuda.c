@@ -1,0 +1,490 @@
+/* CUDA backend plugin (issue 7), through its ops table (dlopen):
+ *   test_cuda load   plugin loads; without a driver: zero devices and a
+ *                    logged reason; with a GPU: device_info / supports.
+ *   test_cuda full   every op on cuda:0 against the cpu reference:
+ *                    W8A8-INT8 and QQQ bit for bit, W8A8-FP8 within the
+ *                    bound of fp32 accumulation; every path; guard bands,
+ *                    fault paths, determinism; a few timings. Exit 77
+ *                    (skip) without a device.
+ * QPORT_BACKEND_PATH: folders searched for libqport-cuda.so. */
+#include <dlfcn.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "testutil.h"
+
+static char last_err[1024], logs[8192];
+static qp_status h_error(const qp_context *ctx, qp_status st, const char *fmt, ...) {
+    (void)ctx;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_err, sizeof last_err, fmt, ap);
+    va_end(ap);
+    return st;
+}
+static void h_log(const qp_context *ctx, qp_log_level lvl, const char *fmt, ...) {
+    (void)ctx;
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(logs);
+    snprintf(logs + n, sizeof logs - n, "[%d] %s\n", (int)lvl, line);
+}
+
+static const char *level_name(qp_support_level l) {
+    return l == QP_SUPPORT_NATIVE ? "native" : l == QP_SUPPORT_EMULATED ? "emulated" : "unsupported";
+}
+
+static const qp_backend_ops *ops;
+static void *state, *dev;
+static qp_device_info info;
+
+static uint64_t rng = 0x2545F4914F6CDD1Dull;
+static uint32_t rnd(void) { rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17; return (uint32_t)(rng >> 11); }
+static float frand(float lo, float hi) { return lo + (hi - lo) * (float)(rnd() % 1000003) / 1000003.0f; }
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec; }
+
+static int load_plugin(void) {
+    const char *paths = getenv("QPORT_BACKEND_PATH");
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", paths ? paths : ".");
+    void *so = NULL;
+    for (char *save = NULL, *dir = strtok_r(buf, ":", &save); dir && !so; dir = strtok_r(NULL, ":", &save)) {
+        char p[4200];
+        snprintf(p, sizeof p, "%s/libqport-cuda.so", dir);
+        so = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+    }
+    if (!so) { fprintf(stderr, "cannot dlopen libqport-cuda.so from QPORT_BACKEND_PATH=%s: %s\n", paths ? paths : "", dlerror()); return 0; }
+    qp_backend_entry_fn entry = (qp_backend_entry_fn)dlsym(so, QP_BACKEND_ENTRY_SYMBOL);
+    CHECK(entry != NULL, "no %s", QP_BACKEND_ENTRY_SYMBOL);
+    if (!entry) return 0;
+    ops = entry();
+    CHECK(ops && ops->abi_version == QP_BACKEND_ABI_VERSION && ops->struct_size == sizeof(qp_backend_ops) &&
+          strcmp(ops->name, "cuda") == 0, "ops table");
+    static qp_host host;
+    host.abi_version = QP_BACKEND_ABI_VERSION;
+    host.struct_size = sizeof host;
+    host.error = h_error;
+    host.log = h_log;
+    host.cache_dir = "";
+    host.version = "test";
+    CHECK(ops->init(&host, &state) == QP_OK, "init: %s", last_err);
+    return 1;
+}
+
+static void test_load(void) {
+    int n = ops->device_count(state);
+    printf("cuda: %d device(s)\n%s", n, logs);
+    if (n == 0) {
+        CHECK(strstr(logs, "[1] cuda: 0 devices") != NULL, "zero devices without a logged INFO reason: %s", logs);
+        CHECK(ops->device_get(state, 0) == NULL, "device_get past the end");
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        void *d = ops->device_get(state, i);
+        qp_device_info di;
+        memset(&di, 0, sizeof di);
+        di.struct_size = sizeof di;
+        CHECK(ops->device_info(d, &di) == QP_OK, "device_info");
+        printf("cuda:%d %s cc %d.%d, %.1f GiB, %s, uuid %02x%02x%02x%02x...\n", i, di.name, di.cuda_cc / 10,
+               di.cuda_cc % 10, (double)di.memory_bytes / (1 << 30), di.driver, di.uuid[0], di.uuid[1], di.uuid[2],
+               di.uuid[3]);
+        CHECK(strcmp(di.backend, "cuda") == 0 && di.name[0] && di.memory_bytes > 0 && di.has_uuid && di.cuda_cc >= 30,
+              "device_info fields");
+        CHECK(di.caps.tensor_core_int8 == (di.cuda_cc >= 75) && di.caps.tensor_core_fp8 == (di.cuda_cc >= 89) &&
+              di.caps.int_dot == (di.cuda_cc >= 61), "caps vs cc");
+        qp_scheme s;
+        memset(&s, 0, sizeof s);
+        qp_support_info si;
+        s.kind = QP_SCHEME_W8A8_INT8;
+        CHECK(ops->device_supports(d, &s, 1, 64, 64, &si) == QP_OK, "supports");
+        printf("  W8A8-INT8: %s %s\n", level_name(si.level), si.reason);
+        s.kind = QP_SCHEME_W8A8_FP8;
+        s.activation.dtype = QP_DTYPE_F8_E4M3FN;
+        ops->device_supports(d, &s, 1, 64, 64, &si);
+        printf("  W8A8-FP8:  %s %s\n", level_name(si.level), si.reason);
+        CHECK((si.level == QP_SUPPORT_NATIVE) == (di.cuda_cc >= 89), "fp8 level");
+        s.kind = QP_SCHEME_QQQ_W4A8;
+        ops->device_supports(d, &s, 1, 64, 64, &si);
+        printf("  QQQ W4A8:  %s %s\n", level_name(si.level), si.reason);
+        CHECK((si.level == QP_SUPPORT_NATIVE) == (di.cuda_cc >= 80), "qqq level");
+    }
+}
+
+/* ---- device comparisons ---------------------------------------------------- */
+
+#define GUARD 4096
+static int n_cases, n_exact_bad;
+
+/* Runs one layer for M rows; returns 0 when prepare refused (ok_refuse). */
+static int run_layer(const qp_lin_desc *d, unsigned path, int M, const uint16_t *x, uint16_t *y, char *desc_out) {
+    void *lin = NULL;
+    qp_status st = ops->linear_prepare(dev, d, path, &lin);
+    CHECK(st == QP_OK, "prepare %s path %u: %s", d->layer, path, last_err);
+    if (st != QP_OK) return 0;
+    size_t xb = (size_t)M * d->K * 2, yb = (size_t)M * d->N * 2;
+    void *bx = NULL, *by = NULL;
+    CHECK(ops->buffer_alloc(dev, xb ? xb : 2, &bx) == QP_OK && ops->buffer_alloc(dev, yb + GUARD, &by) == QP_OK, "alloc: %s", last_err);
+    uint8_t *guard = malloc(yb + GUARD);
+    memset(guard, 0xA5, yb + GUARD);
+    ops->buffer_upload(dev, by, 0, guard, yb + GUARD);
+    if (xb) ops->buffer_upload(dev, bx, 0, x, xb);
+    st = ops->linear_forward(dev, lin, bx, M, by);
+    CHECK(st == QP_OK, "forward %s M=%d path %u: %s", d->layer, M, path, last_err);
+    uint8_t *back = malloc(yb + GUARD);
+    ops->buffer_download(dev, by, 0, back, yb + GUARD);
+    memcpy(y, back, yb);
+    for (size_t i = yb; i < yb + GUARD; i++)
+        if (back[i] != 0xA5) { CHECK(0, "%s M=%d: guard band byte %zu overwritten", d->layer, M, i - yb); break; }
+    if (desc_out && ops->linear_describe) ops->linear_describe(dev, lin, M, desc_out, 128);
+    free(back); free(guard);
+    ops->buffer_free(dev, bx);
+    ops->buffer_free(dev, by);
+    ops->linear_destroy(dev, lin);
+    return st == QP_OK;
+}
+
+static void compare_exact(const char *what, const uint16_t *ref, const uint16_t *got, int M, int N) {
+    n_cases++;
+    for (int i = 0; i < M * N; i++)
+        if (ref[i] != got[i]) {
+            n_exact_bad++;
+            CHECK(0, "%s: y[%d][%d] = %04x, reference %04x", what, i / N, i % N, got[i], ref[i]);
+            return;
+        }
+}
+
+static const int Ms[] = { 1, 2, 3, 5, 8, 16, 17, 64, 256 };
+#define NM (int)(sizeof Ms / sizeof Ms[0])
+
+static unsigned int_paths[] = { 0, QP_PATH_GEMV, QP_PATH_TILED, QP_PATH_NO_INT_DOT, QP_PATH_GEMV | QP_PATH_INT_DOT };
+#define NIP 5
+
+static void test_int8(void) {
+    const int shapes[][2] = { { 64, 64 }, { 72, 200 }, { 200, 136 }, { 128, 1024 } }; /* N, K */
+    int before = tu_failures;
+    for (int sh = 0; sh < 4; sh++)
+        for (int dt = 0; dt < 2; dt++)
+            for (int act = 0; act < 4; act++) {
+                int N = shapes[sh][0], K = shapes[sh][1];
+                qp_dtype dtype = dt ? QP_DTYPE_BF16 : QP_DTYPE_F16;
+                int is_static = act < 2, sym = act % 2 == 0, per_ch = (sh + act) % 2, has_bias = (sh + dt) % 2;
+                int8_t *w = malloc((size_t)N * K);
+                float *ws = malloc(sizeof(float) * N);
+                int32_t *adj = malloc(sizeof(int32_t) * N);
+                uint16_t *bias = malloc(2 * N);
+                for (int i = 0; i < N * K; i++) w[i] = (int8_t)(rnd() % 255 - 127);
+                float s0 = frand(0.001f, 0.01f);
+                for (int n = 0; n < N; n++) {
+                    ws[n] = per_ch ? frand(0.001f, 0.01f) : s0;
+                    bias[n] = (uint16_t)qp_format_encode(dtype, frand(-2, 2));
+                }
+                float in_scale = 0.03f;
+                int32_t in_zp = sym ? 0 : -9;
+                for (int n = 0; n < N; n++) {
+                    int32_t s = 0;
+                    for (int k = 0; k < K; k++) s += w[n * K + k];
+                    adj[n] = is_static ? (int32_t)((uint32_t)s * (uint32_t)in_zp) : s;
+                }
+                char name[96];
+                snprintf(name, sizeof name, "int8 %dx%d %s %s%s%s%s", N, K, dt ? "bf16" : "f16", is_static ? "static" : "dynamic",
+                         sym ? " sym" : " asym", per_ch ? " per-channel" : " per-tensor", has_bias ? " bias" : "");
+                qp_lin_desc d;
+                memset(&d, 0, sizeof d);
+                d.struct_size = sizeof d;
+                d.kind = QP_SCHEME_W8A8_INT8;
+                d.scheme.kind = QP_SCHEME_W8A8_INT8;
+                d.act_dtype = dtype;
+                d.N = N; d.K = K; d.layer = name;
+                d.act = is_static ? QP_ACT_INT8_STATIC : QP_ACT_INT8_DYNAMIC_TOKEN;
+                d.act_symmetric = sym;
+                d.input_scale = in_scale; d.input_zp = in_zp;
+                d.bias = has_bias ? bias : NULL;
+                d.w_i8 = w; d.w_scale = ws; d.w_per_channel = per_ch;
+                d.azp_adj = sym ? NULL : adj;
+                for (int mi = 0; mi < NM; mi++) {
+                    int M = Ms[mi];
+                    uint16_t *x = malloc(2 * (size_t)M * K), *yr = malloc(2 * (size_t)M * N), *yg = malloc(2 * (size_t)M * N);
+                    for (int i = 0; i < M * K; i++) x[i] = (uint16_t)qp_format_encode(dtype, frand(-4, 4));
+                    if (M > 2) for (int k = 0; k < K; k++) x[2 * K + k] = (uint16_t)qp_format_encode(dtype, 0.0f); /* zero row */
+                    qp_ref_int8_args a = { dtype, x, M, K, N, w, ws, per_ch, is_static, sym, in_scale, in_zp, d.bias };
+                    CHECK(qp_ref_w8a8_int8_forward(NULL, &a, yr) == QP_OK, "reference");
+                    for (int p = 0; p < NIP; p++) {
+                        char what[200], dsc[128] = "";
+                        if (run_layer(&d, int_paths[p], M, x, yg, dsc)) {
+                            snprintf(what, sizeof what, "%s M=%d [%s]", name, M, dsc);
+                            compare_exact(what, yr, yg, M, N);
+                        }
+                    }
+                    free(x); free(yr); free(yg);
+                }
+                free(w); free(ws); free(adj); free(bias);
+            }
+    printf("int8: %d cases, %s\n", n_cases, tu_failures == before ? "all bit-exact" : "FAILURES");
+}
+
+static void test_qqq(void) {
+    const int shapes[][2] = { { 64, 128 }, { 128, 256 }, { 192, 1024 } };
+    int before = tu_failures, c0 = n_cases;
+    for (int sh = 0; sh < 3; sh++)
+        for (int gi = 0; gi < 2; gi++)
+            for (int w8mode = 0; w8mode < 2; w8mode++) {
+                int N = shapes[sh][0], K = shapes[sh][1], gs = gi ? 128 : -1, G = K / 128, has_bias = (sh + gi) % 2;
+                int8_t *qkn = malloc((size_t)K * N), *qnk = malloc((size_t)K * N), *w8 = malloc((size_t)K * N);
+                float *sch = malloc(4 * N), *schp = malloc(4 * N);
+                uint16_t *sg = malloc(2 * (size_t)(G ? G : 1) * N), *sgp = malloc(2 * (size_t)(G ? G : 1) * N), *bias = malloc(2 * N);
+                int32_t *B = malloc(4 * (size_t)(K / 16) * 2 * N);
+                for (int i = 0; i < G * N; i++) sg[i] = (uint16_t)qp_format_encode(QP_DTYPE_F16, frand(1, 20)); /* wraps */
+                for (int k = 0; k < K; k++)
+                    for (int n = 0; n < N; n++) {
+                        int8_t q = gi ? (int8_t)(rnd() % 16) : (int8_t)(rnd() % 15 - 7);
+                        qkn[k * N + n] = q;
+                        qnk[n * K + k] = q;
+                        w8[n * K + k] = gi ? qp_ref_qqq_group_weight(q - 8, sg[(k / 128) * N + n]) : (int8_t)(16 * q);
+                    }
+                for (int n = 0; n < N; n++) { sch[n] = frand(1e-4f, 1e-3f); bias[n] = (uint16_t)qp_format_encode(QP_DTYPE_F16, frand(-1, 1)); }
+                CHECK(qp_qqq_pack_weight(NULL, qkn, K, N, gs, B) == QP_OK, "pack");
+                CHECK(qp_qqq_permute_scales(NULL, sch, gi ? sg : NULL, K, N, gs, schp, gi ? sgp : NULL) == QP_OK, "perm");
+                char name[96];
+                snprintf(name, sizeof name, "qqq %dx%d group %d%s%s", N, K, gs, has_bias ? " bias" : "", w8mode ? " (QPORT_CUDA_QQQ_W8)" : "");
+                qp_lin_desc d;
+                memset(&d, 0, sizeof d);
+                d.struct_size = sizeof d;
+                d.kind = QP_SCHEME_QQQ_W4A8;
+                d.scheme.kind = QP_SCHEME_QQQ_W4A8;
+                d.act_dtype = QP_DTYPE_F16;
+                d.N = N; d.K = K; d.layer = name;
+                d.act = QP_ACT_INT8_DYNAMIC_TOKEN; d.act_symmetric = 1;
+                d.bias = has_bias ? bias : NULL;
+                d.group_size = gs; d.q4 = qnk; d.w8 = w8; d.s_channel = sch; d.s_group = gi ? sg : NULL;
+                d.marlin_B = B; d.marlin_s_channel = schp; d.marlin_s_group = gi ? sgp : NULL;
+                if (w8mode) setenv("QPORT_CUDA_QQQ_W8", "1", 1); else unsetenv("QPORT_CUDA_QQQ_W8");
+                for (int mi = 0; mi < NM; mi++) {
+                    int M = Ms[mi];
+                    uint16_t *x = malloc(2 * (size_t)M * K), *yr = malloc(2 * (size_t)M * N), *yg = malloc(2 * (size_t)M * N);
+                    for (int i = 0; i < M * K; i++) x[i] = (uint16_t)qp_format_encode(QP_DTYPE_F16, frand(-3, 3));
+                    CHECK(qp_ref_qqq_forward(NULL, x, M, K, N, gs, B, schp, gi ? sgp : NULL, d.bias, yr) == QP_OK, "ref qqq");
+                    for (int p = 0; p < NIP; p++) {
+                        char what[200], dsc[128] = "";
+                        if (run_layer(&d, int_paths[p], M, x, yg, dsc)) {
+                            snprintf(what, sizeof what, "%s M=%d [%s]", name, M, dsc);
+                            compare_exact(what, yr, yg, M, N);
+                        }
+                    }
+                    free(x); free(yr); free(yg);
+                }
+                unsetenv("QPORT_CUDA_QQQ_W8");
+                free(qkn); free(qnk); free(w8); free(sch); free(schp); free(sg); free(sgp); free(bias); free(B);
+            }
+    printf("qqq: %d cases, %s\n", n_cases - c0, tu_failures == before ? "all bit-exact" : "FAILURES");
+}
+
+static double ulp_of(qp_dtype dt, double v) {
+    int e;
+    frexp(fabs(v), &e); /* v = f * 2^e, f in [0.5,1) */
+    int mant = dt == QP_DTYPE_BF16 ? 8 : 11, emin = dt == QP_DTYPE_BF16 ? -125 : -13;
+    if (e < emin) e = emin;
+    return ldexp(1.0, e - mant);
+}
+
+static void test_fp8(void) {
+    const int shapes[][2] = { { 64, 64 }, { 72, 200 }, { 128, 1024 } };
+    int before = tu_failures, cases = 0;
+    double worst = 0;
+    unsigned paths[] = { 0, QP_PATH_GEMV, QP_PATH_TILED, QP_PATH_NO_INT_DOT };
+    for (int sh = 0; sh < 3; sh++)
+        for (int dt = 0; dt < 2; dt++)
+            for (int act = 0; act < 3; act++) {
+                int N = shapes[sh][0], K = shapes[sh][1], per_ch = (sh + act) % 2, has_bias = (act + dt) % 2;
+                qp_dtype dtype = dt ? QP_DTYPE_BF16 : QP_DTYPE_F16;
+                uint8_t *w = malloc((size_t)N * K);
+                float *ws = malloc(4 * N);
+                uint16_t *bias = malloc(2 * N);
+                for (int i = 0; i < N * K; i++) { w[i] = (uint8_t)(rnd() & 0xFF); if ((w[i] & 0x7F) == 0x7F) w[i] = 0x3F; }
+                float s0 = frand(0.01f, 0.1f);
+                for (int n = 0; n < N; n++) { ws[n] = per_ch ? frand(0.01f, 0.1f) : s0; bias[n] = (uint16_t)qp_format_encode(dtype, frand(-2, 2)); }
+                char name[96];
+                snprintf(name, sizeof name, "fp8 %dx%d %s %s%s%s", N, K, dt ? "bf16" : "f16",
+                         act == 0 ? "static" : act == 1 ? "dynamic-tensor" : "dynamic-token", per_ch ? " per-channel" : " per-tensor",
+                         has_bias ? " bias" : "");
+                qp_lin_desc d;
+                memset(&d, 0, sizeof d);
+                d.struct_size = sizeof d;
+                d.kind = QP_SCHEME_W8A8_FP8;
+                d.scheme.kind = QP_SCHEME_W8A8_FP8;
+                d.act_dtype = dtype;
+                d.N = N; d.K = K; d.layer = name;
+                d.act = act == 0 ? QP_ACT_FP8_STATIC : act == 1 ? QP_ACT_FP8_DYNAMIC_TENSOR : QP_ACT_FP8_DYNAMIC_TOKEN;
+                d.input_scale = 0.02f;
+                d.bias = has_bias ? bias : NULL;
+                d.w_u8 = w; d.w_scale = ws; d.w_per_channel = per_ch;
+                for (int mi = 0; mi < NM; mi++) {
+                    int M = Ms[mi];
+                    uint16_t *x = malloc(2 * (size_t)M * K), *yr = malloc(2 * (size_t)M * N), *yg = malloc(2 * (size_t)M * N), *y2 = malloc(2 * (size_t)M * N);
+                    float *xf = malloc(4 * (size_t)M * K), *sx = malloc(4 * (size_t)M);
+                    uint8_t *xq = malloc((size_t)M * K);
+                    for (int i = 0; i < M * K; i++) { x[i] = (uint16_t)qp_format_encode(dtype, frand(-4, 4)); xf[i] = qp_format_decode(dtype, x[i]); }
+                    qp_ref_fp8_args a = { dtype, x, M, K, N, w, ws, per_ch, (qp_fp8_act)act, d.input_scale, 0, d.bias };
+                    CHECK(qp_ref_w8a8_fp8_forward(NULL, &a, yr) == QP_OK, "ref fp8");
+                    if (act == 0) { qp_quant_fp8_static(NULL, xf, (size_t)M * K, d.input_scale, xq); for (int m = 0; m < M; m++) sx[m] = d.input_scale; }
+                    else if (act == 1) { qp_quant_fp8_dynamic_tensor(NULL, xf, (size_t)M * K, xq, sx); for (int m = 1; m < M; m++) sx[m] = sx[0]; }
+                    else qp_quant_fp8_dynamic_token(NULL, xf, M, K, 0.0f, xq, sx);
+                    for (int p = 0; p < 4; p++) {
+                        char dsc[128] = "";
+                        if ((paths[p] & QP_PATH_TILED) && info.cuda_cc < 89) continue;
+                        if (!run_layer(&d, paths[p], M, x, yg, dsc)) continue;
+                        cases++;
+                        /* determinism: a second run gives the same bits */
+                        run_layer(&d, paths[p], M, x, y2, NULL);
+                        CHECK(memcmp(yg, y2, 2 * (size_t)M * N) == 0, "%s M=%d [%s]: two runs differ", name, M, dsc);
+                        for (int m = 0; m < M; m++)
+                            for (int n = 0; n < N; n++) {
+                                double sabs = 0;
+                                for (int k = 0; k < K; k++)
+                                    sabs += fabs((double)qp_format_decode(QP_DTYPE_F8_E4M3FN, xq[m * K + k]) *
+                                                 qp_format_decode(QP_DTYPE_F8_E4M3FN, w[n * K + k]));
+                                double r = qp_format_decode(dtype, yr[m * N + n]), g = qp_format_decode(dtype, yg[m * N + n]);
+                                double tol = (double)sx[m] * ws[n] * sabs * K * ldexp(1.0, -23) * 1.01 +
+                                             ulp_of(dtype, fmax(fabs(r), fabs(g))) * 1.01 + fabs(r) * ldexp(1.0, -20);
+                                double err = fabs(r - g);
+                                if (err / tol > worst) worst = err / tol;
+                                if (!(err <= tol)) {
+                                    CHECK(0, "%s M=%d [%s]: y[%d][%d] = %g, reference %g, bound %g", name, M, dsc, m, n, g, r, tol);
+                                    m = M; break;
+                                }
+                            }
+                    }
+                    free(x); free(yr); free(yg); free(y2); free(xf); free(sx); free(xq);
+                }
+                free(w); free(ws); free(bias);
+            }
+    printf("fp8: %d cases, %s (worst error / bound = %.3f)\n", cases, tu_failures == before ? "within bounds, deterministic" : "FAILURES", worst);
+}
+
+/* One layer >= 4096x4096 per scheme (M = 1, 16, 64) and timings. */
+static void test_big_and_time(void) {
+    const int N = 4096, K = 4096;
+    int8_t *w = malloc((size_t)N * K);
+    float *ws = malloc(4 * N);
+    for (size_t i = 0; i < (size_t)N * K; i++) w[i] = (int8_t)(rnd() % 255 - 127);
+    for (int n = 0; n < N; n++) ws[n] = frand(0.001f, 0.01f);
+    qp_lin_desc d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.kind = QP_SCHEME_W8A8_INT8;
+    d.act_dtype = QP_DTYPE_F16;
+    d.N = N; d.K = K; d.layer = "int8 4096x4096";
+    d.act = QP_ACT_INT8_DYNAMIC_TOKEN; d.act_symmetric = 1;
+    d.w_i8 = w; d.w_scale = ws; d.w_per_channel = 1;
+    int Mb[] = { 1, 16, 64 };
+    for (int i = 0; i < 3; i++) {
+        int M = Mb[i];
+        uint16_t *x = malloc(2 * (size_t)M * K), *yr = malloc(2 * (size_t)M * N), *yg = malloc(2 * (size_t)M * N);
+        for (int j = 0; j < M * K; j++) x[j] = (uint16_t)qp_format_encode(QP_DTYPE_F16, frand(-4, 4));
+        qp_ref_int8_args a = { QP_DTYPE_F16, x, M, K, N, w, ws, 1, 0, 1, 0, 0, NULL };
+        qp_ref_w8a8_int8_forward(NULL, &a, yr);
+        char dsc[128] = "", what[200];
+        if (run_layer(&d, 0, M, x, yg, dsc)) {
+            snprintf(what, sizeof what, "int8 4096x4096 M=%d [%s]", M, dsc);
+            compare_exact(what, yr, yg, M, N);
+        }
+        free(x); free(yr); free(yg);
+    }
+    /* timings: forward on device buffers, 20 iterations after a warm-up */
+    int Mt[] = { 1, 16, 256, 2048 };
+    void *lin = NULL;
+    if (ops->linear_prepare(dev, &d, 0, &lin) == QP_OK) {
+        for (int i = 0; i < 4; i++) {
+            int M = Mt[i];
+            void *bx, *by;
+            if (ops->buffer_alloc(dev, 2 * (size_t)M * K, &bx) != QP_OK) continue;
+            if (ops->buffer_alloc(dev, 2 * (size_t)M * N, &by) != QP_OK) { ops->buffer_free(dev, bx); continue; }
+            uint16_t *x = calloc((size_t)M * K, 2);
+            for (int j = 0; j < M * K; j++) x[j] = (uint16_t)qp_format_encode(QP_DTYPE_F16, frand(-4, 4));
+            ops->buffer_upload(dev, bx, 0, x, 2 * (size_t)M * K);
+            ops->linear_forward(dev, lin, bx, M, by);
+            double t0 = now();
+            for (int it = 0; it < 20; it++) ops->linear_forward(dev, lin, bx, M, by);
+            double us = (now() - t0) / 20 * 1e6;
+            char dsc[128] = "";
+            ops->linear_describe(dev, lin, M, dsc, sizeof dsc);
+            printf("TIME int8 4096x4096 M=%-5d %9.1f us  %7.1f TOPS  [%s]\n", M, us, 2.0 * M * N * K / us * 1e-6, dsc);
+            free(x);
+            ops->buffer_free(dev, bx);
+            ops->buffer_free(dev, by);
+        }
+        ops->linear_destroy(dev, lin);
+    }
+    free(w); free(ws);
+}
+
+static void test_faults(void) {
+    void *b = NULL;
+    qp_status st = ops->buffer_alloc(dev, (size_t)1 << 50, &b);
+    CHECK(st == QP_ERR_OUT_OF_MEMORY && strstr(last_err, "cudaMalloc"), "huge alloc: %d %s", (int)st, last_err);
+    CHECK(ops->buffer_alloc(dev, 64, &b) == QP_OK, "small alloc");
+    char tmp[128] = { 0 };
+    CHECK(ops->buffer_upload(dev, b, 32, tmp, 64) == QP_ERR_INVALID_ARGUMENT, "upload past the end");
+    CHECK(ops->buffer_download(dev, b, 65, tmp, 0) == QP_ERR_INVALID_ARGUMENT, "offset past the end");
+    ops->buffer_free(dev, b);
+    int8_t w[64 * 64] = { 0 };
+    uint8_t w8[64 * 64] = { 0 };
+    float ws[64];
+    for (int i = 0; i < 64; i++) ws[i] = 1;
+    qp_lin_desc d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.kind = QP_SCHEME_W8A8_INT8; d.act_dtype = QP_DTYPE_F16; d.N = 64; d.K = 64; d.layer = "fault";
+    d.act = QP_ACT_INT8_DYNAMIC_TOKEN; d.act_symmetric = 1; d.w_i8 = w; d.w_scale = ws;
+    void *lin = NULL;
+    st = ops->linear_prepare(dev, &d, QP_PATH_TILED | QP_PATH_NO_INT_DOT, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_err, "fault"), "tiled + no-int-dot: %d %s", (int)st, last_err);
+    d.kind = QP_SCHEME_W4A16_INT4;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_err, "not yet implemented on cuda"), "w4a16: %s", last_err);
+    d.kind = QP_SCHEME_W8A8_FP8; d.w_u8 = w8; d.act = QP_ACT_FP8_DYNAMIC_TOKEN;
+    st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED, "fp8 + int-dot: %s", last_err);
+    if (info.cuda_cc < 89) {
+        st = ops->linear_prepare(dev, &d, QP_PATH_TILED, &lin);
+        CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_err, "8.9"), "fp8 tiled below 8.9: %s", last_err);
+    }
+    printf("faults: checked\n");
+}
+
+int main(int argc, char **argv) {
+    const char *mode = argc > 1 ? argv[1] : "full";
+    if (!load_plugin()) { tu_failures++; return tu_finish("cuda"); }
+    if (strcmp(mode, "load") == 0) {
+        test_load();
+        ops->shutdown(state);
+        return tu_finish("cuda-load");
+    }
+    if (ops->device_count(state) == 0) {
+        printf("SKIP: no CUDA device (%s)\n", logs);
+        ops->shutdown(state);
+        return 77;
+    }
+    dev = ops->device_get(state, 0);
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    ops->device_info(dev, &info);
+    printf("cuda:0 %s, compute capability %d.%d\n", info.name, info.cuda_cc / 10, info.cuda_cc % 10);
+    double t0 = now();
+    test_faults();
+    test_int8();
+    test_qqq();
+    test_fp8();
+    test_big_and_time();
+    printf("cuda: %d exact comparisons, %d mismatching, %.1f s\n", n_cases, n_exact_bad, now() - t0);
+    ops->shutdown(state);
+    return tu_finish("cuda");
+}

@@ -1,0 +1,209 @@
+/* qport quantize IN_DIR OUT_DIR --scheme NAME [--group-size G]: every linear
+ * layer of an fp16/bf16/fp32 safetensors model quantized with the library's
+ * quantizers into a model directory vLLM's loaders accept: config.json with
+ * the scheme's quantization_config, one model.safetensors with the tensors
+ * under their checkpoint names, dtypes and shapes. Other tensors (embeddings,
+ * norms, biases, excluded layers) are copied unchanged. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tool.h"
+
+static char *read_text(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    fclose(f);
+    if (b) { b[n] = 0; *len = (size_t)n; }
+    return b;
+}
+
+static char *replace_once(const char *s, const char *from, const char *to) {
+    const char *p = strstr(s, from);
+    if (!p) return strdup(s);
+    char *o = malloc(strlen(s) - strlen(from) + strlen(to) + 1);
+    if (!o) return NULL;
+    sprintf(o, "%.*s%s%s", (int)(p - s), s, to, p + strlen(from));
+    return o;
+}
+
+static void progress(size_t i, size_t n, const char *what) {
+    if (!isatty(2)) return;
+    int w = 30, done = n ? (int)(w * i / n) : w;
+    fprintf(stderr, "\r[%.*s%*s] %zu/%zu %-48.48s", done, "##############################", w - done, "", i, n, what);
+    if (i == n) fputc('\n', stderr);
+}
+
+typedef struct out_list {
+    qp_tensor *t;
+    char **names;
+    void **owned;
+    size_t n, cap;
+    qp_qweights **q;
+    size_t nq, capq;
+} out_list;
+
+static int push(out_list *o, const char *name, const qp_tensor *t, void *own) {
+    if (o->n == o->cap) {
+        size_t c = o->cap ? 2 * o->cap : 64;
+        qp_tensor *t2 = realloc(o->t, c * sizeof *t2);
+        if (t2) o->t = t2;
+        char **n2 = realloc(o->names, c * sizeof *n2);
+        if (n2) o->names = n2;
+        void **w2 = realloc(o->owned, c * sizeof *w2);
+        if (w2) o->owned = w2;
+        if (!t2 || !n2 || !w2) return -1;
+        o->cap = c;
+    }
+    o->names[o->n] = strdup(name);
+    o->owned[o->n] = own;
+    o->t[o->n] = *t;
+    o->t[o->n].name = o->names[o->n];
+    o->n++;
+    return o->names[o->n - 1] ? 0 : -1;
+}
+
+static int keep_q(out_list *o, qp_qweights *q) {
+    if (o->nq == o->capq) {
+        size_t c = o->capq ? 2 * o->capq : 16;
+        qp_qweights **q2 = realloc(o->q, c * sizeof *q2);
+        if (!q2) return -1;
+        o->q = q2;
+        o->capq = c;
+    }
+    o->q[o->nq++] = q;
+    return 0;
+}
+
+static void out_free(out_list *o) {
+    for (size_t i = 0; i < o->n; i++) { free(o->names[i]); free(o->owned[i]); }
+    for (size_t i = 0; i < o->nq; i++) qp_qweights_destroy(o->q[i]);
+    free(o->t); free(o->names); free(o->owned); free(o->q);
+}
+
+int cmd_quantize(int argc, char **argv) {
+    const char *in = NULL, *out = NULL, *scheme_name = NULL;
+    int group = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--scheme") && i + 1 < argc) scheme_name = argv[++i];
+        else if (!strcmp(argv[i], "--group-size") && i + 1 < argc) group = atoi(argv[++i]);
+        else if (argv[i][0] != '-' && !in) in = argv[i];
+        else if (argv[i][0] != '-' && !out) out = argv[i];
+        else { in = NULL; break; }
+    }
+    const quant_scheme *qs = scheme_name ? quant_scheme_find(scheme_name) : NULL;
+    if (!in || !out || !qs) {
+        fprintf(stderr, "usage: qport quantize IN_DIR OUT_DIR --scheme NAME [--group-size G]\nschemes: ");
+        quant_scheme_list(stderr);
+        return 2;
+    }
+    char *qcfg = strdup(qs->config);
+    if (group && qcfg) {
+        char to[48];
+        snprintf(to, sizeof to, "\"group_size\":%d", group);
+        char *r = strstr(qcfg, "\"group_size\":128") ? replace_once(qcfg, "\"group_size\":128", to) : NULL;
+        if (!r) {
+            fprintf(stderr, "qport quantize: scheme %s has no group size to set\n", qs->name);
+            free(qcfg);
+            return 2;
+        }
+        free(qcfg);
+        qcfg = r;
+    }
+    qp_context *ctx;
+    if (!qcfg || qp_context_create(&ctx)) { free(qcfg); return 1; }
+    tool_install_log(ctx);
+    int rc = 1;
+    qp_model *m = NULL;
+    qp_config *cfg = NULL;
+    char path[4096], *ctext = NULL;
+    size_t clen = 0;
+    out_list o = {0};
+    if (qp_model_open(ctx, in, &m)) { fprintf(stderr, "qport quantize: %s\n", qp_last_error(ctx)); goto done; }
+    if (qp_model_config(m)) { fprintf(stderr, "qport quantize: %s is already quantized\n", in); goto done; }
+    snprintf(path, sizeof path, "%s/config.json", in);
+    ctext = read_text(path, &clen);
+    if (!ctext || !strchr(ctext, '{')) { fprintf(stderr, "qport quantize: %s: cannot read a JSON object\n", path); goto done; }
+    if (qp_config_load_buffer(ctx, qs->name, qcfg, strlen(qcfg), &cfg)) { fprintf(stderr, "qport quantize: %s\n", qp_last_error(ctx)); goto done; }
+    qp_quantize_options qo;
+    qp_quantize_options_init(&qo);
+    if (strstr(ctext, "\"bfloat16\"")) qo.params_dtype = QP_DTYPE_BF16;
+    size_t n = qp_model_tensor_count(m), nq_layers = 0;
+    for (size_t i = 0; i < n; i++) {
+        qp_tensor t;
+        if (qp_model_tensor_get(m, i, &t)) continue;
+        progress(i, n, t.name);
+        size_t l = strlen(t.name);
+        int is_w = l > 7 && !strcmp(t.name + l - 7, ".weight") && t.ndim == 2 && !strstr(t.name, "embed");
+        char layer[1024];
+        snprintf(layer, sizeof layer, "%.*s", (int)(l > 7 ? l - 7 : 0), t.name);
+        qp_scheme s;
+        if (is_w && qp_config_resolve(cfg, layer, QP_LAYER_LINEAR, NULL, &s)) {
+            fprintf(stderr, "\nqport quantize: %s: %s\n", layer, qp_last_error(ctx));
+            goto done;
+        }
+        if (!is_w || s.kind == QP_SCHEME_UNQUANTIZED || s.kind == QP_SCHEME_NONE) { /* copied unchanged */
+            size_t bytes = qp_tensor_bytes(&t);
+            void *c = malloc(bytes + 1);
+            if (!c) goto oom;
+            memcpy(c, t.data, bytes);
+            qp_tensor tc = t;
+            tc.data = c;
+            if (push(&o, t.name, &tc, c)) { free(c); goto oom; }
+            continue;
+        }
+        int N = (int)t.shape[0], K = (int)t.shape[1];
+        float *w = malloc(sizeof(float) * (size_t)N * K);
+        if (!w) goto oom;
+        if (qp_format_decode_array(t.dtype, t.data, (size_t)N * K, w)) {
+            fprintf(stderr, "\nqport quantize: %s: dtype %s is not fp16/bf16/fp32\n", t.name, qp_dtype_name(t.dtype));
+            free(w);
+            goto done;
+        }
+        qp_qweights *q = NULL;
+        qp_status st = qp_quantize_weights(ctx, &s, w, N, K, &qo, &q);
+        free(w);
+        if (st) { fprintf(stderr, "\nqport quantize: %s: %s\n", layer, qp_last_error(ctx)); goto done; }
+        if (keep_q(&o, q)) { qp_qweights_destroy(q); goto oom; }
+        nq_layers++;
+        for (size_t j = 0; j < qp_qweights_count(q); j++) {
+            qp_tensor qt;
+            qp_qweights_get(q, j, &qt);
+            char nm[1100];
+            snprintf(nm, sizeof nm, "%s.%s", layer, qt.name);
+            if (push(&o, nm, &qt, NULL)) goto oom;
+        }
+    }
+    progress(n, n, "done");
+    if (mkdir(out, 0755) && errno != EEXIST) { perror(out); goto done; }
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    const char *meta[] = {"format", "pt", "quantized_by", "qport"};
+    if (qp_safetensors_write(ctx, path, o.t, o.n, meta, 2)) { fprintf(stderr, "qport quantize: %s\n", qp_last_error(ctx)); goto done; }
+    /* config.json: the input's, with the quantization_config added */
+    char *brace = strchr(ctext, '{');
+    snprintf(path, sizeof path, "%s/config.json", out);
+    FILE *f = fopen(path, "w");
+    if (!f) { perror(path); goto done; }
+    fprintf(f, "%.*s{\n  \"quantization_config\": %s,%s", (int)(brace - ctext), ctext, qcfg, brace + 1);
+    if (fclose(f)) { perror(path); goto done; }
+    printf("wrote %s: scheme %s, %zu layers quantized, %zu tensors\n", out, qs->name, nq_layers, o.n);
+    rc = 0;
+    goto done;
+oom:
+    fprintf(stderr, "qport quantize: out of memory\n");
+done:
+    out_free(&o);
+    free(ctext);
+    free(qcfg);
+    qp_config_destroy(cfg);
+    qp_model_close(m);
+    qp_context_destroy(ctx);
+    return rc;
+}
