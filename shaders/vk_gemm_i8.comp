@@ -7,9 +7,6 @@
 #include "vk_common.glsl"
 #include "vk_dot.glsl"
 
-layout(constant_id = 2) const bool IS_BF16 = false;
-layout(constant_id = 3) const bool HAS_BIAS = false;
-layout(constant_id = 4) const uint EPI = 0;
 layout(constant_id = 5) const bool GROUPED = false;   // W4: per-group tables
 layout(local_size_x = 256) in;
 #define BM 64u

@@ -11,9 +11,6 @@
 #include "vk_dot.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
-layout(constant_id = 2) const bool IS_BF16 = false;
-layout(constant_id = 3) const bool HAS_BIAS = false;
-layout(constant_id = 4) const uint EPI = 0;
 layout(constant_id = 5) const bool GROUPED = false;   // W4: per-group tables
 // rows per dispatch (1, 2, 4, 8 or 16): the accumulators and the shared
 // reduction are sized for it, so decode (M = 1) keeps 1 KiB of shared memory

@@ -119,6 +119,7 @@ qp_status qp_vk_instance_create(qp_vk_backend *be) {
         return QP_OK;
     }
     if (debug_utils && be->fn.vkCreateDebugUtilsMessengerEXT) {
+        dbg.pNext = NULL; /* it carried the validation features for vkCreateInstance */
         r = be->fn.vkCreateDebugUtilsMessengerEXT(be->instance, &dbg, NULL, &be->messenger);
         if (r != VK_SUCCESS) {
             be->messenger = VK_NULL_HANDLE;

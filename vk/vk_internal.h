@@ -89,9 +89,7 @@ const qp_vk_spirv *qp_vk_spirv_get(qp_vk_shader id);
 /* Specialization constants (ids match the shaders' constant_id). */
 #define QP_VK_SPEC_WG 0
 #define QP_VK_SPEC_MODE 1
-#define QP_VK_SPEC_BF16 2
-#define QP_VK_SPEC_BIAS 3
-#define QP_VK_SPEC_EPI 4
+/* ids 2-4 are retired (dtype, bias and epilogue are push constants) */
 #define QP_VK_SPEC_GROUPED 5
 #define QP_VK_SPEC_ROWS 6 /* GEMV rows per dispatch */
 #define QP_VK_SPEC_COUNT 7
@@ -102,7 +100,11 @@ typedef struct qp_vk_push {
     float input_scale;
     int32_t input_zp;
     uint32_t m_base;
+    uint32_t flags; /* QP_VK_PC_BF16 | QP_VK_PC_BIAS */
+    uint32_t epi;
 } qp_vk_push;
+#define QP_VK_PC_BF16 1u
+#define QP_VK_PC_BIAS 2u
 
 #define QP_VK_BINDINGS 8
 #define QP_VK_ST_WORDS 8 /* per-row statistics words (vk_layout.glsl) */

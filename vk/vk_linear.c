@@ -353,13 +353,15 @@ static qp_vk_shader gemm_shader(const qp_vk_linear *l, bool gemv) {
 static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M) {
     qp_vk_fns *f = &d->be->fn;
     qp_vk_push pc = {.M = (uint32_t)M, .K = (uint32_t)l->K, .Kw = l->Kw, .N = (uint32_t)l->N,
-                     .input_scale = l->input_scale, .input_zp = l->input_zp};
-    uint32_t spec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64, [QP_VK_SPEC_MODE] = l->act, [QP_VK_SPEC_BF16] = l->bf16};
+                     .input_scale = l->input_scale, .input_zp = l->input_zp,
+                     .flags = (l->bf16 ? QP_VK_PC_BF16 : 0u) | (l->has_bias ? QP_VK_PC_BIAS : 0u), .epi = l->epi};
+    uint32_t spec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64, [QP_VK_SPEC_MODE] = l->act};
     VkPipeline p;
     qp_status st;
     f->vkCmdBindDescriptorSets(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &l->sets[0], 0, NULL);
     if (act_is_dynamic(l->act)) {
-        if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_STATS, spec, &p)) != QP_OK) return st;
+        uint32_t sspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64}; /* one pipeline for every mode */
+        if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_STATS, sspec, &p)) != QP_OK) return st;
         f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
         f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
         f->vkCmdDispatch(d->cmd, (uint32_t)M, 1, 1);
@@ -372,9 +374,7 @@ static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M) {
     barrier(d);
 
     bool gemv = use_gemv(d, l, M);
-    uint32_t gspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = l->gemv_wg, [QP_VK_SPEC_MODE] = 0, [QP_VK_SPEC_BF16] = l->bf16,
-                                        [QP_VK_SPEC_BIAS] = l->has_bias, [QP_VK_SPEC_EPI] = l->epi,
-                                        [QP_VK_SPEC_GROUPED] = l->grouped};
+    uint32_t gspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = l->gemv_wg, [QP_VK_SPEC_GROUPED] = l->grouped};
     /* GEMV: rows per dispatch, the next power of two of M up to 16 */
     uint32_t rows = 1;
     while (gemv && rows < QP_VK_GEMV_MAX_M && rows < (uint32_t)M) rows *= 2;
