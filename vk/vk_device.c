@@ -85,13 +85,14 @@ qp_status qp_vk_instance_create(qp_vk_backend *be) {
             QP_VK_LOG(be, QP_LOG_WARN, "vulkan: validation requested but %s is not installed", VALIDATION_LAYER);
         }
     }
-    /* With validation on, the layer also checks synchronization hazards
-     * (missing barriers) — QPORT_VK_SYNC_VALIDATION=0 turns that off. */
+    /* QPORT_VK_SYNC_VALIDATION=1 (with validation on): the layer also checks
+     * synchronization hazards (missing barriers). Opt-in: the layer's sync
+     * state leaks at vkDestroyInstance, which fails LeakSanitizer runs. */
     VkValidationFeatureEnableEXT sync_enable = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
     VkValidationFeaturesEXT vfeat = {.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
                                      .enabledValidationFeatureCount = 1, .pEnabledValidationFeatures = &sync_enable};
     const char *sv = getenv("QPORT_VK_SYNC_VALIDATION");
-    bool sync_val = be->validation && !(sv && !strcmp(sv, "0")) &&
+    bool sync_val = be->validation && sv && !strcmp(sv, "1") &&
                     has_instance_ext(be, VALIDATION_LAYER, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
     if (sync_val) exts[n_exts++] = VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME;
     if (debug_utils) dbg.pNext = sync_val ? &vfeat : NULL;
