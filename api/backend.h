@@ -69,7 +69,9 @@ typedef struct qp_lin_desc {
     size_t struct_size;
     qp_scheme scheme;        /* as resolved                                  */
     qp_scheme_kind kind;     /* scheme.kind, HF_FP8 folded into W8A8_FP8     */
-    qp_dtype act_dtype;      /* x, bias and y (QP_DTYPE_F16 or BF16); QQQ: F16 */
+    qp_dtype act_dtype;      /* x, bias and y (QP_DTYPE_F16, BF16, or F32 --
+                              * the core hands F32 to the cpu backend only);
+                              * QQQ: F16 */
     int N, K;
     const char *layer;       /* for messages, never NULL                    */
 
@@ -79,7 +81,8 @@ typedef struct qp_lin_desc {
     int32_t input_zp;        /* static asymmetric int8 (after rebuild)       */
     int ue8m0;               /* FP8_GROUP128: power-of-two scales            */
 
-    const uint16_t *bias;    /* [N] act_dtype bits, or NULL                  */
+    const uint16_t *bias;    /* [N] act_dtype elements, or NULL: fp16/bf16
+                              * bits; for F32 the data are floats (cast)    */
 
     /* W8A8-INT8 (spec 6.3-6.4) */
     const int8_t *w_i8;      /* [N][K]                                       */

@@ -173,10 +173,16 @@ void qp_scheme_set_names(qp_scheme *s, const char *method, const char *scheme_cl
 void qp_qtensor_from_quark(qp_qtensor *t, const qj *q);
 qp_status qp_capability_check(const qp_resolve_ctx *rc, int min_capability);
 
-/* Reference kernels (cpu/): activations, bias and outputs are fp16 or bf16,
- * as vLLM's out_dtype. */
+/* Reference kernels (cpu/): activations, bias and outputs are fp16, bf16
+ * (uint16_t bits) or fp32 (float), as vLLM's out_dtype = x.dtype. */
 qp_status qp_ref_check_act_dtype(qp_context *ctx, qp_dtype dtype);
-/* v rounded to `d` (fp16/bf16) and back. */
+/* Bytes of one activation element: 4 for F32, 2 for F16/BF16. */
+size_t qp_ref_elem_size(qp_dtype d);
+/* Element i of an activation-dtype array, widened to fp32 (exact). */
+float qp_ref_load(qp_dtype d, const void *p, size_t i);
+/* Stores v as element i: rounded (RNE) to fp16/bf16, as is for F32. */
+void qp_ref_store(qp_dtype d, void *p, size_t i, float v);
+/* v rounded to `d` and back (the identity for F32). */
 float qp_ref_round(qp_dtype d, float v);
 /* An e8m0 scale as Quark's dq_mxfp4 kernel makes it in `d` for its hmul
  * (spec 3.6): fp16 saturates at 2^15 and flushes below 2^-24; 255 -> NaN. */

@@ -36,6 +36,15 @@ QP_API qp_status qp_linear_create(qp_device *dev, const qp_scheme *scheme, int N
     qp_lin_desc_store *store;
     qp_status st = qp_lin_desc_build(dev->ctx, scheme, N, K, tensors, n_tensors, &o, &d, &store);
     if (st) return st;
+    /* fp32 activations run on the cpu reference only: the GPU backends'
+     * kernels read and write 16-bit elements (and refuse F32 with differing
+     * statuses), so the core refuses for them, one status and message */
+    if (d.act_dtype == QP_DTYPE_F32 && strcmp(dev->backend->ops->name, "cpu")) {
+        qp_lin_desc_free(store);
+        return qp_error_set(dev->ctx, QP_ERR_UNSUPPORTED, NULL, "x", d.layer,
+                            "fp32 activations run on the cpu reference only; %s devices take fp16 or bf16",
+                            dev->backend->ops->name);
+    }
     qp_linear *l = calloc(1, sizeof *l);
     if (!l) { qp_lin_desc_free(store); return qp_error_set(dev->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, d.layer, "out of memory"); }
     pthread_mutex_lock(&dev->lock);
@@ -66,8 +75,11 @@ QP_API void qp_linear_destroy(qp_linear *l) {
 
 QP_API qp_dtype qp_linear_out_dtype(const qp_linear *l) { return l ? l->out_dtype : QP_DTYPE_NONE; }
 
+/* Bytes of one x / y element: 4 for F32, 2 for F16/BF16. */
+static size_t esize(qp_dtype d) { return d == QP_DTYPE_F32 ? 4 : 2; }
+
 static qp_status check_m(const qp_linear *l, int M) {
-    if (M < 0 || (size_t)M > SIZE_MAX / 2 / (size_t)(l->N > l->K ? l->N : l->K))
+    if (M < 0 || (size_t)M > SIZE_MAX / 4 / (size_t)(l->N > l->K ? l->N : l->K))
         return qp_error_set(l->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "bad row count M = %d", M);
     return QP_OK;
 }
@@ -90,10 +102,10 @@ QP_API qp_status qp_linear_forward_buffers(qp_linear *l, qp_buffer *x, int M, qp
     if (st) return st;
     if (x->dev != l->dev || y->dev != l->dev)
         return qp_error_set(l->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "buffers belong to another device");
-    if (x->size < (size_t)M * l->K * 2 || y->size < (size_t)M * l->N * 2)
+    size_t xb = (size_t)M * l->K * esize(l->act_dtype), yb = (size_t)M * l->N * esize(l->out_dtype);
+    if (x->size < xb || y->size < yb)
         return qp_error_set(l->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL,
-                            "buffers too small for M = %d (need %zu and %zu bytes)", M, (size_t)M * l->K * 2,
-                            (size_t)M * l->N * 2);
+                            "buffers too small for M = %d (need %zu and %zu bytes)", M, xb, yb);
     pthread_mutex_lock(&l->dev->lock);
     st = forward_locked(l, x, M, y);
     pthread_mutex_unlock(&l->dev->lock);
@@ -111,7 +123,7 @@ QP_API qp_status qp_linear_forward(qp_linear *l, const void *x, int M, void *y) 
     if (!l || (M > 0 && (!x || !y))) return QP_ERR_INVALID_ARGUMENT;
     qp_status st = check_m(l, M);
     if (st || M == 0) return st;
-    size_t xb = (size_t)M * l->K * 2, yb = (size_t)M * l->N * 2;
+    size_t xb = (size_t)M * l->K * esize(l->act_dtype), yb = (size_t)M * l->N * esize(l->out_dtype);
     /* staging buffers belong to the layer: its own lock makes concurrent
      * host forwards of one layer safe; the device lock orders the work */
     pthread_mutex_lock(&l->lock);

@@ -249,9 +249,10 @@ static qp_status bind_qqq(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d
     const qp_tensor *B, *sc, *sg;
     int K = d->K, N = d->N, g = d->scheme.weight.group_size > 0 ? d->scheme.weight.group_size : -1;
     qp_status s;
-    if (d->act_dtype != QP_DTYPE_F16)
+    if (d->act_dtype != QP_DTYPE_F16) /* QQQLinearMethod.create_weights (spec 5.1) */
         return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, NULL, b->layer, "The params dtype must be float16, but got %s",
-                            d->act_dtype == QP_DTYPE_BF16 ? "torch.bfloat16" : qp_dtype_name(d->act_dtype));
+                            d->act_dtype == QP_DTYPE_BF16 ? "torch.bfloat16"
+                            : d->act_dtype == QP_DTYPE_F32 ? "torch.float32" : qp_dtype_name(d->act_dtype));
     /* QQQLinearMethod.create_weights (spec 5.1), vLLM's messages */
     if (N % 64)
         return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "B", b->layer,
@@ -301,9 +302,10 @@ qp_status qp_lin_desc_build(qp_context *ctx, const qp_scheme *scheme, int N, int
     const char *layer = o->layer ? o->layer : "";
     if (N <= 0 || K <= 0 || (n && !t))
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "bad layer shape N = %d, K = %d", N, K);
-    if (o->act_dtype != QP_DTYPE_F16 && o->act_dtype != QP_DTYPE_BF16)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "activations must be fp16 or bf16, got %s",
-                            qp_dtype_name(o->act_dtype));
+    /* vLLM's model dtypes; the bias follows act_dtype (bind_bias) */
+    if (o->act_dtype != QP_DTYPE_F16 && o->act_dtype != QP_DTYPE_BF16 && o->act_dtype != QP_DTYPE_F32)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer,
+                            "activations must be fp16, bf16 or fp32, got %s", qp_dtype_name(o->act_dtype));
     qp_lin_desc_store *st = calloc(1, sizeof *st);
     bool *used = calloc(n ? n : 1, sizeof(bool));
     if (!st || !used) { free(st); free(used); return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, layer, "out of memory"); }

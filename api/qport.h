@@ -395,6 +395,12 @@ QP_API qp_status qp_scale_to_channelwise(qp_context *ctx, const float *shard_sca
 /* Reference kernels (cpu/): the oracle every backend is judged against     */
 /* ------------------------------------------------------------------------ */
 
+/* Activation dtypes (issue 3): every reference forward but QQQ takes x,
+ * bias and y in fp16 or bf16 (uint16_t bits) or fp32 (float), and returns
+ * y in x.dtype as vLLM does; steps the emulations compute "in x.dtype" are
+ * fp32 operations for F32, and nothing is rounded to 16 bits. QQQ is
+ * fp16 only (vLLM: "The params dtype must be float16"). */
+
 /* QQQ W4A8 linear (spec 5.5): x fp16 bits [M][K], the checkpoint tensors B
  * [K/16][2N], s_channel [N] and (group 128) s_group [K/128][N] fp16 bits in
  * Marlin order, optional fp16 bias [N]; y fp16 bits [M][N]. */
@@ -403,8 +409,8 @@ QP_API qp_status qp_ref_qqq_forward(qp_context *ctx, const uint16_t *x, int M, i
                                     const uint16_t *bias, uint16_t *y);
 /* W8A8-INT8 linear (spec 6.3-6.4): the checkpoint weight int8 [N][K]. */
 typedef struct qp_ref_int8_args {
-    qp_dtype dtype;        /* of x, bias and y: QP_DTYPE_F16 or QP_DTYPE_BF16 */
-    const uint16_t *x;     /* [M][K] */
+    qp_dtype dtype;        /* of x, bias and y: QP_DTYPE_F16, BF16 or F32    */
+    const void *x;         /* [M][K]: uint16_t bits (F16/BF16) or float (F32) */
     int M, K, N;
     const int8_t *w;       /* [N][K] */
     const float *w_scale;  /* [N] (per channel) or [1] */
@@ -413,9 +419,11 @@ typedef struct qp_ref_int8_args {
     int symmetric;
     float input_scale;     /* static */
     int32_t input_zp;      /* static asymmetric (after qp_int8_static_asym_rebuild) */
-    const uint16_t *bias;  /* [N] or NULL */
+    const void *bias;      /* [N] in dtype, or NULL */
 } qp_ref_int8_args;
-QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_args *args, uint16_t *y);
+/* y [M][N] in dtype: the epilogue's fp32 result, rounded to fp16/bf16 or
+ * stored as is for F32 (out dtype = x.dtype, spec 6.4). */
+QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_args *args, void *y);
 /* W8A8-FP8 linear (spec 6.5-6.6): e4m3fn weight [N][K]; per-block weights
  * carry w_scale [ceil(N/128)][K/128] and need QP_FP8_ACT_GROUP128. */
 typedef enum qp_fp8_act {
@@ -425,8 +433,8 @@ typedef enum qp_fp8_act {
     QP_FP8_ACT_GROUP128         /* kFp8Dynamic128Sym     */
 } qp_fp8_act;
 typedef struct qp_ref_fp8_args {
-    qp_dtype dtype;        /* of x, bias and y: QP_DTYPE_F16 or QP_DTYPE_BF16 */
-    const uint16_t *x;     /* [M][K] */
+    qp_dtype dtype;        /* of x, bias and y: QP_DTYPE_F16, BF16 or F32    */
+    const void *x;         /* [M][K]: uint16_t bits (F16/BF16) or float (F32) */
     int M, K, N;
     const uint8_t *w;      /* [N][K] e4m3fn codes */
     const float *w_scale;  /* [N], [1], or per-block [ceil(N/128)][K/128] */
@@ -434,34 +442,37 @@ typedef struct qp_ref_fp8_args {
     qp_fp8_act act;
     float input_scale;     /* QP_FP8_ACT_STATIC */
     int ue8m0;             /* QP_FP8_ACT_GROUP128: power-of-two activation scales */
-    const uint16_t *bias;  /* [N] or NULL */
+    const void *bias;      /* [N] in dtype, or NULL */
 } qp_ref_fp8_args;
-QP_API qp_status qp_ref_w8a8_fp8_forward(qp_context *ctx, const qp_ref_fp8_args *args, uint16_t *y);
+/* y [M][N] in dtype (the model dtype, = x.dtype here, spec 6.5). */
+QP_API qp_status qp_ref_w8a8_fp8_forward(qp_context *ctx, const qp_ref_fp8_args *args, void *y);
 /* W4A16 INT4/UINT4 (spec 6.7): Quark checkpoint tensors, packed along N. */
 typedef struct qp_ref_w4a16_args {
-    qp_dtype dtype;             /* of x, scale, bias and y: F16 or BF16 */
-    const uint16_t *x;          /* [M][K] */
+    qp_dtype dtype;             /* of x, scale, bias and y: F16, BF16 or F32 (params dtype) */
+    const void *x;              /* [M][K]: uint16_t bits (F16/BF16) or float (F32) */
     int M, K, N;
     const int32_t *weight;      /* [K][ceil(N/8)] */
     const int32_t *zero_point;  /* [K/g][ceil(N/8)], asymmetric only */
-    const uint16_t *scale;      /* [K/g][8*ceil(N/8)] */
+    const void *scale;          /* [K/g][8*ceil(N/8)] in dtype */
     int group_size;             /* 32, 64, 128, or -1 (one group over K) */
     int symmetric;
     qp_pack_method pack;        /* QP_PACK_ORDER or QP_PACK_REORDER */
-    const uint16_t *bias;       /* [N] or NULL */
+    const void *bias;           /* [N] in dtype, or NULL */
 } qp_ref_w4a16_args;
-QP_API qp_status qp_ref_w4a16_forward(qp_context *ctx, const qp_ref_w4a16_args *args, uint16_t *y);
+/* y [M][N] in dtype: the fp64 sum rounded once to dtype. */
+QP_API qp_status qp_ref_w4a16_forward(qp_context *ctx, const qp_ref_w4a16_args *args, void *y);
 /* W4A8 MXFP4 weights + static fp8 activations (spec 3.8). */
 typedef struct qp_ref_w4a8_mxfp4_args {
-    qp_dtype dtype;               /* of x, bias and y: F16 or BF16 */
-    const uint16_t *x;            /* [M][K] */
+    qp_dtype dtype;               /* of x, bias and y: F16, BF16 or F32 */
+    const void *x;                /* [M][K]: uint16_t bits (F16/BF16) or float (F32) */
     int M, K, N;
     const uint8_t *weight;        /* [N][K/2] fp4 pairs, element 2i low */
     const uint8_t *weight_scale;  /* [N][K/32] e8m0 */
     float input_scale;            /* max over shards (process-after-loading) */
-    const uint16_t *bias;         /* [N] or NULL */
+    const void *bias;             /* [N] in dtype, or NULL */
 } qp_ref_w4a8_mxfp4_args;
-QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a8_mxfp4_args *args, uint16_t *y);
+/* y [M][N] in dtype; "in x.dtype" steps are fp32 operations for F32. */
+QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a8_mxfp4_args *args, void *y);
 /* OCP-MX linear (QuarkOCP_MX emulation, spec 3.3-3.7): MX weights dequantized
  * to x.dtype, activations fake-quantized (qdq) per their key, y = x' @ W^T
  * + bias summed in double and rounded once to x.dtype (F.linear). */
@@ -479,33 +490,36 @@ typedef enum qp_ocp_mx_act {
     QP_OCP_MX_ACT_FP8_STATIC    /* kFp8StaticTensorSym                       */
 } qp_ocp_mx_act;
 typedef struct qp_ref_ocp_mx_args {
-    qp_dtype dtype;               /* of x, bias and y: F16 or BF16 */
-    const uint16_t *x;            /* [M][K] */
+    qp_dtype dtype;               /* of x, bias and y: F16, BF16 or F32 */
+    const void *x;                /* [M][K]: uint16_t bits (F16/BF16) or float (F32) */
     int M, K, N;
     qp_dtype w_elem;              /* F4_E2M1, F6_E2M3, F6_E3M2 or F8_E4M3FN */
     const uint8_t *weight;        /* fp4 pairs [N][K/2], fp6 quads [N][3K/4], fp8 [N][K] */
     const uint8_t *weight_scale;  /* [ceil(N/R)][K/32] e8m0 */
     int scale_rows;               /* R: MXFP8 per_block [R,32] checkpoints; 0 or 1: one row each */
     qp_ocp_mx_act act;
-    const uint16_t *bias;         /* [N] or NULL */
+    const void *bias;             /* [N] in dtype, or NULL */
 } qp_ref_ocp_mx_args;
-QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args *args, uint16_t *y);
+/* y [M][N] in dtype; with F32 the dequant, qdq and output are fp32 (exact
+ * scales: fp32 holds every e8m0 power of two, 2^-127 as a subnormal). */
+QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args *args, void *y);
 /* NVFP4 linear (QuarkNVFP4 emulation, spec 4.1-4.3): fp4 weights with e4m3
  * block scales (16 along K) and a global scale, activations quantized
  * dynamically (qp_quant_nvfp4) and dequantized to x.dtype, y = x' @ W^T
  * rounded to x.dtype, then + bias in x.dtype. The global scales are the
  * values after process-after-loading: the max over fused shards. */
 typedef struct qp_ref_nvfp4_args {
-    qp_dtype dtype;               /* of x, bias and y: F16 or BF16 */
-    const uint16_t *x;            /* [M][K] */
+    qp_dtype dtype;               /* of x, bias and y: F16, BF16 or F32 */
+    const void *x;                /* [M][K]: uint16_t bits (F16/BF16) or float (F32) */
     int M, K, N;
     const uint8_t *weight;        /* [N][K/2] fp4 pairs, element 2i low */
     const uint8_t *weight_scale;  /* [N][K/16] e4m3fn codes */
     float weight_scale_2;         /* weight_global_scale = max(weight_scale_2) */
     float input_scale_2;          /* input_global_scale = max(input_scale_2) */
-    const uint16_t *bias;         /* [N] or NULL */
+    const void *bias;             /* [N] in dtype, or NULL */
 } qp_ref_nvfp4_args;
-QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *args, uint16_t *y);
+/* y [M][N] in dtype; with F32 every "to x.dtype" cast is the identity. */
+QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *args, void *y);
 /* Fused static asymmetric shards (errata 11.4): one scale, one truncated azp. */
 QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scales, const int32_t *zps, size_t n,
                                              float *scale_out, int32_t *azp_out);
@@ -665,7 +679,8 @@ typedef struct qp_linear qp_linear;
 
 typedef struct qp_linear_options {
     size_t struct_size;       /* sizeof(qp_linear_options)                   */
-    qp_dtype act_dtype;       /* x, bias, y: QP_DTYPE_F16 (default) or BF16   */
+    qp_dtype act_dtype;       /* x, bias, y: QP_DTYPE_F16 (default), BF16 or
+                               * F32 (F32: the cpu reference only; QQQ: F16) */
     unsigned path;            /* QP_PATH_* mask, 0 = the backend's choice     */
     const char *layer;        /* name for messages (NULL: "")                */
     /* Fused layers (qkv_proj, gate_up_proj) with one scale per shard: the
@@ -688,9 +703,11 @@ QP_API qp_status qp_linear_create(qp_device *dev, const qp_scheme *scheme, int N
                                   const qp_linear_options *opts, qp_linear **out);
 QP_API void qp_linear_destroy(qp_linear *lin);
 /* y[M][N] = linear(x[M][K]) with host memory: x in the layer's act_dtype
- * (fp16/bf16 bits), y in the output dtype (qp_linear_out_dtype). */
+ * (fp16/bf16 bits, 2 bytes, or fp32, 4 bytes), y in the output dtype
+ * (qp_linear_out_dtype: act_dtype, F16 for QQQ). */
 QP_API qp_status qp_linear_forward(qp_linear *lin, const void *x, int M, void *y);
-/* The same on device buffers of the layer's device (no host copies). */
+/* The same on device buffers of the layer's device (no host copies); x
+ * holds at least M*K and y M*N elements of their dtypes. */
 QP_API qp_status qp_linear_forward_buffers(qp_linear *lin, qp_buffer *x, int M, qp_buffer *y);
 QP_API qp_dtype qp_linear_out_dtype(const qp_linear *lin);
 /* The code path the backend takes for M rows ("gemv int-dot", ...). */

@@ -46,8 +46,10 @@ qp_status qp_qw_w4a16(qp_qw_job *j) {
             const float *col = j->w + (size_t)n * K + (size_t)gi * g;
             float mn = 0.0f, mx = 0.0f;
             for (int k = 0; k < g; k++) { mn = fminf(mn, col[k]); mx = fmaxf(mx, col[k]); }
-            /* max/15 - min/15: the range itself can pass FLT_MAX */
-            float raw = sym ? fmaxf(-mn, mx) / 7.0f : mx / 15.0f - mn / 15.0f;
+            /* max/15 - min/15: the range itself can pass FLT_MAX; max|w|
+             * through fabsf: fmaxf(-0.0, 0.0) may return either zero
+             * (clang: -0.0), and an all-zero group's scale is +0 */
+            float raw = sym ? fabsf(fmaxf(-mn, mx)) / 7.0f : mx / 15.0f - mn / 15.0f;
             uint16_t sb = (uint16_t)qp_format_encode(pd, raw);
             float sv = qp_format_decode(pd, sb);
             if (isinf(sv)) {

@@ -48,7 +48,9 @@ static bool try_plugin(qp_context *ctx, qp_backend_slot *s, const char *dir, siz
     char path[sizeof s->path];
     if (dlen + strlen(file) + 2 > sizeof path) return false;
     snprintf(path, sizeof path, "%.*s/%s", (int)dlen, dir, file);
-    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    /* NODELETE: GPU drivers loaded by a plugin do not survive being unmapped
+     * (thread-local destructors), and leak reports stay symbolised */
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!h) {
         const char *e = dlerror();
         /* a file that exists but does not load is worth a line; absence is not */

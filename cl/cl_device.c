@@ -70,7 +70,8 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
     d->platform_name[0] = 0;
     api->clGetPlatformInfo(d->platform, CL_PLATFORM_NAME, sizeof d->platform_name, d->platform_name, NULL);
     d->platform_name[sizeof d->platform_name - 1] = 0;
-    snprintf(in->driver, sizeof in->driver, "%.60s %.60s", d->platform_name, d->driver_version);
+    snprintf(in->driver, sizeof in->driver, "%.50s %.40s (%.30s)", d->platform_name, d->driver_version,
+             d->cl_c_version);
 
     cl_device_type type = 0;
     api->clGetDeviceInfo(d->id, CL_DEVICE_TYPE, sizeof type, &type, NULL);
@@ -89,6 +90,14 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
     api->clGetDeviceInfo(d->id, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof d->max_wg, &d->max_wg, NULL);
     in->memory_bytes = gmem;
     d->max_alloc = alloc;
+    /* weights larger than one allocation are split in column chunks; the
+     * test knob makes chunks small enough to test that on small layers */
+    d->weight_chunk_max = alloc;
+    const char *wc = getenv("QPORT_CL_WEIGHT_CHUNK");
+    if (wc && wc[0]) {
+        unsigned long long v = strtoull(wc, NULL, 10);
+        if (v > 0 && v < d->weight_chunk_max) d->weight_chunk_max = v;
+    }
 
     size_t elen = 0;
     char *exts = NULL;
@@ -107,7 +116,7 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
         if (api->clGetDeviceInfo(d->id, CL_DEVICE_INTEGER_DOT_PRODUCT_CAPABILITIES_KHR, sizeof caps, &caps, NULL) ==
                 CL_SUCCESS &&
             (caps & CL_DEVICE_INTEGER_DOT_PRODUCT_INPUT_4x8BIT_KHR))
-            d->has_int_dot = 1;
+            d->has_int_dot = d->int_dot_ext = 1;
         cl_bool props[6] = {0};
         if (api->clGetDeviceInfo(d->id, CL_DEVICE_INTEGER_DOT_PRODUCT_ACCELERATION_PROPERTIES_8BIT_KHR, sizeof props,
                                  props, NULL) == CL_SUCCESS)
@@ -116,13 +125,29 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
     /* Test knob: run the *_dot kernels with a plain-C dot on devices
      * without the extension, so their indexing is proven on PoCL too. */
     const char *fake = getenv("QPORT_CL_FAKE_INT_DOT");
-    if (!d->has_int_dot && fake && fake[0] && strcmp(fake, "0")) {
+    if (!d->has_int_dot && fake && !strcmp(fake, "ext")) {
+        /* pretend the extension exists: dot() then fails to compile, which
+         * tests the rebuild without int-dot (cl_program.c) */
+        d->has_int_dot = d->int_dot_ext = 1;
+    } else if (!d->has_int_dot && fake && fake[0] && strcmp(fake, "0")) {
         d->has_int_dot = 1;
         d->int_dot_emulated = 1;
     }
     cl_device_fp_config fpc = 0;
     api->clGetDeviceInfo(d->id, CL_DEVICE_SINGLE_FP_CONFIG, sizeof fpc, &fpc, NULL);
     d->has_cr_div = (fpc & CL_FP_CORRECTLY_ROUNDED_DIVIDE_SQRT) != 0;
+    if (!(fpc & CL_FP_DENORM))
+        QP_CL_LOG(be, QP_LOG_INFO, "opencl: %s flushes fp32 denormals: results below 2^-126 may differ from the "
+                  "reference", in->name);
+    /* divisions: the device's correctly rounded '/' where it has one, else
+     * through double, else fma-corrected; QPORT_CL_DIV forces one (tests) */
+    const char *dv = getenv("QPORT_CL_DIV");
+    if (dv && !strcmp(dv, "fp64") && d->has_fp64) d->div_mode = QP_CL_DIV_FP64;
+    else if (dv && !strcmp(dv, "fma")) d->div_mode = QP_CL_DIV_FMA;
+    else if (dv && !strcmp(dv, "fma-test")) d->div_mode = QP_CL_DIV_FMA_TEST;
+    else if (d->has_cr_div) d->div_mode = QP_CL_DIV_NATIVE;
+    else if (d->has_fp64) d->div_mode = QP_CL_DIV_FP64;
+    else d->div_mode = QP_CL_DIV_FMA;
 
     if (has_token(ex, "cl_khr_device_uuid") &&
         api->clGetDeviceInfo(d->id, CL_DEVICE_UUID_KHR, sizeof in->uuid, in->uuid, NULL) == CL_SUCCESS)
@@ -219,21 +244,24 @@ static void set_support(qp_support_info *out, qp_support_level lvl, const char *
 }
 
 qp_status qp_cl_device_supports(void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out) {
-    (void)dev; (void)M; (void)N; (void)K;
-    if (!scheme || !out) return QP_ERR_INVALID_ARGUMENT;
+    (void)M; (void)N; (void)K;
+    if (!dev || !scheme || !out) return QP_ERR_INVALID_ARGUMENT;
+    const qp_cl_device *d = dev;
+    /* issue 9: a scheme whose arithmetic the device lacks runs emulated, and
+     * says which feature is missing */
+    int int_dot = d->has_int_dot;
     switch (scheme->kind) {
     case QP_SCHEME_W8A8_INT8:
-        set_support(out, QP_SUPPORT_NATIVE, "");
+    case QP_SCHEME_QQQ_W4A8:
+        if (int_dot) set_support(out, QP_SUPPORT_NATIVE, "cl_khr_integer_dot_product 4x8-bit dot");
+        else set_support(out, QP_SUPPORT_EMULATED, "no cl_khr_integer_dot_product: int8 products as int32 multiply-adds");
         break;
     case QP_SCHEME_W8A8_FP8:
     case QP_SCHEME_HF_FP8:
         if (scheme->activation.granularity == QP_GRAN_GROUP || scheme->weight.granularity == QP_GRAN_BLOCK)
             set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: not yet implemented on opencl (fp8 block scales)");
         else
-            set_support(out, QP_SUPPORT_NATIVE, "");
-        break;
-    case QP_SCHEME_QQQ_W4A8:
-        set_support(out, QP_SUPPORT_NATIVE, "");
+            set_support(out, QP_SUPPORT_EMULATED, "no fp8 arithmetic in OpenCL C: e4m3 decoded to fp32, fp32 multiply-adds");
         break;
     default:
         set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: not yet implemented on opencl");

@@ -14,7 +14,8 @@
 typedef enum qp_cl_div_mode {
     QP_CL_DIV_NATIVE = 0, /* the device rounds divisions correctly (build option) */
     QP_CL_DIV_FP64 = 1,   /* (float)((double)a / b): exact, double rounding is innocuous */
-    QP_CL_DIV_FMA = 2     /* quotient corrected with fma remainders           */
+    QP_CL_DIV_FMA = 2,    /* quotient corrected with fma remainders           */
+    QP_CL_DIV_FMA_TEST = 3 /* as FMA from a quotient 2 ulp off (tests only)   */
 } qp_cl_div_mode;
 
 enum {
@@ -25,6 +26,10 @@ enum {
     QP_CL_K_GEMV_I8_DOT,
     QP_CL_K_TILED_I8,
     QP_CL_K_TILED_I8_DOT,
+    QP_CL_K_GEMV_Q4,
+    QP_CL_K_GEMV_Q4_DOT,
+    QP_CL_K_TILED_Q4,
+    QP_CL_K_TILED_Q4_DOT,
     QP_CL_K_GEMV_F8,
     QP_CL_K_TILED_F8,
     QP_CL_K_COUNT
@@ -43,16 +48,18 @@ typedef struct qp_cl_device {
     char cl_c_version[64];      /* "OpenCL C 1.2 PoCL"                     */
     int cl_c_major, cl_c_minor;
     int has_fp16, has_fp64, has_int_dot, has_cr_div, has_subgroups;
+    int int_dot_ext;            /* cl_khr_integer_dot_product with 4x8-bit input */
     int int_dot_emulated;       /* QPORT_CL_FAKE_INT_DOT: *_dot kernels with a plain dot (tests) */
     size_t max_wg;
     uint64_t max_alloc;
+    uint64_t weight_chunk_max;  /* largest weight buffer: max_alloc, or QPORT_CL_WEIGHT_CHUNK (tests) */
     /* created at first use */
     cl_context context;
     cl_command_queue queue;
     cl_mem dummy;               /* bound where a kernel's optional tensor is absent */
     cl_program program;
     cl_kernel kernels[QP_CL_K_COUNT];
-    qp_cl_div_mode div_mode;
+    qp_cl_div_mode div_mode;    /* a kernel argument: one program for every mode */
     char build_note[96];        /* "cached" / "built" ...                  */
 } qp_cl_device;
 

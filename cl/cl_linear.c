@@ -2,10 +2,13 @@
  * weights in the kernels' layout) and forward (activation quantization on
  * the device, then the GEMV or tiled GEMM with the fused epilogue).
  *
- * Layouts: W8A8-INT8 weights int8 [N][K]; QQQ runs as an int8 GEMM over the
- * exact int8 weights w8 [N][K] of spec 5.5 step 2 (the desc provides them,
- * wrap included) with QQQ's epilogue; W8A8-FP8 e4m3fn codes [N][K]. Scales
- * fp32 [N] (per-tensor already expanded by the core). */
+ * Layouts: W8A8-INT8 weights int8 [N][K]; W8A8-FP8 e4m3fn codes [N][K];
+ * QQQ 4-bit codes (two per byte, see shaders/cl_gemm_q4.cl) plus a 16-entry
+ * table per (group, column) giving each code's exact int8 weight (spec 5.5
+ * step 2, wrap included), taken from the desc's w8 so it cannot drift from
+ * the core's; the QQQ epilogue follows. Scales fp32 [N] (per-tensor already
+ * expanded by the core). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,7 @@
 #define EPI_QQQ 16
 
 #define GEMV_MAX_M 16
+#define MAX_CHUNKS 64
 #define WG 64
 #define TILE 32
 
@@ -34,11 +38,40 @@ typedef struct qp_cl_linear {
     int flags;
     unsigned path;
     int use_dot;
-    cl_mem w, wsc, adj, bias;
+    cl_mem w[MAX_CHUNKS];       /* weights in column chunks nb .. ne-1      */
+    int n_chunks, chunk_cols;
+    cl_mem wsc, adj, bias;
+    cl_mem lut;                 /* QQQ: int8 weight of each code, [G][N][16] */
+    int gsz;                    /* QQQ: k per table group (128, or INT_MAX)   */
     cl_mem xq, sx, szp, rowmax;
     int cap_m;
     char layer[96];
 } qp_cl_linear;
+
+static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer);
+
+/* Uploads weights of `row_bytes` per column, split in column chunks that
+ * fit one device allocation (multiples of the 32-column tile). */
+static qp_status upload_weights(qp_cl_device *d, qp_cl_linear *l, const void *w, size_t row_bytes, const char *name,
+                                const char *layer) {
+    size_t N = (size_t)l->N;
+    size_t nc = (size_t)(d->weight_chunk_max / row_bytes);
+    if (nc >= N) nc = N;
+    else nc = nc / 32 * 32;
+    if (nc == 0 || (N + nc - 1) / nc > MAX_CHUNKS)
+        return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': tensor %s (%zu columns of %zu bytes) does "
+                         "not fit in %d buffers of at most %llu bytes", d->index, layer, name, N, row_bytes,
+                         MAX_CHUNKS, (unsigned long long)d->weight_chunk_max);
+    l->chunk_cols = (int)nc;
+    l->n_chunks = (int)((N + nc - 1) / nc);
+    for (int c = 0; c < l->n_chunks; c++) {
+        size_t nb = (size_t)c * nc, ne = nb + nc < N ? nb + nc : N;
+        qp_status st = qp_cl_buffer_from_host(d, (const unsigned char *)w + nb * row_bytes, (ne - nb) * row_bytes,
+                                              name, layer, &l->w[c]);
+        if (st != QP_OK) return st;
+    }
+    return QP_OK;
+}
 
 typedef struct { size_t size; const void *ptr; } karg;
 #define A(v) {sizeof(v), &(v)}
@@ -71,7 +104,8 @@ void qp_cl_linear_destroy(void *dev, void *lin) {
     qp_cl_device *d = dev;
     qp_cl_linear *l = lin;
     if (!l) return;
-    release(d, &l->w); release(d, &l->wsc); release(d, &l->adj); release(d, &l->bias);
+    for (int i = 0; i < MAX_CHUNKS; i++) release(d, &l->w[i]);
+    release(d, &l->wsc); release(d, &l->adj); release(d, &l->bias); release(d, &l->lut);
     release(d, &l->xq); release(d, &l->sx); release(d, &l->szp); release(d, &l->rowmax);
     free(l);
 }
@@ -104,9 +138,10 @@ static qp_status check_desc(qp_cl_device *d, const qp_lin_desc *s, const char *l
             return unsupported(d, layer, "W8A8-FP8 with a non-fp8 activation mode");
         return QP_OK;
     case QP_SCHEME_QQQ_W4A8:
-        if (!s->w8 || !s->s_channel) return bad_desc(d, layer, "QQQ needs w8 and s_channel");
+        if (!s->w8 || !s->q4 || !s->s_channel) return bad_desc(d, layer, "QQQ needs q4, w8 and s_channel");
         if (s->group_size != -1 && s->group_size != 128) return unsupported(d, layer, "QQQ group size other than -1/128");
         if (s->act_dtype != QP_DTYPE_F16) return bad_desc(d, layer, "QQQ activations must be fp16");
+        if (s->K % 32) return unsupported(d, layer, "QQQ with K not a multiple of 32 (the 4-bit layout packs 32 k)");
         return QP_OK;
     default:
         return unsupported(d, layer, "not yet implemented on opencl");
@@ -135,8 +170,12 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     if (!s || !lin) return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: NULL desc or output", d->index);
     const char *layer = s->layer ? s->layer : "";
     qp_status st = check_desc(d, s, layer);
-    if (st == QP_OK) st = check_path(d, s, path, layer);
+    if (st == QP_OK && d->max_wg < WG)
+        st = QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: layer '%s': unsupported: the kernels need work-groups of %d, "
+                       "the device allows %zu", d->index, layer, WG, d->max_wg);
+    /* the program first: a failed int-dot build turns has_int_dot off */
     if (st == QP_OK) st = qp_cl_program_ensure(d);
+    if (st == QP_OK) st = check_path(d, s, path, layer);
     if (st != QP_OK) return st;
     qp_cl_linear *l = calloc(1, sizeof *l);
     if (!l) return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory", d->index, layer);
@@ -151,27 +190,27 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     l->input_zp = s->input_zp;
     l->path = path;
     l->use_dot = s->kind != QP_SCHEME_W8A8_FP8 && d->has_int_dot && !(path & QP_PATH_NO_INT_DOT);
-    size_t nk = (size_t)s->N * (size_t)s->K, n = (size_t)s->N;
+    size_t n = (size_t)s->N;
     if (s->act_dtype == QP_DTYPE_BF16) l->flags |= EPI_BF16;
     if (s->bias) l->flags |= EPI_BIAS;
     switch (s->kind) {
     case QP_SCHEME_W8A8_INT8:
         if (!s->act_symmetric) l->flags |= EPI_ASYM;
         if (s->act == QP_ACT_INT8_STATIC) l->flags |= EPI_STATIC;
-        st = qp_cl_buffer_from_host(d, s->w_i8, nk, "w_i8", layer, &l->w);
+        st = upload_weights(d, l, s->w_i8, (size_t)s->K, "w_i8", layer);
         if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w_scale, n * sizeof(float), "w_scale", layer, &l->wsc);
         if (st == QP_OK && !s->act_symmetric)
             st = qp_cl_buffer_from_host(d, s->azp_adj, n * sizeof(int32_t), "azp_adj", layer, &l->adj);
         break;
     case QP_SCHEME_W8A8_FP8:
-        st = qp_cl_buffer_from_host(d, s->w_u8, nk, "w_u8", layer, &l->w);
+        st = upload_weights(d, l, s->w_u8, (size_t)s->K, "w_u8", layer);
         if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w_scale, n * sizeof(float), "w_scale", layer, &l->wsc);
         break;
     default: /* QQQ: dynamic per-token symmetric int8 activations (spec 5.5 step 1) */
         l->flags |= EPI_QQQ;
         l->act = QP_ACT_INT8_DYNAMIC_TOKEN;
         l->symmetric = 1;
-        st = qp_cl_buffer_from_host(d, s->w8, nk, "w8", layer, &l->w);
+        st = qqq_pack(d, l, s, layer);
         if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->s_channel, n * sizeof(float), "s_channel", layer, &l->wsc);
         break;
     }
@@ -182,6 +221,55 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     }
     *lin = l;
     return QP_OK;
+}
+
+/* QQQ: 4-bit codes in the kernels' layout and the per-(group, column)
+ * table of int8 weights, checked against w8 for every weight. */
+static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer) {
+    int N = s->N, K = s->K, G = s->group_size == 128 ? (K + 127) / 128 : 1;
+    size_t Kb = (size_t)K / 2; /* K % 32 == 0 (check_desc) */
+    unsigned char *wq = calloc((size_t)N * Kb, 1);
+    signed char *lut = calloc((size_t)G * N * 16, 1);
+    uint16_t *seen = calloc((size_t)G * N, sizeof(uint16_t));
+    qp_status st = QP_OK;
+    if (!wq || !lut || !seen) {
+        st = QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory packing QQQ weights",
+                       d->index, layer);
+        goto out;
+    }
+    for (int n = 0; n < N && st == QP_OK; n++)
+        for (int k = 0; k < K; k++) {
+            size_t i = (size_t)n * K + k;
+            int code = s->q4[i];
+            if (s->group_size == 128 ? (code < 0 || code > 15) : (code < -8 || code > 7)) {
+                st = QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensor q4: code %d at [%d][%d] "
+                               "outside the %s range", d->index, layer, code, n, k,
+                               s->group_size == 128 ? "0..15" : "-8..7");
+                break;
+            }
+            unsigned c = (unsigned)code & 15u;
+            size_t g = (size_t)(s->group_size == 128 ? k / 128 : 0) * N + n;
+            if (seen[g] & (1u << c)) {
+                if (lut[g * 16 + c] != s->w8[i]) {
+                    st = QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensors q4 and w8 disagree: "
+                                   "code %d is weight %d and %d in one group of column %d", d->index, layer, code,
+                                   lut[g * 16 + c], s->w8[i], n);
+                    break;
+                }
+            } else {
+                seen[g] |= (uint16_t)(1u << c);
+                lut[g * 16 + c] = s->w8[i];
+            }
+            int ch = k / 32, j = k % 32;
+            unsigned char *byte = &wq[(size_t)n * Kb + (size_t)ch * 16 + (j & 15)];
+            *byte |= (unsigned char)(j < 16 ? c : c << 4);
+        }
+    if (st == QP_OK) st = upload_weights(d, l, wq, Kb, "q4 (packed)", layer);
+    if (st == QP_OK) st = qp_cl_buffer_from_host(d, lut, (size_t)G * N * 16, "w8 table", layer, &l->lut);
+    l->gsz = s->group_size == 128 ? 128 : INT_MAX;
+out:
+    free(wq); free(lut); free(seen);
+    return st;
 }
 
 static int use_gemv(const qp_cl_linear *l, int M) {
@@ -228,48 +316,69 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
                          d->index, l->layer, xb->bytes, yb->bytes, M, K, N);
     qp_status st = ensure_scratch(d, l, M);
     if (st != QP_OK) return st;
-    int bf16 = l->act_dtype == QP_DTYPE_BF16;
+    int bf16 = l->act_dtype == QP_DTYPE_BF16, dm = (int)d->div_mode;
     cl_mem adj = l->adj ? l->adj : d->dummy, bias = l->bias ? l->bias : d->dummy;
     size_t qg[1] = {(size_t)M * WG}, ql[1] = {WG};
-    int fp8 = l->kind == QP_SCHEME_W8A8_FP8;
+    int fp8 = l->kind == QP_SCHEME_W8A8_FP8, qqq = l->kind == QP_SCHEME_QQQ_W4A8;
     if (!fp8) {
         int dynamic = l->act != QP_ACT_INT8_STATIC;
         karg a[] = {A(xb->mem), A(K), A(bf16), A(dynamic), A(l->symmetric), A(l->input_scale), A(l->input_zp),
-                    A(l->xq), A(l->sx), A(l->szp)};
-        st = run_kernel(d, l, QP_CL_K_QUANT_I8, "qp_quant_i8", a, 10, 1, qg, ql);
+                    A(l->xq), A(l->sx), A(l->szp), A(dm)};
+        st = run_kernel(d, l, QP_CL_K_QUANT_I8, "qp_quant_i8", a, 11, 1, qg, ql);
     } else {
         int mode = l->act == QP_ACT_FP8_STATIC ? 0 : l->act == QP_ACT_FP8_DYNAMIC_TENSOR ? 1 : 2;
         if (mode == 1) {
             karg r[] = {A(xb->mem), A(K), A(bf16), A(l->rowmax)};
             st = run_kernel(d, l, QP_CL_K_ROWMAX, "qp_rowmax", r, 4, 1, qg, ql);
         }
-        karg a[] = {A(xb->mem), A(K), A(M), A(bf16), A(mode), A(l->input_scale), A(l->rowmax), A(l->xq), A(l->sx)};
-        if (st == QP_OK) st = run_kernel(d, l, QP_CL_K_QUANT_F8, "qp_quant_f8", a, 9, 1, qg, ql);
+        karg a[] = {A(xb->mem), A(K), A(M), A(bf16), A(mode), A(l->input_scale), A(l->rowmax), A(l->xq), A(l->sx),
+                    A(dm)};
+        if (st == QP_OK) st = run_kernel(d, l, QP_CL_K_QUANT_F8, "qp_quant_f8", a, 10, 1, qg, ql);
     }
     if (st != QP_OK) return st;
-    if (use_gemv(l, M)) {
-        size_t g[1] = {(size_t)N * WG}, lo[1] = {WG};
-        for (int m0 = 0; m0 < M && st == QP_OK; m0 += GEMV_MAX_M) {
-            int rows = M - m0 < GEMV_MAX_M ? M - m0 : GEMV_MAX_M;
-            if (!fp8) {
-                karg a[] = {A(l->xq), A(l->w), A(K), A(N), A(m0), A(rows), A(l->flags), A(l->sx), A(l->szp),
-                            A(l->wsc), A(adj), A(bias), A(yb->mem)};
-                st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_I8_DOT : QP_CL_K_GEMV_I8, "qp_gemv_i8", a, 13, 1, g, lo);
-            } else {
-                karg a[] = {A(l->xq), A(l->w), A(K), A(N), A(m0), A(rows), A(l->flags), A(l->sx), A(l->wsc),
-                            A(bias), A(yb->mem)};
-                st = run_kernel(d, l, QP_CL_K_GEMV_F8, "qp_gemv_f8", a, 11, 1, g, lo);
+    for (int c = 0; c < l->n_chunks && st == QP_OK; c++) {
+        /* weight chunk c holds columns nb .. ne-1 (one chunk unless the
+         * layer is larger than one device allocation) */
+        int nb = c * l->chunk_cols, ne = nb + l->chunk_cols < N ? nb + l->chunk_cols : N;
+        cl_mem w = l->w[c];
+        if (use_gemv(l, M)) {
+            size_t g[1] = {(size_t)(ne - nb) * WG}, lo[1] = {WG};
+            for (int m0 = 0; m0 < M && st == QP_OK; m0 += GEMV_MAX_M) {
+                int rows = M - m0 < GEMV_MAX_M ? M - m0 : GEMV_MAX_M;
+                if (qqq) {
+                    karg a[] = {A(l->xq), A(w), A(l->lut), A(K), A(N), A(nb), A(l->gsz), A(m0), A(rows), A(l->flags),
+                                A(l->sx), A(l->szp), A(l->wsc), A(adj), A(bias), A(yb->mem)};
+                    st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_Q4_DOT : QP_CL_K_GEMV_Q4, "qp_gemv_q4", a, 16, 1, g,
+                                    lo);
+                } else if (!fp8) {
+                    karg a[] = {A(l->xq), A(w), A(K), A(N), A(nb), A(m0), A(rows), A(l->flags), A(l->sx), A(l->szp),
+                                A(l->wsc), A(adj), A(bias), A(yb->mem)};
+                    st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_I8_DOT : QP_CL_K_GEMV_I8, "qp_gemv_i8", a, 14, 1, g,
+                                    lo);
+                } else {
+                    karg a[] = {A(l->xq), A(w), A(K), A(N), A(nb), A(m0), A(rows), A(l->flags), A(l->sx), A(l->wsc),
+                                A(bias), A(yb->mem)};
+                    st = run_kernel(d, l, QP_CL_K_GEMV_F8, "qp_gemv_f8", a, 12, 1, g, lo);
+                }
             }
-        }
-    } else {
-        size_t g[2] = {(size_t)((N + TILE - 1) / TILE) * 8, (size_t)((M + TILE - 1) / TILE) * 8}, lo[2] = {8, 8};
-        if (!fp8) {
-            karg a[] = {A(l->xq), A(l->w), A(M), A(K), A(N), A(l->flags), A(l->sx), A(l->szp), A(l->wsc),
-                        A(adj), A(bias), A(yb->mem)};
-            st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_I8_DOT : QP_CL_K_TILED_I8, "qp_tiled_i8", a, 12, 2, g, lo);
         } else {
-            karg a[] = {A(l->xq), A(l->w), A(M), A(K), A(N), A(l->flags), A(l->sx), A(l->wsc), A(bias), A(yb->mem)};
-            st = run_kernel(d, l, QP_CL_K_TILED_F8, "qp_tiled_f8", a, 10, 2, g, lo);
+            size_t g[2] = {(size_t)((ne - nb + TILE - 1) / TILE) * 8, (size_t)((M + TILE - 1) / TILE) * 8};
+            size_t lo[2] = {8, 8};
+            if (qqq) {
+                karg a[] = {A(l->xq), A(w), A(l->lut), A(M), A(K), A(N), A(nb), A(ne), A(l->gsz), A(l->flags),
+                            A(l->sx), A(l->szp), A(l->wsc), A(adj), A(bias), A(yb->mem)};
+                st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_Q4_DOT : QP_CL_K_TILED_Q4, "qp_tiled_q4", a, 16, 2, g,
+                                lo);
+            } else if (!fp8) {
+                karg a[] = {A(l->xq), A(w), A(M), A(K), A(N), A(nb), A(ne), A(l->flags), A(l->sx), A(l->szp),
+                            A(l->wsc), A(adj), A(bias), A(yb->mem)};
+                st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_I8_DOT : QP_CL_K_TILED_I8, "qp_tiled_i8", a, 14, 2, g,
+                                lo);
+            } else {
+                karg a[] = {A(l->xq), A(w), A(M), A(K), A(N), A(nb), A(ne), A(l->flags), A(l->sx), A(l->wsc),
+                            A(bias), A(yb->mem)};
+                st = run_kernel(d, l, QP_CL_K_TILED_F8, "qp_tiled_f8", a, 12, 2, g, lo);
+            }
         }
     }
     if (st != QP_OK) return st;
@@ -287,12 +396,18 @@ void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     qp_cl_linear *l = lin;
     if (!out || !cap) return;
     if (!l) { out[0] = 0; return; }
-    const char *div = d->div_mode == QP_CL_DIV_NATIVE ? "div native" : d->div_mode == QP_CL_DIV_FP64 ? "div fp64" : "div fma";
+    static const char *const divs[] = {"div native", "div fp64", "div fma", "div fma-test"};
+    const char *div = divs[d->div_mode & 3];
     const char *arith = l->kind == QP_SCHEME_W8A8_FP8 ? "fp8->fp32"
+                        : l->kind == QP_SCHEME_QQQ_W4A8
+                            ? (l->use_dot ? (d->int_dot_emulated ? "int4->int8 int-dot (emulated)" : "int4->int8 int-dot")
+                                          : "int4->int8 plain")
                         : l->use_dot ? (d->int_dot_emulated ? "int-dot (emulated: QPORT_CL_FAKE_INT_DOT)" : "int-dot")
                                      : "int8 plain";
+    char chunks[32] = "";
+    if (l->n_chunks > 1) snprintf(chunks, sizeof chunks, ", %d weight chunks", l->n_chunks);
     if (use_gemv(l, M))
-        snprintf(out, cap, "gemv wg%d %s, %s", WG, arith, div);
+        snprintf(out, cap, "gemv wg%d %s, %s%s", WG, arith, div, chunks);
     else
-        snprintf(out, cap, "tiled %dx%d %s, %s", TILE, TILE, arith, div);
+        snprintf(out, cap, "tiled %dx%d %s, %s%s", TILE, TILE, arith, div, chunks);
 }

@@ -13,7 +13,10 @@ int qp_cl_load(qp_cl_api *api, char *why, size_t why_cap) {
     const char *err = "no library name";
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!names[i] || !names[i][0]) continue;
-        api->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        /* RTLD_NODELETE: a driver unmapped by dlclose leaves its process-
+         * lifetime state dangling (and unattributable to LSan); the loader
+         * and the drivers it opened stay mapped once loaded */
+        api->lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
         if (api->lib) break;
         err = dlerror();
         if (i == 0) break; /* an explicit override is not second-guessed */

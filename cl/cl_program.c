@@ -22,7 +22,8 @@ extern const size_t qp_cl_source_len;
 
 static const char *const kernel_names[QP_CL_K_COUNT] = {
     "qp_quant_i8", "qp_quant_f8", "qp_rowmax", "qp_gemv_i8", "qp_gemv_i8_dot",
-    "qp_tiled_i8", "qp_tiled_i8_dot", "qp_gemv_f8", "qp_tiled_f8",
+    "qp_tiled_i8", "qp_tiled_i8_dot", "qp_gemv_q4", "qp_gemv_q4_dot", "qp_tiled_q4", "qp_tiled_q4_dot",
+    "qp_gemv_f8", "qp_tiled_f8",
 };
 
 #define CACHE_MAGIC "QPCLBIN1"
@@ -48,23 +49,12 @@ static uint64_t checksum(const unsigned char *p, size_t n) {
     return h;
 }
 
-static qp_cl_div_mode choose_div_mode(qp_cl_device *d) {
-    const char *e = getenv("QPORT_CL_DIV"); /* debug knob: native | fp64 | fma */
-    if (e && !strcmp(e, "fp64") && d->has_fp64) return QP_CL_DIV_FP64;
-    if (e && !strcmp(e, "fma")) return QP_CL_DIV_FMA;
-    if (e && !strcmp(e, "native") && d->has_cr_div) return QP_CL_DIV_NATIVE;
-    if (d->has_cr_div) return QP_CL_DIV_NATIVE;
-    if (d->has_fp64) return QP_CL_DIV_FP64;
-    return QP_CL_DIV_FMA;
-}
-
 static void build_options(qp_cl_device *d, char *out, size_t cap) {
     /* never -cl-mad-enable / -cl-fast-relaxed-math: the epilogues must round
      * like the reference; -cl-std=CL1.2 only where the compiler has it */
-    snprintf(out, cap, "%s%s-DQP_WG=64 -DQP_DIV_MODE=%d -DQP_INT_DOT=%d%s",
+    snprintf(out, cap, "%s%s-DQP_WG=64 -DQP_HAS_FP64=%d -DQP_INT_DOT=%d",
              (d->cl_c_major > 1 || d->cl_c_minor >= 2) ? "-cl-std=CL1.2 " : "",
-             d->div_mode == QP_CL_DIV_NATIVE ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", (int)d->div_mode,
-             d->has_int_dot, d->int_dot_emulated ? " -DQP_INT_DOT_EMULATED=1" : "");
+             d->has_cr_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", d->has_fp64, d->int_dot_ext);
 }
 
 /* The source, or (debug knob QPORT_CL_BREAK_SOURCE=1, for the compile
@@ -188,7 +178,8 @@ static void store_cached(qp_cl_device *d, cl_program prog, const char *path, con
     memcpy(buf + 24, &key->a, 8);
     memcpy(buf + 32, &key->b, 8);
     char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    /* unique per process and device: two identical GPUs share the key */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%d", path, (long)getpid(), d->index);
     FILE *f = fopen(tmp, "wb");
     int ok = f && fwrite(buf, 1, 40 + bin_len, f) == 40 + bin_len;
     if (f && fclose(f) != 0) ok = 0;
@@ -202,13 +193,12 @@ static void store_cached(qp_cl_device *d, cl_program prog, const char *path, con
     free(buf);
 }
 
-qp_status qp_cl_program_ensure(qp_cl_device *d) {
-    if (d->program) return QP_OK;
-    qp_status st = qp_cl_device_open(d);
-    if (st != QP_OK) return st;
+/* The program for the device's current options: from the cache or built
+ * from source (and cached). */
+static qp_status build_program(qp_cl_device *d, cl_program *out) {
     qp_cl_api *api = &d->be->api;
     const qp_host *host = d->be->host;
-    d->div_mode = choose_div_mode(d);
+    qp_status st = QP_OK;
     char opts[256];
     build_options(d, opts, sizeof opts);
     size_t src_len = 0;
@@ -263,9 +253,30 @@ qp_status qp_cl_program_ensure(qp_cl_device *d) {
         if (path[0]) store_cached(d, prog, path, &key);
     }
     free(src);
+    QP_CL_LOG(d->be, QP_LOG_DEBUG, "opencl:%d: program %s, options \"%s\"", d->index, d->build_note, opts);
+    *out = prog;
+    return QP_OK;
+}
+
+qp_status qp_cl_program_ensure(qp_cl_device *d) {
+    if (d->program) return QP_OK;
+    qp_status st = qp_cl_device_open(d);
+    if (st != QP_OK) return st;
+    qp_cl_api *api = &d->be->api;
+    cl_program prog = NULL;
+    st = build_program(d, &prog);
+    if (st == QP_ERR_DEVICE && d->int_dot_ext) {
+        /* a driver that lists cl_khr_integer_dot_product but cannot compile
+         * dot(): keep the backend, without the int-dot kernels */
+        QP_CL_LOG(d->be, QP_LOG_WARN, "opencl:%d: the int-dot build failed; rebuilding with plain int8 kernels",
+                  d->index);
+        d->int_dot_ext = 0;
+        d->has_int_dot = d->int_dot_emulated;
+        d->info.caps.int_dot = d->info.caps.int_dot_accelerated = 0;
+        st = build_program(d, &prog);
+    }
+    if (st != QP_OK) return st;
     for (int i = 0; i < QP_CL_K_COUNT; i++) {
-        int is_dot = i == QP_CL_K_GEMV_I8_DOT || i == QP_CL_K_TILED_I8_DOT;
-        if (is_dot && !d->has_int_dot) continue;
         cl_int err = CL_SUCCESS;
         d->kernels[i] = api->clCreateKernel(prog, kernel_names[i], &err);
         if (!d->kernels[i]) {
@@ -277,7 +288,6 @@ qp_status qp_cl_program_ensure(qp_cl_device *d) {
         }
     }
     d->program = prog;
-    QP_CL_LOG(d->be, QP_LOG_DEBUG, "opencl:%d: program %s, options \"%s\"", d->index, d->build_note, opts);
     return QP_OK;
 }
 

@@ -117,6 +117,31 @@ static qp_status take(void *dev, const qp_lin_desc *d, cpu_lin *l, int slot, con
     return l->blob[slot] ? QP_OK : h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
 }
 
+/* W4A16 weight_scale (spec 6.7) into blob 1 as the params-dtype tensor
+ * [K/g][8*ceil(N/8)] the reference reads: the checkpoint's [K/g][N] is
+ * zero-padded as vLLM's loader pads it; the params dtype is act_dtype, and
+ * fp16/bf16 checkpoint scales of an fp32 model are widened (exactly), as
+ * vLLM's copy into the fp32 parameter does. */
+static qp_status take_w4a16_scale(void *dev, const qp_lin_desc *d, cpu_lin *l, size_t ng, size_t nc) {
+    const qp_tensor *t = named(d, "weight_scale");
+    const qp_host *h = host_of(dev);
+    size_t N = (size_t)d->N, n = 0, es = qp_ref_elem_size(d->act_dtype);
+    bool dt_ok = t && (t->dtype == d->act_dtype ||
+                       (d->act_dtype == QP_DTYPE_F32 && (t->dtype == QP_DTYPE_F16 || t->dtype == QP_DTYPE_BF16)));
+    if (t && dt_ok) n = qp_tensor_bytes(t) / (size_t)(qp_format_bits(t->dtype) / 8);
+    if (!t || !dt_ok || (n != ng * N && n != ng * 8 * nc))
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT,
+                        "layer '%s': tensor 'weight_scale' must be %s [%zu, %zu] or [%zu, %zu], got %s of %zu elements",
+                        d->layer, qp_dtype_name(d->act_dtype), ng, N, ng, 8 * nc, t ? qp_dtype_name(t->dtype) : "none", n);
+    size_t stride = n == ng * N ? N : 8 * nc;
+    l->blob[1] = calloc(ng * 8 * nc, es);
+    if (!l->blob[1]) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
+    for (size_t gi = 0; gi < ng; gi++)
+        for (size_t c = 0; c < N; c++)
+            qp_ref_store(d->act_dtype, l->blob[1], gi * 8 * nc + c, qp_ref_load(t->dtype, t->data, gi * stride + c));
+    return QP_OK;
+}
+
 static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned path, void **out) {
     const qp_host *h = host_of(dev);
     if (path & (QP_PATH_GEMV | QP_PATH_TILED | QP_PATH_INT_DOT))
@@ -131,7 +156,8 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
     size_t N = (size_t)d->N, K = (size_t)d->K, nb = (N + 127) / 128 * ((K + 127) / 128);
     bool ok = true;
     qp_status st = QP_OK;
-    if (d->bias) ok = (l->blob[7] = dup_mem(d->bias, N * 2)) != NULL;
+    /* bias: N elements of act_dtype (4 bytes for F32, 2 for F16/BF16) */
+    if (d->bias) ok = (l->blob[7] = dup_mem(d->bias, N * qp_ref_elem_size(d->act_dtype))) != NULL;
     switch (d->kind) {
     case QP_SCHEME_W8A8_INT8:
         ok = ok && (l->blob[0] = dup_mem(d->w_i8, N * K)) && (l->blob[1] = dup_mem(d->w_scale, N * 4));
@@ -153,7 +179,7 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
         if (K % (size_t)g) { st = h->error(h->ctx, QP_ERR_VALUE, "layer '%s': K = %zu is not a multiple of group_size %d", d->layer, K, g); break; }
         size_t nc = (N + 7) / 8, ng = K / (size_t)g;
         st = take(dev, d, l, 0, "weight", QP_DTYPE_I32, K * nc * 4);
-        if (!st) st = take(dev, d, l, 1, "weight_scale", d->act_dtype, ng * 8 * nc * 2);
+        if (!st) st = take_w4a16_scale(dev, d, l, ng, nc);
         if (!st && !l->symmetric) st = take(dev, d, l, 2, "weight_zero_point", QP_DTYPE_I32, ng * nc * 4);
         break;
     }

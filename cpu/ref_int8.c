@@ -7,8 +7,6 @@
 
 #include "internal.h"
 
-static float to_f32(qp_dtype dt, uint16_t b) { return qp_format_decode(dt, b); }
-static uint16_t from_f32(qp_dtype dt, float v) { return (uint16_t)qp_format_encode(dt, v); }
 
 /* Spec 6.4 step 4 with errata 11.4: fused static asymmetric shards share one
  * rebuilt scale and a zero point truncated toward zero. */
@@ -29,7 +27,7 @@ QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scale
     return QP_OK;
 }
 
-QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_args *a, uint16_t *y) {
+QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_args *a, void *y) {
     if (!a || !y || !a->x || !a->w || !a->w_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
     qp_status dst = qp_ref_check_act_dtype(ctx, a->dtype);
@@ -51,7 +49,7 @@ QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_arg
         }
     }
     for (int m = 0; m < M; m++) {
-        for (int k = 0; k < K; k++) xf[k] = to_f32(a->dtype, a->x[(size_t)m * K + k]);
+        for (int k = 0; k < K; k++) xf[k] = qp_ref_load(a->dtype, a->x, (size_t)m * K + k);
         float s_a;
         int32_t zp = 0;
         if (a->is_static) {
@@ -79,12 +77,12 @@ QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_arg
             float v;
             if (asym || a->bias) {
                 /* errata 11.3: one fma; the azp epilogues add +0.0 without a bias */
-                float b = a->bias ? to_f32(a->dtype, a->bias[n]) : 0.0f;
+                float b = a->bias ? qp_ref_load(a->dtype, a->bias, (size_t)n) : 0.0f;
                 v = fmaf(s_a, s_b * (float)t, b);
             } else {
                 v = s_a * (s_b * (float)t);
             }
-            y[(size_t)m * N + n] = from_f32(a->dtype, v);
+            qp_ref_store(a->dtype, y, (size_t)m * N + n, v); /* cvt_out; F32: v itself */
         }
     }
 done:

@@ -11,7 +11,7 @@
 
 #define NVFP4_BLOCK 16 /* spec 4.1 */
 
-QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *a, uint16_t *y) {
+QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *a, void *y) {
     if (!a || !y || !a->x || !a->weight || !a->weight_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
     qp_status st = qp_ref_check_act_dtype(ctx, a->dtype);
@@ -49,7 +49,7 @@ QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *
         }
     }
     for (int m = 0; m < M; m++) {
-        for (int k = 0; k < K; k++) xr[k] = qp_format_decode(d, a->x[(size_t)m * K + k]);
+        for (int k = 0; k < K; k++) xr[k] = qp_ref_load(d, a->x, (size_t)m * K + k);
         st = qp_quant_nvfp4(ctx, xr, 1, (size_t)K, g, codes, sf);
         if (st != QP_OK) goto done;
         /* spec 4.3 step 5: x' = value(q) * (sf_f / g), in fp32, cast to x.dtype */
@@ -62,8 +62,8 @@ QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *
             const float *wr = wd + (size_t)n * K;
             for (int k = 0; k < K; k++) acc += (double)xd[k] * wr[k];
             float v = qp_ref_round(d, (float)acc);
-            if (a->bias) v = v + qp_format_decode(d, a->bias[n]); /* out + bias in x.dtype */
-            y[(size_t)m * N + n] = (uint16_t)qp_format_encode(d, v);
+            if (a->bias) v = v + qp_ref_load(d, a->bias, (size_t)n); /* out + bias in x.dtype */
+            qp_ref_store(d, y, (size_t)m * N + n, v);
         }
     }
 done:

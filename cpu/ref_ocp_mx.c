@@ -66,7 +66,7 @@ static void dequant_row(qp_dtype d, qp_dtype w, const uint8_t *codes, const uint
     }
 }
 
-QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args *a, uint16_t *y) {
+QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args *a, void *y) {
     if (!a || !y || !a->x || !a->weight || !a->weight_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
     qp_status st = qp_ref_check_act_dtype(ctx, a->dtype);
@@ -101,7 +101,7 @@ QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args
         dequant_row(d, w, codes, a->weight_scale + (size_t)(n / R) * (K / MX_BLOCK), K, wd + (size_t)n * K);
     }
     for (int m = 0; m < M; m++) {
-        for (int k = 0; k < K; k++) xr[k] = qp_format_decode(d, a->x[(size_t)m * K + k]);
+        for (int k = 0; k < K; k++) xr[k] = qp_ref_load(d, a->x, (size_t)m * K + k);
         if (ae == QP_DTYPE_NONE) {
             for (int k = 0; k < K; k++) xd[k] = xr[k];
         } else {
@@ -117,10 +117,10 @@ QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args
             for (int k = 0; k < K; k++) xd[k] = qp_ref_round(d, xd[k]);
         }
         for (int n = 0; n < N; n++) {
-            double acc = a->bias ? qp_format_decode(d, a->bias[n]) : 0.0;
+            double acc = a->bias ? qp_ref_load(d, a->bias, (size_t)n) : 0.0;
             const float *wr = wd + (size_t)n * K;
             for (int k = 0; k < K; k++) acc += (double)xd[k] * wr[k];
-            y[(size_t)m * N + n] = (uint16_t)qp_format_encode(d, (float)acc);
+            qp_ref_store(d, y, (size_t)m * N + n, (float)acc);
         }
     }
 done:

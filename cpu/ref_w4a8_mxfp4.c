@@ -9,7 +9,7 @@
 
 #define rnd qp_ref_round
 
-QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a8_mxfp4_args *a, uint16_t *y) {
+QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a8_mxfp4_args *a, void *y) {
     if (!a || !y || !a->x || !a->weight || !a->weight_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
     qp_status dst = qp_ref_check_act_dtype(ctx, a->dtype);
@@ -30,15 +30,15 @@ QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a
         }
     for (int m = 0; m < a->M; m++) {
         for (int k = 0; k < K; k++) {
-            float x = qp_format_decode(d, a->x[(size_t)m * K + k]);
+            float x = qp_ref_load(d, a->x, (size_t)m * K + k);
             float t = fmaxf(-448.0f, fminf(rnd(d, x / a->input_scale), 448.0f)); /* x / s_in in x.dtype */
             float q = qp_format_decode(QP_DTYPE_F8_E4M3FN, qp_format_encode(QP_DTYPE_F8_E4M3FN, t));
             xd[k] = rnd(d, rnd(d, q) * a->input_scale);
         }
         for (int n = 0; n < N; n++) {
-            double acc = a->bias ? qp_format_decode(d, a->bias[n]) : 0.0;
+            double acc = a->bias ? qp_ref_load(d, a->bias, (size_t)n) : 0.0;
             for (int k = 0; k < K; k++) acc += (double)xd[k] * w[(size_t)n * K + k];
-            y[(size_t)m * N + n] = (uint16_t)qp_format_encode(d, (float)acc);
+            qp_ref_store(d, y, (size_t)m * N + n, (float)acc);
         }
     }
     free(w);

@@ -123,8 +123,8 @@ void qpcu_scheme_support(const qp_scheme *s, int cc, const char *sass, const cha
         if (cc < 89) {
             /* only reachable for HF fp8 on 80..88, where vLLM uses Marlin W8A16 */
             set(out, QP_SUPPORT_UNSUPPORTED,
-                "unsupported: not yet implemented on cuda (fp8 on compute capability %d needs vLLM's Marlin W8A16 "
-                "fallback; e4m3 tensor cores need 89, this device has %d)", cc, cc);
+                "unsupported: not yet implemented on cuda (vLLM runs fp8 on compute capability %d.%d through its "
+                "Marlin W8A16 fallback; W8A8 e4m3 needs 8.9)", cc / 10, cc % 10);
             return;
         }
         set(out, QP_SUPPORT_NATIVE, NULL, 0, 0);

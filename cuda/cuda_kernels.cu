@@ -11,8 +11,12 @@
  * by that order and the fixed per-thread k order), then applies the
  * scheme's epilogue in the reference's float order.
  */
+#if defined(QPCU_EMULATE)
+#include "cuda_emu.h" /* tests/cuda_emu: the kernels on the CPU */
+#else
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
+#endif
 #include <stdint.h>
 
 #include <type_traits>
@@ -189,10 +193,11 @@ __device__ __forceinline__ void expand_g(uint32_t w, __half s, uint32_t &lo, uin
 
 __device__ __forceinline__ int dot4(uint32_t a, uint32_t b, int acc, bool dp4a) {
     if (dp4a) return __dp4a((int)a, (int)b, acc);
+    uint32_t u = (uint32_t)acc; /* int32 wraps like the GPU's integer adds */
 #pragma unroll
     for (int j = 0; j < 4; j++)
-        acc += (int)(int8_t)(a >> (8 * j)) * (int)(int8_t)(b >> (8 * j));
-    return acc;
+        u += (uint32_t)((int)(int8_t)(a >> (8 * j)) * (int)(int8_t)(b >> (8 * j)));
+    return (int)u;
 }
 
 /* int kinds: I8 / Q4CH / Q4G. acc int32 into partial [Mp][Np]. */
@@ -236,9 +241,9 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_int(int M, int N, int 
     }
 #pragma unroll
     for (int i = 0; i < MR; i++) {
-        int v = acc[i];
-        for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xFFFFFFFFu, v, o); /* wrapping, exact */
-        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * Np + n] = v;
+        uint32_t v = (uint32_t)acc[i];
+        for (int o = 16; o; o >>= 1) v += (uint32_t)__shfl_xor_sync(0xFFFFFFFFu, (int)v, o); /* wrapping, exact */
+        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * Np + n] = (int32_t)v;
     }
 }
 
@@ -302,7 +307,9 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8(int M, int N, int K
  * one m16n8k32 is four m8n8k16: (a0,b0),(a2,b1) -> c0,c1; (a1,b0),(a3,b1)
  * -> c2,c3. */
 __device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if __CUDA_ARCH__ >= 800
+#if defined(QPCU_EMULATE)
+    emu_mma_s8(c, a, b0, b1);
+#elif __CUDA_ARCH__ >= 800
     asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
                  : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
@@ -320,7 +327,9 @@ __device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint
 }
 
 __device__ __forceinline__ void mma_e4m3(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if __CUDA_ARCH__ >= 890
+#if defined(QPCU_EMULATE)
+    emu_mma_e4m3(c, a, b0, b1);
+#elif __CUDA_ARCH__ >= 890
     asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
                  "{%0,%1,%2,%3};\n"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -330,9 +339,13 @@ __device__ __forceinline__ void mma_e4m3(float (&c)[4], const uint32_t (&a)[4], 
 }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint8_t *p) {
+#if defined(QPCU_EMULATE)
+    emu_ldmatrix_x4(r, p);
+#else
     uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                  : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+#endif
 }
 
 __device__ __forceinline__ void cp16(uint8_t *dst, const uint8_t *src) {
@@ -509,14 +522,18 @@ __global__ void k_epi_qqq(int M, int N, int Mp, int Np, int S, const int32_t *pa
 /* Host side                                                                */
 /* ------------------------------------------------------------------------ */
 
+/* KERNEL is a plain name (an alias for template instances). */
+#if defined(QPCU_EMULATE)
+#define QPCU_LAUNCH(KERNEL, GRID, BLOCK, ST, ...) emu_launch(GRID, BLOCK, [&]() { KERNEL(__VA_ARGS__); })
+#else
+#define QPCU_LAUNCH(KERNEL, GRID, BLOCK, ST, ...) KERNEL<<<GRID, BLOCK, 0, ST>>>(__VA_ARGS__)
+#endif
+
 template <int WK, bool DP4A>
 static void launch_gemv_int(const qpcu_fwd *f, dim3 grid, cudaStream_t st, int mr) {
-    if (mr == 4)
-        k_gemv_int<WK, DP4A, 4><<<grid, GV_WARPS * WARP, 0, st>>>(f->M, f->N, f->Kp, f->Np, (const uint8_t *)f->xq,
-                                                                  f->w, f->s_group, (int32_t *)f->partial);
-    else
-        k_gemv_int<WK, DP4A, 16><<<grid, GV_WARPS * WARP, 0, st>>>(f->M, f->N, f->Kp, f->Np, (const uint8_t *)f->xq,
-                                                                   f->w, f->s_group, (int32_t *)f->partial);
+    auto kfn = mr == 4 ? k_gemv_int<WK, DP4A, 4> : k_gemv_int<WK, DP4A, 16>;
+    QPCU_LAUNCH(kfn, grid, GV_WARPS * WARP, st, f->M, f->N, f->Kp, f->Np, (const uint8_t *)f->xq, f->w, f->s_group,
+                (int32_t *)f->partial);
 }
 
 template <bool DP4A>
@@ -537,11 +554,11 @@ extern "C" int qpcu_forward(const qpcu_fwd *f, const char **what) {
         *what = "cudaMemsetAsync(amax)";
         if ((e = cudaMemsetAsync(f->amax, 0, sizeof(uint32_t), st)) != cudaSuccess) return (int)e;
         *what = "k_rowmax";
-        k_rowmax<<<f->M, QT, 0, st>>>(x, f->K, f->bf16, f->amax);
+        QPCU_LAUNCH(k_rowmax, f->M, QT, st, x, f->K, f->bf16, f->amax);
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
         *what = "k_quant";
     }
-    k_quant<<<f->M, QT, 0, st>>>(x, f->K, f->Kp, f->bf16, f->act, f->in_scale, f->in_zp, f->amax,
+    QPCU_LAUNCH(k_quant, f->M, QT, st, x, f->K, f->Kp, f->bf16, f->act, f->in_scale, f->in_zp, f->amax,
                                  (uint8_t *)f->xq, f->xs, f->xzp);
     if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
 
@@ -551,23 +568,19 @@ extern "C" int qpcu_forward(const qpcu_fwd *f, const char **what) {
         S = f->splits;
         dim3 grid(f->Np / QPCU_BN, f->Mp / QPCU_BM, S);
         const uint8_t *xq = (const uint8_t *)f->xq, *w = (const uint8_t *)f->w;
-        switch (f->wkind) {
-        case QPCU_W_I8: k_gemm_tc<QPCU_W_I8><<<grid, TC_THREADS, 0, st>>>(f->Kp, f->Np, f->Mp, xq, w, f->s_group, f->partial); break;
-        case QPCU_W_Q4CH: k_gemm_tc<QPCU_W_Q4CH><<<grid, TC_THREADS, 0, st>>>(f->Kp, f->Np, f->Mp, xq, w, f->s_group, f->partial); break;
-        case QPCU_W_Q4G: k_gemm_tc<QPCU_W_Q4G><<<grid, TC_THREADS, 0, st>>>(f->Kp, f->Np, f->Mp, xq, w, f->s_group, f->partial); break;
-        case QPCU_W_F8: k_gemm_tc<QPCU_W_F8><<<grid, TC_THREADS, 0, st>>>(f->Kp, f->Np, f->Mp, xq, w, f->s_group, f->partial); break;
-        }
+        auto kfn = f->wkind == QPCU_W_I8     ? k_gemm_tc<QPCU_W_I8>
+                   : f->wkind == QPCU_W_Q4CH ? k_gemm_tc<QPCU_W_Q4CH>
+                   : f->wkind == QPCU_W_Q4G  ? k_gemm_tc<QPCU_W_Q4G>
+                                             : k_gemm_tc<QPCU_W_F8>;
+        QPCU_LAUNCH(kfn, grid, TC_THREADS, st, f->Kp, f->Np, f->Mp, xq, w, f->s_group, f->partial);
     } else {
         *what = "k_gemv";
         int mr = f->M <= 4 ? 4 : QPCU_GEMV_MAX_ROWS;
         dim3 grid((f->N + GV_WARPS - 1) / GV_WARPS, (f->M + mr - 1) / mr);
         if (f->wkind == QPCU_W_F8) {
-            if (mr == 4)
-                k_gemv_f8<4><<<grid, GV_WARPS * WARP, 0, st>>>(f->M, f->N, f->Kp, f->Np, (const uint8_t *)f->xq,
-                                                               (const uint8_t *)f->w, (float *)f->partial);
-            else
-                k_gemv_f8<16><<<grid, GV_WARPS * WARP, 0, st>>>(f->M, f->N, f->Kp, f->Np, (const uint8_t *)f->xq,
-                                                                (const uint8_t *)f->w, (float *)f->partial);
+            auto kfn = mr == 4 ? k_gemv_f8<4> : k_gemv_f8<16>;
+            QPCU_LAUNCH(kfn, grid, GV_WARPS * WARP, st, f->M, f->N, f->Kp, f->Np, (const uint8_t *)f->xq,
+                        (const uint8_t *)f->w, (float *)f->partial);
         } else if (f->kpath == QPCU_KP_GEMV_DP4A) {
             launch_gemv_int_kind<true>(f, grid, st, mr);
         } else {
@@ -581,16 +594,16 @@ extern "C" int qpcu_forward(const qpcu_fwd *f, const char **what) {
     unsigned blocks = (unsigned)((total + 255) / 256);
     if (blocks) {
         if (f->wkind == QPCU_W_F8)
-            k_epi_fp8<<<blocks, 256, 0, st>>>(f->M, f->N, f->Mp, f->Np, S, (const float *)f->partial, f->xs,
+            QPCU_LAUNCH(k_epi_fp8, blocks, 256, st, f->M, f->N, f->Mp, f->Np, S, (const float *)f->partial, f->xs,
                                               f->act == QPCU_ACT_F8_DYN_TOKEN, f->w_scale, f->bias, f->bf16,
                                               (uint16_t *)f->y);
         else if (!f->qqq)
-            k_epi_int8<<<blocks, 256, 0, st>>>(f->M, f->N, f->Mp, f->Np, S, (const int32_t *)f->partial, f->xs,
+            QPCU_LAUNCH(k_epi_int8, blocks, 256, st, f->M, f->N, f->Mp, f->Np, S, (const int32_t *)f->partial, f->xs,
                                                f->in_scale,
                                                f->act == QPCU_ACT_I8_STATIC_SYM || f->act == QPCU_ACT_I8_STATIC_ASYM,
                                                f->xzp, f->azp_adj, f->w_scale, f->bias, f->bf16, (uint16_t *)f->y);
         else
-            k_epi_qqq<<<blocks, 256, 0, st>>>(f->M, f->N, f->Mp, f->Np, S, (const int32_t *)f->partial, f->xs,
+            QPCU_LAUNCH(k_epi_qqq, blocks, 256, st, f->M, f->N, f->Mp, f->Np, S, (const int32_t *)f->partial, f->xs,
                                               f->w_scale, f->bias, (uint16_t *)f->y);
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
     }

@@ -22,4 +22,4 @@ cd "$(dirname "$0")/.."
 # meson finds nvcc only on PATH (TOOLCHAIN.md)
 [ -x /usr/local/cuda/bin/nvcc ] && PATH="/usr/local/cuda/bin:$PATH" && export PATH
 [ -f build/build.ninja ] || meson setup build >/dev/null
-ninja -C build >/dev/null
+ninja -C build > build/ninja.log 2>&1 || { tail -n 60 build/ninja.log; exit 1; }

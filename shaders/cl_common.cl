@@ -13,23 +13,30 @@
 #define QP_WG 64
 #endif
 
-/* Correctly rounded fp32 division (spec 6.1/6.2 divide with IEEE '/'). */
-#if QP_DIV_MODE == 1
+/* Correctly rounded fp32 division (spec 6.1/6.2 divide with IEEE '/'). The
+ * strategy `dm` is a kernel argument (one program serves every mode):
+ * 0: the device's '/', correctly rounded by -cl-fp32-correctly-rounded-divide-sqrt;
+ * 1: through double: 53 >= 2*24+2, so rounding the double quotient to float
+ *    is innocuous and gives the correctly rounded float quotient;
+ * 2: the device's '/' (<= 2.5 ulp in OpenCL 1.2) corrected with exact fma
+ *    remainders, ties to even; in the normal range only;
+ * 3: as 2 from a quotient pushed 2 ulp off (tests the correction where the
+ *    device's '/' is already exact). */
+#if QP_HAS_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
-/* double quotient rounded to float: 53 >= 2*24+2, so the double rounding is
- * innocuous and the result is the correctly rounded float quotient. */
-inline float qp_div(float a, float b) { return (float)((double)a / (double)b); }
-#elif QP_DIV_MODE == 2
-/* The device's '/' may be off by up to 2.5 ulp: step the quotient to the
- * neighbour whose exact remainder (one fma) is smaller, ties to even. Only
- * in the normal range, away from overflow/underflow of the remainder. */
-inline float qp_div(float a, float b) {
+#endif
+
+inline float qp_div_fma(float a, float b, int perturb) {
     float q = a / b;
     float aa = fabs(a), ab = fabs(b), aq = fabs(q);
     if (!(aa >= 0x1p-100f && aa <= 0x1p100f && ab >= 0x1p-100f && ab <= 0x1p100f && aq >= 0x1p-100f))
         return q;
+    if (perturb) {
+        float dir = (as_uint(a) & 1u) ? INFINITY : 0.0f;
+        aq = nextafter(nextafter(aq, dir), dir);
+    }
     for (int i = 0; i < 4; i++) {
-        float r = fma(-aq, ab, aa); /* aa - aq*ab, exact for a near quotient */
+        float r = fma(-aq, ab, aa); /* aa - aq*ab, exact for a quotient within a few ulp */
         if (r == 0.0f) break;
         if (r > 0.0f) {
             float up = nextafter(aq, INFINITY);
@@ -43,10 +50,14 @@ inline float qp_div(float a, float b) {
     }
     return as_float(as_uint(aq) | (as_uint(q) & 0x80000000u));
 }
-#else
-/* built with -cl-fp32-correctly-rounded-divide-sqrt */
-#define qp_div(a, b) ((a) / (b))
+
+inline float qp_div(float a, float b, int dm) {
+#if QP_HAS_FP64
+    if (dm == 1) return (float)((double)a / (double)b);
 #endif
+    if (dm >= 2) return qp_div_fma(a, b, dm == 3);
+    return a / b;
+}
 
 inline float qp_f16_to_f32(uint h) {
     uint s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;

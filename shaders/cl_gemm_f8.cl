@@ -1,4 +1,4 @@
-/* qport OpenCL kernels, part 4: W8A8-FP8 GEMM (spec 6.3, 6.5). Weights are
+/* qport OpenCL kernels, part 5: W8A8-FP8 GEMM (spec 6.3, 6.5). Weights are
  * e4m3fn codes [N][K] decoded in the kernel; activations arrive as e4m3
  * values in fp32 from qp_quant_f8. Products of two e4m3 values are exact in
  * fp32, so only the fp32 sum order differs from the reference (which sums in
@@ -13,22 +13,23 @@ inline ushort qp_epilogue_f8(float acc, int m, int n, int flags, __global const 
 }
 
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
-void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N, int m0, int mrows, int flags,
+void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N, int nb, int m0, int mrows, int flags,
                 __global const float *sx, __global const float *wsc, __global const ushort *bias,
                 __global ushort *y) {
     __local float red[QP_GEMV_MAX_M * QP_WG];
-    int n = get_group_id(0), lid = get_local_id(0);
+    __local float dec[256]; /* e4m3 code -> value: a table beats the bit decode per weight */
+    int n = nb + get_group_id(0), lid = get_local_id(0);
+    for (int i = lid; i < 256; i += QP_WG) dec[i] = qp_f8_decode((uint)i);
+    barrier(CLK_LOCAL_MEM_FENCE);
     float acc[QP_GEMV_MAX_M];
     for (int m = 0; m < QP_GEMV_MAX_M; m++) acc[m] = 0.0f;
-    __global const uchar *wr = w + (size_t)n * K;
+    __global const uchar *wr = w + (size_t)(n - nb) * K;
     int K16 = K & ~15;
     for (int k = lid * 16; k < K16; k += QP_WG * 16) {
         uchar16 c = vload16(0, wr + k);
-        float16 wv = (float16)(qp_f8_decode(c.s0), qp_f8_decode(c.s1), qp_f8_decode(c.s2), qp_f8_decode(c.s3),
-                               qp_f8_decode(c.s4), qp_f8_decode(c.s5), qp_f8_decode(c.s6), qp_f8_decode(c.s7),
-                               qp_f8_decode(c.s8), qp_f8_decode(c.s9), qp_f8_decode(c.sa), qp_f8_decode(c.sb),
-                               qp_f8_decode(c.sc), qp_f8_decode(c.sd), qp_f8_decode(c.se), qp_f8_decode(c.sf));
-        for (int m = 0; m < mrows; m++) {
+        float16 wv = (float16)(dec[c.s0], dec[c.s1], dec[c.s2], dec[c.s3], dec[c.s4], dec[c.s5], dec[c.s6], dec[c.s7],
+                               dec[c.s8], dec[c.s9], dec[c.sa], dec[c.sb], dec[c.sc], dec[c.sd], dec[c.se], dec[c.sf]);
+        for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
             float16 p = vload16(0, xf + (size_t)(m0 + m) * K + k) * wv;
             float8 s8 = p.lo + p.hi;
             float4 s4 = s8.lo + s8.hi;
@@ -36,14 +37,14 @@ void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N,
         }
     }
     for (int k = K16 + lid; k < K; k += QP_WG) {
-        float wk = qp_f8_decode(wr[k]);
-        for (int m = 0; m < mrows; m++) acc[m] += xf[(size_t)(m0 + m) * K + k] * wk;
+        float wk = dec[wr[k]];
+        for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) acc[m] += xf[(size_t)(m0 + m) * K + k] * wk;
     }
-    for (int m = 0; m < mrows; m++) red[m * QP_WG + lid] = acc[m];
+    for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) red[m * QP_WG + lid] = acc[m];
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int off = QP_WG / 2; off > 0; off >>= 1) {
         if (lid < off)
-            for (int m = 0; m < mrows; m++) red[m * QP_WG + lid] += red[m * QP_WG + lid + off];
+            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) red[m * QP_WG + lid] += red[m * QP_WG + lid + off];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid < mrows) y[(size_t)(m0 + lid) * N + n] = qp_epilogue_f8(red[lid * QP_WG], m0 + lid, n, flags, sx, wsc, bias);
@@ -52,13 +53,16 @@ void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N,
 #define QP_TKF 16
 
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
-void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K, int N, int flags,
+void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K, int N, int nb, int ne, int flags,
                  __global const float *sx, __global const float *wsc, __global const ushort *bias,
                  __global ushort *y) {
     __local float As[QP_TM * QP_TKF];
     __local float Bs[QP_TN * QP_TKF];
+    __local float dec[256];
     int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;
-    int n0 = get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
+    for (int i = lid; i < 256; i += 64) dec[i] = qp_f8_decode((uint)i);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
     float acc[4][4];
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
@@ -69,7 +73,7 @@ void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K
             int gk = k0 + lc + i;
             int gm = m0 + lr, gn = n0 + lr;
             As[lr * QP_TKF + lc + i] = gm < M && gk < K ? xf[(size_t)gm * K + gk] : 0.0f;
-            Bs[lr * QP_TKF + lc + i] = gn < N && gk < K ? qp_f8_decode(w[(size_t)gn * K + gk]) : 0.0f;
+            Bs[lr * QP_TKF + lc + i] = gn < ne && gk < K ? dec[w[(size_t)(gn - nb) * K + gk]] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int kk = 0; kk < QP_TKF; kk++) {
@@ -84,6 +88,6 @@ void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 4; j++) {
             int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;
-            if (m < M && n < N) y[(size_t)m * N + n] = qp_epilogue_f8(acc[i][j], m, n, flags, sx, wsc, bias);
+            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_f8(acc[i][j], m, n, flags, sx, wsc, bias);
         }
 }

@@ -2,14 +2,16 @@
  * QQQ W4A8 (whose exact int8 weights w8 arrive from prepare), with the fused
  * epilogue of cpu/ref_int8.c / cpu/ref_qqq.c. Weights w [N][K] int8.
  *
- * QP_INT_DOT (cl_khr_integer_dot_product) selects dot(char4, char4) in the
- * *_dot kernels; the plain kernels multiply-add in int32. Both are exact. */
+ * QP_INT_DOT (the device has cl_khr_integer_dot_product) makes the *_dot
+ * kernels use dot(char4, char4); the plain kernels multiply-add in int32.
+ * Both are exact. */
 
-#if QP_INT_DOT && !defined(QP_INT_DOT_EMULATED)
+#if QP_INT_DOT
 #pragma OPENCL EXTENSION cl_khr_integer_dot_product : enable
 #define QP_DOT4(a, b) dot((a), (b))
 #else
-/* no extension, or the QPORT_CL_FAKE_INT_DOT test knob */
+/* no extension: the *_dot kernels exist but compute the plain dot; the
+ * host runs them only under the QPORT_CL_FAKE_INT_DOT test knob */
 #define QP_DOT4(a, b) qp_dot4_plain((a), (b))
 #endif
 
@@ -30,7 +32,7 @@ inline ushort qp_epilogue_i8(int acc, int m, int n, int flags, __global const fl
     int bf16 = (flags & QP_EPI_BF16) != 0;
     if (flags & QP_EPI_QQQ) {
         /* fp16( (float(acc) * s_channel) * s_tok ), then y += bias in fp16 */
-        float v = ((float)acc * wsc[n]) * sx[m];
+        float v = (convert_float_rte(acc) * wsc[n]) * sx[m]; /* cvt.rn.f32.s32 */
         uint h = qp_f32_to_f16(v);
         if (flags & QP_EPI_BIAS) h = qp_f32_to_f16(qp_f16_to_f32(h) + qp_f16_to_f32(bias[n]));
         return (ushort)h;
@@ -41,12 +43,12 @@ inline ushort qp_epilogue_i8(int acc, int m, int n, int flags, __global const fl
         uint corr = (flags & QP_EPI_STATIC) ? (uint)adj[n] : (uint)szp[m] * (uint)adj[n];
         t = as_int((uint)t - corr);
     }
-    float v;
+    float v, tf = convert_float_rte(t);
     if (flags & (QP_EPI_ASYM | QP_EPI_BIAS)) {
         float b = (flags & QP_EPI_BIAS) ? qp_act_load(bias, n, bf16) : 0.0f;
-        v = fma(s_a, s_b * (float)t, b);
+        v = fma(s_a, s_b * tf, b);
     } else {
-        v = s_a * (s_b * (float)t);
+        v = s_a * (s_b * tf);
     }
     return qp_act_encode(v, bf16);
 }
@@ -55,17 +57,19 @@ inline ushort qp_epilogue_i8(int acc, int m, int n, int flags, __global const fl
 
 /* GEMV (decode, M <= 16): one work-group per output column; lanes stride
  * over K 16 bytes at a time (coalesced, every weight byte read once), each
- * lane keeps one int32 sum per row, then a work-group reduction. */
+ * lane keeps one int32 sum per row, then a work-group reduction. Row loops
+ * run to the constant 16 with a guard, so that GPU compilers unroll them and
+ * keep acc[] in registers (a runtime bound would index it dynamically). */
 #define QP_GEMV_I8_BODY(DOT)                                                                                          \
     __local int red[QP_GEMV_MAX_M * QP_WG];                                                                            \
-    int n = get_group_id(0), lid = get_local_id(0);                                                                    \
+    int n = nb + get_group_id(0), lid = get_local_id(0);                                                               \
     int acc[QP_GEMV_MAX_M];                                                                                            \
     for (int m = 0; m < QP_GEMV_MAX_M; m++) acc[m] = 0;                                                                \
-    __global const char *wr = w + (size_t)n * K;                                                                       \
+    __global const char *wr = w + (size_t)(n - nb) * K;                                                                \
     int K16 = K & ~15;                                                                                                 \
     for (int k = lid * 16; k < K16; k += QP_WG * 16) {                                                                 \
         char16 wv = vload16(0, wr + k);                                                                                \
-        for (int m = 0; m < mrows; m++) {                                                                              \
+        for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {                                                                              \
             char16 xv = vload16(0, xq + (size_t)(m0 + m) * K + k);                                                     \
             acc[m] += DOT(xv.s0123, wv.s0123) + DOT(xv.s4567, wv.s4567) + DOT(xv.s89ab, wv.s89ab) +                    \
                       DOT(xv.scdef, wv.scdef);                                                                         \
@@ -73,37 +77,37 @@ inline ushort qp_epilogue_i8(int acc, int m, int n, int flags, __global const fl
     }                                                                                                                  \
     for (int k = K16 + lid; k < K; k += QP_WG) {                                                                       \
         int wk = wr[k];                                                                                                \
-        for (int m = 0; m < mrows; m++) acc[m] += (int)xq[(size_t)(m0 + m) * K + k] * wk;                             \
+        for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) acc[m] += (int)xq[(size_t)(m0 + m) * K + k] * wk;                             \
     }                                                                                                                  \
-    for (int m = 0; m < mrows; m++) red[m * QP_WG + lid] = acc[m];                                                     \
+    for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) red[m * QP_WG + lid] = acc[m];                                                     \
     barrier(CLK_LOCAL_MEM_FENCE);                                                                                      \
     for (int off = QP_WG / 2; off > 0; off >>= 1) {                                                                    \
         if (lid < off)                                                                                                 \
-            for (int m = 0; m < mrows; m++) red[m * QP_WG + lid] += red[m * QP_WG + lid + off];                        \
+            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) red[m * QP_WG + lid] += red[m * QP_WG + lid + off];                        \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                                  \
     }                                                                                                                  \
     if (lid < mrows)                                                                                                   \
         y[(size_t)(m0 + lid) * N + n] = qp_epilogue_i8(red[lid * QP_WG], m0 + lid, n, flags, sx, szp, wsc, adj, bias);
 
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
-void qp_gemv_i8(__global const char *xq, __global const char *w, int K, int N, int m0, int mrows, int flags,
+void qp_gemv_i8(__global const char *xq, __global const char *w, int K, int N, int nb, int m0, int mrows, int flags,
                 __global const float *sx, __global const int *szp, __global const float *wsc,
                 __global const int *adj, __global const ushort *bias, __global ushort *y) {
     QP_GEMV_I8_BODY(qp_dot4_plain)
 }
 
-#if QP_INT_DOT
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
-void qp_gemv_i8_dot(__global const char *xq, __global const char *w, int K, int N, int m0, int mrows, int flags,
+void qp_gemv_i8_dot(__global const char *xq, __global const char *w, int K, int N, int nb, int m0, int mrows, int flags,
                     __global const float *sx, __global const int *szp, __global const float *wsc,
                     __global const int *adj, __global const ushort *bias, __global ushort *y) {
     QP_GEMV_I8_BODY(QP_DOT4)
 }
-#endif
 
 /* Tiled (prefill): a 32x32 output tile per work-group of 8x8 lanes, each
  * lane 4x4 outputs (rows ty+8i, columns tx+8j); K in steps of 32 through
- * local memory as char4. */
+ * local memory as char4. Weights may be split in column chunks (buffers
+ * larger than the device allows): w holds columns nb .. ne-1, N is the
+ * full width (y's row stride, global column index of scales and bias). */
 #define QP_TM 32
 #define QP_TN 32
 #define QP_TK 32
@@ -130,17 +134,17 @@ inline void qp_tile_load_i8(__local char4 *dst, __global const char *src, int ro
     d[3] = v.scdef;
 }
 
-#define QP_TILED_I8_BODY(DOT)                                                                                         \
+#define QP_TILED_I8_BODY(DOT, LOADB)                                                                                       \
     __local char4 As[QP_TM * (QP_TK / 4)];                                                                             \
     __local char4 Bs[QP_TN * (QP_TK / 4)];                                                                             \
     int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;                                                 \
-    int n0 = get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;                                                    \
+    int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;                                               \
     int acc[4][4];                                                                                                     \
     for (int i = 0; i < 4; i++)                                                                                        \
         for (int j = 0; j < 4; j++) acc[i][j] = 0;                                                                     \
     for (int k0 = 0; k0 < K; k0 += QP_TK) {                                                                            \
         qp_tile_load_i8(As, xq, M, m0, K, k0, lid);                                                                    \
-        qp_tile_load_i8(Bs, w, N, n0, K, k0, lid);                                                                     \
+        LOADB;                                                                                                         \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                                  \
         for (int kk = 0; kk < QP_TK / 4; kk++) {                                                                       \
             char4 a[4], b[4];                                                                                          \
@@ -154,21 +158,19 @@ inline void qp_tile_load_i8(__local char4 *dst, __global const char *src, int ro
     for (int i = 0; i < 4; i++)                                                                                        \
         for (int j = 0; j < 4; j++) {                                                                                  \
             int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;                                                              \
-            if (m < M && n < N) y[(size_t)m * N + n] = qp_epilogue_i8(acc[i][j], m, n, flags, sx, szp, wsc, adj, bias); \
+            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_i8(acc[i][j], m, n, flags, sx, szp, wsc, adj, bias); \
         }
 
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
-void qp_tiled_i8(__global const char *xq, __global const char *w, int M, int K, int N, int flags,
+void qp_tiled_i8(__global const char *xq, __global const char *w, int M, int K, int N, int nb, int ne, int flags,
                  __global const float *sx, __global const int *szp, __global const float *wsc,
                  __global const int *adj, __global const ushort *bias, __global ushort *y) {
-    QP_TILED_I8_BODY(qp_dot4_plain)
+    QP_TILED_I8_BODY(qp_dot4_plain, qp_tile_load_i8(Bs, w, ne - nb, n0 - nb, K, k0, lid))
 }
 
-#if QP_INT_DOT
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
-void qp_tiled_i8_dot(__global const char *xq, __global const char *w, int M, int K, int N, int flags,
+void qp_tiled_i8_dot(__global const char *xq, __global const char *w, int M, int K, int N, int nb, int ne, int flags,
                      __global const float *sx, __global const int *szp, __global const float *wsc,
                      __global const int *adj, __global const ushort *bias, __global ushort *y) {
-    QP_TILED_I8_BODY(QP_DOT4)
+    QP_TILED_I8_BODY(QP_DOT4, qp_tile_load_i8(Bs, w, ne - nb, n0 - nb, K, k0, lid))
 }
-#endif

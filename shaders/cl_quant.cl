@@ -6,45 +6,46 @@
  * szp [M] zero points (static: the given azp). */
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
 void qp_quant_i8(__global const ushort *x, int K, int bf16, int dynamic, int symmetric, float scale, int azp,
-                 __global char *xq, __global float *sx, __global int *szp) {
+                 __global char *xq, __global float *sx, __global int *szp, int dm) {
     __local float red[QP_WG];
     int row = get_group_id(0), lid = get_local_id(0);
     __global const ushort *xr = x + (size_t)row * K;
     __global char *qr = xq + (size_t)row * K;
+    /* The row reductions run in every mode, so that no barrier sits in a
+     * branch (PoCL's work-group loops allocate for those). */
+    float amax = 0.0f, mn = FLT_MAX, mx = -FLT_MAX; /* absmax starts at 0, fmax skips NaN */
+    for (int k = lid; k < K; k += QP_WG) {
+        float v = qp_act_load(xr, k, bf16);
+        amax = fmax(amax, fabs(v));
+        mn = fmin(mn, v);
+        mx = fmax(mx, v);
+    }
+    amax = qp_wg_max(red, amax);
+    mn = qp_wg_min(red, mn);
+    mx = qp_wg_max(red, mx);
     float s;
     int zp = 0;
     if (!dynamic) {
         s = scale;
         if (symmetric) {
             /* static symmetric: true division x / s */
-            for (int k = lid; k < K; k += QP_WG) qr[k] = (char)qp_rni_sat8(qp_div(qp_act_load(xr, k, bf16), scale));
+            for (int k = lid; k < K; k += QP_WG) qr[k] = (char)qp_rni_sat8(qp_div(qp_act_load(xr, k, bf16), scale, dm));
         } else {
             /* static asymmetric: multiply by the fp32 reciprocal (errata 11.1) */
-            float inv = qp_div(1.0f, scale);
+            float inv = qp_div(1.0f, scale, dm);
             zp = azp;
             for (int k = lid; k < K; k += QP_WG)
                 qr[k] = (char)qp_sat8_i32(qp_add_wrap(qp_rni_sat32(qp_act_load(xr, k, bf16) * inv), azp));
         }
     } else if (symmetric) {
-        float amax = 0.0f; /* starts at 0, fmax skips NaN */
-        for (int k = lid; k < K; k += QP_WG) amax = fmax(amax, fabs(qp_act_load(xr, k, bf16)));
-        amax = qp_wg_max(red, amax);
-        s = qp_div(amax, 127.0f);
-        float inv = amax == 0.0f ? 0.0f : qp_div(127.0f, amax);
+        s = qp_div(amax, 127.0f, dm);
+        float inv = amax == 0.0f ? 0.0f : qp_div(127.0f, amax, dm);
         for (int k = lid; k < K; k += QP_WG) qr[k] = (char)qp_rni_sat8(qp_act_load(xr, k, bf16) * inv);
     } else {
-        float mn = FLT_MAX, mx = -FLT_MAX;
-        for (int k = lid; k < K; k += QP_WG) {
-            float v = qp_act_load(xr, k, bf16);
-            mn = fmin(mn, v);
-            mx = fmax(mx, v);
-        }
-        mn = qp_wg_min(red, mn);
-        mx = qp_wg_max(red, mx);
-        s = qp_div(mx - mn, 255.0f);
+        s = qp_div(mx - mn, 255.0f, dm);
         /* no guard for s == 0: a constant row gives q = -1 (errata 11.2) */
-        zp = qp_rni_sat32(-128.0f - qp_div(mn, s));
-        float inv = qp_div(1.0f, s);
+        zp = qp_rni_sat32(-128.0f - qp_div(mn, s, dm));
+        float inv = qp_div(1.0f, s, dm);
         for (int k = lid; k < K; k += QP_WG)
             qr[k] = (char)qp_sat8_i32(qp_add_wrap(qp_rni_sat32(qp_act_load(xr, k, bf16) * inv), zp));
     }
@@ -73,28 +74,29 @@ void qp_rowmax(__global const ushort *x, int K, int bf16, __global float *rowmax
  * so the GEMM never decodes activations; sx [M] the scale of each row. */
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
 void qp_quant_f8(__global const ushort *x, int K, int M, int bf16, int mode, float scale,
-                 __global const float *rowmax, __global float *xf, __global float *sx) {
+                 __global const float *rowmax, __global float *xf, __global float *sx, int dm) {
     __local float red[QP_WG];
     int row = get_group_id(0), lid = get_local_id(0);
     __global const ushort *xr = x + (size_t)row * K;
     __global float *fr = xf + (size_t)row * K;
+    /* the row absmax in every mode: no barrier inside a branch */
+    float ramax = 0.0f;
+    for (int k = lid; k < K; k += QP_WG) ramax = fmax(ramax, fabs(qp_act_load(xr, k, bf16)));
+    ramax = qp_wg_max(red, ramax);
     float s;
     if (mode == 0) {
         s = scale;
-        float inv = qp_div(1.0f, scale);
+        float inv = qp_div(1.0f, scale, dm);
         for (int k = lid; k < K; k += QP_WG) fr[k] = qp_f8_decode(qp_fp8_conv(qp_act_load(xr, k, bf16) * inv));
     } else if (mode == 1) {
         float amax = 0.0f;
         for (int m = 0; m < M; m++) amax = fmax(amax, rowmax[m]);
-        s = qp_div(amax, 448.0f);
-        float inv = qp_div(1.0f, s);
+        s = qp_div(amax, 448.0f, dm);
+        float inv = qp_div(1.0f, s, dm);
         for (int k = lid; k < K; k += QP_WG) fr[k] = qp_f8_decode(qp_fp8_conv(qp_act_load(xr, k, bf16) * inv));
     } else {
-        float amax = 0.0f;
-        for (int k = lid; k < K; k += QP_WG) amax = fmax(amax, fabs(qp_act_load(xr, k, bf16)));
-        amax = qp_wg_max(red, amax);
-        s = fmax(qp_div(amax, 448.0f), qp_div(1.0f, 448.0f * 512.0f));
-        for (int k = lid; k < K; k += QP_WG) fr[k] = qp_f8_decode(qp_fp8_conv(qp_div(qp_act_load(xr, k, bf16), s)));
+        s = fmax(qp_div(ramax, 448.0f, dm), qp_div(1.0f, 448.0f * 512.0f, dm));
+        for (int k = lid; k < K; k += QP_WG) fr[k] = qp_f8_decode(qp_fp8_conv(qp_div(qp_act_load(xr, k, bf16), s, dm)));
     }
     if (lid == 0) sx[row] = s;
 }

@@ -94,6 +94,12 @@ static const qp_backend_ops *load_plugin(void) {
     return NULL;
 }
 
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 /* ---- data helpers ------------------------------------------------------ */
 static unsigned long long next(void) {
     rng ^= rng << 13;
@@ -106,12 +112,18 @@ static int irand(int lo, int hi) { return lo + (int)(next() % (unsigned long lon
 static uint16_t enc(qp_dtype dt, float v) { return (uint16_t)qp_format_encode(dt, v); }
 static float dec(qp_dtype dt, uint16_t b) { return qp_format_decode(dt, b); }
 
-/* activations: rows with different magnitudes, a zero row at m == 3 */
+/* activations: rows with different magnitudes, a zero row at m == 3;
+ * `special`: a NaN in row 2 and a constant row 6 (reductions that skip NaN,
+ * NaN -> 0 / +448 conversions, errata 11.2's s = 0 row) */
+static int special;
 static void make_x(uint16_t *x, int M, int K, qp_dtype dt) {
     for (int m = 0; m < M; m++) {
         float mag = (m == 3) ? 0.0f : 0.05f + 4.0f * (float)((m * 7) % 11) / 11.0f;
         float off = (m % 4 == 1) ? 0.5f * mag : 0.0f; /* asymmetric rows */
         for (int k = 0; k < K; k++) x[(size_t)m * K + k] = enc(dt, frand() * mag + off);
+        if (special && m == 2) x[(size_t)m * K + K / 2] = 0x7FFF; /* NaN in fp16 and bf16 */
+        if (special && m == 6)
+            for (int k = 0; k < K; k++) x[(size_t)m * K + k] = enc(dt, 1.5f);
     }
 }
 
@@ -177,6 +189,7 @@ static long n_cases, n_outputs;
 /* ---- W8A8-INT8 ---------------------------------------------------------- */
 static void test_int8(qp_dtype dt, int is_static, int sym, int per_channel, int has_bias, int N, int K, const int *ms,
                       int nms, unsigned extra_path) {
+    special = 1;
     size_t nk = (size_t)N * K;
     int8_t *w = malloc(nk);
     float *ws = malloc(sizeof(float) * N);
@@ -255,6 +268,7 @@ static double ulp_of(qp_dtype dt, double v) {
 static void test_fp8(qp_dtype dt, int act, int per_channel, int has_bias, int identity, int N, int K, const int *ms,
                      int nms) {
     if (identity) N = K;
+    special = identity; /* NaN rows only where outputs are compared bit for bit */
     size_t nk = (size_t)N * K;
     uint8_t *w = malloc(nk);
     float *ws = malloc(sizeof(float) * N), *wv = malloc(sizeof(float) * nk);
@@ -343,6 +357,7 @@ static void test_fp8(qp_dtype dt, int act, int per_channel, int has_bias, int id
 
 /* ---- QQQ W4A8 ----------------------------------------------------------- */
 static void test_qqq(int group, int has_bias, int N, int K, const int *ms, int nms, unsigned extra_path) {
+    special = 1;
     size_t kn = (size_t)K * N;
     float *wf = malloc(sizeof(float) * kn), *sc = malloc(sizeof(float) * N), *scp = malloc(sizeof(float) * N);
     int8_t *q = malloc(kn), *q4 = malloc(kn), *w8 = malloc(kn);
@@ -442,13 +457,82 @@ static void full_matrix(void) {
     test_qqq(128, 0, 192, 384, Ms, NM, 0);
 }
 
+/* forward time of a layer on the device (buffers resident), for the log */
+static void time_forward(const qp_lin_desc *d, unsigned path, int M, const char *what) {
+    void *lin = NULL;
+    if (ops->linear_prepare(dev, d, path, &lin) != QP_OK) return;
+    void *dx = dalloc((size_t)M * d->K * 2), *dy = dalloc((size_t)M * d->N * 2);
+    uint16_t *x = calloc((size_t)M * d->K, 2);
+    if (dx && dy && x) {
+        make_x(x, M, d->K, d->act_dtype);
+        ops->buffer_upload(dev, dx, 0, x, (size_t)M * d->K * 2);
+        ops->linear_forward(dev, lin, dx, M, dy); /* warm-up: PoCL compiles per launch shape */
+        double t0 = now();
+        int reps = 1;
+        for (int i = 0; i < reps; i++) ops->linear_forward(dev, lin, dx, M, dy);
+        double dt = (now() - t0) / reps;
+        char desc[160];
+        ops->linear_describe(dev, lin, M, desc, sizeof desc);
+        printf("  %s M=%d %dx%d: %.2f ms (%.2f GOP/s) [%s]\n", what, M, d->N, d->K, dt * 1e3,
+               2.0 * M * d->N * (double)d->K / dt * 1e-9, desc);
+    }
+    free(x);
+    if (dx) ops->buffer_free(dev, dx);
+    if (dy) ops->buffer_free(dev, dy);
+    ops->linear_destroy(dev, lin);
+}
+
 static void large_layer(void) {
     static const int m1[] = {1}, m2[] = {1, 17};
     test_int8(QP_DTYPE_F16, 0, 1, 1, 1, 4096, 4096, m2, 2, 0);
     test_fp8(QP_DTYPE_BF16, 2, 1, 1, 0, 4096, 4096, m1, 1);
+    /* timings on this device (PoCL: CPU threads, for the record only) */
+    int N = 4096, K = 4096;
+    int8_t *w = malloc((size_t)N * K);
+    float *ws = malloc(sizeof(float) * N);
+    uint8_t *wf = malloc((size_t)N * K);
+    int8_t *q4 = malloc((size_t)N * K), *w8 = malloc((size_t)N * K);
+    if (w && ws && wf && q4 && w8) {
+        for (size_t i = 0; i < (size_t)N * K; i++) {
+            w[i] = (int8_t)irand(-127, 127);
+            wf[i] = (uint8_t)irand(0, 0x7E);
+            q4[i] = (int8_t)irand(-8, 7);
+            w8[i] = (int8_t)(16 * q4[i]);
+        }
+        for (int n = 0; n < N; n++) ws[n] = 0.01f;
+        qp_lin_desc d = {0};
+        d.struct_size = sizeof d;
+        d.act_dtype = QP_DTYPE_F16;
+        d.N = N;
+        d.K = K;
+        d.layer = "timing";
+        d.kind = QP_SCHEME_W8A8_INT8;
+        d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+        d.act_symmetric = 1;
+        d.w_i8 = w;
+        d.w_scale = ws;
+        d.w_per_channel = 1;
+        time_forward(&d, 0, 1, "int8");
+        time_forward(&d, 0, 16, "int8");
+        d.kind = QP_SCHEME_W8A8_FP8;
+        d.act = QP_ACT_FP8_DYNAMIC_TOKEN;
+        d.w_u8 = wf;
+        time_forward(&d, 0, 1, "fp8");
+        time_forward(&d, 0, 16, "fp8");
+        d.kind = QP_SCHEME_QQQ_W4A8;
+        d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+        d.group_size = -1;
+        d.q4 = q4;
+        d.w8 = w8;
+        d.s_channel = ws;
+        time_forward(&d, 0, 1, "qqq");
+        time_forward(&d, 0, 16, "qqq");
+    }
+    free(w); free(ws); free(wf); free(q4); free(w8);
 }
 
-/* The division strategies of devices without correctly rounded '/'. */
+/* The division strategies of devices without correctly rounded '/'
+ * ("fma-test" starts 2 ulp off, so the fma correction really works). */
 static void div_subset(void) {
     static const int ms[] = {1, 17};
     test_int8(QP_DTYPE_F16, 1, 1, 1, 0, 64, 160, ms, 2, 0);  /* x / s */
@@ -491,6 +575,28 @@ static qp_lin_desc small_int8_desc(int8_t *w, float *ws) {
     d.w_scale = ws;
     d.w_per_channel = 1;
     return d;
+}
+
+/* Weights split in column chunks (QPORT_CL_WEIGHT_CHUNK=4096: 32-column
+ * chunks here), every scheme, both kernels, a partial last chunk. */
+static void chunk_subset(void) {
+    static const int ms[] = {1, 17, 64};
+    test_int8(QP_DTYPE_F16, 0, 0, 1, 1, 200, 100, ms, 3, 0);
+    test_fp8(QP_DTYPE_BF16, 2, 1, 1, 0, 200, 100, ms, 3);
+    test_qqq(128, 1, 192, 256, ms, 3, 0);
+    int8_t w[96 * 64] = {0};
+    float ws[96];
+    qp_lin_desc d = small_int8_desc(w, ws);
+    for (int n = 64; n < 96; n++) ws[n] = 0.01f;
+    d.N = 96; /* 64 columns of 64 bytes per 4096-byte chunk: 2 chunks */
+    void *lin = NULL;
+    char desc[160] = "";
+    if (ops->linear_prepare(dev, &d, 0, &lin) == QP_OK) {
+        ops->linear_describe(dev, lin, 1, desc, sizeof desc);
+        ops->linear_destroy(dev, lin);
+    }
+    CHECK(strstr(desc, "2 weight chunks") != NULL, "96x64 with 4096-byte chunks: '%s'", desc);
+    printf("weight chunks: %s\n", desc);
 }
 
 static int count_cache_files(char *first, size_t cap) {
@@ -580,6 +686,24 @@ static void faults(void) {
         CHECK(strstr(desc, "tiled"), "describe M=64: '%s'", desc);
         ops->linear_destroy(dev, lin);
     }
+    /* forward argument checks: M = 0 is a no-op, short buffers are refused */
+    lin = NULL;
+    if (ops->linear_prepare(dev, &d, 0, &lin) == QP_OK) {
+        void *bx = dalloc(10), *by = dalloc(64 * 64 * 2);
+        if (bx && by) {
+            CHECK(ops->linear_forward(dev, lin, bx, 0, by) == QP_OK, "M = 0: %s", last_error);
+            st = ops->linear_forward(dev, lin, bx, 2, by);
+            CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "fault.layer"), "short x: %d '%s'", (int)st,
+                  last_error);
+            st = ops->linear_forward(dev, lin, by, 64, bx);
+            CHECK(st == QP_ERR_INVALID_ARGUMENT, "short y: %d", (int)st);
+            st = ops->buffer_upload(dev, bx, 8, w, 4);
+            CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "outside"), "upload past the end: %d", (int)st);
+        }
+        if (bx) ops->buffer_free(dev, bx);
+        if (by) ops->buffer_free(dev, by);
+        ops->linear_destroy(dev, lin);
+    }
     /* unsupported schemes say so */
     qp_lin_desc u = d;
     u.kind = QP_SCHEME_W4A16_INT4;
@@ -594,7 +718,46 @@ static void faults(void) {
     CHECK(si.level == QP_SUPPORT_UNSUPPORTED && strstr(si.reason, "not yet implemented on opencl"), "supports nvfp4");
     sch.kind = QP_SCHEME_QQQ_W4A8;
     ops->device_supports(dev, &sch, 1, 64, 64, &si);
-    CHECK(si.level == QP_SUPPORT_NATIVE, "supports qqq");
+    /* PoCL has no cl_khr_integer_dot_product: int8 arithmetic is emulated
+     * with int32 multiply-adds, and says so (issue 9) */
+    CHECK(si.level == QP_SUPPORT_EMULATED && strstr(si.reason, "cl_khr_integer_dot_product"), "supports qqq: %s", si.reason);
+    sch.kind = QP_SCHEME_W8A8_FP8;
+    ops->device_supports(dev, &sch, 1, 64, 64, &si);
+    CHECK(si.level == QP_SUPPORT_EMULATED && strstr(si.reason, "no fp8 arithmetic"), "supports fp8: %s", si.reason);
+
+    /* QQQ: a K the 4-bit layout cannot pack, and q4 / w8 that disagree */
+    {
+        int8_t q4[64 * 96], w8[64 * 96];
+        float sc[64];
+        for (int i = 0; i < 64 * 96; i++) { q4[i] = (int8_t)(i % 15 - 7); w8[i] = (int8_t)(16 * q4[i]); }
+        for (int i = 0; i < 64; i++) sc[i] = 0.01f;
+        qp_lin_desc qd = {0};
+        qd.struct_size = sizeof qd;
+        qd.kind = QP_SCHEME_QQQ_W4A8;
+        qd.act_dtype = QP_DTYPE_F16;
+        qd.N = 64;
+        qd.K = 80;
+        qd.layer = "fault.qqq";
+        qd.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+        qd.act_symmetric = 1;
+        qd.group_size = -1;
+        qd.q4 = q4;
+        qd.w8 = w8;
+        qd.s_channel = sc;
+        lin = NULL;
+        st = ops->linear_prepare(dev, &qd, 0, &lin);
+        CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "multiple of 32"), "qqq K=80: %d '%s'", (int)st, last_error);
+        qd.K = 96;
+        w8[5 * 96 + 40] ^= 1; /* column 5: one weight off its code's value */
+        st = ops->linear_prepare(dev, &qd, 0, &lin);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "q4 and w8 disagree") && strstr(last_error, "fault.qqq"),
+              "qqq q4/w8: %d '%s'", (int)st, last_error);
+        w8[5 * 96 + 40] ^= 1;
+        lin = NULL;
+        st = ops->linear_prepare(dev, &qd, 0, &lin);
+        CHECK(st == QP_OK, "qqq K=96: %s", last_error);
+        if (lin) ops->linear_destroy(dev, lin);
+    }
 
     /* a kernel compile failure carries the driver's build log */
     setenv("QPORT_CL_BREAK_SOURCE", "1", 1);
@@ -655,6 +818,12 @@ static void faults(void) {
         st = fresh_prepare_and_run(1);
         CHECK(st == QP_OK && !strstr(logbuf, "rejected"), "rebuilt entry not reused: %s", logbuf);
     }
+    /* QPORT_CACHE_DIR=off (cache_dir ""): built, nothing written */
+    clear_cache();
+    host.cache_dir = "";
+    st = fresh_prepare_and_run(1);
+    host.cache_dir = cache_dir;
+    CHECK(st == QP_OK && count_cache_files(NULL, 0) == 0, "cache off: %d, %d files", (int)st, count_cache_files(NULL, 0));
     /* the ICD loader missing: zero devices and a logged reason */
     setenv("QPORT_CL_LIBRARY", "/nonexistent/libOpenCL.so.1", 1);
     void *s3 = NULL;
@@ -664,11 +833,6 @@ static void faults(void) {
     ops->shutdown(s3);
 }
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv) {
     verbose = getenv("QP_TEST_VERBOSE") != NULL;
@@ -715,8 +879,8 @@ int main(int argc, char **argv) {
     printf("matrix: %ld cases, %ld outputs compared\n", n_cases, n_outputs);
     ops->shutdown(state);
     /* division strategies: fp64 and fma-corrected, each on a fresh program */
-    const char *modes[] = {"fp64", "fma"};
-    for (int i = 0; i < 2; i++) {
+    const char *modes[] = {"fp64", "fma", "fma-test"};
+    for (int i = 0; i < 3; i++) {
         setenv("QPORT_CL_DIV", modes[i], 1);
         if (init_backend(&state) > 0) {
             dev = ops->device_get(state, 0);
@@ -754,7 +918,48 @@ int main(int argc, char **argv) {
         printf("int-dot kernels: %s\n", desc);
     }
     ops->shutdown(state);
+    /* a driver listing the extension whose compiler rejects dot(): the
+     * program is rebuilt without the int-dot kernels */
+    if (!info.caps.int_dot) {
+        setenv("QPORT_CL_FAKE_INT_DOT", "ext", 1);
+        qp_status st = fresh_prepare_and_run(1);
+        CHECK(st == QP_OK && strstr(logbuf, "the int-dot build failed"), "int-dot build fallback: %d '%s'", (int)st,
+              logbuf);
+        /* ... and a forced int-dot path is then refused, not run plain */
+        if (init_backend(&state) > 0) {
+            dev = ops->device_get(state, 0);
+            int8_t w[64 * 64];
+            float ws[64];
+            qp_lin_desc d = small_int8_desc(w, ws);
+            void *lin = NULL;
+            st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
+            CHECK(st == QP_ERR_UNSUPPORTED, "forced int-dot after the fallback: %d '%s'", (int)st, last_error);
+            if (lin) ops->linear_destroy(dev, lin);
+        }
+        ops->shutdown(state);
+    }
     unsetenv("QPORT_CL_FAKE_INT_DOT");
+    /* weights in column chunks */
+    setenv("QPORT_CL_WEIGHT_CHUNK", "4096", 1);
+    if (init_backend(&state) > 0) {
+        dev = ops->device_get(state, 0);
+        chunk_subset();
+    }
+    ops->shutdown(state);
+    setenv("QPORT_CL_WEIGHT_CHUNK", "1000", 1); /* < 32 columns of 64 bytes */
+    if (init_backend(&state) > 0) {
+        dev = ops->device_get(state, 0);
+        int8_t w[64 * 64];
+        float ws[64];
+        qp_lin_desc d = small_int8_desc(w, ws);
+        void *lin = NULL;
+        qp_status st = ops->linear_prepare(dev, &d, 0, &lin);
+        CHECK(st == QP_ERR_OUT_OF_MEMORY && strstr(last_error, "does not fit") && strstr(last_error, "w_i8"),
+              "chunk too small: %d '%s'", (int)st, last_error);
+        if (lin) ops->linear_destroy(dev, lin);
+    }
+    ops->shutdown(state);
+    unsetenv("QPORT_CL_WEIGHT_CHUNK");
     double t4 = now();
     printf("time: faults %.1f s, matrix %.1f s, 4096x4096 %.1f s, division modes %.1f s\n", t1 - t0, t2 - t1, t3 - t2,
            t4 - t3);

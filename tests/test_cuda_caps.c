@@ -71,6 +71,14 @@ static void test_caps(void) {
     char want[256];
     snprintf(want, sizeof want, VLLM_MSG, 80, 75);
     CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strcmp(out.reason, want) == 0, "min_capability 80 on T4: %s", out.reason);
+    /* HF fp8 (min 80) on an A100: vLLM would use Marlin W8A16 */
+    memset(&s, 0, sizeof s);
+    s.kind = QP_SCHEME_HF_FP8;
+    s.activation.dtype = QP_DTYPE_F8_E4M3FN;
+    qpcu_scheme_support(&s, 80, SASS, PTX, &out);
+    CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strstr(out.reason, "Marlin W8A16") && strstr(out.reason, "8.0"), "hf fp8 on A100: %s", out.reason);
+    qpcu_scheme_support(&s, 89, SASS, PTX, &out);
+    CHECK(out.level == QP_SUPPORT_NATIVE, "hf fp8 on L4: %s", out.reason);
     /* fp8 per-block: not yet */
     memset(&s, 0, sizeof s);
     s.kind = QP_SCHEME_W8A8_FP8_BLOCK;

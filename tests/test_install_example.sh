@@ -1,6 +1,7 @@
 #!/bin/sh
-# Installs to a temporary prefix and builds examples/resolve_layer.c with
-# pkg-config only, then runs it against the installed shared library.
+# Installs to a temporary prefix and builds examples/resolve_layer.c and
+# examples/run_layer.c with pkg-config only, then runs them against the
+# installed shared library (and the plugins installed beside it).
 set -eu
 SRC="$1"; BUILD="$2"
 T=$(mktemp -d)
@@ -19,4 +20,13 @@ if [ -n "$bad" ]; then echo "FAIL: non-qp_ exports: $bad"; exit 1; fi
 out=$(LD_LIBRARY_PATH="$LIBDIR" "$T/resolve_layer" "$SRC/tests/configs/quark-online-preset-fp8_ptpc.json" model.layers.0.mlp.down_proj)
 echo "$out"
 echo "$out" | grep -q "QuarkW8A8Fp8" || { echo "FAIL: example output"; exit 1; }
+# the device layer from a native app: the installed plugins are found next
+# to the installed library (<libdir>/qport), without QPORT_BACKEND_PATH
+cc -std=c11 -Wall -Wextra -Werror -o "$T/run_layer" "$SRC/examples/run_layer.c" $(pkg-config --cflags --libs qport) -lm
+out=$(env -u QPORT_BACKEND_PATH LD_LIBRARY_PATH="$LIBDIR" QPORT_LOG=info "$T/run_layer" "$SRC/tests/configs/quark-online-preset-fp8_ptpc.json" model.layers.0.mlp.down_proj 2>&1) ||
+  { echo "$out"; echo "FAIL: run_layer"; exit 1; }
+echo "$out"
+echo "$out" | grep -q "max |device - reference|" || { echo "FAIL: run_layer output"; exit 1; }
+n=$(ls "$LIBDIR/qport" 2>/dev/null | grep -c 'libqport-' || true)
+echo "installed plugins: $n"
 echo "install-and-example: ok"

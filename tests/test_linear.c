@@ -100,6 +100,124 @@ static void bad_tensors(void) {
     case_layer_free(&l);
 }
 
+/* fp32 activations (issue 3): qp_linear with act_dtype F32 equals the
+ * direct reference call bit for bit (x and y of 4 bytes an element, an F32
+ * bias), for int8 (the integer path), W4A16 (fp16 checkpoint scales widened
+ * into the fp32 params) and NVFP4; QQQ keeps vLLM's float16 error; devices
+ * other than cpu refuse F32 with QP_ERR_UNSUPPORTED. */
+static void mk(qp_scheme *s, qp_scheme_kind kind, qp_dtype wd, int group, qp_dtype ad) {
+    memset(s, 0, sizeof *s);
+    s->struct_size = sizeof *s;
+    s->kind = kind;
+    s->weight.dtype = wd;
+    s->weight.granularity = group > 0 ? QP_GRAN_GROUP : QP_GRAN_CHANNEL;
+    s->weight.group_size = group;
+    s->weight.symmetric = 1;
+    s->activation.dtype = ad;
+    s->activation.dynamic = 1;
+    s->activation.symmetric = 1;
+}
+
+static void fp32_layers(void) {
+    enum { M = 5, N = 20, K = 64 };
+    qp_device *cpu;
+    CHECK(!qp_device_find(ctx, "cpu", &cpu), "%s", qp_last_error(ctx));
+    float w[N * K], x[M * K], bias[N], y1[M * N + 1], y2[M * N];
+    uint32_t s = 77;
+    for (int i = 0; i < N * K; i++) { s = s * 1664525u + 1013904223u; w[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.1f; }
+    for (int i = 0; i < M * K; i++) { s = s * 1664525u + 1013904223u; x[i] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 6.0f; }
+    for (int n = 0; n < N; n++) bias[n] = 0.01f * (float)n - 0.1f;
+    qp_linear_options o;
+    qp_linear_options_init(&o);
+    o.act_dtype = QP_DTYPE_F32;
+    for (int which = 0; which < 3; which++) {
+        qp_scheme sc;
+        if (which == 0) mk(&sc, QP_SCHEME_W8A8_INT8, QP_DTYPE_I8, 0, QP_DTYPE_I8);
+        else if (which == 1) { mk(&sc, QP_SCHEME_W4A16_INT4, QP_DTYPE_I4, 32, QP_DTYPE_NONE); sc.pack_method = QP_PACK_REORDER; }
+        else mk(&sc, QP_SCHEME_NVFP4, QP_DTYPE_F4_E2M1, 16, QP_DTYPE_F4_E2M1);
+        qp_qweights *q = NULL;
+        CHECK(!qp_quantize_weights(ctx, &sc, w, N, K, NULL, &q), "%s", qp_last_error(ctx));
+        if (!q) continue;
+        qp_tensor t[8];
+        size_t nt = qp_qweights_count(q);
+        for (size_t i = 0; i < nt; i++) qp_qweights_get(q, i, &t[i]);
+        t[nt++] = (qp_tensor){"bias", QP_DTYPE_F32, 1, {N}, bias};
+        qp_linear *lin = NULL;
+        CHECK(!qp_linear_create(cpu, &sc, N, K, t, nt, &o, &lin), "scheme %d: %s", which, qp_last_error(ctx));
+        if (!lin) { qp_qweights_destroy(q); continue; }
+        CHECK(qp_linear_out_dtype(lin) == QP_DTYPE_F32, "out dtype");
+        memcpy(&y1[M * N], "GARD", 4);
+        CHECK(!qp_linear_forward(lin, x, M, y1), "%s", qp_last_error(ctx));
+        CHECK(!memcmp(&y1[M * N], "GARD", 4), "scheme %d: wrote past y", which);
+        qp_status st = QP_ERR_INTERNAL;
+        if (which == 0) {
+            float wsc[N];
+            for (int n = 0; n < N; n++) wsc[n] = ((const float *)t[1].data)[n];
+            qp_ref_int8_args a = {QP_DTYPE_F32, x, M, K, N, t[0].data, wsc, 1, 0, 1, 0, 0, bias};
+            st = qp_ref_w8a8_int8_forward(ctx, &a, y2);
+        } else if (which == 1) {
+            /* vLLM's fp32 weight_scale param [K/32][8*ceil(N/8)]: the
+             * checkpoint's fp16 [K/32][N] copied in, zero-padded */
+            float scf[K / 32 * 24] = {0};
+            for (int g = 0; g < K / 32; g++)
+                for (int n = 0; n < N; n++) scf[g * 24 + n] = qp_format_decode(QP_DTYPE_F16, ((const uint16_t *)t[1].data)[g * N + n]);
+            qp_ref_w4a16_args a = {QP_DTYPE_F32, x, M, K, N, t[0].data, NULL, scf, 32, 1, QP_PACK_REORDER, bias};
+            st = qp_ref_w4a16_forward(ctx, &a, y2);
+        } else {
+            qp_ref_nvfp4_args a = {QP_DTYPE_F32, x, M, K, N, t[0].data, t[1].data, *(const float *)t[2].data,
+                                   *(const float *)t[3].data, bias};
+            st = qp_ref_nvfp4_forward(ctx, &a, y2);
+        }
+        CHECK(st == QP_OK, "direct %d: %s", which, qp_last_error(ctx));
+        CHECK(!memcmp(y1, y2, sizeof y2), "scheme %d: qp_linear fp32 differs from the direct reference call", which);
+        /* device buffers sized for 2-byte elements are too small now */
+        qp_buffer *bx = NULL, *by = NULL;
+        CHECK(!qp_buffer_create(cpu, (size_t)M * K * 2, &bx) && !qp_buffer_create(cpu, (size_t)M * N * 4, &by), "buffers");
+        st = qp_linear_forward_buffers(lin, bx, M, by);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(ctx), "buffers too small"), "2-byte x buffer: %s", qp_last_error(ctx));
+        qp_buffer_destroy(bx);
+        bx = NULL;
+        CHECK(!qp_buffer_create(cpu, (size_t)M * K * 4, &bx) && !qp_buffer_upload(bx, 0, x, sizeof x), "x buffer");
+        CHECK(!qp_linear_forward_buffers(lin, bx, M, by) && !qp_buffer_download(by, 0, y2, sizeof y2) &&
+                  !memcmp(y1, y2, sizeof y2), "scheme %d: forward_buffers differs", which);
+        qp_buffer_destroy(bx);
+        qp_buffer_destroy(by);
+        /* an fp16 bias with fp32 activations is a dtype error naming it */
+        t[nt - 1].dtype = QP_DTYPE_F16;
+        qp_linear *bad = NULL;
+        st = qp_linear_create(cpu, &sc, N, K, t, nt, &o, &bad);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(ctx), "'bias' must be f32"), "f16 bias: %s", qp_last_error(ctx));
+        /* every other device refuses F32 with QP_ERR_UNSUPPORTED */
+        t[nt - 1].dtype = QP_DTYPE_F32;
+        size_t nd = 0;
+        qp_device_count(ctx, &nd);
+        for (size_t i = 0; i < nd; i++) {
+            qp_device *dev;
+            qp_device_info info = {.struct_size = sizeof info};
+            if (qp_device_get(ctx, i, &dev) || qp_device_get_info(dev, &info) || !strcmp(info.backend, "cpu")) continue;
+            st = qp_linear_create(dev, &sc, N, K, t, nt, &o, &bad);
+            CHECK(st == QP_ERR_UNSUPPORTED && bad == NULL && strstr(qp_last_error(ctx), "fp32 activations run on the cpu reference only"),
+                  "%s: %s %s", info.backend, qp_status_str(st), qp_last_error(ctx));
+            if (which == 0) printf("%s:%d refuses fp32 activations: %s\n", info.backend, info.index, qp_last_error(ctx));
+        }
+        qp_linear_destroy(lin);
+        qp_qweights_destroy(q);
+    }
+    /* QQQ: vLLM's message for a float32 model */
+    case_layer l;
+    char err[256];
+    CHECK(!case_layer_make(ctx, case_scheme_find("qqq-channel"), 64, 128, QP_DTYPE_F16, 1, NULL, 0, &l, err, sizeof err), "%s", err);
+    qp_linear *lin = NULL;
+    size_t nt = 0;
+    qp_tensor t[8];
+    for (size_t i = 0; i < l.n_tensors; i++)
+        if (strcmp(l.tensors[i].name, "bias")) t[nt++] = l.tensors[i];
+    qp_status st = qp_linear_create(cpu, &l.scheme, 64, 128, t, nt, &o, &lin);
+    CHECK(st == QP_ERR_VALUE && strstr(qp_last_error(ctx), "The params dtype must be float16, but got torch.float32"), "%s",
+          qp_last_error(ctx));
+    case_layer_free(&l);
+}
+
 static void env_and_specs(void) {
     struct { const char *var, *val; } bad[] = {
         {"QPORT_BACKENDS", "cpu,vulkn"}, {"QPORT_BACKENDS", "cpu,cpu"}, {"QPORT_DEVICE", "vulkan:x"},
@@ -194,6 +312,7 @@ int main(void) {
     qp_context_create(&ctx);
     same_as_direct_int8();
     bad_tensors();
+    fp32_layers();
     env_and_specs();
     threads();
     qp_context_destroy(ctx);

@@ -22,13 +22,14 @@ static float absmax(const float *v, size_t n) {
 static int run(qp_dtype d, int M, int K, int N, int with_bias) {
     float *wf = malloc(sizeof(float) * N * K), *xf = malloc(sizeof(float) * M * K);
     uint8_t *codes = malloc(N * K), *packed = malloc(N * K / 2), *sf = malloc(N * K / 16);
-    uint16_t *x = malloc(2 * M * K), *y = malloc(2 * M * N), *bias = malloc(2 * N);
+    size_t es = tu_esize(d);
+    void *x = malloc(es * M * K), *y = malloc(es * M * N), *bias = malloc(es * N);
     for (int i = 0; i < N * K; i++) wf[i] = frand() * (1 + i % 4) * 0.05f;
     for (int i = 0; i < M * K; i++) {
-        x[i] = (uint16_t)qp_format_encode(d, frand() * (i % 5 ? 3.0f : 0.2f));
-        xf[i] = qp_format_decode(d, x[i]);
+        tu_put(d, x, i, frand() * (i % 5 ? 3.0f : 0.2f));
+        xf[i] = (float)tu_get(d, x, i);
     }
-    for (int i = 0; i < N; i++) bias[i] = (uint16_t)qp_format_encode(d, frand());
+    for (int i = 0; i < N; i++) tu_put(d, bias, i, frand());
     /* weights quantized the way an NVFP4 checkpoint is made: global scale
      * 448*6/amax, so weight_scale_2 = amax/(448*6) */
     float gw = 448.0f * 6.0f / absmax(wf, (size_t)N * K);
@@ -38,7 +39,7 @@ static int run(qp_dtype d, int M, int K, int N, int with_bias) {
     qp_ref_nvfp4_args a = {d, x, M, K, N, packed, sf, ws2, is2, with_bias ? bias : NULL};
     int bad = 0;
     if (qp_ref_nvfp4_forward(NULL, &a, y) != QP_OK) { bad = -1; goto out; }
-    double u = d == QP_DTYPE_F16 ? ldexp(1, -11) : ldexp(1, -8);
+    double u = tu_unit(d);
     float g = 1.0f / is2;
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
@@ -53,8 +54,8 @@ static int run(qp_dtype d, int M, int K, int N, int with_bias) {
                 mag += fabs(xv * wv);
                 qerr += fabs(wv) * (0.25 * s + 0.25 * fabs(xv) + fmax(0, fabs(xv) - 6 * s));
             }
-            double b = with_bias ? qp_format_decode(d, bias[n]) : 0;
-            double got = qp_format_decode(d, y[m * N + n]);
+            double b = with_bias ? tu_get(d, bias, n) : 0;
+            double got = tu_get(d, y, (size_t)m * N + n);
             double bound = qerr * (1 + 2 * u) + mag * 2 * u + (fabs(ref) + qerr) * u + fabs(ref + b) * u + 1e-5;
             if (!(fabs(got - (ref + b)) <= bound)) {
                 if (bad++ < 3) fprintf(stderr, "  m %d n %d got %g ref %g bound %g\n", m, n, got, ref + b, bound);
@@ -72,6 +73,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < 3; i++) {
         CHECK(run(QP_DTYPE_F16, Ms[i], 128, 24, i & 1) == 0, "fp16 M %d", Ms[i]);
         CHECK(run(QP_DTYPE_BF16, Ms[i], 48, 40, !(i & 1)) == 0, "bf16 M %d", Ms[i]);
+        CHECK(run(QP_DTYPE_F32, Ms[i], 96, 24, i & 1) == 0, "f32 M %d", Ms[i]);
     }
     /* hand case: 16 weights of 1.0 (code 2, e4m3 1.0 = 0x38, scale_2 1);
      * x = 1.0, input_scale_2 = 1: sf = e4m3(1/6) = 0.171875, 1/0.171875 =
@@ -96,8 +98,14 @@ int main(int argc, char **argv) {
     CHECK(qp_ref_nvfp4_forward(ctx, &a, y) == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(ctx), "input_scale_2"),
           "zero input scale: %s", qp_last_error(ctx));
     a.input_scale_2 = 1.0f;
-    a.dtype = QP_DTYPE_F32;
-    CHECK(qp_ref_nvfp4_forward(ctx, &a, y) == QP_ERR_INVALID_ARGUMENT, "f32 activations");
+    /* fp32: the hand case again, and the bias added in fp32: 16.5 + 0.1 is
+     * the fp32 sum, not rounded to fp16 (16.59375) */
+    float xf[16], yf[1], bf[1] = {0.1f};
+    for (int i = 0; i < 16; i++) xf[i] = 1.0f;
+    qp_ref_nvfp4_args f = {QP_DTYPE_F32, xf, 1, 16, 1, w, s, 1.0f, 1.0f, bf};
+    CHECK(qp_ref_nvfp4_forward(ctx, &f, yf) == QP_OK && yf[0] == 16.5f + 0.1f, "f32 16.6: %a", yf[0]);
+    a.dtype = QP_DTYPE_F8_E4M3FN;
+    CHECK(qp_ref_nvfp4_forward(ctx, &a, y) == QP_ERR_INVALID_ARGUMENT, "fp8 activations");
     qp_context_destroy(ctx);
     return tu_finish("test_ref_nvfp4");
 }

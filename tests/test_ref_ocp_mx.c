@@ -30,32 +30,33 @@ static void pack(qp_dtype w, const uint8_t *codes, int N, int K, uint8_t *out) {
 static int run(qp_dtype d, qp_dtype we, qp_ocp_mx_act act, int M, int K, int N, int with_bias) {
     float *wf = malloc(sizeof(float) * N * K), *wd = malloc(sizeof(float) * N * K);
     uint8_t *codes = malloc(N * K), *packed = malloc(N * K), *sc = malloc(N * K / 32);
-    uint16_t *x = malloc(2 * M * K), *y = malloc(2 * M * N), *bias = malloc(2 * N);
+    size_t es = tu_esize(d);
+    void *x = malloc(es * M * K), *y = malloc(es * M * N), *bias = malloc(es * N);
     for (int i = 0; i < N * K; i++) wf[i] = frand() * (1 + i % 4) * 0.05f;
-    for (int i = 0; i < M * K; i++) x[i] = (uint16_t)qp_format_encode(d, frand() * (i % 7 ? 3.0f : 0.01f));
-    for (int i = 0; i < N; i++) bias[i] = (uint16_t)qp_format_encode(d, frand());
+    for (int i = 0; i < M * K; i++) tu_put(d, x, i, frand() * (i % 7 ? 3.0f : 0.01f));
+    for (int i = 0; i < N; i++) tu_put(d, bias, i, frand());
     qp_quant_mx(NULL, we, wf, N, K, codes, sc);
     qp_dequant_mx(NULL, we, codes, sc, N, K, wd);
     pack(we, codes, N, K, packed);
     qp_ref_ocp_mx_args a = {d, x, M, K, N, we, packed, sc, 0, act, with_bias ? bias : NULL};
     int bad = 0;
     if (qp_ref_ocp_mx_forward(NULL, &a, y) != QP_OK) { bad = -1; goto out; }
-    double u = d == QP_DTYPE_F16 ? ldexp(1, -11) : ldexp(1, -8);
+    double u = tu_unit(d);
     qp_dtype ae = act_elem(act);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
-            double ref = with_bias ? qp_format_decode(d, bias[n]) : 0, mag = 0, qerr = 0;
+            double ref = with_bias ? tu_get(d, bias, n) : 0, mag = 0, qerr = 0;
             for (int k = 0; k < K; k++) {
-                double xv = qp_format_decode(d, x[m * K + k]), wv = wd[n * K + k];
+                double xv = tu_get(d, x, (size_t)m * K + k), wv = wd[n * K + k];
                 ref += xv * wv;
                 mag += fabs(xv * wv);
                 if (ae != QP_DTYPE_NONE) {
                     double A = 0;
-                    for (int j = k / 32 * 32; j < k / 32 * 32 + 32; j++) A = fmax(A, fabs(qp_format_decode(d, x[m * K + j])));
+                    for (int j = k / 32 * 32; j < k / 32 * 32 + 32; j++) A = fmax(A, fabs(tu_get(d, x, (size_t)m * K + j)));
                     qerr += fabs(wv) * A * ldexp(1, -mbits(ae));
                 }
             }
-            double got = qp_format_decode(d, y[m * N + n]);
+            double got = tu_get(d, y, (size_t)m * N + n);
             double bound = qerr * (1 + 2 * u) + mag * 3 * u + fabs(ref) * u + 1e-6;
             if (!(fabs(got - ref) <= bound)) {
                 if (bad++ < 3) fprintf(stderr, "  m %d n %d got %g ref %g bound %g\n", m, n, got, ref, bound);
@@ -102,6 +103,11 @@ static void hand_cases(void) {
     uint8_t sbig[1] = {147};
     qp_ref_ocp_mx_args h = {QP_DTYPE_F16, xo, 1, 32, 1, QP_DTYPE_F4_E2M1, w, sbig, 0, QP_OCP_MX_ACT_NONE, NULL};
     CHECK(qp_ref_ocp_mx_forward(NULL, &h, y) == QP_OK && y[0] == 0x7800, "fp4 hmul saturation: %04x", y[0]);
+    /* fp32 holds 2^20 exactly (no fp16 saturation): 1.0 * 2^20 */
+    float xo32[32] = {1.0f}, y32[1];
+    qp_ref_ocp_mx_args h32 = h;
+    h32.dtype = QP_DTYPE_F32; h32.x = xo32;
+    CHECK(qp_ref_ocp_mx_forward(NULL, &h32, y32) == QP_OK && y32[0] == 0x1p20f, "fp32 scale 2^20: %a", y32[0]);
     h.w_elem = QP_DTYPE_F6_E2M3;
     h.weight = w6;
     CHECK(qp_ref_ocp_mx_forward(NULL, &h, y) == QP_OK && (y[0] & 0x7FFF) > 0x7C00, "fp6 fp16 scale overflow -> NaN: %04x", y[0]);
@@ -126,8 +132,8 @@ static void hand_cases(void) {
     b.w_elem = QP_DTYPE_F8_E5M2;
     CHECK(qp_ref_ocp_mx_forward(ctx, &b, y) == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(ctx), "weight"), "e5m2 weights");
     b.w_elem = QP_DTYPE_F6_E2M3;
-    b.dtype = QP_DTYPE_F32;
-    CHECK(qp_ref_ocp_mx_forward(ctx, &b, y) == QP_ERR_INVALID_ARGUMENT, "f32 activations");
+    b.dtype = QP_DTYPE_I8;
+    CHECK(qp_ref_ocp_mx_forward(ctx, &b, y) == QP_ERR_INVALID_ARGUMENT, "int8 activations");
     b.dtype = QP_DTYPE_BF16;
     b.scale_rows = 2;
     CHECK(qp_ref_ocp_mx_forward(ctx, &b, y) == QP_ERR_INVALID_ARGUMENT, "per_block fp6");
@@ -153,6 +159,8 @@ int main(int argc, char **argv) {
             CHECK(r == 0, "fp16 w %s act %d M %d: %d", qp_dtype_name(combos[c].w), (int)combos[c].a, Ms[i], r);
             r = run(QP_DTYPE_BF16, combos[c].w, combos[c].a, Ms[i], 96, 40, !i);
             CHECK(r == 0, "bf16 w %s act %d M %d: %d", qp_dtype_name(combos[c].w), (int)combos[c].a, Ms[i], r);
+            r = run(QP_DTYPE_F32, combos[c].w, combos[c].a, Ms[i], 64, 16, i);
+            CHECK(r == 0, "f32 w %s act %d M %d: %d", qp_dtype_name(combos[c].w), (int)combos[c].a, Ms[i], r);
         }
     hand_cases();
     return tu_finish("test_ref_ocp_mx");

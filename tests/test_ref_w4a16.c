@@ -16,7 +16,8 @@ static int run(qp_dtype d, int M, int K, int N, int group, int sym, qp_pack_meth
     int *val = malloc(sizeof(int) * K * N);
     uint8_t *codes = malloc(K * N), *zc = malloc(G * N);
     int32_t *wp = malloc(sizeof(int32_t) * K * nc), *zp = malloc(sizeof(int32_t) * G * nc);
-    uint16_t *sc = calloc((size_t)G * ss, 2), *x = malloc(2 * M * K), *y = malloc(2 * M * N), *bias = malloc(2 * N);
+    size_t es = tu_esize(d); /* scales, x, bias and y in the params dtype */
+    void *sc = calloc((size_t)G * ss, es), *x = malloc(es * M * K), *y = malloc(es * M * N), *bias = malloc(es * N);
     for (int i = 0; i < G * N; i++) zc[i] = (uint8_t)(rnd() % 16);
     for (int k = 0; k < K; k++)
         for (int n = 0; n < N; n++) {
@@ -25,9 +26,9 @@ static int run(qp_dtype d, int M, int K, int N, int group, int sym, qp_pack_meth
             val[k * N + n] = sym ? (c >= 8 ? c - 16 : c) : c - zc[(k / g) * N + n];
         }
     for (int i = 0; i < G; i++)
-        for (int n = 0; n < N; n++) sc[i * ss + n] = (uint16_t)qp_format_encode(d, 0.01f * (1.0f + frand() * 0.5f));
-    for (int i = 0; i < M * K; i++) x[i] = (uint16_t)qp_format_encode(d, frand() * 2.0f);
-    for (int n = 0; n < N; n++) bias[n] = (uint16_t)qp_format_encode(d, frand());
+        for (int n = 0; n < N; n++) tu_put(d, sc, (size_t)i * ss + n, 0.01f * (1.0f + frand() * 0.5f));
+    for (int i = 0; i < M * K; i++) tu_put(d, x, i, frand() * 2.0f);
+    for (int n = 0; n < N; n++) tu_put(d, bias, n, frand());
     CHECK(qp_pack_int4_quark(codes, K, N, pack, wp) == QP_OK, "pack");
     CHECK(qp_pack_int4_quark(zc, G, N, pack, zp) == QP_OK, "pack zp");
     qp_ref_w4a16_args a = {d, x, M, K, N, wp, sym ? NULL : zp, sc, group, sym, told, bias};
@@ -35,11 +36,11 @@ static int run(qp_dtype d, int M, int K, int N, int group, int sym, qp_pack_meth
     int bad = 0;
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
-            double acc = qp_format_decode(d, bias[n]);
+            double acc = tu_get(d, bias, n);
             for (int k = 0; k < K; k++)
-                acc += (double)qp_format_decode(d, x[m * K + k]) * val[k * N + n] * qp_format_decode(d, sc[(k / g) * ss + n]);
-            double got = qp_format_decode(d, y[m * N + n]);
-            double ulp = ldexp(fmax(fabs(acc), 1e-30), d == QP_DTYPE_F16 ? -10 : -7);
+                acc += tu_get(d, x, (size_t)m * K + k) * val[k * N + n] * tu_get(d, sc, (size_t)(k / g) * ss + n);
+            double got = tu_get(d, y, (size_t)m * N + n);
+            double ulp = fmax(fabs(acc), 1e-30) * 2 * tu_unit(d); /* one output rounding */
             if (fabs(got - acc) > ulp) bad++;
         }
     free(val); free(codes); free(zc); free(wp); free(zp); free(sc); free(x); free(y); free(bias);
@@ -56,6 +57,9 @@ int main(int argc, char **argv) {
                 qp_pack_method pm = p ? QP_PACK_REORDER : QP_PACK_ORDER;
                 int bad = run(gi % 2 ? QP_DTYPE_BF16 : QP_DTYPE_F16, 1 + gi * 5, 256, 20 + 8 * gi, groups[gi], sym, pm, pm);
                 CHECK(bad == 0, "group %d sym %d pack %d: %d outputs off", groups[gi], sym, p, bad);
+                /* fp32 model: fp32 scales (params dtype), x, bias and y */
+                bad = run(QP_DTYPE_F32, 2 + gi * 3, 128 + 64 * (gi % 2), 12 + 8 * gi, groups[gi], sym, pm, pm);
+                CHECK(bad == 0, "f32 group %d sym %d pack %d: %d outputs off", groups[gi], sym, p, bad);
             }
     /* packing order matters: a reorder checkpoint read as order is wrong */
     CHECK(run(QP_DTYPE_F16, 2, 128, 16, 128, 1, QP_PACK_REORDER, QP_PACK_ORDER) > 0, "order mix-up must be detected");

@@ -41,5 +41,40 @@ int main(int argc, char **argv) {
     CHECK(!qp_device_pick(ctx, NULL, &d), "the cpu reference still picks");
     CHECK(qp_device_find(ctx, "cuda", &d) == QP_ERR_NOT_FOUND, "no cuda device");
     qp_context_destroy(ctx);
+
+    /* one GPU through two APIs: listed twice, the Vulkan entry ranks first
+     * (discrete Vulkan > discrete OpenCL > the reference), the OpenCL one
+     * is marked same_as and never picked */
+    if (argc > 2) {
+        setenv("QPORT_BACKEND_PATH", argv[2], 1);
+        qp_context_create(&ctx);
+        CHECK(!qp_device_count(ctx, &n) && n == 3, "twin devices %zu", n);
+        qp_device_info di[3];
+        for (size_t i = 0; i < 3 && i < n; i++) {
+            qp_device_get(ctx, i, &d);
+            di[i].struct_size = sizeof di[i];
+            qp_device_get_info(d, &di[i]);
+        }
+        CHECK(n == 3 && !strcmp(di[0].backend, "vulkan") && !strcmp(di[1].backend, "opencl") && !strcmp(di[2].backend, "cpu"),
+              "order %s %s %s", di[0].backend, di[1].backend, di[2].backend);
+        CHECK(n == 3 && !di[0].same_as[0] && !strcmp(di[1].same_as, "vulkan:0"), "same_as '%s'", di[1].same_as);
+        qp_scheme s_int8 = {.struct_size = sizeof s_int8, .kind = QP_SCHEME_W8A8_INT8};
+        qp_scheme s_qqq = {.struct_size = sizeof s_qqq, .kind = QP_SCHEME_QQQ_W4A8};
+        qp_device_info pi = {.struct_size = sizeof pi};
+        CHECK(!qp_device_pick(ctx, &s_int8, &d) && !qp_device_get_info(d, &pi) && !strcmp(pi.backend, "vulkan"), "pick int8: %s", pi.backend);
+        CHECK(!qp_device_pick(ctx, &s_qqq, &d) && !qp_device_get_info(d, &pi) && !strcmp(pi.backend, "cpu"), "pick qqq (fake says unsupported): %s", pi.backend);
+        CHECK(!qp_device_find(ctx, "twin", &d) && !qp_device_get_info(d, &pi) && !strcmp(pi.backend, "vulkan"), "substring");
+        qp_context_destroy(ctx);
+        /* a visible-device filter hides the rest */
+        setenv("QPORT_VISIBLE_DEVICES", "opencl:0", 1);
+        setenv("QPORT_BACKENDS", "opencl,vulkan", 1);
+        qp_context_create(&ctx);
+        CHECK(!qp_device_count(ctx, &n) && n == 1, "visible: %zu", n);
+        CHECK(!qp_device_pick(ctx, &s_int8, &d) && !qp_device_get_info(d, &pi) && !strcmp(pi.backend, "opencl") && !pi.same_as[0],
+              "only opencl visible: %s", pi.backend);
+        qp_context_destroy(ctx);
+        unsetenv("QPORT_VISIBLE_DEVICES");
+        unsetenv("QPORT_BACKENDS");
+    }
     return tu_finish("registry-faults");
 }

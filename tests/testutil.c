@@ -69,3 +69,16 @@ int tu_finish(const char *name) {
     printf("%s: all checks passed\n", name);
     return 0;
 }
+
+size_t tu_esize(qp_dtype d) { return d == QP_DTYPE_F32 ? 4 : 2; }
+
+void tu_put(qp_dtype d, void *p, size_t i, float v) {
+    if (d == QP_DTYPE_F32) ((float *)p)[i] = v;
+    else ((uint16_t *)p)[i] = (uint16_t)qp_format_encode(d, v);
+}
+
+double tu_get(qp_dtype d, const void *p, size_t i) {
+    return d == QP_DTYPE_F32 ? (double)((const float *)p)[i] : (double)qp_format_decode(d, ((const uint16_t *)p)[i]);
+}
+
+double tu_unit(qp_dtype d) { return d == QP_DTYPE_F16 ? 0x1p-11 : d == QP_DTYPE_BF16 ? 0x1p-8 : 0x1p-24; }

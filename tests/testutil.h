@@ -20,6 +20,16 @@ void tu_expect_error(const qp_config *cfg, qp_context *ctx, const char *layer, q
 char *tu_read_file(const char *path, size_t *len);
 int tu_finish(const char *name);
 
+/* Activation-dtype arrays as the reference forwards take them: F16/BF16
+ * as uint16_t bits, F32 as float. */
+size_t tu_esize(qp_dtype d);
+/* Element i := v (rounded RNE for F16/BF16). */
+void tu_put(qp_dtype d, void *p, size_t i, float v);
+/* Element i, exactly. */
+double tu_get(qp_dtype d, const void *p, size_t i);
+/* Unit roundoff of d: 2^-11 (F16), 2^-8 (BF16), 2^-24 (F32). */
+double tu_unit(qp_dtype d);
+
 #define EXPECT(cfg, ctx, layer, kind, o, st, m, s, wk, ak) tu_expect(cfg, ctx, layer, kind, o, st, m, s, wk, ak, __FILE__, __LINE__)
 #define EXPECT_ERR(cfg, ctx, layer, kind, o, st, msg) tu_expect_error(cfg, ctx, layer, kind, o, st, msg, __FILE__, __LINE__)
 #endif

@@ -81,12 +81,15 @@ int cmd_demo_model(int argc, char **argv) {
             k++;
         }
         snprintf(names[k], 128, "model.layers.%d.input_layernorm.weight", l);
-        t[k++] = (qp_tensor){names[k - 1], QP_DTYPE_F16, 1, {c.hidden}, ones};
+        t[k] = (qp_tensor){names[k], QP_DTYPE_F16, 1, {c.hidden}, ones};
+        k++;
         snprintf(names[k], 128, "model.layers.%d.post_attention_layernorm.weight", l);
-        t[k++] = (qp_tensor){names[k - 1], QP_DTYPE_F16, 1, {c.hidden}, ones};
+        t[k] = (qp_tensor){names[k], QP_DTYPE_F16, 1, {c.hidden}, ones};
+        k++;
     }
     snprintf(names[k], 128, "model.norm.weight");
-    t[k++] = (qp_tensor){names[k - 1], QP_DTYPE_F16, 1, {c.hidden}, ones};
+    t[k] = (qp_tensor){names[k], QP_DTYPE_F16, 1, {c.hidden}, ones};
+    k++;
     for (size_t i = 0; i < k; i++)
         if (!t[i].data) rc = 1;
     qp_context *ctx;

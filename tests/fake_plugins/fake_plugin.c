@@ -1,6 +1,12 @@
 /* Broken and empty plugins for the registry's fault tests, one per mode:
  * FAKE_WRONG_ABI (as libqport-vk.so), FAKE_NO_DEVICES (libqport-cl.so),
- * FAKE_INIT_FAILS (libqport-cuda.so). */
+ * FAKE_INIT_FAILS (libqport-cuda.so); and FAKE_TWIN=<backend name>: one
+ * discrete GPU with a fixed UUID, built as both libqport-vk.so and
+ * libqport-cl.so, so the registry must list it once (same UUID) and rank
+ * the Vulkan entry first. */
+#include <stdio.h>
+#include <string.h>
+
 #include "backend.h"
 
 __attribute__((unused)) static qp_status init_ok(const qp_host *h, void **state) {
@@ -13,9 +19,31 @@ __attribute__((unused)) static qp_status init_fail(const qp_host *h, void **stat
     return h->error(h->ctx, QP_ERR_DEVICE, "fake: driver refused to initialise (error -3)");
 }
 static void shutdown_(void *s) { (void)s; }
-static int count0(void *s) { (void)s; return 0; }
-static void *get_none(void *s, int i) { (void)s; (void)i; return 0; }
+__attribute__((unused)) static int count0(void *s) { (void)s; return 0; }
+__attribute__((unused)) static void *get_none(void *s, int i) { (void)s; (void)i; return 0; }
 
+#if defined(FAKE_TWIN)
+static int count1(void *s) { (void)s; return 1; }
+static void *get_one(void *s, int i) { return i == 0 ? s : 0; }
+static qp_status info(void *dev, qp_device_info *o) {
+    (void)dev;
+    snprintf(o->name, sizeof o->name, "Fake Twin GPU");
+    o->kind = QP_DEVICE_DISCRETE_GPU;
+    memset(o->uuid, 0xAB, 16);
+    o->has_uuid = 1;
+    o->memory_bytes = (uint64_t)8 << 30;
+    return QP_OK;
+}
+static qp_status supports(void *dev, const qp_scheme *s, int M, int N, int K, qp_support_info *out) {
+    (void)dev; (void)M; (void)N; (void)K;
+    out->level = s->kind == QP_SCHEME_W8A8_INT8 ? QP_SUPPORT_NATIVE : QP_SUPPORT_UNSUPPORTED;
+    return QP_OK;
+}
+static const qp_backend_ops ops = {
+    QP_BACKEND_ABI_VERSION, sizeof(qp_backend_ops), FAKE_TWIN, init_ok, shutdown_, count1, get_one, info, supports,
+    0, 0, 0, 0, 0, 0, 0, 0, 0,
+};
+#else
 static const qp_backend_ops ops = {
 #if defined(FAKE_WRONG_ABI)
     QP_BACKEND_ABI_VERSION + 41, sizeof(qp_backend_ops), "vulkan", init_ok,
@@ -26,5 +54,6 @@ static const qp_backend_ops ops = {
 #endif
     shutdown_, count0, get_none, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
+#endif
 
 __attribute__((visibility("default"))) const qp_backend_ops *qp_backend_entry(void) { return &ops; }
