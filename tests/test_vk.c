@@ -562,10 +562,6 @@ int main(void) {
         mkdir(cache_dir, 0777);
     }
 
-    /* The loader unloads the ICD at vkDestroyInstance; lavapipe keeps a
-     * process-lifetime allocation that LSan then cannot attribute to it
-     * (tests/lsan.supp names libvulkan_lvp.so). Keep it mapped if present. */
-    (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     void *lib = load_plugin();
     if (!lib) { printf("SKIP: libqport-vk.so not found in QPORT_BACKEND_PATH: %s\n", dlerror()); return 77; }
     void *sym = dlsym(lib, QP_BACKEND_ENTRY_SYMBOL);

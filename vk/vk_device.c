@@ -3,6 +3,7 @@
  * storageBuffer16BitAccess always, shaderIntegerDotProduct when present
  * (the OpSDot shader variants declare it; without it enabled the validation
  * layer reports VUID-VkShaderModuleCreateInfo-pCode-01091, TOOLCHAIN.md). */
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,6 +161,27 @@ static uint64_t env_u64(const char *name, uint64_t dflt) {
     return *end || !x ? dflt : (uint64_t)x;
 }
 
+/* Sanitizer builds only: lavapipe keeps one process-lifetime allocation,
+ * and the loader unloads the ICD at vkDestroyInstance, after which
+ * LeakSanitizer cannot name the module (tests/lsan.supp lists
+ * libvulkan_lvp.so). Marking the already-loaded ICD NODELETE keeps it
+ * nameable; RTLD_NOLOAD never loads anything new. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QP_VK_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define QP_VK_ASAN 1
+#endif
+static void pin_icd_for_lsan(VkDriverId id) {
+#ifdef QP_VK_ASAN
+    if (id == VK_DRIVER_ID_MESA_LLVMPIPE) (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+#else
+    (void)id;
+#endif
+}
+
 qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int index) {
     qp_vk_fns *f = &be->fn;
     VkPhysicalDeviceProperties props;
@@ -223,6 +245,7 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
     d->phys = phys;
     d->props = props;
     d->queue_family = qfam;
+    pin_icd_for_lsan(drv.driverID);
     memcpy(d->driver_name, drv.driverName, sizeof d->driver_name);
     memcpy(d->driver_info, drv.driverInfo, sizeof d->driver_info);
     memcpy(d->uuid, idp.deviceUUID, VK_UUID_SIZE);
