@@ -466,7 +466,14 @@ static void test_faults(void) {
     CHECK(ops->device_supports(dev, &s, 1, 4, 16, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED &&
           strstr(si.reason, "not yet implemented on vulkan"), "supports NVFP4: %s", si.reason);
     s.kind = QP_SCHEME_W8A8_INT8;
-    CHECK(ops->device_supports(dev, &s, 1, 4, 16, &si) == QP_OK && si.level == QP_SUPPORT_NATIVE, "supports int8");
+    qp_device_info info = {.struct_size = sizeof info};
+    ops->device_info(dev, &info);
+    CHECK(ops->device_supports(dev, &s, 1, 4, 16, &si) == QP_OK &&
+          si.level == (info.caps.int_dot_accelerated ? QP_SUPPORT_NATIVE : QP_SUPPORT_EMULATED), "supports int8: %s",
+          si.reason);
+    s.kind = QP_SCHEME_W8A8_FP8;
+    CHECK(ops->device_supports(dev, &s, 1, 4, 16, &si) == QP_OK && si.level == QP_SUPPORT_EMULATED &&
+          strstr(si.reason, "fp8"), "supports fp8: %s", si.reason);
     d.kind = QP_SCHEME_W8A8_INT8;
     d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
     d.act_symmetric = 1;
