@@ -11,7 +11,6 @@ layout(constant_id = 0) const uint WG = 64;
 // 0 int8 static sym, 1 int8 static asym, 2 int8 dynamic sym, 3 int8 dynamic
 // asym, 4 fp8 static, 5 fp8 dynamic tensor, 6 fp8 dynamic token
 layout(constant_id = 1) const uint MODE = 0;
-layout(constant_id = 2) const bool IS_BF16 = false;
 layout(local_size_x_id = 0) in;
 
 layout(std430, binding = 0) readonly buffer X { uint16_t x[]; };

@@ -7,7 +7,6 @@
 #include "vk_common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
-layout(constant_id = 2) const bool IS_BF16 = false;
 layout(local_size_x_id = 0) in;
 
 layout(std430, binding = 0) readonly buffer X { uint16_t x[]; };

@@ -20,4 +20,20 @@ int dot4(uint a, uint b) {
 }
 #endif
 int dot16(uvec4 a, uvec4 b) { return dot4(a.x, b.x) + dot4(a.y, b.y) + dot4(a.z, b.z) + dot4(a.w, b.w); }
+
+// QQQ's packed int4 weights (vk_linear.c): one word holds k = 8j..8j+3 in the
+// low nibbles of its bytes and k = 8j+4..8j+7 in the high nibbles.
+// Per-channel, the int8 weight is 16 * q4 (spec 5.5 step 2): the nibble moved
+// to the high half of its byte. Grouped, a 16-byte table per (column, group)
+// maps the code to the exact int8 weight (wrap included).
+uint w4_channel(uint w, bool hi) { return hi ? (w & 0xF0F0F0F0u) : ((w & 0x0F0F0F0Fu) << 4); }
+uint lut_byte(uvec4 L, uint c) {
+    uint v = c < 8u ? (c < 4u ? L.x : L.y) : (c < 12u ? L.z : L.w);
+    return (v >> ((c & 3u) * 8u)) & 0xFFu;
+}
+uint w4_group(uint w, bool hi, uvec4 L) {
+    uint s = hi ? 4u : 0u;
+    return lut_byte(L, (w >> s) & 15u) | (lut_byte(L, (w >> (8u + s)) & 15u) << 8) |
+           (lut_byte(L, (w >> (16u + s)) & 15u) << 16) | (lut_byte(L, (w >> (24u + s)) & 15u) << 24);
+}
 #endif

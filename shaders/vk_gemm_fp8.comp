@@ -6,9 +6,6 @@
 #include "vk_layout.glsl"
 #include "vk_common.glsl"
 
-layout(constant_id = 2) const bool IS_BF16 = false;
-layout(constant_id = 3) const bool HAS_BIAS = false;
-layout(constant_id = 4) const uint EPI = 4;
 layout(local_size_x = 256) in;
 #define BM 64u
 #define BN 64u

@@ -7,9 +7,7 @@
 #include "vk_common.glsl"
 #include "vk_dot.glsl"
 
-layout(constant_id = 2) const bool IS_BF16 = false;
-layout(constant_id = 3) const bool HAS_BIAS = false;
-layout(constant_id = 4) const uint EPI = 0;
+layout(constant_id = 5) const bool GROUPED = false;   // W4: per-group tables
 layout(local_size_x = 256) in;
 #define BM 64u
 #define BN 64u
@@ -32,7 +30,24 @@ void main() {
             uint r = l / BKW, kk = l % BKW, kw = k0 + kk;
             uint gm = m0 + r, gn = n0 + r;
             As[kk][r] = (gm < pc.M && kw < pc.Kw) ? xq[gm * pc.Kw + kw] : 0u;
+#if W4
+            // QQQ packed int4 (vk_dot.glsl): word kw is the low (even kw) or
+            // high (odd kw) nibbles of packed word kw/2 of the row
+            uint bv = 0u;
+            if (gn < pc.n_count && kw < pc.Kw) {
+                uint hw = pc.Kw / 2u;
+                uint pw = w[gn * hw + kw / 2u];
+                if (GROUPED) {
+                    uint e = pc.n_count * hw + 4u * (gn * (pc.K / 128u) + kw / 32u);
+                    bv = w4_group(pw, (kw & 1u) != 0u, uvec4(w[e], w[e + 1u], w[e + 2u], w[e + 3u]));
+                } else {
+                    bv = w4_channel(pw, (kw & 1u) != 0u);
+                }
+            }
+            Bs[kk][r] = bv;
+#else
             Bs[kk][r] = (gn < pc.n_count && kw < pc.Kw) ? w[gn * pc.Kw + kw] : 0u;
+#endif
         }
         barrier();
         [[unroll]] for (uint kk = 0u; kk < BKW; kk++) {

@@ -8,12 +8,11 @@
 #include "vk_common.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
-layout(constant_id = 2) const bool IS_BF16 = false;
-layout(constant_id = 3) const bool HAS_BIAS = false;
-layout(constant_id = 4) const uint EPI = 4;
+// rows per dispatch (1, 2, 4, 8 or 16): the accumulators and the shared
+// reduction are sized for it, so decode (M = 1) keeps 1 KiB of shared memory
+layout(constant_id = 6) const uint MMAX = 16;
 layout(local_size_x_id = 0) in;
 #define NC 4u
-#define MMAX 16u
 
 layout(std430, binding = 1) readonly buffer XQ { uvec4 xq[]; };
 layout(std430, binding = 3) readonly buffer W { uvec4 w[]; };

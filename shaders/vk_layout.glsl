@@ -15,7 +15,16 @@ layout(push_constant) uniform PC {
     float input_scale;
     int input_zp;
     uint m_base;     // GEMV: first row of this slice of at most 16 rows
+    uint flags;      // PC_BF16 | PC_BIAS
+    uint epi;        // epilogue (vk_epilogue.glsl)
 } pc;
+
+// Uniform per-dispatch choices are push constants, not specialization
+// constants: one pipeline serves fp16/bf16, bias or not and every epilogue
+// (on lavapipe each pipeline costs a compile of a second or so).
+#define IS_BF16 ((pc.flags & 1u) != 0u)
+#define HAS_BIAS ((pc.flags & 2u) != 0u)
+#define EPI (pc.epi)
 
 // Row statistics and activation scales, 8 words per row:
 // 0 absmax, 1 min, 2 max (fp32 bits), 3 scale s_a (fp32 bits), 4 zero point.

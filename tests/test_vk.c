@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "backend.h"
@@ -76,7 +77,8 @@ static void *load_plugin(void) {
     for (char *save = NULL, *dir = strtok_r(buf, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
         char p[4200];
         snprintf(p, sizeof p, "%s/libqport-vk.so", dir);
-        void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL);
+        /* NODELETE: a leak in the plugin keeps its symbols for LSan */
+        void *h = dlopen(p, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
         if (h) return h;
     }
     return NULL;
@@ -305,14 +307,16 @@ static bool fp8_bound(const uint16_t *y, int M, int mi, void *ctx_, const char *
     if (d->act == QP_ACT_FP8_STATIC) { qp_quant_fp8_static(NULL, xf, (size_t)M * K, d->input_scale, xq); for (int m = 0; m < M; m++) sx[m] = d->input_scale; }
     else if (d->act == QP_ACT_FP8_DYNAMIC_TENSOR) { qp_quant_fp8_dynamic_tensor(NULL, xf, (size_t)M * K, xq, sx); for (int m = 1; m < M; m++) sx[m] = sx[0]; }
     else qp_quant_fp8_dynamic_token(NULL, xf, (size_t)M, (size_t)K, 0.0f, xq, sx);
+    static double f8[256];
+    if (f8[0x38] == 0.0)
+        for (int i = 0; i < 256; i++) f8[i] = qp_format_decode(QP_DTYPE_F8_E4M3FN, (uint32_t)i);
     bool ok = true;
     double gamma = (double)K * ldexp(1.0, -24) * 1.01;
     for (int m = 0; m < M && ok; m++)
         for (int n = 0; n < N && ok; n++) {
             double sabs = 0;
             for (int k = 0; k < K; k++)
-                sabs += fabs((double)qp_format_decode(QP_DTYPE_F8_E4M3FN, xq[(size_t)m * K + k]) *
-                             qp_format_decode(QP_DTYPE_F8_E4M3FN, d->w_u8[(size_t)n * K + k]));
+                sabs += fabs(f8[xq[(size_t)m * K + k]] * f8[d->w_u8[(size_t)n * K + k]]);
             uint16_t g = y[m * N + n], r = c->ref[mi][m * N + n];
             if (g == r) continue;
             double gv = dec(c->dt, g), rv = dec(c->dt, r);
@@ -346,12 +350,21 @@ static void test_fp8(qp_dtype dt, qp_act_mode act, bool bias, int K, int N, bool
     qp_fp8_act ract = act == QP_ACT_FP8_STATIC ? QP_FP8_ACT_STATIC
                       : act == QP_ACT_FP8_DYNAMIC_TENSOR ? QP_FP8_ACT_DYNAMIC_TENSOR : QP_FP8_ACT_DYNAMIC_TOKEN;
     uint16_t *ref[NM];
-    for (int i = 0; i < NM; i++) { /* dynamic-tensor scales depend on M: one reference per M */
+    /* dynamic-tensor scales depend on M: one reference per M; otherwise rows
+     * are independent and the M=256 reference serves every prefix */
+    bool per_m = act == QP_ACT_FP8_DYNAMIC_TENSOR;
+    for (int i = 0; i < NM; i++) {
+        ref[i] = NULL;
+        if (!per_m && i < NM - 1) continue;
         ref[i] = malloc(sizeof(uint16_t) * (size_t)Ms[i] * N);
         qp_ref_fp8_args a = {.dtype = dt, .x = x, .M = Ms[i], .K = K, .N = N, .w = w, .w_scale = ws, .w_per_channel = 1,
                              .act = ract, .input_scale = in_scale, .bias = bias ? bs : NULL};
         CHECK(qp_ref_w8a8_fp8_forward(NULL, &a, ref[i]) == QP_OK, "fp8 reference");
     }
+    uint16_t *ref_free[NM];
+    memcpy(ref_free, ref, sizeof ref);
+    if (!per_m)
+        for (int i = 0; i < NM - 1; i++) ref[i] = ref[NM - 1];
     qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_W8A8_FP8, .act_dtype = dt, .N = N, .K = K,
                      .layer = "fp8", .act = act, .input_scale = in_scale, .bias = bias ? bs : NULL, .w_u8 = w,
                      .w_scale = ws, .w_per_channel = 1};
@@ -361,8 +374,78 @@ static void test_fp8(qp_dtype dt, qp_act_mode act, bool bias, int K, int N, bool
              bias ? " bias" : "", identity ? " identity (exact)" : "", K, N);
     fp8_cmp c = {.dt = dt, .d = &d, .x = x, .ref = ref, .ms = Ms};
     run_paths(&d, paths, n_paths, Ms, NM, x, ref, dt, name, identity ? NULL : fp8_bound, &c);
-    for (int i = 0; i < NM; i++) free(ref[i]);
+    for (int i = 0; i < NM; i++) free(ref_free[i]);
     free(w); free(ws); free(bs); free(x);
+}
+
+/* ---- timing (informational) ----------------------------------------------------- */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Mean wall time of a forward (submit + wait included) for a prepared desc. */
+static void time_forward(qp_lin_desc *desc, unsigned path, int M, int reps, const char *name) {
+    void *lin = NULL, *xb = NULL, *yb = NULL;
+    if (ops->linear_prepare(dev, desc, path, &lin) != QP_OK ||
+        ops->buffer_alloc(dev, (size_t)M * desc->K * 2, &xb) != QP_OK ||
+        ops->buffer_alloc(dev, (size_t)M * desc->N * 2, &yb) != QP_OK) {
+        CHECK(0, "timing %s: %s", name, last_err);
+    } else {
+        uint16_t *x = calloc((size_t)M * desc->K, 2);
+        make_x(desc->act_dtype, x, M, desc->K, false);
+        ops->buffer_upload(dev, xb, 0, x, (size_t)M * desc->K * 2);
+        free(x);
+        char how[96];
+        ops->linear_describe(dev, lin, M, how, sizeof how);
+        ops->linear_forward(dev, lin, xb, M, yb); /* pipelines */
+        double t = now_s();
+        for (int r = 0; r < reps; r++) ops->linear_forward(dev, lin, xb, M, yb);
+        t = (now_s() - t) / reps;
+        printf("  %-28s M=%-4d %-34s %8.2f ms  %7.2f GB/s weights  %7.1f GOP/s\n", name, M, how, 1e3 * t,
+               (double)desc->N * desc->K * (desc->kind == QP_SCHEME_QQQ_W4A8 ? 0.5 : 1.0) / t * 1e-9,
+               2.0 * M * desc->N * desc->K / t * 1e-9);
+    }
+    ops->buffer_free(dev, xb);
+    ops->buffer_free(dev, yb);
+    if (lin) ops->linear_destroy(dev, lin);
+}
+
+static void timings(bool have_dot) {
+    int N = 4096, K = 4096;
+    size_t nk = (size_t)N * K;
+    int8_t *w = malloc(nk), *q4 = malloc(nk);
+    float *ws = malloc(sizeof(float) * N);
+    for (size_t i = 0; i < nk; i++) { w[i] = (int8_t)((int)(rnd() % 255) - 127); q4[i] = (int8_t)((int)(rnd() % 16) - 8); }
+    for (int n = 0; n < N; n++) ws[n] = 1e-3f;
+    int8_t *w8 = malloc(nk);
+    for (size_t i = 0; i < nk; i++) w8[i] = (int8_t)(16 * q4[i]);
+    qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_W8A8_INT8, .act_dtype = QP_DTYPE_F16, .N = N, .K = K,
+                     .layer = "timing", .act = QP_ACT_INT8_DYNAMIC_TOKEN, .act_symmetric = 1, .w_i8 = w, .w_scale = ws,
+                     .w_per_channel = 1};
+    qp_lin_desc q = {.struct_size = sizeof q, .kind = QP_SCHEME_QQQ_W4A8, .act_dtype = QP_DTYPE_F16, .N = N, .K = K,
+                     .layer = "timing-qqq", .act = QP_ACT_INT8_DYNAMIC_TOKEN, .act_symmetric = 1, .group_size = -1,
+                     .q4 = q4, .w8 = w8, .s_channel = ws};
+    printf("timings, 4096x4096 (informational; CPU-class devices say little about GPUs):\n");
+    if (getenv("QPORT_TEST_TIMING_DEBUG")) {
+        qp_lin_desc t = d;
+        t.N = 64; t.K = 64;
+        time_forward(&t, QP_PATH_NO_INT_DOT, 1, 5, "tiny 64x64");
+        t.N = 4096; t.K = 64;
+        time_forward(&t, QP_PATH_NO_INT_DOT, 1, 5, "N4096 K64");
+        t.N = 64; t.K = 4096;
+        time_forward(&t, QP_PATH_NO_INT_DOT, 1, 5, "N64 K4096");
+        time_forward(&d, QP_PATH_NO_INT_DOT | QP_PATH_TILED, 1, 5, "int8 tiled M=1");
+    }
+    time_forward(&d, QP_PATH_NO_INT_DOT, 1, 5, "int8 dyn-sym");
+    if (have_dot) time_forward(&d, QP_PATH_INT_DOT, 1, 5, "int8 dyn-sym");
+    time_forward(&q, QP_PATH_NO_INT_DOT, 1, 5, "qqq channel (int4)");
+    if (getenv("QPORT_TEST_TIMING")) { /* seconds each on lavapipe: opt-in */
+        time_forward(&d, QP_PATH_NO_INT_DOT, 256, 2, "int8 dyn-sym");
+        if (have_dot) time_forward(&d, QP_PATH_INT_DOT, 256, 2, "int8 dyn-sym");
+    }
+    free(w); free(q4); free(w8); free(ws);
 }
 
 /* ---- faults ---------------------------------------------------------------------- */
@@ -383,7 +466,14 @@ static void test_faults(void) {
     CHECK(ops->device_supports(dev, &s, 1, 4, 16, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED &&
           strstr(si.reason, "not yet implemented on vulkan"), "supports NVFP4: %s", si.reason);
     s.kind = QP_SCHEME_W8A8_INT8;
-    CHECK(ops->device_supports(dev, &s, 1, 4, 16, &si) == QP_OK && si.level == QP_SUPPORT_NATIVE, "supports int8");
+    qp_device_info info = {.struct_size = sizeof info};
+    ops->device_info(dev, &info);
+    CHECK(ops->device_supports(dev, &s, 1, 4, 16, &si) == QP_OK &&
+          si.level == (info.caps.int_dot_accelerated ? QP_SUPPORT_NATIVE : QP_SUPPORT_EMULATED), "supports int8: %s",
+          si.reason);
+    s.kind = QP_SCHEME_W8A8_FP8;
+    CHECK(ops->device_supports(dev, &s, 1, 4, 16, &si) == QP_OK && si.level == QP_SUPPORT_EMULATED &&
+          strstr(si.reason, "fp8"), "supports fp8: %s", si.reason);
     d.kind = QP_SCHEME_W8A8_INT8;
     d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
     d.act_symmetric = 1;
@@ -400,6 +490,19 @@ static void test_faults(void) {
     ops->buffer_free(dev, xb);
     ops->buffer_free(dev, yb);
     if (lin) ops->linear_destroy(dev, lin);
+    /* QQQ codes that contradict the int8 weights are refused */
+    int8_t q4[128 * 64], w8[128 * 64];
+    float sc[64];
+    for (int i = 0; i < 128 * 64; i++) { q4[i] = (int8_t)(i % 15 - 7); w8[i] = (int8_t)(16 * q4[i]); }
+    for (int n = 0; n < 64; n++) sc[n] = 1e-3f;
+    w8[5 * 128 + 3] ^= 1;
+    qp_lin_desc qd = {.struct_size = sizeof qd, .kind = QP_SCHEME_QQQ_W4A8, .act_dtype = QP_DTYPE_F16, .N = 64, .K = 128,
+                      .layer = "qqq-bad", .act = QP_ACT_INT8_DYNAMIC_TOKEN, .act_symmetric = 1, .group_size = -1,
+                      .q4 = q4, .w8 = w8, .s_channel = sc};
+    lin = NULL;
+    st = ops->linear_prepare(dev, &qd, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && !lin && strstr(last_err, "column 5, k 3"), "QQQ q4/w8: %d '%s'", (int)st,
+          last_err);
 }
 
 /* A device that lacks integer dot product (QPORT_VK_NO_INT_DOT=1): forcing
@@ -445,6 +548,7 @@ static void test_split(void) {
         static const unsigned paths[] = {QP_PATH_GEMV, QP_PATH_TILED};
         test_int8(QP_DTYPE_F16, false, false, true, true, 300, 129, paths, 2, ms, 4);
         test_fp8(QP_DTYPE_BF16, QP_ACT_FP8_DYNAMIC_TOKEN, true, 300, 129, false, paths, 2);
+        test_qqq(128, true, 256, 192, paths, 2); /* int4 codes + tables: 160 bytes a row, 8 chunks */
     }
     dev = saved;
     ops->shutdown(st2);
@@ -459,7 +563,11 @@ int main(void) {
     printf("test_vk: seed 0x%08x (QPORT_TEST_SEED)\n", seed);
     const char *val = getenv("QPORT_VK_VALIDATION");
     host.validation = val ? atoi(val) : 1;
-    snprintf(cache_dir, sizeof cache_dir, "%s", getenv("QPORT_TEST_CACHE_DIR") ? getenv("QPORT_TEST_CACHE_DIR") : "");
+    const char *cd = getenv("QPORT_CACHE_DIR");
+    if (cd && *cd && strcmp(cd, "off") != 0) {
+        snprintf(cache_dir, sizeof cache_dir, "%s", cd);
+        mkdir(cache_dir, 0777);
+    }
 
     void *lib = load_plugin();
     if (!lib) { printf("SKIP: libqport-vk.so not found in QPORT_BACKEND_PATH: %s\n", dlerror()); return 77; }
@@ -522,6 +630,18 @@ int main(void) {
     }
     printf("+4096x4096: %d cases, %.1f s\n", cases_run, (double)(clock() - t0) / CLOCKS_PER_SEC);
 
+    /* weights past maxStorageBufferRange for real (lavapipe: 128 MiB):
+     * 16400 x 8192 int8 = 134,348,800 bytes, split over two bindings */
+    if (!getenv("QPORT_TEST_SKIP_LARGE") && info.caps.max_buffer_bytes > 0 &&
+        info.caps.max_buffer_bytes <= ((int64_t)1 << 27) && info.memory_bytes >= ((uint64_t)1 << 30)) {
+        static const int ms[] = {1, 3};
+        static const unsigned paths[] = {QP_PATH_AUTO};
+        test_int8(QP_DTYPE_BF16, false, true, true, true, 8192, 16400, paths, 1, ms, 2);
+        printf("+8192x16400 (past maxStorageBufferRange): %d cases, %.1f s\n", cases_run,
+               (double)(clock() - t0) / CLOCKS_PER_SEC);
+    }
+
+    if (!getenv("QPORT_TEST_SKIP_TIMING")) timings(have_dot);
     test_split();
     test_faults();
     test_no_int_dot_device();
@@ -529,6 +649,11 @@ int main(void) {
 
     ops->shutdown(state);
     dlclose(lib);
+    if (*cache_dir) { /* the pipeline cache was saved under the driver's pipelineCacheUUID */
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "ls '%s'/vk-pipelines-*-test.bin >/dev/null 2>&1", cache_dir);
+        CHECK(system(cmd) == 0, "no pipeline cache file in %s", cache_dir);
+    }
     printf("test_vk: %d forward cases, %d failed; %u validation warnings/errors; %.1f s CPU\n", cases_run, cases_failed,
            validation_msgs, (double)(clock() - t0) / CLOCKS_PER_SEC);
     CHECK(validation_msgs == 0, "%u validation messages", validation_msgs);

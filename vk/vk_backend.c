@@ -32,6 +32,12 @@ static void vk_shutdown(void *state) {
 
 static qp_status vk_init(const qp_host *host, void **state) {
     *state = NULL;
+    if (!host || host->abi_version != QP_BACKEND_ABI_VERSION || host->struct_size < sizeof(qp_host)) {
+        if (host && host->error)
+            return host->error(host->ctx, QP_ERR_INVALID_ARGUMENT, "vulkan: host ABI %u, plugin ABI %u",
+                               host->abi_version, QP_BACKEND_ABI_VERSION);
+        return QP_ERR_INVALID_ARGUMENT;
+    }
     qp_vk_backend *be = calloc(1, sizeof *be);
     if (!be) return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "vulkan: out of host memory");
     be->host = host;
@@ -89,21 +95,29 @@ static qp_status vk_device_supports(void *dev, const qp_scheme *s, int M, int N,
     (void)M; (void)N;
     out->level = QP_SUPPORT_NATIVE;
     out->reason[0] = '\0';
+    /* issue 9: a scheme whose arithmetic the device lacks runs emulated,
+     * and says which feature is missing (as the OpenCL backend does) */
     switch (s->kind) {
     case QP_SCHEME_W8A8_INT8:
     case QP_SCHEME_QQQ_W4A8:
+        if (!d->int_dot_accel || !qp_vk_spirv_get(QP_VK_SH_GEMV_I8_DOT)->code)
+            support(out, QP_SUPPORT_EMULATED, "%s: int8 products as int32 multiply-adds",
+                    d->int_dot ? "integer dot product not accelerated by the driver"
+                               : "no shaderIntegerDotProduct");
         break;
     case QP_SCHEME_W8A8_FP8:
     case QP_SCHEME_HF_FP8:
         if (s->weight.granularity == QP_GRAN_BLOCK || s->activation.granularity == QP_GRAN_GROUP)
             support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: %s per-block scales not yet implemented on vulkan",
                     qp_vk_scheme_name(s->kind));
+        else
+            support(out, QP_SUPPORT_EMULATED, "%s", "no fp8 arithmetic in Vulkan: e4m3 decoded to fp32, fp32 multiply-adds");
         break;
     default:
         support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: %s not yet implemented on vulkan", qp_vk_scheme_name(s->kind));
         return QP_OK;
     }
-    if (out->level == QP_SUPPORT_NATIVE && K > 0 && (uint64_t)((K + 15) / 16 * 16) > d->max_range)
+    if (out->level != QP_SUPPORT_UNSUPPORTED && K > 0 && (uint64_t)((K + 15) / 16 * 16) > d->max_range)
         support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: one weight row exceeds %s", "maxStorageBufferRange");
     return QP_OK;
 }

@@ -3,6 +3,7 @@
  * storageBuffer16BitAccess always, shaderIntegerDotProduct when present
  * (the OpSDot shader variants declare it; without it enabled the validation
  * layer reports VUID-VkShaderModuleCreateInfo-pCode-01091, TOOLCHAIN.md). */
+#include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -61,7 +62,7 @@ qp_status qp_vk_instance_create(qp_vk_backend *be) {
         .pEngineName = "qport",
         .apiVersion = loader_version >= VK_API_VERSION_1_3 ? VK_API_VERSION_1_3 : VK_API_VERSION_1_2,
     };
-    const char *layers[1], *exts[1];
+    const char *layers[1], *exts[2];
     uint32_t n_layers = 0, n_exts = 0;
     VkDebugUtilsMessengerCreateInfoEXT dbg = {
         .sType = VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT,
@@ -85,9 +86,20 @@ qp_status qp_vk_instance_create(qp_vk_backend *be) {
             QP_VK_LOG(be, QP_LOG_WARN, "vulkan: validation requested but %s is not installed", VALIDATION_LAYER);
         }
     }
+    /* QPORT_VK_SYNC_VALIDATION=1 (with validation on): the layer also checks
+     * synchronization hazards (missing barriers). Opt-in: the layer's sync
+     * state leaks at vkDestroyInstance, which fails LeakSanitizer runs. */
+    VkValidationFeatureEnableEXT sync_enable = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+    VkValidationFeaturesEXT vfeat = {.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
+                                     .enabledValidationFeatureCount = 1, .pEnabledValidationFeatures = &sync_enable};
+    const char *sv = getenv("QPORT_VK_SYNC_VALIDATION");
+    bool sync_val = be->validation && sv && !strcmp(sv, "1") &&
+                    has_instance_ext(be, VALIDATION_LAYER, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+    if (sync_val) exts[n_exts++] = VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME;
+    if (debug_utils) dbg.pNext = sync_val ? &vfeat : NULL;
     VkInstanceCreateInfo ci = {
         .sType = VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO,
-        .pNext = debug_utils ? &dbg : NULL,
+        .pNext = debug_utils ? (const void *)&dbg : sync_val ? (const void *)&vfeat : NULL,
         .pApplicationInfo = &app,
         .enabledLayerCount = n_layers,
         .ppEnabledLayerNames = layers,
@@ -109,6 +121,7 @@ qp_status qp_vk_instance_create(qp_vk_backend *be) {
         return QP_OK;
     }
     if (debug_utils && be->fn.vkCreateDebugUtilsMessengerEXT) {
+        dbg.pNext = NULL; /* it carried the validation features for vkCreateInstance */
         r = be->fn.vkCreateDebugUtilsMessengerEXT(be->instance, &dbg, NULL, &be->messenger);
         if (r != VK_SUCCESS) {
             be->messenger = VK_NULL_HANDLE;
@@ -146,6 +159,27 @@ static uint64_t env_u64(const char *name, uint64_t dflt) {
     char *end;
     unsigned long long x = strtoull(v, &end, 0);
     return *end || !x ? dflt : (uint64_t)x;
+}
+
+/* Sanitizer builds only: lavapipe keeps one process-lifetime allocation,
+ * and the loader unloads the ICD at vkDestroyInstance, after which
+ * LeakSanitizer cannot name the module (tests/lsan.supp lists
+ * libvulkan_lvp.so). Marking the already-loaded ICD NODELETE keeps it
+ * nameable; RTLD_NOLOAD never loads anything new. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QP_VK_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define QP_VK_ASAN 1
+#endif
+static void pin_icd_for_lsan(VkDriverId id) {
+#ifdef QP_VK_ASAN
+    if (id == VK_DRIVER_ID_MESA_LLVMPIPE) (void)dlopen("libvulkan_lvp.so", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+#else
+    (void)id;
+#endif
 }
 
 qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int index) {
@@ -211,6 +245,7 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
     d->phys = phys;
     d->props = props;
     d->queue_family = qfam;
+    pin_icd_for_lsan(drv.driverID);
     memcpy(d->driver_name, drv.driverName, sizeof d->driver_name);
     memcpy(d->driver_info, drv.driverInfo, sizeof d->driver_info);
     memcpy(d->uuid, idp.deviceUUID, VK_UUID_SIZE);

@@ -72,6 +72,10 @@ typedef enum qp_vk_shader {
     QP_VK_SH_GEMM_FP8,
     QP_VK_SH_GEMV_I8_DOT,
     QP_VK_SH_GEMM_I8_DOT,
+    QP_VK_SH_GEMV_W4, /* QQQ from packed int4 weights */
+    QP_VK_SH_GEMM_W4,
+    QP_VK_SH_GEMV_W4_DOT,
+    QP_VK_SH_GEMM_W4_DOT,
     QP_VK_SH_COUNT
 } qp_vk_shader;
 
@@ -85,10 +89,10 @@ const qp_vk_spirv *qp_vk_spirv_get(qp_vk_shader id);
 /* Specialization constants (ids match the shaders' constant_id). */
 #define QP_VK_SPEC_WG 0
 #define QP_VK_SPEC_MODE 1
-#define QP_VK_SPEC_BF16 2
-#define QP_VK_SPEC_BIAS 3
-#define QP_VK_SPEC_EPI 4
-#define QP_VK_SPEC_COUNT 5
+/* ids 2-4 are retired (dtype, bias and epilogue are push constants) */
+#define QP_VK_SPEC_GROUPED 5
+#define QP_VK_SPEC_ROWS 6 /* GEMV rows per dispatch */
+#define QP_VK_SPEC_COUNT 7
 
 /* Push constants: the PC block of shaders/vk_layout.glsl. */
 typedef struct qp_vk_push {
@@ -96,7 +100,11 @@ typedef struct qp_vk_push {
     float input_scale;
     int32_t input_zp;
     uint32_t m_base;
+    uint32_t flags; /* QP_VK_PC_BF16 | QP_VK_PC_BIAS */
+    uint32_t epi;
 } qp_vk_push;
+#define QP_VK_PC_BF16 1u
+#define QP_VK_PC_BIAS 2u
 
 #define QP_VK_BINDINGS 8
 #define QP_VK_ST_WORDS 8 /* per-row statistics words (vk_layout.glsl) */

@@ -29,6 +29,7 @@ typedef struct qp_vk_linear {
     qp_scheme_kind kind;
     uint32_t act, epi;
     bool bf16, has_bias, fp8;
+    bool w4, grouped; /* QQQ from packed int4 codes (+ per-group tables) */
     int N, K;
     uint32_t Kw;
     bool use_dot, force_gemv, force_tiled;
@@ -76,20 +77,44 @@ static qp_status upload_vec(qp_vk_device *d, qp_vk_linear *l, qp_vk_buf *b, cons
     return st == QP_OK ? qp_vk_upload(d, b, 0, src, bytes) : st;
 }
 
-/* Weights [N][K] bytes -> chunks of [rows][Kp] within the binding limit. */
-static qp_status upload_weights(qp_vk_device *d, qp_vk_linear *l, const uint8_t *w, const char *tensor) {
-    size_t kp = (size_t)l->Kw * 4;
-    uint64_t rows = d->weight_range / kp;
+/* Weights -> chunks of whole rows within the binding limit. 8-bit layout:
+ * [rows][Kp] bytes. QQQ int4 layout (l->w4): [rows][Kp/2] bytes of packed
+ * codes (vk_dot.glsl: word j holds k = 8j..8j+3 in the low nibbles of its
+ * bytes, 8j+4..8j+7 in the high ones), then, grouped, [rows][K/128] tables
+ * of 16 bytes mapping each code to its exact int8 weight. */
+static void fill_row(const qp_vk_linear *l, const qp_lin_desc *desc, const uint8_t *w, uint32_t n, uint8_t *row,
+                     uint8_t *lut) {
+    size_t K = (size_t)l->K;
+    if (!l->w4) {
+        memcpy(row, w + (size_t)n * K, K);
+        return;
+    }
+    const int8_t *q = desc->q4 + (size_t)n * K;
+    for (size_t j = 0; j < (size_t)l->Kw / 2; j++)
+        for (size_t b = 0; b < 4; b++) {
+            size_t klo = 8 * j + b, khi = 8 * j + 4 + b;
+            uint8_t lo = klo < K ? (uint8_t)(q[klo] & 15) : 0, hi = khi < K ? (uint8_t)(q[khi] & 15) : 0;
+            row[4 * j + b] = (uint8_t)(lo | hi << 4);
+        }
+    if (l->grouped)
+        for (size_t k = 0; k < K; k++) lut[(k / 128) * 16 + (uint8_t)(q[k] & 15)] = (uint8_t)desc->w8[(size_t)n * K + k];
+}
+
+static qp_status upload_weights(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc *desc, const uint8_t *w,
+                                const char *tensor) {
+    size_t row_b = l->w4 ? (size_t)l->Kw * 2 : (size_t)l->Kw * 4;
+    size_t lut_b = l->grouped ? (size_t)(l->K / 128) * 16 : 0;
+    uint64_t rows = d->weight_range / (row_b + lut_b);
     if (rows == 0)
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED,
                          "vulkan:%d: layer '%s': one weight row of %zu bytes exceeds the binding limit (%llu)",
-                         d->index, l->layer, kp, (unsigned long long)d->weight_range);
+                         d->index, l->layer, row_b + lut_b, (unsigned long long)d->weight_range);
     uint64_t max_groups = d->props.limits.maxComputeWorkGroupCount[0];
     if (rows > max_groups * QP_VK_GEMV_COLS) rows = max_groups * QP_VK_GEMV_COLS;
     if (rows > (uint64_t)l->N) rows = (uint64_t)l->N;
     l->n_chunks = (int)(((uint64_t)l->N + rows - 1) / rows);
     l->chunks = calloc((size_t)l->n_chunks, sizeof *l->chunks);
-    uint8_t *tmp = malloc((size_t)rows * kp);
+    uint8_t *tmp = malloc((size_t)rows * (row_b + lut_b));
     if (!l->chunks || !tmp) {
         free(tmp);
         return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: layer '%s': out of host memory repacking %s", d->index,
@@ -100,15 +125,43 @@ static qp_status upload_weights(qp_vk_device *d, qp_vk_linear *l, const uint8_t 
         vk_chunk *ch = &l->chunks[c];
         ch->n0 = (uint32_t)((uint64_t)c * rows);
         ch->nc = (uint32_t)((uint64_t)l->N - ch->n0 < rows ? (uint64_t)l->N - ch->n0 : rows);
-        memset(tmp, 0, (size_t)ch->nc * kp);
-        for (uint32_t r = 0; r < ch->nc; r++) memcpy(tmp + r * kp, w + (size_t)(ch->n0 + r) * l->K, (size_t)l->K);
+        size_t bytes = (size_t)ch->nc * (row_b + lut_b);
+        memset(tmp, 0, bytes);
+        for (uint32_t r = 0; r < ch->nc; r++)
+            fill_row(l, desc, w, ch->n0 + r, tmp + r * row_b, tmp + (size_t)ch->nc * row_b + r * lut_b);
         char what[160];
         snprintf(what, sizeof what, "layer '%s' tensor %s (chunk %d of %d)", l->layer, tensor, c + 1, l->n_chunks);
-        st = qp_vk_buf_create(d, (size_t)ch->nc * kp, false, what, &ch->w);
-        if (st == QP_OK) st = qp_vk_upload(d, &ch->w, 0, tmp, (size_t)ch->nc * kp);
+        st = qp_vk_buf_create(d, bytes, false, what, &ch->w);
+        if (st == QP_OK) st = qp_vk_upload(d, &ch->w, 0, tmp, bytes);
     }
     free(tmp);
     return st;
+}
+
+/* QQQ int4 layout preconditions: q4 and w8 agree (per-channel w8 = 16*q4;
+ * grouped, one int8 weight per code within a (column, group)). */
+static qp_status check_qqq_codes(qp_vk_device *d, const qp_vk_linear *l, const qp_lin_desc *desc) {
+    size_t K = (size_t)l->K;
+    for (size_t n = 0; n < (size_t)l->N; n++) {
+        int16_t seen[16];
+        for (size_t k = 0; k < K; k++) {
+            if (l->grouped && k % 128 == 0)
+                for (int c = 0; c < 16; c++) seen[c] = INT16_MIN;
+            int8_t q = desc->q4[n * K + k], w8 = desc->w8[n * K + k];
+            bool ok;
+            if (!l->grouped) {
+                ok = q >= -8 && q <= 7 && w8 == (int8_t)(uint8_t)(16 * q);
+            } else {
+                ok = q >= 0 && q <= 15 && (seen[q] == INT16_MIN || seen[q] == w8);
+                if (ok) seen[q] = w8;
+            }
+            if (!ok)
+                return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT,
+                                 "vulkan:%d: layer '%s': QQQ q4 and w8 disagree at column %zu, k %zu (q4 %d, w8 %d)",
+                                 d->index, l->layer, n, k, q, w8);
+        }
+    }
+    return QP_OK;
 }
 
 qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path, void **out) {
@@ -166,6 +219,14 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
         l->epi = EPI_QQQ;
         weights = (const uint8_t *)desc->w8; /* exact per-group int8 weight (spec 5.5 step 2) */
         wname = "w8";
+        /* int4 codes halve the weight traffic; without q4 (or K not whole
+         * groups) the 8-bit w8 layout serves */
+        l->w4 = desc->q4 && (desc->group_size == -1 || desc->K % 128 == 0);
+        l->grouped = l->w4 && desc->group_size == 128;
+        if (l->w4) {
+            wname = "q4";
+            if ((st = check_qqq_codes(d, l, desc)) != QP_OK) goto fail;
+        }
         break;
     case QP_SCHEME_W8A8_FP8:
     case QP_SCHEME_HF_FP8:
@@ -211,7 +272,7 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     l->gemv_wg = d->props.limits.maxComputeSharedMemorySize >= GEMV_SHARED_BYTES ? QP_VK_GEMV_WG : QP_VK_GEMV_WG / 2;
 
     /* uploads */
-    st = upload_weights(d, l, weights, wname);
+    st = upload_weights(d, l, desc, weights, wname);
     if (st != QP_OK) goto fail;
     st = upload_vec(d, l, &l->ws, l->epi == EPI_QQQ ? desc->s_channel : desc->w_scale, sizeof(float) * (size_t)l->N,
                     l->epi == EPI_QQQ ? "s_channel" : "weight_scale");
@@ -283,6 +344,8 @@ static bool use_gemv(const qp_vk_device *d, const qp_vk_linear *l, int M) {
 
 static qp_vk_shader gemm_shader(const qp_vk_linear *l, bool gemv) {
     if (l->fp8) return gemv ? QP_VK_SH_GEMV_FP8 : QP_VK_SH_GEMM_FP8;
+    if (l->w4 && l->use_dot) return gemv ? QP_VK_SH_GEMV_W4_DOT : QP_VK_SH_GEMM_W4_DOT;
+    if (l->w4) return gemv ? QP_VK_SH_GEMV_W4 : QP_VK_SH_GEMM_W4;
     if (l->use_dot) return gemv ? QP_VK_SH_GEMV_I8_DOT : QP_VK_SH_GEMM_I8_DOT;
     return gemv ? QP_VK_SH_GEMV_I8 : QP_VK_SH_GEMM_I8;
 }
@@ -290,13 +353,15 @@ static qp_vk_shader gemm_shader(const qp_vk_linear *l, bool gemv) {
 static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M) {
     qp_vk_fns *f = &d->be->fn;
     qp_vk_push pc = {.M = (uint32_t)M, .K = (uint32_t)l->K, .Kw = l->Kw, .N = (uint32_t)l->N,
-                     .input_scale = l->input_scale, .input_zp = l->input_zp};
-    uint32_t spec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64, [QP_VK_SPEC_MODE] = l->act, [QP_VK_SPEC_BF16] = l->bf16};
+                     .input_scale = l->input_scale, .input_zp = l->input_zp,
+                     .flags = (l->bf16 ? QP_VK_PC_BF16 : 0u) | (l->has_bias ? QP_VK_PC_BIAS : 0u), .epi = l->epi};
+    uint32_t spec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64, [QP_VK_SPEC_MODE] = l->act};
     VkPipeline p;
     qp_status st;
     f->vkCmdBindDescriptorSets(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &l->sets[0], 0, NULL);
     if (act_is_dynamic(l->act)) {
-        if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_STATS, spec, &p)) != QP_OK) return st;
+        uint32_t sspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64}; /* one pipeline for every mode */
+        if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_STATS, sspec, &p)) != QP_OK) return st;
         f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
         f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
         f->vkCmdDispatch(d->cmd, (uint32_t)M, 1, 1);
@@ -309,8 +374,11 @@ static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M) {
     barrier(d);
 
     bool gemv = use_gemv(d, l, M);
-    uint32_t gspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = l->gemv_wg, [QP_VK_SPEC_MODE] = 0, [QP_VK_SPEC_BF16] = l->bf16,
-                                        [QP_VK_SPEC_BIAS] = l->has_bias, [QP_VK_SPEC_EPI] = l->epi};
+    uint32_t gspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = l->gemv_wg, [QP_VK_SPEC_GROUPED] = l->grouped};
+    /* GEMV: rows per dispatch, the next power of two of M up to 16 */
+    uint32_t rows = 1;
+    while (gemv && rows < QP_VK_GEMV_MAX_M && rows < (uint32_t)M) rows *= 2;
+    gspec[QP_VK_SPEC_ROWS] = gemv ? rows : 0;
     if (!gemv) gspec[QP_VK_SPEC_WG] = 256;
     if ((st = qp_vk_pipeline_get(d, gemm_shader(l, gemv), gspec, &p)) != QP_OK) return st;
     f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
@@ -320,8 +388,8 @@ static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M) {
         pc.n_base = ch->n0;
         pc.n_count = ch->nc;
         if (gemv) {
-            for (int m0 = 0; m0 < M; m0 += QP_VK_GEMV_MAX_M) {
-                pc.M = (uint32_t)(M - m0 < QP_VK_GEMV_MAX_M ? M - m0 : QP_VK_GEMV_MAX_M);
+            for (int m0 = 0; m0 < M; m0 += (int)rows) {
+                pc.M = (uint32_t)M - (uint32_t)m0 < rows ? (uint32_t)M - (uint32_t)m0 : rows;
                 pc.m_base = (uint32_t)m0;
                 f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
                 f->vkCmdDispatch(d->cmd, (ch->nc + QP_VK_GEMV_COLS - 1) / QP_VK_GEMV_COLS, 1, 1);
@@ -354,7 +422,8 @@ qp_status qp_vk_linear_forward(void *dev, void *lin, void *x_, int M, void *y_) 
                          "vulkan:%d: layer '%s': M=%d rows of activations exceed maxStorageBufferRange (%llu bytes); "
                          "split the batch", d->index, l->layer, M, (unsigned long long)d->max_range);
     uint64_t max_y = d->props.limits.maxComputeWorkGroupCount[1];
-    if (!use_gemv(d, l, M) && ((uint64_t)M + QP_VK_TILE - 1) / QP_VK_TILE > max_y)
+    if ((uint64_t)M > d->props.limits.maxComputeWorkGroupCount[0] ||
+        (!use_gemv(d, l, M) && ((uint64_t)M + QP_VK_TILE - 1) / QP_VK_TILE > max_y))
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': M=%d exceeds the dispatch limit", d->index,
                          l->layer, M);
     qp_status st = qp_vk_buf_reserve(d, &d->xq, qb, "quantized activations");
@@ -385,8 +454,9 @@ void qp_vk_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     if (!cap) return;
     bool gemv = use_gemv(d, l, M);
     const char *arith = l->fp8 ? "fp8->fp32" : l->use_dot ? "int-dot" : "no-int-dot";
+    const char *wfmt = l->w4 ? (l->grouped ? " int4+lut" : " int4") : "";
     char chunks[40] = "";
     if (l->n_chunks > 1) snprintf(chunks, sizeof chunks, ", %d weight chunks", l->n_chunks);
-    if (gemv) snprintf(out, cap, "gemv %s wg%u%s", arith, l->gemv_wg, chunks);
-    else snprintf(out, cap, "tiled %dx%d %s%s", QP_VK_TILE, QP_VK_TILE, arith, chunks);
+    if (gemv) snprintf(out, cap, "gemv %s%s wg%u%s", arith, wfmt, l->gemv_wg, chunks);
+    else snprintf(out, cap, "tiled %dx%d %s%s%s", QP_VK_TILE, QP_VK_TILE, arith, wfmt, chunks);
 }

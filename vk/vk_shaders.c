@@ -20,12 +20,24 @@ static const uint32_t gemv_fp8[] = {
 static const uint32_t gemm_fp8[] = {
 #include "vk_gemm_fp8.spv.inc"
 };
+static const uint32_t gemv_w4[] = {
+#include "vk_gemv_w4.spv.inc"
+};
+static const uint32_t gemm_w4[] = {
+#include "vk_gemm_w4.spv.inc"
+};
 #if QP_VK_HAVE_DOT
 static const uint32_t gemv_i8_dot[] = {
 #include "vk_gemv_i8_dot.spv.inc"
 };
 static const uint32_t gemm_i8_dot[] = {
 #include "vk_gemm_i8_dot.spv.inc"
+};
+static const uint32_t gemv_w4_dot[] = {
+#include "vk_gemv_w4_dot.spv.inc"
+};
+static const uint32_t gemm_w4_dot[] = {
+#include "vk_gemm_w4_dot.spv.inc"
 };
 #define DOT(x) x, sizeof x
 #else
@@ -41,6 +53,10 @@ static const qp_vk_spirv table[QP_VK_SH_COUNT] = {
     [QP_VK_SH_GEMM_FP8] = {"vk_gemm_fp8", gemm_fp8, sizeof gemm_fp8},
     [QP_VK_SH_GEMV_I8_DOT] = {"vk_gemv_i8 (OpSDot)", DOT(gemv_i8_dot)},
     [QP_VK_SH_GEMM_I8_DOT] = {"vk_gemm_i8 (OpSDot)", DOT(gemm_i8_dot)},
+    [QP_VK_SH_GEMV_W4] = {"vk_gemv_i8 (int4)", gemv_w4, sizeof gemv_w4},
+    [QP_VK_SH_GEMM_W4] = {"vk_gemm_i8 (int4)", gemm_w4, sizeof gemm_w4},
+    [QP_VK_SH_GEMV_W4_DOT] = {"vk_gemv_i8 (int4, OpSDot)", DOT(gemv_w4_dot)},
+    [QP_VK_SH_GEMM_W4_DOT] = {"vk_gemm_i8 (int4, OpSDot)", DOT(gemm_w4_dot)},
 };
 
 const qp_vk_spirv *qp_vk_spirv_get(qp_vk_shader id) {
