@@ -93,17 +93,22 @@ QP_API qp_status qp_device_pick(qp_context *ctx, const qp_scheme *scheme, qp_dev
     qp_status st = qp_registry_get(ctx, &r);
     if (st) return st;
     if (r->settings.device) return find_in(ctx, r, r->settings.device, "QPORT_DEVICE", out);
-    qp_device *emulated = NULL;
+    /* a device that runs the scheme natively, then one that emulates it;
+     * the cpu reference only when no device runs it at all (it is the
+     * oracle, not an accelerator) */
+    qp_device *emulated = NULL, *reference = NULL;
     for (size_t i = 0; i < r->n_devices; i++) {
         qp_device *d = r->devices[i];
         if (d->info.same_as[0]) continue;
-        if (!scheme) { *out = d; return QP_OK; }
         qp_support_info si;
-        if (qp_device_supports(d, scheme, 0, 0, 0, &si)) continue;
-        if (si.level == QP_SUPPORT_NATIVE) { *out = d; return QP_OK; }
-        if (si.level == QP_SUPPORT_EMULATED && !emulated) emulated = d;
+        if (scheme && qp_device_supports(d, scheme, 0, 0, 0, &si)) continue;
+        qp_support_level lv = scheme ? si.level : QP_SUPPORT_NATIVE;
+        if (lv == QP_SUPPORT_UNSUPPORTED) continue;
+        if (d->info.kind == QP_DEVICE_REFERENCE) { if (!reference) reference = d; continue; }
+        if (lv == QP_SUPPORT_NATIVE) { *out = d; return QP_OK; }
+        if (!emulated) emulated = d;
     }
-    if (emulated) { *out = emulated; return QP_OK; }
+    if (emulated || reference) { *out = emulated ? emulated : reference; return QP_OK; }
     char list[768];
     list_devices(r, list, sizeof list);
     return qp_error_set(ctx, QP_ERR_NOT_FOUND, NULL, NULL, NULL, "no device runs scheme %s; devices: %s",

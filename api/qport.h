@@ -632,8 +632,9 @@ QP_API qp_status qp_device_get_info(const qp_device *dev, qp_device_info *out);
 QP_API qp_status qp_device_supports(qp_device *dev, const qp_scheme *scheme, int M, int N, int K,
                                     qp_support_info *out);
 /* QPORT_DEVICE if set (an invalid or unmatched value is an error), else the
- * best device that runs `scheme` natively (then emulated): CUDA GPU, Vulkan
- * discrete, OpenCL discrete, integrated, CPU-class, the `cpu` reference.
+ * best device that runs `scheme` natively, then one that emulates it, in
+ * the order CUDA GPU, Vulkan discrete, OpenCL discrete, integrated,
+ * CPU-class; the `cpu` reference only when no other device runs it.
  * `scheme` NULL: the best device for any scheme. */
 QP_API qp_status qp_device_pick(qp_context *ctx, const qp_scheme *scheme, qp_device **out);
 /* The QPORT_LOG level (debug|info|warn|error|none), `dflt` when unset;

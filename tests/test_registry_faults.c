@@ -62,6 +62,9 @@ int main(int argc, char **argv) {
         qp_scheme s_qqq = {.struct_size = sizeof s_qqq, .kind = QP_SCHEME_QQQ_W4A8};
         qp_device_info pi = {.struct_size = sizeof pi};
         CHECK(!qp_device_pick(ctx, &s_int8, &d) && !qp_device_get_info(d, &pi) && !strcmp(pi.backend, "vulkan"), "pick int8: %s", pi.backend);
+        qp_scheme s_fp8 = {.struct_size = sizeof s_fp8, .kind = QP_SCHEME_W8A8_FP8};
+        CHECK(!qp_device_pick(ctx, &s_fp8, &d) && !qp_device_get_info(d, &pi) && !strcmp(pi.backend, "vulkan"),
+              "an emulating GPU before the cpu reference: %s", pi.backend);
         CHECK(!qp_device_pick(ctx, &s_qqq, &d) && !qp_device_get_info(d, &pi) && !strcmp(pi.backend, "cpu"), "pick qqq (fake says unsupported): %s", pi.backend);
         CHECK(!qp_device_find(ctx, "twin", &d) && !qp_device_get_info(d, &pi) && !strcmp(pi.backend, "vulkan"), "substring");
         qp_context_destroy(ctx);

@@ -36,7 +36,8 @@ static qp_status info(void *dev, qp_device_info *o) {
 }
 static qp_status supports(void *dev, const qp_scheme *s, int M, int N, int K, qp_support_info *out) {
     (void)dev; (void)M; (void)N; (void)K;
-    out->level = s->kind == QP_SCHEME_W8A8_INT8 ? QP_SUPPORT_NATIVE : QP_SUPPORT_UNSUPPORTED;
+    out->level = s->kind == QP_SCHEME_W8A8_INT8 ? QP_SUPPORT_NATIVE
+               : s->kind == QP_SCHEME_W8A8_FP8 ? QP_SUPPORT_EMULATED : QP_SUPPORT_UNSUPPORTED;
     return QP_OK;
 }
 static const qp_backend_ops ops = {
