@@ -29,11 +29,12 @@ const case_scheme case_schemes[] = {
     {"qqq-channel", "{\"quant_method\":\"qqq\",\"wbits\":4,\"group_size\":-1}", 1, 1, 128, 64},
     {"qqq-g128", "{\"quant_method\":\"qqq\",\"wbits\":4,\"group_size\":128}", 1, 1, 128, 64},
     {"w4a16-int4-g128", QUARK(W4("int4", "true", "128"), "null"), 0, 0, 128, 1},
-    {"w4a16-uint4-g128-order", QUARK_PACK("order", W4("uint4", "false", "128"), "null"), 0, 0, 128, 1},
+    {"w4a16-uint4-order", QUARK_PACK("order", W4("uint4", "false", "128"), "null"), 0, 0, 128, 1},
     {"w4a16-int4-g32", QUARK(W4("int4", "true", "32"), "null"), 0, 0, 32, 1},
     {"fp8-block", QUARK("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],\"is_dynamic\":false,\"symmetric\":true}",
                         "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":128,\"is_dynamic\":true,\"symmetric\":true}"),
      0, 0, 128, 1},
+    {"hf-fp8-block", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"weight_block_size\":[128,128]}", 0, 0, 128, 1},
 };
 const int n_case_schemes = (int)(sizeof case_schemes / sizeof *case_schemes);
 
@@ -104,6 +105,12 @@ static void calib_range(const uint16_t *c, int cm, int K, qp_dtype dt, float *lo
     if (*lo > 0) *lo = 0;
     if (*hi < 0) *hi = 0;
     if (*hi - *lo == 0) { *lo = -1; *hi = 1; }
+}
+
+/* W8A8-FP8 per-block: Quark's, or HF fp8 with weight_block_size */
+static int fp8_block(const case_layer *l) {
+    return l->scheme.kind == QP_SCHEME_W8A8_FP8_BLOCK ||
+           (l->scheme.kind == QP_SCHEME_HF_FP8 && l->scheme.weight.granularity == QP_GRAN_BLOCK);
 }
 
 int case_layer_make(qp_context *ctx, const case_scheme *cs, int N, int K, qp_dtype dt, uint64_t seed,
@@ -199,7 +206,7 @@ int case_layer_make(qp_context *ctx, const case_scheme *cs, int N, int K, qp_dty
         add(l, "B", QP_DTYPE_I32, 2, K / 16, 2 * N, B);
         add(l, "s_channel", QP_DTYPE_F32, 2, 1, N, scp);
         if (g == 128) add(l, "s_group", QP_DTYPE_F16, 2, K / 128, N, sgp);
-    } else if (kind == QP_SCHEME_W4A16_INT4 || kind == QP_SCHEME_W8A8_FP8_BLOCK) {
+    } else if (kind == QP_SCHEME_W4A16_INT4 || fp8_block(l)) {
         /* the library's exporter (qp_quantize_weights, as `qport quantize`);
          * the dequantized weights are rebuilt from the checkpoint tensors */
         qp_quantize_options qo;
@@ -330,7 +337,7 @@ double case_bound(const case_layer *l, const uint16_t *x, int m, double ref, qp_
     const float *wr = l->w_deq + (size_t)n * l->K;
     double ulp_rel = out == QP_DTYPE_BF16 ? 0x1p-7 : 0x1p-10;
     double ulp = fmax(fabs(ref) * ulp_rel, out == QP_DTYPE_BF16 ? 0x1p-133 : 0x1p-24);
-    if (l->scheme.kind == QP_SCHEME_W8A8_FP8_BLOCK) {
+    if (fp8_block(l)) {
         for (int g0 = 0; g0 < l->K; g0 += 128) {
             double amax = 0;
             for (int k = g0; k < g0 + 128 && k < l->K; k++) {
