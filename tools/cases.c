@@ -34,6 +34,9 @@ const case_scheme case_schemes[] = {
     {"fp8-block", QUARK("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],\"is_dynamic\":false,\"symmetric\":true}",
                         "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":128,\"is_dynamic\":true,\"symmetric\":true}"),
      0, 0, 128, 1},
+    {"fp8-block-e8m0", QUARK("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],\"scale_type\":\"float8_e8m0fnu\",\"is_dynamic\":false,\"symmetric\":true}",
+                             "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":128,\"is_dynamic\":true,\"symmetric\":true}"),
+     0, 0, 128, 1},
     {"hf-fp8-block", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"weight_block_size\":[128,128]}", 0, 0, 128, 1},
 };
 const int n_case_schemes = (int)(sizeof case_schemes / sizeof *case_schemes);
