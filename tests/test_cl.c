@@ -873,7 +873,7 @@ static qp_status fresh_prepare_and_run(int check_output) {
 
 /* W4A16 / fp8 per-block: refused tensors, shapes and paths */
 static void w4a16_fp8b_faults(void) {
-    int32_t W[64 * 8] = {0}, Z[1 * 8] = {0};
+    int32_t W[64 * 8] = {0}, Z[2 * 8] = {0};
     uint16_t sc[64 * 2 * 64];
     for (int i = 0; i < 64 * 2 * 64; i++) sc[i] = enc(QP_DTYPE_F16, 0.01f);
     qp_tensor t[3] = {{"weight", QP_DTYPE_I32, 2, {64, 8}, W}, {"weight_scale", QP_DTYPE_F16, 2, {2, 64}, sc},
