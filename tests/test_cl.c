@@ -433,6 +433,8 @@ static void test_qqq(int group, int has_bias, int N, int K, const int *ms, int n
     free(wf); free(sc); free(scp); free(q); free(q4); free(w8); free(sg); free(sgp); free(bias); free(B);
 }
 
+static void time_forward(const qp_lin_desc *d, unsigned path, int M, const char *what);
+
 /* ---- float-path bound (tools/cases.c derives it) -------------------------
  * |y - ref| <= c u sum_k T_k |w_k| + 2 ulp(ref); T_k = |x_k| for W4A16, the
  * bound on the dequantized fp8 activation for fp8 per-block. A NaN in the
@@ -537,6 +539,11 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, int
     }
     for (int p = 0; p < 3; p++)
         if (lins[p]) ops->linear_destroy(dev, lins[p]);
+    if (N >= 4096) { /* timings of the large layer, for the log */
+        time_forward(&d, 0, 1, "w4a16");
+        time_forward(&d, 0, 16, "w4a16");
+        time_forward(&d, 0, 64, "w4a16");
+    }
     free(codes); free(zc); free(W); free(Z); free(sc); free(sck); free(bias); free(wd);
 }
 
@@ -623,6 +630,11 @@ static void test_fp8_block(qp_dtype dt, int ue8m0, int has_bias, int identity, i
     }
     for (int p = 0; p < 3; p++)
         if (lins[p]) ops->linear_destroy(dev, lins[p]);
+    if (N >= 4096) {
+        time_forward(&d, 0, 1, "fp8-block");
+        time_forward(&d, 0, 16, "fp8-block");
+        time_forward(&d, 0, 64, "fp8-block");
+    }
     free(w); free(ws); free(bias);
 }
 
