@@ -190,7 +190,12 @@ static qp_status bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linea
     size_t NK = (size_t)d->N * (size_t)d->K;
     qp_status s;
     if ((s = find(b, "weight", true, &w)) || (s = expect(b, w, QP_DTYPE_F8_E4M3FN, NK, "expected [N, K]"))) return s;
-    if ((s = find(b, "weight_scale", true, &ws))) return s;
+    /* HF fp8 with weight_block_size names its block scales weight_scale_inv
+     * (vLLM Fp8LinearMethod, DeepSeek's name; a dequant multiplier, not
+     * inverted); Quark's per-block scheme calls them weight_scale (spec 6.6) */
+    const char *sname = d->kind == QP_SCHEME_W8A8_FP8_BLOCK && d->scheme.kind == QP_SCHEME_HF_FP8 ? "weight_scale_inv"
+                                                                                                   : "weight_scale";
+    if ((s = find(b, sname, true, &ws))) return s;
     const qp_qtensor *a = &d->scheme.activation;
     if (d->kind == QP_SCHEME_W8A8_FP8_BLOCK) {
         size_t nb = (size_t)(d->N + 127) / 128 * (size_t)((d->K + 127) / 128);

@@ -244,7 +244,7 @@ static void set_support(qp_support_info *out, qp_support_level lvl, const char *
 }
 
 qp_status qp_cl_device_supports(void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out) {
-    (void)M; (void)N; (void)K;
+    (void)M; (void)N;
     if (!dev || !scheme || !out) return QP_ERR_INVALID_ARGUMENT;
     const qp_cl_device *d = dev;
     /* issue 9: a scheme whose arithmetic the device lacks runs emulated, and
@@ -258,10 +258,26 @@ qp_status qp_cl_device_supports(void *dev, const qp_scheme *scheme, int M, int N
         break;
     case QP_SCHEME_W8A8_FP8:
     case QP_SCHEME_HF_FP8:
-        if (scheme->activation.granularity == QP_GRAN_GROUP || scheme->weight.granularity == QP_GRAN_BLOCK)
-            set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: not yet implemented on opencl (fp8 block scales)");
+        if (scheme->weight.granularity == QP_GRAN_BLOCK)
+            set_support(out, QP_SUPPORT_EMULATED, "no fp8 arithmetic in OpenCL C: e4m3 decoded to fp32, fp32 "
+                                                  "multiply-adds, 128x128 weight blocks, activation groups of 128");
+        else if (scheme->activation.granularity == QP_GRAN_GROUP)
+            set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: fp8 per-token-group activations only with per-block weights");
         else
             set_support(out, QP_SUPPORT_EMULATED, "no fp8 arithmetic in OpenCL C: e4m3 decoded to fp32, fp32 multiply-adds");
+        break;
+    case QP_SCHEME_W8A8_FP8_BLOCK:
+        set_support(out, QP_SUPPORT_EMULATED, "no fp8 arithmetic in OpenCL C: e4m3 decoded to fp32, fp32 "
+                                              "multiply-adds, 128x128 weight blocks, activation groups of 128");
+        break;
+    case QP_SCHEME_W4A16_INT4:
+        if (scheme->weight.group_size > 0 && scheme->weight.group_size % 32 && scheme->weight.group_size != K)
+            set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: W4A16 group sizes other than multiples of 32 or per-channel");
+        else if (d->has_fp16)
+            set_support(out, QP_SUPPORT_NATIVE, "int4 dequantized in registers, fp32 multiply-adds");
+        else
+            set_support(out, QP_SUPPORT_EMULATED, "no cl_khr_fp16: fp16/bf16 activations widened by bit operations, "
+                                                  "int4 dequantized in registers, fp32 multiply-adds");
         break;
     default:
         set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: not yet implemented on opencl");

@@ -32,6 +32,12 @@ enum {
     QP_CL_K_TILED_Q4_DOT,
     QP_CL_K_GEMV_F8,
     QP_CL_K_TILED_F8,
+    QP_CL_K_ACT_F32,
+    QP_CL_K_GEMV_W4,
+    QP_CL_K_TILED_W4,
+    QP_CL_K_QUANT_F8G,
+    QP_CL_K_GEMV_F8B,
+    QP_CL_K_TILED_F8B,
     QP_CL_K_COUNT
 };
 

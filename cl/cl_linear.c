@@ -7,7 +7,15 @@
  * table per (group, column) giving each code's exact int8 weight (spec 5.5
  * step 2, wrap included), taken from the desc's w8 so it cannot drift from
  * the core's; the QQQ epilogue follows. Scales fp32 [N] (per-tensor already
- * expanded by the core). */
+ * expanded by the core).
+ *
+ * W4A16 (issue 9): the Quark-packed checkpoint tensors (desc->tensors:
+ * weight i32 [K][ceil(N/8)], weight_scale [K/g][N] or [K/g][8*ceil(N/8)] in
+ * the act dtype, uint4: weight_zero_point i32 [K/g][ceil(N/8)]) repacked
+ * into 4-bit codes [N][Kp/2] (shaders/cl_gemm_w4.cl), fp32 scales [K/g][N]
+ * and 8-bit zero points [K/g][N] (int4: 8, the codes stored as c ^ 8).
+ * W8A8-FP8 per-block: e4m3 codes [N][K] and the core's fp32 block scales
+ * [ceil(N/128)][K/128], per-token-group-128 fp8 activations. */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,13 +50,17 @@ typedef struct qp_cl_linear {
     int n_chunks, chunk_cols;
     cl_mem wsc, adj, bias;
     cl_mem lut;                 /* QQQ: int8 weight of each code, [G][N][16] */
-    int gsz;                    /* QQQ: k per table group (128, or INT_MAX)   */
+    int gsz;                    /* QQQ: k per table group (128, or INT_MAX);
+                                 * W4A16: the group size (K per-channel)     */
+    cl_mem wz;                  /* W4A16: zero points [K/g][N] uchar         */
+    int ue8m0;                  /* FP8 block: power-of-two activation scales */
     cl_mem xq, sx, szp, rowmax;
     int cap_m;
     char layer[96];
 } qp_cl_linear;
 
 static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer);
+static qp_status w4a16_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer);
 
 /* Uploads weights of `row_bytes` per column, split in column chunks that
  * fit one device allocation (multiples of the 32-column tile). */
@@ -105,7 +117,7 @@ void qp_cl_linear_destroy(void *dev, void *lin) {
     qp_cl_linear *l = lin;
     if (!l) return;
     for (int i = 0; i < MAX_CHUNKS; i++) release(d, &l->w[i]);
-    release(d, &l->wsc); release(d, &l->adj); release(d, &l->bias); release(d, &l->lut);
+    release(d, &l->wsc); release(d, &l->adj); release(d, &l->bias); release(d, &l->lut); release(d, &l->wz);
     release(d, &l->xq); release(d, &l->sx); release(d, &l->szp); release(d, &l->rowmax);
     free(l);
 }
@@ -133,7 +145,8 @@ static qp_status check_desc(qp_cl_device *d, const qp_lin_desc *s, const char *l
     case QP_SCHEME_W8A8_FP8:
         if (!s->w_u8 || !s->w_scale) return bad_desc(d, layer, "W8A8-FP8 needs w_u8 and w_scale");
         if (s->act == QP_ACT_FP8_GROUP128)
-            return unsupported(d, layer, "not yet implemented on opencl (fp8 per-token-group activations)");
+            return unsupported(d, layer, "fp8 per-token-group activations come with per-block weights "
+                                         "(W8A8_FP8_BLOCK), not per-tensor/channel ones");
         if (s->act != QP_ACT_FP8_STATIC && s->act != QP_ACT_FP8_DYNAMIC_TENSOR && s->act != QP_ACT_FP8_DYNAMIC_TOKEN)
             return unsupported(d, layer, "W8A8-FP8 with a non-fp8 activation mode");
         return QP_OK;
@@ -143,9 +156,24 @@ static qp_status check_desc(qp_cl_device *d, const qp_lin_desc *s, const char *l
         if (s->act_dtype != QP_DTYPE_F16) return bad_desc(d, layer, "QQQ activations must be fp16");
         if (s->K % 32) return unsupported(d, layer, "QQQ with K not a multiple of 32 (the 4-bit layout packs 32 k)");
         return QP_OK;
+    case QP_SCHEME_W8A8_FP8_BLOCK:
+        if (!s->w_u8 || !s->w_scale) return bad_desc(d, layer, "W8A8-FP8 per-block needs w_u8 and w_scale");
+        if (s->act != QP_ACT_FP8_GROUP128)
+            return unsupported(d, layer, "W8A8-FP8 per-block with activations other than per-token-group-128 fp8");
+        if (s->K % 128)
+            return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': W8A8-FP8 per-block needs K (%d) to be a "
+                             "multiple of 128", d->index, layer, s->K);
+        return QP_OK;
+    case QP_SCHEME_W4A16_INT4:
+        if (!s->tensors || !s->n_tensors) return bad_desc(d, layer, "W4A16 needs the checkpoint tensors (desc->tensors)");
+        return QP_OK; /* the tensors are checked while packing */
     default:
         return unsupported(d, layer, "not yet implemented on opencl");
     }
+}
+
+static int float_kind(qp_scheme_kind k) {
+    return k == QP_SCHEME_W8A8_FP8 || k == QP_SCHEME_W8A8_FP8_BLOCK || k == QP_SCHEME_W4A16_INT4;
 }
 
 static qp_status check_path(qp_cl_device *d, const qp_lin_desc *s, unsigned path, const char *layer) {
@@ -156,8 +184,9 @@ static qp_status check_path(qp_cl_device *d, const qp_lin_desc *s, unsigned path
     if (path & ~(QP_PATH_GEMV | QP_PATH_TILED | QP_PATH_INT_DOT | QP_PATH_NO_INT_DOT))
         return bad_desc(d, layer, "unknown QP_PATH_* bits");
     if (path & QP_PATH_INT_DOT) {
-        if (s->kind == QP_SCHEME_W8A8_FP8)
-            return unsupported(d, layer, "QP_PATH_INT_DOT forced on an fp8 layer (no integer dot product path)");
+        if (float_kind(s->kind))
+            return unsupported(d, layer, "QP_PATH_INT_DOT forced on a float layer (fp8 / W4A16 run fp32 "
+                                         "multiply-adds: no integer dot product path)");
         if (!d->has_int_dot)
             return unsupported(d, layer, "QP_PATH_INT_DOT forced but the device lacks cl_khr_integer_dot_product "
                                          "(4x8-bit input)");
@@ -189,7 +218,7 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     l->input_scale = s->input_scale;
     l->input_zp = s->input_zp;
     l->path = path;
-    l->use_dot = s->kind != QP_SCHEME_W8A8_FP8 && d->has_int_dot && !(path & QP_PATH_NO_INT_DOT);
+    l->use_dot = !float_kind(s->kind) && d->has_int_dot && !(path & QP_PATH_NO_INT_DOT);
     size_t n = (size_t)s->N;
     if (s->act_dtype == QP_DTYPE_BF16) l->flags |= EPI_BF16;
     if (s->bias) l->flags |= EPI_BIAS;
@@ -205,6 +234,18 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     case QP_SCHEME_W8A8_FP8:
         st = upload_weights(d, l, s->w_u8, (size_t)s->K, "w_u8", layer);
         if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w_scale, n * sizeof(float), "w_scale", layer, &l->wsc);
+        break;
+    case QP_SCHEME_W8A8_FP8_BLOCK: {
+        size_t nbs = (n + 127) / 128 * (size_t)(s->K / 128);
+        l->ue8m0 = s->ue8m0;
+        l->act = QP_ACT_FP8_GROUP128;
+        st = upload_weights(d, l, s->w_u8, (size_t)s->K, "w_u8", layer);
+        if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w_scale, nbs * sizeof(float), "w_scale (128x128 blocks)", layer, &l->wsc);
+        break;
+    }
+    case QP_SCHEME_W4A16_INT4:
+        l->act = QP_ACT_NONE;
+        st = w4a16_pack(d, l, s, layer);
         break;
     default: /* QQQ: dynamic per-token symmetric int8 activations (spec 5.5 step 1) */
         l->flags |= EPI_QQQ;
@@ -272,6 +313,109 @@ out:
     return st;
 }
 
+/* ---- W4A16 ---------------------------------------------------------------- */
+static const qp_tensor *named(const qp_lin_desc *s, const char *name) {
+    for (size_t i = 0; i < s->n_tensors; i++)
+        if (s->tensors[i].name && !strcmp(s->tensors[i].name, name)) return &s->tensors[i];
+    return NULL;
+}
+
+static size_t tensor_elems(const qp_tensor *t) {
+    size_t e = 1;
+    for (int i = 0; i < t->ndim; i++) e *= t->shape[i] > 0 ? (size_t)t->shape[i] : 0;
+    return e;
+}
+
+/* fp16 / bf16 bits to fp32 (exact; the plugin does not link libqport) */
+static float half_bits_to_float(uint16_t h, int bf16) {
+    uint32_t u;
+    if (bf16) {
+        u = (uint32_t)h << 16;
+    } else {
+        uint32_t sgn = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+        if (e == 0) {
+            float v = (float)m * 0x1p-24f;
+            memcpy(&u, &v, 4);
+            u |= sgn;
+        } else if (e == 31) {
+            u = sgn | 0x7F800000u | (m << 13);
+        } else {
+            u = sgn | ((e + 112u) << 23) | (m << 13);
+        }
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static qp_status tensor_bad(qp_cl_device *d, const char *layer, const char *name, const char *rule) {
+    return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensor '%s' %s", d->index, layer, name, rule);
+}
+
+/* Quark-packed int4/uint4 (spec 6.7) -> the kernels' 4-bit layout. */
+static qp_status w4a16_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer) {
+    static const int order[8] = {0, 1, 2, 3, 4, 5, 6, 7}, reorder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+    int N = s->N, K = s->K, g = s->scheme.weight.group_size > 0 ? s->scheme.weight.group_size : K;
+    int sym = s->scheme.weight.symmetric;
+    const int *P = s->scheme.pack_method == QP_PACK_ORDER ? order : s->scheme.pack_method == QP_PACK_REORDER ? reorder : NULL;
+    if (!P) return bad_desc(d, layer, "W4A16 needs pack_method order or reorder");
+    if (K % g)
+        return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': input size %d is not divisible by the group size %d",
+                         d->index, layer, K, g);
+    if (g != K && g % 32)
+        return unsupported(d, layer, "W4A16 group size not a multiple of 32 (the kernels take 32/64/128/... or per-channel)");
+    if (s->act_dtype != QP_DTYPE_F16 && s->act_dtype != QP_DTYPE_BF16) return bad_desc(d, layer, "W4A16 activations must be fp16 or bf16");
+    size_t G = (size_t)(K / g), nc = ((size_t)N + 7) / 8, Kp = ((size_t)K + 31) & ~(size_t)31, Kb = Kp / 2;
+    const qp_tensor *w = named(s, "weight"), *ws = named(s, "weight_scale"), *wz = sym ? NULL : named(s, "weight_zero_point");
+    char rule[160];
+    if (!w || w->dtype != QP_DTYPE_I32 || !w->data || tensor_elems(w) != (size_t)K * nc) {
+        snprintf(rule, sizeof rule, "must be int32 [%d, %zu] (Quark-packed int4)", K, nc);
+        return tensor_bad(d, layer, "weight", rule);
+    }
+    size_t nsc = ws && ws->data ? tensor_elems(ws) : 0;
+    if (!ws || ws->dtype != s->act_dtype || (nsc != G * (size_t)N && nsc != G * 8 * nc)) {
+        snprintf(rule, sizeof rule, "must be %s [%zu, %d] or [%zu, %zu]", s->act_dtype == QP_DTYPE_BF16 ? "bf16" : "fp16",
+                 G, N, G, 8 * nc);
+        return tensor_bad(d, layer, "weight_scale", rule);
+    }
+    if (!sym && (!wz || wz->dtype != QP_DTYPE_I32 || !wz->data || tensor_elems(wz) != G * nc)) {
+        snprintf(rule, sizeof rule, "must be int32 [%zu, %zu] (Quark-packed uint4 zero points)", G, nc);
+        return tensor_bad(d, layer, "weight_zero_point", rule);
+    }
+    size_t sstride = nsc == G * (size_t)N ? (size_t)N : 8 * nc;
+    unsigned char *wq = calloc((size_t)N * Kb, 1), *zb = malloc(G * (size_t)N);
+    float *sc = malloc(sizeof(float) * G * (size_t)N);
+    qp_status st = QP_OK;
+    if (!wq || !zb || !sc) {
+        st = QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory packing W4A16 weights",
+                       d->index, layer);
+        goto out;
+    }
+    const int32_t *W = w->data;
+    for (size_t k = 0; k < (size_t)K; k++)
+        for (size_t n = 0; n < (size_t)N; n++) {
+            uint32_t word = (uint32_t)W[k * nc + n / 8];
+            unsigned u = (word >> (4 * P[n % 8])) & 15u;
+            if (sym) u ^= 8u; /* two's complement c -> c + 8 (mod 16): u - 8 == c */
+            size_t j = k % 32;
+            wq[n * Kb + (k / 32) * 16 + (j & 15)] |= (unsigned char)(j < 16 ? u : u << 4);
+        }
+    const uint16_t *S = ws->data;
+    const int32_t *Z = wz ? wz->data : NULL;
+    for (size_t gi = 0; gi < G; gi++)
+        for (size_t n = 0; n < (size_t)N; n++) {
+            sc[gi * N + n] = half_bits_to_float(S[gi * sstride + n], s->act_dtype == QP_DTYPE_BF16);
+            zb[gi * N + n] = sym ? 8 : (unsigned char)(((uint32_t)Z[gi * nc + n / 8] >> (4 * P[n % 8])) & 15u);
+        }
+    st = upload_weights(d, l, wq, Kb, "weight (int4)", layer);
+    if (st == QP_OK) st = qp_cl_buffer_from_host(d, sc, sizeof(float) * G * N, "weight_scale", layer, &l->wsc);
+    if (st == QP_OK) st = qp_cl_buffer_from_host(d, zb, G * N, sym ? "zero points (int4: 8)" : "weight_zero_point", layer, &l->wz);
+    l->gsz = g;
+out:
+    free(wq); free(zb); free(sc);
+    return st;
+}
+
 static int use_gemv(const qp_cl_linear *l, int M) {
     if (l->path & QP_PATH_GEMV) return 1;
     if (l->path & QP_PATH_TILED) return 0;
@@ -283,12 +427,13 @@ static qp_status ensure_scratch(qp_cl_device *d, qp_cl_linear *l, int M) {
     release(d, &l->xq); release(d, &l->sx); release(d, &l->szp); release(d, &l->rowmax);
     l->cap_m = 0;
     int cap = M < 16 ? 16 : M;
-    size_t elt = l->kind == QP_SCHEME_W8A8_FP8 ? sizeof(float) : 1;
+    size_t elt = float_kind(l->kind) ? sizeof(float) : 1;
+    size_t ns = l->kind == QP_SCHEME_W8A8_FP8_BLOCK ? (size_t)(l->K / 128) : 1; /* scales per row */
     cl_int err = CL_SUCCESS;
     qp_cl_api *api = &d->be->api;
     struct { cl_mem *m; size_t bytes; const char *name; } want[] = {
         {&l->xq, (size_t)cap * (size_t)l->K * elt, "quantized activations"},
-        {&l->sx, (size_t)cap * sizeof(float), "activation scales"},
+        {&l->sx, (size_t)cap * ns * sizeof(float), "activation scales"},
         {&l->szp, (size_t)cap * sizeof(int32_t), "activation zero points"},
         {&l->rowmax, (size_t)cap * sizeof(float), "row maxima"},
     };
@@ -320,7 +465,21 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
     cl_mem adj = l->adj ? l->adj : d->dummy, bias = l->bias ? l->bias : d->dummy;
     size_t qg[1] = {(size_t)M * WG}, ql[1] = {WG};
     int fp8 = l->kind == QP_SCHEME_W8A8_FP8, qqq = l->kind == QP_SCHEME_QQQ_W4A8;
-    if (!fp8) {
+    int f8b = l->kind == QP_SCHEME_W8A8_FP8_BLOCK, w4 = l->kind == QP_SCHEME_W4A16_INT4;
+    if (w4) {
+        /* activations widened to fp32 once (the GEMV reads each row N times) */
+        if ((size_t)M * (size_t)K > (size_t)INT_MAX - WG)
+            return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': M*K = %zu too large for one launch",
+                             d->index, l->layer, (size_t)M * (size_t)K);
+        int total = M * K;
+        size_t g[1] = {((size_t)total + WG - 1) / WG * WG};
+        karg a[] = {A(xb->mem), A(total), A(bf16), A(l->xq)};
+        st = run_kernel(d, l, QP_CL_K_ACT_F32, "qp_act_f32", a, 4, 1, g, ql);
+    } else if (f8b) {
+        size_t g[1] = {(size_t)M * (size_t)(K / 128) * WG};
+        karg a[] = {A(xb->mem), A(K), A(bf16), A(l->ue8m0), A(l->xq), A(l->sx), A(dm)};
+        st = run_kernel(d, l, QP_CL_K_QUANT_F8G, "qp_quant_f8_group", a, 7, 1, g, ql);
+    } else if (!fp8) {
         int dynamic = l->act != QP_ACT_INT8_STATIC;
         karg a[] = {A(xb->mem), A(K), A(bf16), A(dynamic), A(l->symmetric), A(l->input_scale), A(l->input_zp),
                     A(l->xq), A(l->sx), A(l->szp), A(dm)};
@@ -336,6 +495,7 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
         if (st == QP_OK) st = run_kernel(d, l, QP_CL_K_QUANT_F8, "qp_quant_f8", a, 10, 1, qg, ql);
     }
     if (st != QP_OK) return st;
+    fp8 |= f8b; /* the fp8 argument lists; f8b picks the per-block kernels */
     for (int c = 0; c < l->n_chunks && st == QP_OK; c++) {
         /* weight chunk c holds columns nb .. ne-1 (one chunk unless the
          * layer is larger than one device allocation) */
@@ -345,7 +505,11 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
             size_t g[1] = {(size_t)(ne - nb) * WG}, lo[1] = {WG};
             for (int m0 = 0; m0 < M && st == QP_OK; m0 += GEMV_MAX_M) {
                 int rows = M - m0 < GEMV_MAX_M ? M - m0 : GEMV_MAX_M;
-                if (qqq) {
+                if (w4) {
+                    karg a[] = {A(l->xq), A(w), A(l->wsc), A(l->wz), A(K), A(N), A(nb), A(l->gsz), A(m0), A(rows),
+                                A(l->flags), A(bias), A(yb->mem)};
+                    st = run_kernel(d, l, QP_CL_K_GEMV_W4, "qp_gemv_w4", a, 13, 1, g, lo);
+                } else if (qqq) {
                     karg a[] = {A(l->xq), A(w), A(l->lut), A(K), A(N), A(nb), A(l->gsz), A(m0), A(rows), A(l->flags),
                                 A(l->sx), A(l->szp), A(l->wsc), A(adj), A(bias), A(yb->mem)};
                     st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_Q4_DOT : QP_CL_K_GEMV_Q4, "qp_gemv_q4", a, 16, 1, g,
@@ -358,13 +522,18 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
                 } else {
                     karg a[] = {A(l->xq), A(w), A(K), A(N), A(nb), A(m0), A(rows), A(l->flags), A(l->sx), A(l->wsc),
                                 A(bias), A(yb->mem)};
-                    st = run_kernel(d, l, QP_CL_K_GEMV_F8, "qp_gemv_f8", a, 12, 1, g, lo);
+                    st = f8b ? run_kernel(d, l, QP_CL_K_GEMV_F8B, "qp_gemv_f8b", a, 12, 1, g, lo)
+                             : run_kernel(d, l, QP_CL_K_GEMV_F8, "qp_gemv_f8", a, 12, 1, g, lo);
                 }
             }
         } else {
             size_t g[2] = {(size_t)((ne - nb + TILE - 1) / TILE) * 8, (size_t)((M + TILE - 1) / TILE) * 8};
             size_t lo[2] = {8, 8};
-            if (qqq) {
+            if (w4) {
+                karg a[] = {A(l->xq), A(w), A(l->wsc), A(l->wz), A(M), A(K), A(N), A(nb), A(ne), A(l->gsz),
+                            A(l->flags), A(bias), A(yb->mem)};
+                st = run_kernel(d, l, QP_CL_K_TILED_W4, "qp_tiled_w4", a, 13, 2, g, lo);
+            } else if (qqq) {
                 karg a[] = {A(l->xq), A(w), A(l->lut), A(M), A(K), A(N), A(nb), A(ne), A(l->gsz), A(l->flags),
                             A(l->sx), A(l->szp), A(l->wsc), A(adj), A(bias), A(yb->mem)};
                 st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_Q4_DOT : QP_CL_K_TILED_Q4, "qp_tiled_q4", a, 16, 2, g,
@@ -377,7 +546,8 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
             } else {
                 karg a[] = {A(l->xq), A(w), A(M), A(K), A(N), A(nb), A(ne), A(l->flags), A(l->sx), A(l->wsc),
                             A(bias), A(yb->mem)};
-                st = run_kernel(d, l, QP_CL_K_TILED_F8, "qp_tiled_f8", a, 12, 2, g, lo);
+                st = f8b ? run_kernel(d, l, QP_CL_K_TILED_F8B, "qp_tiled_f8b", a, 12, 2, g, lo)
+                         : run_kernel(d, l, QP_CL_K_TILED_F8, "qp_tiled_f8", a, 12, 2, g, lo);
             }
         }
     }
@@ -399,6 +569,8 @@ void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     static const char *const divs[] = {"div native", "div fp64", "div fma", "div fma-test"};
     const char *div = divs[d->div_mode & 3];
     const char *arith = l->kind == QP_SCHEME_W8A8_FP8 ? "fp8->fp32"
+                        : l->kind == QP_SCHEME_W8A8_FP8_BLOCK ? "fp8->fp32 128x128 blocks, act groups of 128"
+                        : l->kind == QP_SCHEME_W4A16_INT4 ? "int4->fp32"
                         : l->kind == QP_SCHEME_QQQ_W4A8
                             ? (l->use_dot ? (d->int_dot_emulated ? "int4->int8 int-dot (emulated)" : "int4->int8 int-dot")
                                           : "int4->int8 plain")

@@ -100,3 +100,36 @@ void qp_quant_f8(__global const ushort *x, int K, int M, int bf16, int mode, flo
     }
     if (lid == 0) sx[row] = s;
 }
+
+/* 2^ceil(log2(s)) on the bit pattern (api/quant_fp8.c ue8m0) */
+inline float qp_ue8m0(float s) {
+    uint b = as_uint(fmax(fabs(s), 1e-10f));
+    if (b & 0x7FFFFFu) b += 0x800000u;
+    return as_float(b & 0xFF800000u);
+}
+
+/* fp8 per-token-group-128 activations (qp_quant_fp8_group, spec 6.2): one
+ * work-group per (row, group), two values per lane. s = max(1e-10,
+ * absmax)/448 (ue8m0: rounded up to a power of two, then x * (1/s)),
+ * otherwise x / s. xf [M][K] receives the e4m3 values, sx [M][K/128]. */
+#if QP_WG != 64
+#error qp_quant_f8_group takes two values per lane of a 64-lane work-group
+#endif
+__kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
+void qp_quant_f8_group(__global const ushort *x, int K, int bf16, int ue8m0, __global float *xf, __global float *sx,
+                       int dm) {
+    __local float red[QP_WG];
+    int kb = K >> 7, gid = get_group_id(0), row = gid / kb, g = gid - row * kb, lid = get_local_id(0);
+    size_t base = (size_t)row * K + (size_t)g * 128;
+    float v0 = qp_act_load(x, base + lid, bf16), v1 = qp_act_load(x, base + QP_WG + lid, bf16);
+    float a = fmax(fmax(0.0f, fabs(v0)), fabs(v1)); /* fmax skips NaN, as fmaxf does */
+    a = fmax(1e-10f, qp_wg_max(red, a));
+    float s = qp_div(a, 448.0f, dm);
+    if (ue8m0) s = qp_ue8m0(s);
+    float inv = qp_div(1.0f, s, dm);
+    uint q0 = qp_fp8_conv(ue8m0 ? v0 * inv : qp_div(v0, s, dm));
+    uint q1 = qp_fp8_conv(ue8m0 ? v1 * inv : qp_div(v1, s, dm));
+    xf[base + lid] = qp_f8_decode(q0);
+    xf[base + QP_WG + lid] = qp_f8_decode(q1);
+    if (lid == 0) sx[(size_t)row * kb + g] = s;
+}

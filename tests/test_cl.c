@@ -433,6 +433,211 @@ static void test_qqq(int group, int has_bias, int N, int K, const int *ms, int n
     free(wf); free(sc); free(scp); free(q); free(q4); free(w8); free(sg); free(sgp); free(bias); free(B);
 }
 
+static void time_forward(const qp_lin_desc *d, unsigned path, int M, const char *what);
+
+/* ---- float-path bound (tools/cases.c derives it) -------------------------
+ * |y - ref| <= c u sum_k T_k |w_k| + 2 ulp(ref); T_k = |x_k| for W4A16, the
+ * bound on the dequantized fp8 activation for fp8 per-block. A NaN in the
+ * reference must be a NaN on the device. */
+static int check_bound(const uint16_t *y, const uint16_t *yr, const double *tsum, double c, int M, int N, qp_dtype dt,
+                       const char *what) {
+    int bad = 0;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double r = dec(dt, yr[(size_t)m * N + n]), g = dec(dt, y[(size_t)m * N + n]);
+            double tol = c * ldexp(1.0, -24) * 1.01 * tsum[(size_t)m * N + n] + 2.0 * ulp_of(dt, fabs(r));
+            int ok = isnan(r) ? isnan(g) : fabs(g - r) <= tol;
+            if (!ok) {
+                if (bad < 3) fprintf(stderr, "  %s M=%d: y[%d][%d] = %g, reference %g, bound %g\n", what, M, m, n, g, r, tol);
+                bad++;
+            }
+        }
+    CHECK(!bad, "%s M=%d: %d outputs outside the bound", what, M, bad);
+    return bad;
+}
+
+/* ---- W4A16 (spec 6.7) ------------------------------------------------------
+ * Quark checkpoint tensors made here: random codes packed with
+ * qp_pack_int4_quark (order / reorder), act-dtype scales [K/g][N] (or the
+ * padded [K/g][8*ceil(N/8)] when `padded`), uint4 zero points. */
+static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, int has_bias, int padded, int N, int K,
+                       const int *ms, int nms) {
+    special = 1;
+    int g = group > 0 ? group : K, G = K / g, nc = (N + 7) / 8;
+    uint8_t *codes = malloc((size_t)K * N), *zc = malloc((size_t)G * N);
+    int32_t *W = calloc((size_t)K * nc, 4), *Z = calloc((size_t)G * nc, 4);
+    uint16_t *sc = calloc((size_t)G * 8 * nc, 2), *bias = malloc(2 * (size_t)N);
+    float *wd = malloc(sizeof(float) * (size_t)K * N);
+    for (size_t i = 0; i < (size_t)K * N; i++) codes[i] = (uint8_t)irand(0, 15);
+    for (size_t i = 0; i < (size_t)G * N; i++) zc[i] = (uint8_t)irand(0, 15);
+    for (int gi = 0; gi < G; gi++)
+        for (int n = 0; n < N; n++) /* a few negative and tiny scales too */
+            sc[(size_t)gi * 8 * nc + n] = enc(dt, (n % 13 == 5 ? -1.0f : 1.0f) * (n % 17 == 3 ? 1e-6f : 0.002f + 0.02f * fabsf(frand())));
+    for (int n = 0; n < N; n++) bias[n] = enc(dt, frand() * 2.0f);
+    qp_status st = qp_pack_int4_quark(codes, K, N, pack, W);
+    if (st == QP_OK && !sym) st = qp_pack_int4_quark(zc, G, N, pack, Z);
+    CHECK(st == QP_OK, "w4a16: pack failed");
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) {
+            int c = codes[(size_t)k * N + n], v = sym ? c - 16 * (c >= 8) : c - zc[(size_t)(k / g) * N + n];
+            wd[(size_t)n * K + k] = (float)v * dec(dt, sc[(size_t)(k / g) * 8 * nc + n]);
+        }
+    /* the checkpoint's [K/g][N] scales, unless the padded form is tested */
+    uint16_t *sck = malloc(2 * (size_t)G * 8 * nc);
+    for (int gi = 0; gi < G; gi++)
+        for (int n = 0; n < (padded ? 8 * nc : N); n++)
+            sck[(size_t)gi * (padded ? 8 * nc : N) + n] = sc[(size_t)gi * 8 * nc + n];
+    qp_tensor t[3] = {{"weight", QP_DTYPE_I32, 2, {K, nc}, W},
+                      {"weight_scale", dt, 2, {G, padded ? 8 * nc : N}, sck},
+                      {"weight_zero_point", QP_DTYPE_I32, 2, {G, nc}, Z}};
+    char what[200];
+    snprintf(what, sizeof what, "w4a16 %s %s %s g%d%s%s N=%d K=%d", dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
+             sym ? "int4" : "uint4", pack == QP_PACK_ORDER ? "order" : "reorder", group, has_bias ? " bias" : "",
+             padded ? " padded-scales" : "", N, K);
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
+    d.scheme.weight.group_size = group;
+    d.scheme.weight.symmetric = sym;
+    d.scheme.pack_method = pack;
+    d.act_dtype = dt;
+    d.N = N;
+    d.K = K;
+    d.layer = "test.w4a16";
+    d.bias = has_bias ? bias : NULL;
+    d.group_size = group;
+    d.tensors = t;
+    d.n_tensors = sym ? 2 : 3;
+    void *lins[3] = {0};
+    for (int p = 0; p < 3; p++) {
+        st = ops->linear_prepare(dev, &d, paths[p], &lins[p]);
+        CHECK(st == QP_OK, "%s: prepare %s: %s", what, path_name[p], last_error);
+    }
+    for (int mi = 0; mi < nms; mi++) {
+        int M = ms[mi];
+        uint16_t *x = malloc(2 * (size_t)M * K), *yr = malloc(2 * (size_t)M * N), *y = malloc(2 * (size_t)M * N);
+        double *ts = calloc((size_t)M * N, sizeof(double));
+        make_x(x, M, K, dt);
+        qp_ref_w4a16_args a = {dt, x, M, K, N, W, sym ? NULL : Z, sc, group, sym, pack, has_bias ? bias : NULL};
+        st = qp_ref_w4a16_forward(NULL, &a, yr);
+        CHECK(st == QP_OK, "%s: reference failed", what);
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++)
+                for (int k = 0; k < K; k++) {
+                    double xv = fabs((double)dec(dt, x[(size_t)m * K + k]));
+                    if (!isnan(xv)) ts[(size_t)m * N + n] += xv * fabs((double)wd[(size_t)n * K + k]);
+                }
+        for (int p = 0; p < 3 && st == QP_OK; p++) {
+            if (!lins[p]) continue;
+            char w2[240];
+            snprintf(w2, sizeof w2, "%s [%s]", what, path_name[p]);
+            if (run(lins[p], x, M, K, N, y, w2)) check_bound(y, yr, ts, K + 2.0, M, N, dt, w2);
+            n_cases++;
+            n_outputs += (long)M * N;
+        }
+        free(x); free(yr); free(y); free(ts);
+    }
+    for (int p = 0; p < 3; p++)
+        if (lins[p]) ops->linear_destroy(dev, lins[p]);
+    if (N >= 4096) { /* timings of the large layer, for the log */
+        time_forward(&d, 0, 1, "w4a16");
+        time_forward(&d, 0, 16, "w4a16");
+        time_forward(&d, 0, 64, "w4a16");
+    }
+    free(codes); free(zc); free(W); free(Z); free(sc); free(sck); free(bias); free(wd);
+}
+
+/* ---- W8A8-FP8 per-block (spec 6.6) -----------------------------------------
+ * Random e4m3 weights with fp32 scales per 128x128 block (power-of-two ones
+ * when `ue8m0`, as e8m0 checkpoints decode), per-token-group-128 activations
+ * (ue8m0: power-of-two activation scales and x * (1/s)). `identity`: N = K,
+ * unit weights and scales, no bias: y = q * s_x exactly, so the activation
+ * quantizer's codes and scales are compared bit for bit. */
+static void test_fp8_block(qp_dtype dt, int ue8m0, int has_bias, int identity, int N, int K, const int *ms, int nms) {
+    if (identity) { N = K; has_bias = 0; }
+    special = 1;
+    int kb = K / 128, nbr = (N + 127) / 128;
+    size_t nk = (size_t)N * K;
+    uint8_t *w = malloc(nk);
+    float *ws = malloc(sizeof(float) * (size_t)nbr * kb);
+    uint16_t *bias = malloc(2 * (size_t)N);
+    for (size_t i = 0; i < nk; i++) {
+        uint8_t c;
+        if (identity) c = (i / K == i % K) ? 0x38 : 0x00;
+        else do c = (uint8_t)irand(0, 255); while ((c & 0x7F) == 0x7F);
+        w[i] = c;
+    }
+    for (int i = 0; i < nbr * kb; i++)
+        ws[i] = identity ? 1.0f : ue8m0 ? ldexpf(1.0f, irand(-12, -6)) : 0.0005f + 0.003f * fabsf(frand());
+    for (int n = 0; n < N; n++) bias[n] = enc(dt, frand() * 2.0f);
+    char what[200];
+    snprintf(what, sizeof what, "fp8-block %s%s%s%s N=%d K=%d", dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
+             ue8m0 ? " ue8m0" : "", has_bias ? " bias" : "", identity ? " identity" : "", N, K);
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.kind = d.scheme.kind = QP_SCHEME_W8A8_FP8_BLOCK;
+    d.act_dtype = dt;
+    d.N = N;
+    d.K = K;
+    d.layer = "test.fp8block";
+    d.act = QP_ACT_FP8_GROUP128;
+    d.ue8m0 = ue8m0;
+    d.bias = has_bias ? bias : NULL;
+    d.w_u8 = w;
+    d.w_scale = ws;
+    d.w_per_channel = 1;
+    void *lins[3] = {0};
+    for (int p = 0; p < 3; p++) {
+        qp_status st = ops->linear_prepare(dev, &d, paths[p], &lins[p]);
+        CHECK(st == QP_OK, "%s: prepare %s: %s", what, path_name[p], last_error);
+    }
+    for (int mi = 0; mi < nms; mi++) {
+        int M = ms[mi];
+        uint16_t *x = malloc(2 * (size_t)M * K), *yr = malloc(2 * (size_t)M * N), *y = malloc(2 * (size_t)M * N);
+        double *ts = calloc((size_t)M * N, sizeof(double));
+        make_x(x, M, K, dt);
+        qp_ref_fp8_args a = {dt, x, M, K, N, w, ws, 1, QP_FP8_ACT_GROUP128, 0.0f, ue8m0, has_bias ? bias : NULL};
+        qp_status st = qp_ref_w8a8_fp8_forward(NULL, &a, yr);
+        CHECK(st == QP_OK, "%s: reference failed", what);
+        for (int m = 0; m < M && !identity; m++)
+            for (int g0 = 0; g0 < K; g0 += 128) {
+                double amax = 0;
+                for (int k = g0; k < g0 + 128; k++) {
+                    double v = fabs((double)dec(dt, x[(size_t)m * K + k]));
+                    if (v > amax) amax = v;
+                }
+                double sg = 2.0 * fmax(1e-10, amax) / 448.0;
+                for (int k = g0; k < g0 + 128; k++) {
+                    double v = fabs((double)dec(dt, x[(size_t)m * K + k]));
+                    double tk = (isnan(v) ? 448.0 * sg : v * 1.0625) + ldexp(sg, -10);
+                    for (int n = 0; n < N; n++)
+                        ts[(size_t)m * N + n] += tk * fabs((double)qp_format_decode(QP_DTYPE_F8_E4M3FN, w[(size_t)n * K + k]) *
+                                                           ws[(size_t)(n / 128) * kb + g0 / 128]);
+                }
+            }
+        for (int p = 0; p < 3 && st == QP_OK; p++) {
+            if (!lins[p]) continue;
+            char w2[240];
+            snprintf(w2, sizeof w2, "%s [%s]", what, path_name[p]);
+            if (run(lins[p], x, M, K, N, y, w2)) {
+                if (identity) compare_exact(y, yr, M, N, w2, M);
+                else check_bound(y, yr, ts, 132.0 + K / 128.0, M, N, dt, w2);
+            }
+            n_cases++;
+            n_outputs += (long)M * N;
+        }
+        free(x); free(yr); free(y); free(ts);
+    }
+    for (int p = 0; p < 3; p++)
+        if (lins[p]) ops->linear_destroy(dev, lins[p]);
+    if (N >= 4096) {
+        time_forward(&d, 0, 1, "fp8-block");
+        time_forward(&d, 0, 16, "fp8-block");
+        time_forward(&d, 0, 64, "fp8-block");
+    }
+    free(w); free(ws); free(bias);
+}
+
 /* ---- matrices ----------------------------------------------------------- */
 static void full_matrix(void) {
     static const int shapes[][2] = {{33, 100}, {64, 160}}; /* N, K: odd tails / exact tiles */
@@ -455,6 +660,27 @@ static void full_matrix(void) {
     test_qqq(-1, 1, 128, 256, Ms, NM, 0);
     test_qqq(128, 1, 64, 256, Ms, NM, 0);
     test_qqq(128, 0, 192, 384, Ms, NM, 0);
+    /* W4A16: every group size (32/64/128/per-channel), both packings,
+     * int4 / uint4, fp16 / bf16, odd N, K off the 32-weight chunks
+     * (per-channel K = 100), padded scales */
+    static const int mw[] = {1, 2, 3, 5, 8, 16, 17, 64};
+    const qp_pack_method O = QP_PACK_ORDER, R = QP_PACK_REORDER;
+    test_w4a16(QP_DTYPE_F16, R, 1, 128, 1, 0, 65, 256, Ms, NM);
+    test_w4a16(QP_DTYPE_BF16, O, 0, 128, 0, 0, 33, 384, mw, 8);
+    test_w4a16(QP_DTYPE_F16, O, 1, 32, 1, 1, 67, 96, mw, 8);
+    test_w4a16(QP_DTYPE_BF16, R, 0, 64, 1, 0, 50, 192, mw, 8);
+    test_w4a16(QP_DTYPE_F16, R, 0, -1, 0, 0, 31, 100, mw, 8);
+    test_w4a16(QP_DTYPE_BF16, O, 1, -1, 1, 0, 64, 160, mw, 8);
+    test_w4a16(QP_DTYPE_BF16, R, 1, 32, 0, 1, 130, 64, mw, 8);
+    test_w4a16(QP_DTYPE_F16, O, 0, 64, 1, 1, 9, 128, mw, 8);
+    /* fp8 per-block: fp32 and power-of-two (e8m0) scales, a partial
+     * 128-row block, identity layers comparing the quantizer bit for bit */
+    test_fp8_block(QP_DTYPE_F16, 0, 1, 0, 65, 256, Ms, NM);
+    test_fp8_block(QP_DTYPE_BF16, 1, 0, 0, 200, 384, mw, 8);
+    test_fp8_block(QP_DTYPE_F16, 1, 1, 0, 33, 128, mw, 8);
+    test_fp8_block(QP_DTYPE_BF16, 0, 1, 0, 130, 128, mw, 8);
+    test_fp8_block(QP_DTYPE_F16, 0, 0, 1, 0, 256, mw, 8);
+    test_fp8_block(QP_DTYPE_BF16, 1, 0, 1, 0, 128, mw, 8);
 }
 
 /* forward time of a layer on the device (buffers resident), for the log */
@@ -486,6 +712,8 @@ static void large_layer(void) {
     static const int m1[] = {1}, m2[] = {1, 17};
     test_int8(QP_DTYPE_F16, 0, 1, 1, 1, 4096, 4096, m2, 2, 0);
     test_fp8(QP_DTYPE_BF16, 2, 1, 1, 0, 4096, 4096, m1, 1);
+    test_w4a16(QP_DTYPE_F16, QP_PACK_REORDER, 0, 128, 1, 0, 4096, 4096, m1, 1);
+    test_fp8_block(QP_DTYPE_BF16, 0, 1, 0, 4096, 4096, m1, 1);
     /* timings on this device (PoCL: CPU threads, for the record only) */
     int N = 4096, K = 4096;
     int8_t *w = malloc((size_t)N * K);
@@ -540,6 +768,8 @@ static void div_subset(void) {
     test_int8(QP_DTYPE_F16, 0, 1, 0, 0, 33, 100, ms, 2, 0);  /* amax/127, 127/amax */
     test_fp8(QP_DTYPE_F16, 2, 0, 0, 1, 0, 96, ms, 2);        /* x / s, exact via identity */
     test_fp8(QP_DTYPE_BF16, 0, 0, 1, 1, 0, 96, ms, 2);       /* 1/s */
+    test_fp8_block(QP_DTYPE_F16, 0, 0, 1, 0, 128, ms, 2);    /* amax/448, x / s, exact via identity */
+    test_fp8_block(QP_DTYPE_BF16, 1, 0, 1, 0, 128, ms, 2);   /* ue8m0: 1/s */
 }
 
 /* The *_dot kernels (QPORT_CL_FAKE_INT_DOT on a device without the
@@ -584,6 +814,8 @@ static void chunk_subset(void) {
     test_int8(QP_DTYPE_F16, 0, 0, 1, 1, 200, 100, ms, 3, 0);
     test_fp8(QP_DTYPE_BF16, 2, 1, 1, 0, 200, 100, ms, 3);
     test_qqq(128, 1, 192, 256, ms, 3, 0);
+    test_w4a16(QP_DTYPE_BF16, QP_PACK_REORDER, 0, 64, 1, 0, 200, 256, ms, 3); /* 32 columns of 128 bytes a chunk */
+    test_fp8_block(QP_DTYPE_F16, 0, 1, 0, 200, 128, ms, 3);                     /* 32 columns of 128 bytes a chunk */
     int8_t w[96 * 64] = {0};
     float ws[96];
     qp_lin_desc d = small_int8_desc(w, ws);
@@ -651,6 +883,127 @@ static qp_status fresh_prepare_and_run(int check_output) {
     return st;
 }
 
+/* W4A16 / fp8 per-block: refused tensors, shapes and paths */
+static void w4a16_fp8b_faults(void) {
+    int32_t W[64 * 8] = {0}, Z[2 * 8] = {0};
+    uint16_t sc[64 * 2 * 64];
+    for (int i = 0; i < 64 * 2 * 64; i++) sc[i] = enc(QP_DTYPE_F16, 0.01f);
+    qp_tensor t[3] = {{"weight", QP_DTYPE_I32, 2, {64, 8}, W}, {"weight_scale", QP_DTYPE_F16, 2, {2, 64}, sc},
+                      {"weight_zero_point", QP_DTYPE_I32, 2, {2, 8}, Z}};
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
+    d.scheme.weight.group_size = 32;
+    d.scheme.weight.symmetric = 0;
+    d.scheme.pack_method = QP_PACK_REORDER;
+    d.act_dtype = QP_DTYPE_F16;
+    d.N = 64;
+    d.K = 64;
+    d.layer = "fault.w4a16";
+    d.tensors = t;
+    d.n_tensors = 2; /* uint4 without its zero points */
+    void *lin = NULL;
+    qp_status st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "weight_zero_point") && strstr(last_error, "fault.w4a16"),
+          "w4a16 without zero points: %d '%s'", (int)st, last_error);
+    t[2].shape[0] = 1; /* wrong zero-point shape */
+    d.n_tensors = 3;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "weight_zero_point"), "w4a16 zp shape: %d '%s'", (int)st,
+          last_error);
+    t[2].shape[0] = 2;
+    t[1].dtype = QP_DTYPE_BF16; /* scales not in the act dtype */
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "weight_scale"), "w4a16 scale dtype: %d '%s'", (int)st,
+          last_error);
+    t[1].dtype = QP_DTYPE_F16;
+    d.scheme.weight.group_size = 48; /* K = 64 is not a multiple */
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_VALUE && strstr(last_error, "not divisible by the group size 48"), "w4a16 g48: %d '%s'", (int)st,
+          last_error);
+    d.scheme.weight.group_size = 16; d.K = 32; /* divides K, not a multiple of 32 */
+    t[0].shape[0] = 32;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "multiple of 32"), "w4a16 g16: %d '%s'", (int)st, last_error);
+    d.scheme.weight.group_size = 32; d.K = 64;
+    t[0].shape[0] = 64;
+    st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "no integer dot product path"), "w4a16 int-dot: %d '%s'",
+          (int)st, last_error);
+    lin = NULL;
+    st = ops->linear_prepare(dev, &d, QP_PATH_NO_INT_DOT, &lin);
+    CHECK(st == QP_OK, "w4a16 no-int-dot: %s", last_error);
+    if (lin) {
+        char desc[160];
+        ops->linear_describe(dev, lin, 1, desc, sizeof desc);
+        CHECK(strstr(desc, "gemv") && strstr(desc, "int4->fp32"), "describe w4a16: '%s'", desc);
+        ops->linear_destroy(dev, lin);
+    }
+    /* fp8 per-block: K % 128, a non-group activation mode, forced int-dot;
+     * per-token-group activations on per-channel weights */
+    uint8_t w8[64 * 192] = {0};
+    float ws[2] = {1.0f, 1.0f};
+    qp_lin_desc f = {0};
+    f.struct_size = sizeof f;
+    f.kind = QP_SCHEME_W8A8_FP8_BLOCK;
+    f.act_dtype = QP_DTYPE_BF16;
+    f.N = 64;
+    f.K = 192;
+    f.layer = "fault.fp8block";
+    f.act = QP_ACT_FP8_GROUP128;
+    f.w_u8 = w8;
+    f.w_scale = ws;
+    lin = NULL;
+    st = ops->linear_prepare(dev, &f, 0, &lin);
+    CHECK(st == QP_ERR_VALUE && strstr(last_error, "multiple of 128"), "fp8-block K=192: %d '%s'", (int)st, last_error);
+    f.K = 128;
+    f.act = QP_ACT_FP8_DYNAMIC_TOKEN;
+    st = ops->linear_prepare(dev, &f, 0, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED, "fp8-block per-token: %d '%s'", (int)st, last_error);
+    f.act = QP_ACT_FP8_GROUP128;
+    st = ops->linear_prepare(dev, &f, QP_PATH_INT_DOT, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "no integer dot product path"), "fp8-block int-dot: %d '%s'",
+          (int)st, last_error);
+    f.kind = QP_SCHEME_W8A8_FP8;
+    st = ops->linear_prepare(dev, &f, 0, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "per-block weights"), "fp8 group act: %d '%s'", (int)st,
+          last_error);
+    f.kind = QP_SCHEME_W8A8_FP8_BLOCK;
+    lin = NULL;
+    st = ops->linear_prepare(dev, &f, QP_PATH_TILED, &lin);
+    CHECK(st == QP_OK, "fp8-block tiled: %s", last_error);
+    if (lin) {
+        char desc[160];
+        ops->linear_describe(dev, lin, 1, desc, sizeof desc);
+        CHECK(strstr(desc, "tiled") && strstr(desc, "128x128"), "describe fp8-block: '%s'", desc);
+        ops->linear_destroy(dev, lin);
+    }
+    /* device_supports: what runs and how (PoCL: no fp8 arithmetic) */
+    qp_device_info info = {0};
+    info.struct_size = sizeof info;
+    ops->device_info(dev, &info);
+    qp_scheme sch = {0};
+    qp_support_info si;
+    sch.kind = QP_SCHEME_W8A8_FP8_BLOCK;
+    sch.weight.granularity = QP_GRAN_BLOCK;
+    ops->device_supports(dev, &sch, 1, 256, 256, &si);
+    CHECK(si.level == QP_SUPPORT_EMULATED && strstr(si.reason, "no fp8 arithmetic") && strstr(si.reason, "128x128"),
+          "supports fp8-block: %d %s", (int)si.level, si.reason);
+    sch.kind = QP_SCHEME_HF_FP8;
+    ops->device_supports(dev, &sch, 1, 256, 256, &si);
+    CHECK(si.level == QP_SUPPORT_EMULATED && strstr(si.reason, "128x128"), "supports hf-fp8 block: %s", si.reason);
+    memset(&sch, 0, sizeof sch);
+    sch.kind = QP_SCHEME_W4A16_INT4;
+    sch.weight.group_size = 128;
+    ops->device_supports(dev, &sch, 1, 256, 256, &si);
+    CHECK(si.level == (info.caps.fp16_arith ? QP_SUPPORT_NATIVE : QP_SUPPORT_EMULATED) && strstr(si.reason, "int4"),
+          "supports w4a16: %d %s", (int)si.level, si.reason);
+    printf("supports: w4a16 %s (%s)\n", si.level == QP_SUPPORT_NATIVE ? "native" : "emulated", si.reason);
+    sch.weight.group_size = 16;
+    ops->device_supports(dev, &sch, 1, 256, 256, &si);
+    CHECK(si.level == QP_SUPPORT_UNSUPPORTED, "supports w4a16 g16: %d %s", (int)si.level, si.reason);
+}
+
 static void faults(void) {
     qp_device_info info = {0};
     info.struct_size = sizeof info;
@@ -706,11 +1059,12 @@ static void faults(void) {
     }
     /* unsupported schemes say so */
     qp_lin_desc u = d;
-    u.kind = QP_SCHEME_W4A16_INT4;
+    u.kind = QP_SCHEME_OCP_MX;
     lin = NULL;
     st = ops->linear_prepare(dev, &u, 0, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "not yet implemented on opencl"), "w4a16: %d '%s'", (int)st,
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "not yet implemented on opencl"), "ocp-mx: %d '%s'", (int)st,
           last_error);
+    w4a16_fp8b_faults();
     qp_scheme sch = {0};
     sch.kind = QP_SCHEME_NVFP4;
     qp_support_info si;

@@ -9,10 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define QUARK(W, I)                                                                                            \
-    "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"reorder\"},"            \
+#define QUARK(W, I) QUARK_PACK("reorder", W, I)
+#define QUARK_PACK(P, W, I)                                                                                    \
+    "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"" P "\"},"             \
     "\"global_quant_config\":{\"weight\":" W ",\"input_tensors\":" I ",\"output_tensors\":null,\"bias\":null}," \
     "\"layer_quant_config\":{},\"layer_type_quant_config\":{},\"exclude\":[]}"
+/* W4A16 weights (tools/schemes.c's exporter JSON) */
+#define W4(dt, sym, G) "{\"dtype\":\"" dt "\",\"qscheme\":\"per_group\",\"group_size\":" G ",\"symmetric\":" sym ",\"is_dynamic\":false}"
 #define T(dt, qs, sym, dyn) "{\"dtype\":\"" dt "\",\"qscheme\":\"" qs "\",\"symmetric\":" sym ",\"is_dynamic\":" dyn "}"
 
 const case_scheme case_schemes[] = {
@@ -25,6 +28,16 @@ const case_scheme case_schemes[] = {
     {"fp8-dyn-token", QUARK(T("fp8_e4m3", "per_channel", "true", "false"), T("fp8_e4m3", "per_channel", "true", "true")), 0, 0, 1, 1},
     {"qqq-channel", "{\"quant_method\":\"qqq\",\"wbits\":4,\"group_size\":-1}", 1, 1, 128, 64},
     {"qqq-g128", "{\"quant_method\":\"qqq\",\"wbits\":4,\"group_size\":128}", 1, 1, 128, 64},
+    {"w4a16-int4-g128", QUARK(W4("int4", "true", "128"), "null"), 0, 0, 128, 1},
+    {"w4a16-uint4-order", QUARK_PACK("order", W4("uint4", "false", "128"), "null"), 0, 0, 128, 1},
+    {"w4a16-int4-g32", QUARK(W4("int4", "true", "32"), "null"), 0, 0, 32, 1},
+    {"fp8-block", QUARK("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],\"is_dynamic\":false,\"symmetric\":true}",
+                        "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":128,\"is_dynamic\":true,\"symmetric\":true}"),
+     0, 0, 128, 1},
+    {"fp8-block-e8m0", QUARK("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],\"scale_type\":\"float8_e8m0fnu\",\"is_dynamic\":false,\"symmetric\":true}",
+                             "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":128,\"is_dynamic\":true,\"symmetric\":true}"),
+     0, 0, 128, 1},
+    {"hf-fp8-block", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"weight_block_size\":[128,128]}", 0, 0, 128, 1},
 };
 const int n_case_schemes = (int)(sizeof case_schemes / sizeof *case_schemes);
 
@@ -95,6 +108,12 @@ static void calib_range(const uint16_t *c, int cm, int K, qp_dtype dt, float *lo
     if (*lo > 0) *lo = 0;
     if (*hi < 0) *hi = 0;
     if (*hi - *lo == 0) { *lo = -1; *hi = 1; }
+}
+
+/* W8A8-FP8 per-block: Quark's, or HF fp8 with weight_block_size */
+static int fp8_block(const case_layer *l) {
+    return l->scheme.kind == QP_SCHEME_W8A8_FP8_BLOCK ||
+           (l->scheme.kind == QP_SCHEME_HF_FP8 && l->scheme.weight.granularity == QP_GRAN_BLOCK);
 }
 
 int case_layer_make(qp_context *ctx, const case_scheme *cs, int N, int K, qp_dtype dt, uint64_t seed,
@@ -190,6 +209,71 @@ int case_layer_make(qp_context *ctx, const case_scheme *cs, int N, int K, qp_dty
         add(l, "B", QP_DTYPE_I32, 2, K / 16, 2 * N, B);
         add(l, "s_channel", QP_DTYPE_F32, 2, 1, N, scp);
         if (g == 128) add(l, "s_group", QP_DTYPE_F16, 2, K / 128, N, sgp);
+    } else if (kind == QP_SCHEME_W4A16_INT4 || fp8_block(l)) {
+        /* the library's exporter (qp_quantize_weights, as `qport quantize`);
+         * the dequantized weights are rebuilt from the checkpoint tensors */
+        qp_quantize_options qo;
+        qp_quantize_options_init(&qo);
+        qo.params_dtype = dt;
+        qp_qweights *q = NULL;
+        if (qp_quantize_weights(ctx, &l->scheme, w, N, K, &qo, &q)) {
+            snprintf(err, errcap, "%s", qp_last_error(ctx));
+            rc = -1;
+        }
+        for (size_t i = 0; !rc && i < qp_qweights_count(q); i++) {
+            qp_tensor t;
+            qp_qweights_get(q, i, &t);
+            size_t bytes = qp_tensor_bytes(&t);
+            void *copy = own(l, bytes);
+            if (!copy || l->n_tensors >= 7) { snprintf(err, errcap, "out of memory"); rc = -1; break; }
+            memcpy(copy, t.data, bytes);
+            /* names are static strings of the library's tables, but a copy
+             * does not depend on it: the qweights owns them */
+            static const char *const names[] = {"weight", "weight_scale", "weight_zero_point", "weight_scale_inv"};
+            const char *nm = NULL;
+            for (int k = 0; k < 4; k++) if (!strcmp(t.name, names[k])) nm = names[k];
+            if (!nm) { snprintf(err, errcap, "unexpected tensor '%s'", t.name); rc = -1; break; }
+            add(l, nm, t.dtype, t.ndim, t.shape[0], t.ndim > 1 ? t.shape[1] : 0, copy);
+        }
+        qp_qweights_destroy(q);
+        const qp_tensor *tw = NULL, *ts = NULL, *tz = NULL;
+        for (size_t i = 0; i < l->n_tensors; i++) {
+            if (!strcmp(l->tensors[i].name, "weight")) tw = &l->tensors[i];
+            else if (!strcmp(l->tensors[i].name, "weight_zero_point")) tz = &l->tensors[i];
+            else ts = &l->tensors[i];
+        }
+        if (!rc && (!tw || !ts)) { snprintf(err, errcap, "the exporter wrote no weight / weight_scale"); rc = -1; }
+        if (!rc && kind == QP_SCHEME_W4A16_INT4) {
+            /* int4: two's-complement codes times the group scale; uint4:
+             * (code - zero point) times the scale (spec 6.7) */
+            int g = l->scheme.weight.group_size > 0 ? l->scheme.weight.group_size : K, G = K / g;
+            int sym = l->scheme.weight.symmetric;
+            uint8_t *codes = malloc(NK), *zc = malloc((size_t)G * N);
+            if (!codes || !zc || qp_unpack_int4_quark(tw->data, K, N, l->scheme.pack_method, codes) ||
+                (!sym && (!tz || qp_unpack_int4_quark(tz->data, G, N, l->scheme.pack_method, zc)))) {
+                snprintf(err, errcap, "cannot unpack the int4 weights");
+                rc = -1;
+            }
+            for (int k = 0; !rc && k < K; k++)
+                for (int n = 0; n < N; n++) {
+                    int c = codes[(size_t)k * N + n];
+                    int v = sym ? c - 16 * (c >= 8) : c - zc[(size_t)(k / g) * N + n];
+                    float sc = qp_format_decode(ts->dtype, ((const uint16_t *)ts->data)[(size_t)(k / g) * N + n]);
+                    l->w_deq[(size_t)n * K + k] = (float)v * sc;
+                }
+            free(codes); free(zc);
+        } else if (!rc) {
+            /* e4m3 code times its 128x128 block's scale (fp32, or e8m0) */
+            int kb = (K + 127) / 128;
+            for (int n = 0; n < N; n++)
+                for (int k = 0; k < K; k++) {
+                    size_t bi = (size_t)(n / 128) * kb + k / 128;
+                    float sc = ts->dtype == QP_DTYPE_E8M0 ? qp_format_decode(QP_DTYPE_E8M0, ((const uint8_t *)ts->data)[bi])
+                                                          : ((const float *)ts->data)[bi];
+                    l->w_deq[(size_t)n * K + k] =
+                        qp_format_decode(QP_DTYPE_F8_E4M3FN, ((const uint8_t *)tw->data)[(size_t)n * K + k]) * sc;
+                }
+        }
     } else {
         snprintf(err, errcap, "no case generator for %s", qp_scheme_kind_name(kind));
         rc = -1;
@@ -211,24 +295,65 @@ void case_layer_free(case_layer *l) {
 }
 
 /*
- * Float paths (fp8): device and reference quantize the activations with the
- * same fp32 operations, so they agree on every code and scale; they differ
- * only in how the K products are summed (fp32 on a device, fp64 in the
- * reference) and in the final rounding. Summation of K terms in fp32 in
- * any order errs by at most (K-1) * 2^-24 * sum|terms| (Higham's gamma_K,
- * first order); the terms are bounded by |x_k| (1 + 2^-3) |w_deq_k| (an
- * e4m3 code is within 2^-4 of its input, and a dynamic scale can only
+ * Float paths. Notation: u = 2^-24 (fp32 unit roundoff), ulp = one unit in
+ * the last place of the output dtype at |ref|.
+ *
+ * fp8 (per-tensor / per-channel weights): device and reference quantize the
+ * activations with the same fp32 operations, so they agree on every code
+ * and scale; they differ only in how the K products are summed (fp32 on a
+ * device, fp64 in the reference) and in the final rounding. Summation of K
+ * terms in fp32 in any order errs by at most (K-1) u sum|terms| (Higham's
+ * gamma_K, first order); the terms are bounded by |x_k| (1 + 2^-3) |w_deq_k|
+ * (an e4m3 code is within 2^-4 of its input, and a dynamic scale can only
  * shrink |x|/s; the factor 2^-3 leaves room for the scale's own rounding).
  * The output rounding adds one ulp of the output dtype at |ref| (the
  * reference's own rounding and the device's may land on neighbours), and
- * the bias add in the epilogue one more.
+ * the bias add in the epilogue one more:
+ *     K u 1.125 sum_k |x_k| |w_deq,k| + 2 ulp.
+ *
+ * W4A16: no activation quantization; device and reference multiply the same
+ * x_k by the same dequantized weight w_deq,k = (code - zp) * scale (exact in
+ * fp32 and fp64). The reference sums the products in double and rounds once;
+ * a device rounds each product and K-1 partial sums in fp32 (any order:
+ * gamma_K of the dot product), adds the bias in fp32 (one more rounding) and
+ * rounds to the output dtype:
+ *     (K + 2) u 1.01 sum_k |x_k| |w_deq,k| + 2 ulp
+ * (1.01 covers gamma_K's 1/(1 - K u) and the reference's fp64 error).
+ *
+ * fp8-block: the activation codes and per-group scales s_g are identical on
+ * both sides (qp_quant_fp8_group, bit-exact), so each term is the exact
+ * product q_k s_g * w_deq,k, with |q_k s_g| <= 1.0625 |x_k| + 2^-10 s_g (an
+ * e4m3 code is within 2^-4 relatively in the normal range, within half the
+ * subnormal step 2^-9 absolutely) and s_g <= 2 max(1e-10, absmax_g)/448 (2:
+ * room for a power-of-two scale). The reference sums each group of 128 in
+ * double, rounds it to fp32, scales and sums the groups in double: two fp32
+ * roundings. A device rounds at most 127 times inside a group, twice in the
+ * scaling (s_x * s_w, then part * that), K/128 times across groups and once
+ * for the bias; so every term passes through at most 130 + K/128 + 2
+ * roundings, and (first order)
+ *     (132 + K/128) u 1.01 sum_k T_k |w_deq,k| + 2 ulp,
+ * T_k the activation bound above: far tighter than K u for large K.
  */
 double case_bound(const case_layer *l, const uint16_t *x, int m, double ref, qp_dtype out, int n) {
     double sum = 0;
-    for (int k = 0; k < l->K; k++)
-        sum += fabs((double)qp_format_decode(l->act_dtype, x[(size_t)m * l->K + k])) *
-               fabs((double)l->w_deq[(size_t)n * l->K + k]);
+    const uint16_t *xr = x + (size_t)m * l->K;
+    const float *wr = l->w_deq + (size_t)n * l->K;
     double ulp_rel = out == QP_DTYPE_BF16 ? 0x1p-7 : 0x1p-10;
     double ulp = fmax(fabs(ref) * ulp_rel, out == QP_DTYPE_BF16 ? 0x1p-133 : 0x1p-24);
+    if (fp8_block(l)) {
+        for (int g0 = 0; g0 < l->K; g0 += 128) {
+            double amax = 0;
+            for (int k = g0; k < g0 + 128 && k < l->K; k++) {
+                double v = fabs((double)qp_format_decode(l->act_dtype, xr[k]));
+                if (v > amax) amax = v; /* NaN skipped, as the quantizer's fmaxf */
+            }
+            double sg = 2.0 * fmax(1e-10, amax) / 448.0;
+            for (int k = g0; k < g0 + 128 && k < l->K; k++)
+                sum += (fabs((double)qp_format_decode(l->act_dtype, xr[k])) * 1.0625 + 0x1p-10 * sg) * fabs((double)wr[k]);
+        }
+        return (132.0 + l->K / 128.0) * 0x1p-24 * 1.01 * sum + 2.0 * ulp;
+    }
+    for (int k = 0; k < l->K; k++) sum += fabs((double)qp_format_decode(l->act_dtype, xr[k])) * fabs((double)wr[k]);
+    if (l->scheme.kind == QP_SCHEME_W4A16_INT4) return (l->K + 2.0) * 0x1p-24 * 1.01 * sum + 2.0 * ulp;
     return (double)l->K * 0x1p-24 * sum * 1.125 + 2.0 * ulp;
 }
