@@ -188,6 +188,64 @@ static void sharded(void) {
     qp_qweights_destroy(sh[0].q);
 }
 
+/* Row-parallel (o_proj, down_proj): each rank holds a K slice of the
+ * weight, replicated per-channel scales, and the bias on rank 0 only. */
+static void row_parallel(void) {
+    shard sh[1] = {{"model.layers.0.mlp.down_proj", 32, NULL}};
+    write_model(INT8_CFG, sh, 1, 256);
+    /* add a bias to the checkpoint */
+    qp_model *m;
+    CHECK(!qp_model_open(ctx, dir, &m), "%s", qp_last_error(ctx));
+    qp_layer_binding full;
+    CHECK(!qp_model_bind_layer(m, "model.layers.0.mlp.down_proj", NULL, &full), "%s", qp_last_error(ctx));
+    qp_tensor t[10];
+    char names[10][128];
+    size_t n = 0;
+    uint16_t bias[32];
+    for (int i = 0; i < 32; i++) bias[i] = (uint16_t)qp_format_encode(QP_DTYPE_F16, 0.01f * (float)i);
+    for (size_t i = 0; i < full.n_tensors; i++, n++) {
+        t[n] = full.tensors[i];
+        snprintf(names[n], sizeof names[n], "model.layers.0.mlp.down_proj.%s", full.tensors[i].name);
+        t[n].name = names[n];
+    }
+    t[n++] = (qp_tensor){"model.layers.0.mlp.down_proj.bias", QP_DTYPE_F16, 1, {32}, bias};
+    char path[256];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    qp_model_close(m);
+    CHECK(!qp_safetensors_write(ctx, path, t, n, NULL, 0), "%s", qp_last_error(ctx));
+    CHECK(!qp_model_open(ctx, dir, &m), "%s", qp_last_error(ctx));
+    qp_bind_options bo;
+    qp_bind_options_init(&bo);
+    bo.tp_size = 2;
+    const qp_tensor *fw = NULL;
+    for (size_t i = 0; i < full.n_tensors; i++)
+        if (!strcmp(full.tensors[i].name, "weight")) fw = &full.tensors[i];
+    for (int r = 0; r < 2; r++) {
+        bo.tp_rank = r;
+        qp_layer_binding b;
+        CHECK(!qp_model_bind_layer(m, "model.layers.0.mlp.down_proj", &bo, &b), "%s", qp_last_error(ctx));
+        CHECK(b.N == 32 && b.K == 128, "row-parallel shape %d x %d", b.N, b.K);
+        int has_bias = 0, ok_w = 0, ok_s = 0;
+        for (size_t i = 0; i < b.n_tensors; i++) {
+            const qp_tensor *x = &b.tensors[i];
+            if (!strcmp(x->name, "bias")) has_bias = 1;
+            if (!strcmp(x->name, "weight_scale")) ok_s = x->shape[0] == 32; /* replicated */
+            if (!strcmp(x->name, "weight") && fw && x->shape[0] == 32 && x->shape[1] == 128) {
+                ok_w = 1;
+                for (int row = 0; row < 32; row++)
+                    ok_w &= !memcmp((const int8_t *)x->data + row * 128, (const int8_t *)fw->data + row * 256 + r * 128, 128);
+            }
+        }
+        CHECK(ok_w && ok_s, "rank %d: weight slice / scales", r);
+        CHECK(has_bias == (r == 0), "rank %d: bias %s", r, has_bias ? "present" : "absent");
+        qp_layer_binding_free(&b);
+    }
+    qp_layer_binding_free(&full);
+    qp_model_close(m);
+    qp_qweights_destroy(sh[0].q);
+    unlink(path);
+}
+
 static void hostile_index(void) {
     char path[256];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
@@ -213,6 +271,7 @@ int main(void) {
     fused_and_tp(INT8_CFG, 96, 64, 32);
     fused_and_tp(QQQ_CFG, 256, 128, 128);
     sharded();
+    row_parallel();
     hostile_index();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
