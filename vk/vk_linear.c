@@ -6,7 +6,14 @@
  *            chunks of whole rows that each fit maxStorageBufferRange;
  *   xq       [M][Kp] codes written by vk_act_quant.comp, same padding, so
  *            the padding contributes exact zeros;
- *   st       per-row statistics and activation scales (vk_layout.glsl). */
+ *   st       per-row statistics and activation scales (vk_layout.glsl).
+ * W4A16 (issue 9): the Quark-packed checkpoint tensors (desc->tensors:
+ * weight i32 [K][ceil(N/8)], weight_scale [K/g][N] or [K/g][8*ceil(N/8)] in
+ * the act dtype, uint4: weight_zero_point i32 [K/g][ceil(N/8)]) repacked as
+ * the OpenCL backend does into 4-bit codes [N][Kp/2] bytes, Kp = K rounded
+ * up to 32 (shaders/vk_gemv_w4a16.comp), fp32 scales [K/g][N] (binding 4)
+ * and int32 zero points [K/g][N] (binding 5; int4: 8, codes stored c ^ 8);
+ * xq holds the activations widened to fp32, [M][Kp]. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +37,8 @@ typedef struct qp_vk_linear {
     uint32_t act, epi;
     bool bf16, has_bias, fp8;
     bool w4, grouped; /* QQQ from packed int4 codes (+ per-group tables) */
+    bool w4a16;       /* W4A16: int4 codes [N][Kw/2] bytes, Kw = K rounded to 32 */
+    int gsz;          /* W4A16 group size (K when per-channel)              */
     int N, K;
     uint32_t Kw;
     bool use_dot, force_gemv, force_tiled;
@@ -84,7 +93,7 @@ static qp_status upload_vec(qp_vk_device *d, qp_vk_linear *l, qp_vk_buf *b, cons
  * of 16 bytes mapping each code to its exact int8 weight. */
 static void fill_row(const qp_vk_linear *l, const qp_lin_desc *desc, const uint8_t *w, uint32_t n, uint8_t *row,
                      uint8_t *lut) {
-    size_t K = (size_t)l->K;
+    size_t K = l->w4a16 ? (size_t)l->Kw / 2 : (size_t)l->K; /* bytes per row */
     if (!l->w4) {
         memcpy(row, w + (size_t)n * K, K);
         return;
@@ -102,7 +111,7 @@ static void fill_row(const qp_vk_linear *l, const qp_lin_desc *desc, const uint8
 
 static qp_status upload_weights(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc *desc, const uint8_t *w,
                                 const char *tensor) {
-    size_t row_b = l->w4 ? (size_t)l->Kw * 2 : (size_t)l->Kw * 4;
+    size_t row_b = l->w4a16 ? (size_t)l->Kw / 2 : l->w4 ? (size_t)l->Kw * 2 : (size_t)l->Kw * 4;
     size_t lut_b = l->grouped ? (size_t)(l->K / 128) * 16 : 0;
     uint64_t rows = d->weight_range / (row_b + lut_b);
     if (rows == 0)
@@ -164,6 +173,106 @@ static qp_status check_qqq_codes(qp_vk_device *d, const qp_vk_linear *l, const q
     return QP_OK;
 }
 
+/* ---- W4A16 ---------------------------------------------------------------- */
+static const qp_tensor *named(const qp_lin_desc *s, const char *name) {
+    for (size_t i = 0; i < s->n_tensors; i++)
+        if (s->tensors[i].name && !strcmp(s->tensors[i].name, name)) return &s->tensors[i];
+    return NULL;
+}
+
+static size_t tensor_elems(const qp_tensor *t) {
+    size_t e = 1;
+    for (int i = 0; i < t->ndim; i++) e *= t->shape[i] > 0 ? (size_t)t->shape[i] : 0;
+    return e;
+}
+
+/* fp16 / bf16 bits to fp32 (exact; the plugin does not link libqport) */
+static float half_bits_to_float(uint16_t h, int bf16) {
+    uint32_t u;
+    if (bf16) {
+        u = (uint32_t)h << 16;
+    } else {
+        uint32_t sgn = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+        if (e == 0) {
+            float v = (float)m * 0x1p-24f;
+            memcpy(&u, &v, 4);
+            u |= sgn;
+        } else if (e == 31) {
+            u = sgn | 0x7F800000u | (m << 13);
+        } else {
+            u = sgn | ((e + 112u) << 23) | (m << 13);
+        }
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* Quark-packed int4/uint4 (spec 6.7) -> the shader's 4-bit layout, fp32
+ * scales and int32 zero points (as cl/cl_linear.c w4a16_pack). */
+static qp_status w4a16_pack(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc *s, uint8_t **wq_out, float **sc_out,
+                            int32_t **zp_out) {
+    static const int order[8] = {0, 1, 2, 3, 4, 5, 6, 7}, reorder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+    const char *layer = l->layer;
+    int N = s->N, K = s->K, g = s->scheme.weight.group_size > 0 ? s->scheme.weight.group_size : K;
+    int sym = s->scheme.weight.symmetric;
+    const int *P = s->scheme.pack_method == QP_PACK_ORDER ? order : s->scheme.pack_method == QP_PACK_REORDER ? reorder : NULL;
+    if (!s->tensors || !s->n_tensors)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': W4A16 needs the checkpoint tensors (desc->tensors)",
+                         d->index, layer);
+    if (!P)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': W4A16 needs pack_method order or reorder",
+                         d->index, layer);
+    if (K % g)
+        return QP_VK_ERR(d, QP_ERR_VALUE, "vulkan:%d: layer '%s': input size %d is not divisible by the group size %d",
+                         d->index, layer, K, g);
+    if (g != K && g % 32)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unsupported: W4A16 group size %d not a multiple "
+                         "of 32 (the shader takes 32/64/128/... or per-channel)", d->index, layer, g);
+    size_t G = (size_t)(K / g), nc = ((size_t)N + 7) / 8, Kp = ((size_t)K + 31) & ~(size_t)31, Kb = Kp / 2;
+    const qp_tensor *w = named(s, "weight"), *ws = named(s, "weight_scale"), *wz = sym ? NULL : named(s, "weight_zero_point");
+    if (!w || w->dtype != QP_DTYPE_I32 || !w->data || tensor_elems(w) != (size_t)K * nc)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': tensor 'weight' must be int32 [%d, %zu] "
+                         "(Quark-packed int4)", d->index, layer, K, nc);
+    size_t nsc = ws && ws->data ? tensor_elems(ws) : 0;
+    if (!ws || ws->dtype != s->act_dtype || (nsc != G * (size_t)N && nsc != G * 8 * nc))
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': tensor 'weight_scale' must be %s [%zu, %d] "
+                         "or [%zu, %zu]", d->index, layer, s->act_dtype == QP_DTYPE_BF16 ? "bf16" : "fp16", G, N, G, 8 * nc);
+    if (!sym && (!wz || wz->dtype != QP_DTYPE_I32 || !wz->data || tensor_elems(wz) != G * nc))
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': tensor 'weight_zero_point' must be int32 "
+                         "[%zu, %zu] (Quark-packed uint4 zero points)", d->index, layer, G, nc);
+    size_t sstride = nsc == G * (size_t)N ? (size_t)N : 8 * nc;
+    uint8_t *wq = calloc((size_t)N * Kb, 1);
+    int32_t *zp = malloc(sizeof(int32_t) * G * (size_t)N);
+    float *sc = malloc(sizeof(float) * G * (size_t)N);
+    if (!wq || !zp || !sc) {
+        free(wq); free(zp); free(sc);
+        return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: layer '%s': out of host memory packing W4A16 weights",
+                         d->index, layer);
+    }
+    const int32_t *W = w->data;
+    for (size_t k = 0; k < (size_t)K; k++)
+        for (size_t n = 0; n < (size_t)N; n++) {
+            uint32_t word = (uint32_t)W[k * nc + n / 8];
+            unsigned u = (word >> (4 * P[n % 8])) & 15u;
+            if (sym) u ^= 8u; /* two's complement c -> c + 8 (mod 16): u - 8 == c */
+            size_t j = k % 32;
+            wq[n * Kb + (k / 32) * 16 + (j & 15)] |= (uint8_t)(j < 16 ? u : u << 4);
+        }
+    const uint16_t *S = ws->data;
+    const int32_t *Z = wz ? wz->data : NULL;
+    for (size_t gi = 0; gi < G; gi++)
+        for (size_t n = 0; n < (size_t)N; n++) {
+            sc[gi * N + n] = half_bits_to_float(S[gi * sstride + n], s->act_dtype == QP_DTYPE_BF16);
+            zp[gi * N + n] = sym ? 8 : (int32_t)(((uint32_t)Z[gi * nc + n / 8] >> (4 * P[n % 8])) & 15u);
+        }
+    l->gsz = g;
+    *wq_out = wq;
+    *sc_out = sc;
+    *zp_out = zp;
+    return QP_OK;
+}
+
 qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path, void **out) {
     qp_vk_device *d = dev;
     *out = NULL;
@@ -185,6 +294,9 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     const uint8_t *weights = NULL;
     const char *wname = "weight";
     const int32_t *azp_adj = NULL;
+    uint8_t *w4a16_w = NULL;      /* W4A16 host repack, freed at the end */
+    float *w4a16_s = NULL;
+    int32_t *w4a16_z = NULL;
 
 #define FAIL(status, ...) do { st = QP_VK_ERR(d, status, __VA_ARGS__); goto fail; } while (0)
     if (desc->act_dtype != QP_DTYPE_F16 && desc->act_dtype != QP_DTYPE_BF16)
@@ -241,6 +353,14 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
         l->fp8 = true;
         weights = desc->w_u8;
         break;
+    case QP_SCHEME_W4A16_INT4:
+        l->w4a16 = true;
+        l->fp8 = true; /* a float layer: no integer dot product */
+        l->Kw = (uint32_t)(((size_t)desc->K + 31) / 32 * 32); /* fp32 words per xq row */
+        if ((st = w4a16_pack(d, l, desc, &w4a16_w, &w4a16_s, &w4a16_z)) != QP_OK) goto fail;
+        weights = w4a16_w;
+        wname = "weight (int4)";
+        break;
     default:
         FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unsupported: %s not yet implemented on vulkan", d->index, layer,
              qp_vk_scheme_name(desc->kind));
@@ -253,14 +373,17 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
         FAIL(QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': INT_DOT and NO_INT_DOT forced together", d->index, layer);
     l->force_gemv = path & QP_PATH_GEMV;
     l->force_tiled = path & QP_PATH_TILED;
+    if (l->force_tiled && l->w4a16)
+        FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unsupported: forced tiled path: W4A16 runs only the GEMV on "
+             "vulkan (in slices of %d rows)", d->index, layer, QP_VK_GEMV_MAX_M);
     if (l->force_tiled && !tiled_ok(d))
         FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d '%s': forced tiled path: needs 256 invocations and %d bytes of shared memory",
              d->index, d->props.deviceName, TILED_SHARED_BYTES);
     bool have_dot = d->int_dot && qp_vk_spirv_get(QP_VK_SH_GEMV_I8_DOT)->code;
     if (path & QP_PATH_INT_DOT) {
         if (l->fp8)
-            FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': forced int-dot path: W8A8-FP8 has no integer dot product",
-                 d->index, layer);
+            FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': forced int-dot path: %s has no integer dot product",
+                 d->index, layer, l->w4a16 ? "W4A16 (fp32 multiply-adds)" : "W8A8-FP8");
         if (!have_dot)
             FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d '%s': forced int-dot path: %s", d->index, d->props.deviceName,
                  d->int_dot ? "the OpSDot shaders were not built (glslang lacks GL_EXT_spirv_intrinsics)"
@@ -274,8 +397,16 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     /* uploads */
     st = upload_weights(d, l, desc, weights, wname);
     if (st != QP_OK) goto fail;
-    st = upload_vec(d, l, &l->ws, l->epi == EPI_QQQ ? desc->s_channel : desc->w_scale, sizeof(float) * (size_t)l->N,
-                    l->epi == EPI_QQQ ? "s_channel" : "weight_scale");
+    if (l->w4a16) {
+        size_t gn = (size_t)(l->K / l->gsz) * (size_t)l->N;
+        st = upload_vec(d, l, &l->ws, w4a16_s, sizeof(float) * gn, "weight_scale");
+        if (st == QP_OK)
+            st = upload_vec(d, l, &l->azp, w4a16_z, sizeof(int32_t) * gn,
+                            desc->scheme.weight.symmetric ? "zero points (int4: 8)" : "weight_zero_point");
+    } else {
+        st = upload_vec(d, l, &l->ws, l->epi == EPI_QQQ ? desc->s_channel : desc->w_scale, sizeof(float) * (size_t)l->N,
+                        l->epi == EPI_QQQ ? "s_channel" : "weight_scale");
+    }
     if (st == QP_OK && azp_adj) st = upload_vec(d, l, &l->azp, azp_adj, sizeof(int32_t) * (size_t)l->N, "azp_adj");
     if (st == QP_OK && desc->bias) st = upload_vec(d, l, &l->bias, desc->bias, sizeof(uint16_t) * (size_t)l->N, "bias");
     if (st != QP_OK) goto fail;
@@ -304,9 +435,11 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     if (r != VK_SUCCESS)
         FAIL(QP_ERR_DEVICE, "vulkan:%d: layer '%s': vkAllocateDescriptorSets failed: %s", d->index, layer, qp_vk_result_str(r));
 #undef FAIL
+    free(w4a16_w); free(w4a16_s); free(w4a16_z);
     *out = l;
     return QP_OK;
 fail:
+    free(w4a16_w); free(w4a16_s); free(w4a16_z);
     qp_vk_linear_destroy(d, l);
     return st;
 }
@@ -337,12 +470,13 @@ static void barrier(qp_vk_device *d) {
 }
 
 static bool use_gemv(const qp_vk_device *d, const qp_vk_linear *l, int M) {
-    if (l->force_gemv) return true;
+    if (l->force_gemv || l->w4a16) return true; /* W4A16: GEMV only, in slices of 16 rows */
     if (l->force_tiled) return false;
     return M <= QP_VK_GEMV_MAX_M || !tiled_ok(d);
 }
 
 static qp_vk_shader gemm_shader(const qp_vk_linear *l, bool gemv) {
+    if (l->w4a16) return QP_VK_SH_GEMV_W4A16;
     if (l->fp8) return gemv ? QP_VK_SH_GEMV_FP8 : QP_VK_SH_GEMM_FP8;
     if (l->w4 && l->use_dot) return gemv ? QP_VK_SH_GEMV_W4_DOT : QP_VK_SH_GEMM_W4_DOT;
     if (l->w4) return gemv ? QP_VK_SH_GEMV_W4 : QP_VK_SH_GEMM_W4;
@@ -359,7 +493,16 @@ static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M) {
     VkPipeline p;
     qp_status st;
     f->vkCmdBindDescriptorSets(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &l->sets[0], 0, NULL);
-    if (act_is_dynamic(l->act)) {
+    if (l->w4a16) {
+        /* activations widened to fp32 once; the group size rides in input_zp */
+        pc.input_zp = l->gsz;
+        uint32_t sspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64};
+        if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_F32, sspec, &p)) != QP_OK) return st;
+        f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+        f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
+        f->vkCmdDispatch(d->cmd, (uint32_t)M, 1, 1);
+        barrier(d);
+    } else if (act_is_dynamic(l->act)) {
         uint32_t sspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64}; /* one pipeline for every mode */
         if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_STATS, sspec, &p)) != QP_OK) return st;
         f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
@@ -367,11 +510,13 @@ static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M) {
         f->vkCmdDispatch(d->cmd, (uint32_t)M, 1, 1);
         barrier(d);
     }
-    if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_QUANT, spec, &p)) != QP_OK) return st;
-    f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
-    f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
-    f->vkCmdDispatch(d->cmd, (uint32_t)M, 1, 1);
-    barrier(d);
+    if (!l->w4a16) {
+        if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_QUANT, spec, &p)) != QP_OK) return st;
+        f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+        f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
+        f->vkCmdDispatch(d->cmd, (uint32_t)M, 1, 1);
+        barrier(d);
+    }
 
     bool gemv = use_gemv(d, l, M);
     uint32_t gspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = l->gemv_wg, [QP_VK_SPEC_GROUPED] = l->grouped};
@@ -453,7 +598,7 @@ void qp_vk_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     qp_vk_linear *l = lin;
     if (!cap) return;
     bool gemv = use_gemv(d, l, M);
-    const char *arith = l->fp8 ? "fp8->fp32" : l->use_dot ? "int-dot" : "no-int-dot";
+    const char *arith = l->w4a16 ? "int4->fp32" : l->fp8 ? "fp8->fp32" : l->use_dot ? "int-dot" : "no-int-dot";
     const char *wfmt = l->w4 ? (l->grouped ? " int4+lut" : " int4") : "";
     char chunks[40] = "";
     if (l->n_chunks > 1) snprintf(chunks, sizeof chunks, ", %d weight chunks", l->n_chunks);
