@@ -4,6 +4,7 @@
  * ERROR message fails the test.
  *   - W8A8-INT8 (static sym/asym, dynamic per-token sym/asym; per-tensor and
  *     per-channel weights; bias) and QQQ W4A8 (group -1, 128): bit-exact;
+ *     W4A16 int4/uint4 (order/reorder, groups 32/64/128/-1): within the bound;
  *   - W8A8-FP8 (static, dynamic tensor, dynamic token): within the bound of
  *     fp32 accumulation, and bit-exact through an identity weight (which
  *     isolates the fp8 activation quantizer and the epilogue);
@@ -448,6 +449,145 @@ static void timings(bool have_dot) {
     free(w); free(q4); free(w8); free(ws);
 }
 
+/* ---- W4A16 (spec 6.7) --------------------------------------------------------------
+ * Quark checkpoint tensors made here (random codes packed with
+ * qp_pack_int4_quark, order / reorder; act-dtype scales [K/g][N], or the
+ * padded [K/g][8*ceil(N/8)]; uint4 zero points), judged against
+ * qp_ref_w4a16_forward within |y - ref| <= (K + 2) u sum_k |x_k w_k| + 2 ulp
+ * (fp32 accumulation of exact dequantized weights, bias in one fp32 add, as
+ * tests/test_cl.c). A NaN in the reference must be a NaN on the device. */
+typedef struct w4_cmp {
+    qp_dtype dt;
+    int K, N;
+    const uint16_t *x, *ref;
+    const float *wd; /* dequantized weights [N][K] */
+} w4_cmp;
+
+static bool w4a16_bound(const uint16_t *y, int M, int mi, void *ctx_, const char *what) {
+    (void)mi;
+    w4_cmp *c = ctx_;
+    int K = c->K, N = c->N, bad = 0;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double ts = 0;
+            for (int k = 0; k < K; k++) {
+                double xv = fabs((double)dec(c->dt, c->x[(size_t)m * K + k]));
+                if (!isnan(xv)) ts += xv * fabs((double)c->wd[(size_t)n * K + k]);
+            }
+            double r = dec(c->dt, c->ref[(size_t)m * N + n]), g = dec(c->dt, y[(size_t)m * N + n]);
+            double tol = (K + 2.0) * ldexp(1.0, -24) * 1.01 * ts + 2.0 * ulp_of(c->dt, fabs(r));
+            bool ok = isnan(r) ? isnan(g) : fabs(g - r) <= tol;
+            if (!ok && bad++ < 3) CHECK(0, "%s: y[%d][%d] = %.9g, reference %.9g, bound %.3g", what, m, n, g, r, tol);
+        }
+    return bad == 0;
+}
+
+static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, bool has_bias, bool padded, int N, int K) {
+    static const int ms[] = {1, 3, 16, 17};
+    static const unsigned paths[] = {QP_PATH_AUTO, QP_PATH_GEMV | QP_PATH_NO_INT_DOT};
+    const int nms = 4, MM = 17;
+    int g = group > 0 ? group : K, G = K / g, nc = (N + 7) / 8;
+    uint8_t *codes = malloc((size_t)K * N), *zc = malloc((size_t)G * N);
+    int32_t *W = calloc((size_t)K * nc, 4), *Z = calloc((size_t)G * nc, 4);
+    uint16_t *sc = calloc((size_t)G * 8 * nc, 2), *sck = calloc((size_t)G * 8 * nc, 2), *bias = malloc(2 * (size_t)N);
+    uint16_t *x = malloc(2 * (size_t)MM * K), *ref = malloc(2 * (size_t)MM * N);
+    float *wd = malloc(sizeof(float) * (size_t)K * N);
+    for (size_t i = 0; i < (size_t)K * N; i++) codes[i] = (uint8_t)(rnd() & 15);
+    for (size_t i = 0; i < (size_t)G * N; i++) zc[i] = (uint8_t)(rnd() & 15);
+    for (int gi = 0; gi < G; gi++)
+        for (int n = 0; n < N; n++) /* a few negative and tiny scales too */
+            sc[(size_t)gi * 8 * nc + n] =
+                enc(dt, (n % 13 == 5 ? -1.0f : 1.0f) * (n % 17 == 3 ? 1e-6f : 0.002f + 0.02f * fabsf(frand())));
+    for (int n = 0; n < N; n++) bias[n] = enc(dt, frand() * 2.0f);
+    qp_status st = qp_pack_int4_quark(codes, K, N, pack, W);
+    if (st == QP_OK && !sym) st = qp_pack_int4_quark(zc, G, N, pack, Z);
+    CHECK(st == QP_OK, "w4a16: pack failed");
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) {
+            int cd = codes[(size_t)k * N + n], v = sym ? cd - 16 * (cd >= 8) : cd - zc[(size_t)(k / g) * N + n];
+            wd[(size_t)n * K + k] = (float)v * dec(dt, sc[(size_t)(k / g) * 8 * nc + n]);
+        }
+    int sw = padded ? 8 * nc : N;
+    for (int gi = 0; gi < G; gi++)
+        for (int n = 0; n < sw; n++) sck[(size_t)gi * sw + n] = sc[(size_t)gi * 8 * nc + n];
+    make_x(dt, x, MM, K, true);
+    qp_ref_w4a16_args a = {dt, x, MM, K, N, W, sym ? NULL : Z, sc, group, sym, pack, has_bias ? bias : NULL};
+    CHECK(qp_ref_w4a16_forward(NULL, &a, ref) == QP_OK, "w4a16 reference");
+    qp_tensor t[3] = {{"weight", QP_DTYPE_I32, 2, {K, nc}, W},
+                      {"weight_scale", dt, 2, {G, sw}, sck},
+                      {"weight_zero_point", QP_DTYPE_I32, 2, {G, nc}, Z}};
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
+    d.scheme.weight.group_size = group;
+    d.scheme.weight.symmetric = sym;
+    d.scheme.pack_method = pack;
+    d.act_dtype = dt;
+    d.N = N;
+    d.K = K;
+    d.layer = "w4a16";
+    d.bias = has_bias ? bias : NULL;
+    d.group_size = group;
+    d.tensors = t;
+    d.n_tensors = sym ? 2 : 3;
+    char name[200];
+    snprintf(name, sizeof name, "w4a16 %s %s %s g%d%s%s K=%d N=%d", dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
+             sym ? "int4" : "uint4", pack == QP_PACK_ORDER ? "order" : "reorder", group, has_bias ? " bias" : "",
+             padded ? " padded-scales" : "", K, N);
+    w4_cmp c = {.dt = dt, .K = K, .N = N, .x = x, .ref = ref, .wd = wd};
+    uint16_t *refs[4] = {ref, ref, ref, ref}; /* rows are independent: the M=17 reference serves every prefix */
+    run_paths(&d, paths, 2, ms, nms, x, refs, dt, name, w4a16_bound, &c);
+    /* forced paths the plugin lacks: a clear QP_ERR_UNSUPPORTED */
+    static const unsigned no_paths[] = {QP_PATH_TILED, QP_PATH_INT_DOT};
+    for (int p = 0; p < 2; p++) {
+        void *lin = NULL;
+        last_err[0] = 0;
+        st = ops->linear_prepare(dev, &d, no_paths[p], &lin);
+        CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "w4a16") &&
+                  strstr(last_err, p ? "int-dot" : "tiled"), "%s: forced %s: %d '%s'", name, p ? "int-dot" : "tiled",
+              (int)st, last_err);
+        if (lin) ops->linear_destroy(dev, lin);
+    }
+    free(codes); free(zc); free(W); free(Z); free(sc); free(sck); free(bias); free(x); free(ref); free(wd);
+}
+
+static void test_w4a16_faults(void) {
+    /* group size not a multiple of 32; a missing zero point tensor */
+    int K = 96, N = 16, nc = 2;
+    int32_t *W = calloc((size_t)K * nc, 4), Z[6] = {0};
+    uint16_t sc[6 * 16] = {0};
+    qp_tensor t[2] = {{"weight", QP_DTYPE_I32, 2, {K, nc}, W}, {"weight_scale", QP_DTYPE_F16, 2, {6, N}, sc}};
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
+    d.scheme.weight.group_size = 16;
+    d.scheme.weight.symmetric = 1;
+    d.scheme.pack_method = QP_PACK_ORDER;
+    d.act_dtype = QP_DTYPE_F16;
+    d.N = N;
+    d.K = K;
+    d.layer = "w4a16-bad";
+    d.group_size = 16;
+    d.tensors = t;
+    d.n_tensors = 2;
+    void *lin = NULL;
+    qp_status st = ops->linear_prepare(dev, &d, QP_PATH_AUTO, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "group size 16"), "w4a16 g16: %d '%s'", (int)st, last_err);
+    qp_support_info si = {0};
+    CHECK(ops->device_supports(dev, &d.scheme, 1, N, K, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED,
+          "w4a16 g16 support level %d '%s'", (int)si.level, si.reason);
+    d.scheme.weight.group_size = d.group_size = 32;
+    d.scheme.weight.symmetric = 0; /* uint4 without weight_zero_point */
+    t[1].shape[0] = 3;
+    st = ops->linear_prepare(dev, &d, QP_PATH_AUTO, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && !lin && strstr(last_err, "weight_zero_point"), "w4a16 no zp: %d '%s'",
+          (int)st, last_err);
+    CHECK(ops->device_supports(dev, &d.scheme, 1, N, K, &si) == QP_OK && si.level == QP_SUPPORT_NATIVE,
+          "w4a16 g32 support level %d '%s'", (int)si.level, si.reason);
+    (void)Z;
+    free(W);
+}
+
 /* ---- faults ---------------------------------------------------------------------- */
 static void test_faults(void) {
     void *b = NULL;
@@ -455,11 +595,11 @@ static void test_faults(void) {
     CHECK(st == QP_ERR_OUT_OF_MEMORY && !b && strstr(last_err, "bytes"), "huge alloc: %d '%s'", (int)st, last_err);
     int8_t w[64] = {0};
     float ws[4] = {1, 1, 1, 1};
-    qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_W4A16_INT4, .act_dtype = QP_DTYPE_F16, .N = 4, .K = 16,
+    qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_NVFP4, .act_dtype = QP_DTYPE_F16, .N = 4, .K = 16,
                      .layer = "faults", .w_i8 = w, .w_scale = ws};
     void *lin = NULL;
     st = ops->linear_prepare(dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "not yet implemented on vulkan"), "W4A16: %d '%s'", (int)st,
+    CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "not yet implemented on vulkan"), "NVFP4: %d '%s'", (int)st,
           last_err);
     qp_scheme s = {.struct_size = sizeof s, .kind = QP_SCHEME_NVFP4};
     qp_support_info si;
@@ -621,6 +761,17 @@ int main(void) {
                          fpaths, 2);
         }
     printf("+fp8: %d cases, %.1f s\n", cases_run, (double)(clock() - t0) / CLOCKS_PER_SEC);
+
+    /* W4A16: both packings, int4 / uint4, group 32/64/128/per-channel,
+     * fp16 / bf16, K not a multiple of 32 (per-channel), padded scales */
+    test_w4a16(QP_DTYPE_F16, QP_PACK_REORDER, 1, 128, true, false, 65, 256);
+    test_w4a16(QP_DTYPE_BF16, QP_PACK_ORDER, 0, 128, false, false, 33, 384);
+    test_w4a16(QP_DTYPE_F16, QP_PACK_ORDER, 1, 32, true, true, 67, 96);
+    test_w4a16(QP_DTYPE_BF16, QP_PACK_REORDER, 0, 64, true, false, 50, 192);
+    test_w4a16(QP_DTYPE_F16, QP_PACK_REORDER, 0, -1, false, false, 31, 100);
+    test_w4a16(QP_DTYPE_BF16, QP_PACK_ORDER, 1, -1, true, true, 64, 160);
+    test_w4a16_faults();
+    printf("+w4a16: %d cases, %.1f s\n", cases_run, (double)(clock() - t0) / CLOCKS_PER_SEC);
 
     /* one layer of 4096 x 4096, the decode and a prefill-ish M, auto path */
     {
