@@ -452,7 +452,8 @@ static void timings(bool have_dot) {
 /* ---- W4A16 (spec 6.7) --------------------------------------------------------------
  * Quark checkpoint tensors made here (random codes packed with
  * qp_pack_int4_quark, order / reorder; act-dtype scales [K/g][N], or the
- * padded [K/g][8*ceil(N/8)]; uint4 zero points), judged against
+ * padded [K/g][8*ceil(N/8)]; uint4 zero points), paths auto / GEMV / tiled,
+ * M in {1, 3, 16, 17, 70}, judged against
  * qp_ref_w4a16_forward within |y - ref| <= (K + 2) u sum_k |x_k w_k| + 2 ulp
  * (fp32 accumulation of exact dequantized weights, bias in one fp32 add, as
  * tests/test_cl.c). A NaN in the reference must be a NaN on the device. */
@@ -483,9 +484,9 @@ static bool w4a16_bound(const uint16_t *y, int M, int mi, void *ctx_, const char
 }
 
 static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, bool has_bias, bool padded, int N, int K) {
-    static const int ms[] = {1, 3, 16, 17};
-    static const unsigned paths[] = {QP_PATH_AUTO, QP_PATH_GEMV | QP_PATH_NO_INT_DOT};
-    const int nms = 4, MM = 17;
+    static const int ms[] = {1, 3, 16, 17, 70};
+    static const unsigned paths[] = {QP_PATH_AUTO, QP_PATH_GEMV | QP_PATH_NO_INT_DOT, QP_PATH_TILED};
+    const int nms = 5, MM = 70;
     int g = group > 0 ? group : K, G = K / g, nc = (N + 7) / 8;
     uint8_t *codes = malloc((size_t)K * N), *zc = malloc((size_t)G * N);
     int32_t *W = calloc((size_t)K * nc, 4), *Z = calloc((size_t)G * nc, 4);
@@ -535,19 +536,15 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, boo
              sym ? "int4" : "uint4", pack == QP_PACK_ORDER ? "order" : "reorder", group, has_bias ? " bias" : "",
              padded ? " padded-scales" : "", K, N);
     w4_cmp c = {.dt = dt, .K = K, .N = N, .x = x, .ref = ref, .wd = wd};
-    uint16_t *refs[4] = {ref, ref, ref, ref}; /* rows are independent: the M=17 reference serves every prefix */
-    run_paths(&d, paths, 2, ms, nms, x, refs, dt, name, w4a16_bound, &c);
-    /* forced paths the plugin lacks: a clear QP_ERR_UNSUPPORTED */
-    static const unsigned no_paths[] = {QP_PATH_TILED, QP_PATH_INT_DOT};
-    for (int p = 0; p < 2; p++) {
-        void *lin = NULL;
-        last_err[0] = 0;
-        st = ops->linear_prepare(dev, &d, no_paths[p], &lin);
-        CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "w4a16") &&
-                  strstr(last_err, p ? "int-dot" : "tiled"), "%s: forced %s: %d '%s'", name, p ? "int-dot" : "tiled",
-              (int)st, last_err);
-        if (lin) ops->linear_destroy(dev, lin);
-    }
+    uint16_t *refs[5] = {ref, ref, ref, ref, ref}; /* rows are independent: the M=70 reference serves every prefix */
+    run_paths(&d, paths, 3, ms, nms, x, refs, dt, name, w4a16_bound, &c);
+    /* a forced integer dot product on this float layer: a clear QP_ERR_UNSUPPORTED */
+    void *lin = NULL;
+    last_err[0] = 0;
+    st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "w4a16") && strstr(last_err, "int-dot"),
+          "%s: forced int-dot: %d '%s'", name, (int)st, last_err);
+    if (lin) ops->linear_destroy(dev, lin);
     free(codes); free(zc); free(W); free(Z); free(sc); free(sck); free(bias); free(x); free(ref); free(wd);
 }
 

@@ -117,8 +117,7 @@ static qp_status vk_device_supports(void *dev, const qp_scheme *s, int M, int N,
         if (s->weight.group_size > 0 && s->weight.group_size % 32 && s->weight.group_size != K)
             support(out, QP_SUPPORT_UNSUPPORTED, "%s", "unsupported: W4A16 group sizes other than multiples of 32 or per-channel");
         else
-            support(out, QP_SUPPORT_NATIVE, "%s", "int4 dequantized in registers, fp32 multiply-adds (GEMV; larger M in "
-                                                  "slices of 16 rows)");
+            support(out, QP_SUPPORT_NATIVE, "%s", "int4 dequantized in registers, fp32 multiply-adds");
         break;
     default:
         support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: %s not yet implemented on vulkan", qp_vk_scheme_name(s->kind));

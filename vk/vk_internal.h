@@ -78,6 +78,7 @@ typedef enum qp_vk_shader {
     QP_VK_SH_GEMM_W4_DOT,
     QP_VK_SH_ACT_F32,    /* W4A16: activations widened to fp32 */
     QP_VK_SH_GEMV_W4A16, /* W4A16 GEMV, int4 dequantized in registers */
+    QP_VK_SH_GEMM_W4A16, /* W4A16 tiled, int4 dequantized into shared tiles */
     QP_VK_SH_COUNT
 } qp_vk_shader;
 

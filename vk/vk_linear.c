@@ -373,9 +373,6 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
         FAIL(QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': INT_DOT and NO_INT_DOT forced together", d->index, layer);
     l->force_gemv = path & QP_PATH_GEMV;
     l->force_tiled = path & QP_PATH_TILED;
-    if (l->force_tiled && l->w4a16)
-        FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unsupported: forced tiled path: W4A16 runs only the GEMV on "
-             "vulkan (in slices of %d rows)", d->index, layer, QP_VK_GEMV_MAX_M);
     if (l->force_tiled && !tiled_ok(d))
         FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d '%s': forced tiled path: needs 256 invocations and %d bytes of shared memory",
              d->index, d->props.deviceName, TILED_SHARED_BYTES);
@@ -470,13 +467,13 @@ static void barrier(qp_vk_device *d) {
 }
 
 static bool use_gemv(const qp_vk_device *d, const qp_vk_linear *l, int M) {
-    if (l->force_gemv || l->w4a16) return true; /* W4A16: GEMV only, in slices of 16 rows */
+    if (l->force_gemv) return true;
     if (l->force_tiled) return false;
     return M <= QP_VK_GEMV_MAX_M || !tiled_ok(d);
 }
 
 static qp_vk_shader gemm_shader(const qp_vk_linear *l, bool gemv) {
-    if (l->w4a16) return QP_VK_SH_GEMV_W4A16;
+    if (l->w4a16) return gemv ? QP_VK_SH_GEMV_W4A16 : QP_VK_SH_GEMM_W4A16;
     if (l->fp8) return gemv ? QP_VK_SH_GEMV_FP8 : QP_VK_SH_GEMM_FP8;
     if (l->w4 && l->use_dot) return gemv ? QP_VK_SH_GEMV_W4_DOT : QP_VK_SH_GEMM_W4_DOT;
     if (l->w4) return gemv ? QP_VK_SH_GEMV_W4 : QP_VK_SH_GEMM_W4;

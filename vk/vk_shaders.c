@@ -32,6 +32,9 @@ static const uint32_t act_f32[] = {
 static const uint32_t gemv_w4a16[] = {
 #include "vk_gemv_w4a16.spv.inc"
 };
+static const uint32_t gemm_w4a16[] = {
+#include "vk_gemm_w4a16.spv.inc"
+};
 #if QP_VK_HAVE_DOT
 static const uint32_t gemv_i8_dot[] = {
 #include "vk_gemv_i8_dot.spv.inc"
@@ -65,6 +68,7 @@ static const qp_vk_spirv table[QP_VK_SH_COUNT] = {
     [QP_VK_SH_GEMM_W4_DOT] = {"vk_gemm_i8 (int4, OpSDot)", DOT(gemm_w4_dot)},
     [QP_VK_SH_ACT_F32] = {"vk_act_f32", act_f32, sizeof act_f32},
     [QP_VK_SH_GEMV_W4A16] = {"vk_gemv_w4a16", gemv_w4a16, sizeof gemv_w4a16},
+    [QP_VK_SH_GEMM_W4A16] = {"vk_gemm_w4a16", gemm_w4a16, sizeof gemm_w4a16},
 };
 
 const qp_vk_spirv *qp_vk_spirv_get(qp_vk_shader id) {
