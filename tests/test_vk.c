@@ -686,6 +686,7 @@ static void test_split(void) {
         test_int8(QP_DTYPE_F16, false, false, true, true, 300, 129, paths, 2, ms, 4);
         test_fp8(QP_DTYPE_BF16, QP_ACT_FP8_DYNAMIC_TOKEN, true, 300, 129, false, paths, 2);
         test_qqq(128, true, 256, 192, paths, 2); /* int4 codes + tables: 160 bytes a row, 8 chunks */
+        test_w4a16(QP_DTYPE_BF16, QP_PACK_REORDER, 0, 64, true, false, 200, 256); /* 128 bytes a row, 7 chunks */
     }
     dev = saved;
     ops->shutdown(st2);
