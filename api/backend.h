@@ -25,7 +25,7 @@
 
 #include "qport.h"
 
-#define QP_BACKEND_ABI_VERSION 1u
+#define QP_BACKEND_ABI_VERSION 2u
 
 /* Services of the core, valid from init until shutdown. */
 typedef struct qp_host {
@@ -54,7 +54,19 @@ typedef enum qp_act_mode {
     QP_ACT_FP8_STATIC,           /* x * (1/scale)                           */
     QP_ACT_FP8_DYNAMIC_TENSOR,   /* absmax/448 over the whole x             */
     QP_ACT_FP8_DYNAMIC_TOKEN,    /* per-token, min scale 1/(448*512)        */
-    QP_ACT_FP8_GROUP128          /* per-token-group of 128 (opt. UE8M0)     */
+    QP_ACT_FP8_GROUP128,         /* per-token-group of 128 (opt. UE8M0)     */
+    /* Fake-quantized (quantize-dequantize) activations of the emulated
+     * schemes; x' is rounded to act_dtype and fed to a float GEMM. */
+    QP_ACT_MX_QDQ,               /* OCP-MX blocks of 32 along k, element
+                                  * act_elem, Quark's even e8m0 scale
+                                  * (qp_quant_mx + qp_dequant_mx)           */
+    QP_ACT_FP8_STATIC_QDQ,       /* W4A8-MXFP4-FP8 (spec 3.8): t = clamp(
+                                  * rnd(x / input_scale), +-448), q = e4m3(t),
+                                  * x' = rnd(rnd(q) * input_scale); rnd =
+                                  * round to act_dtype, / correctly rounded */
+    QP_ACT_NVFP4_QDQ             /* NVFP4 (spec 4.3): qp_quant_nvfp4 with
+                                  * g = 1 / input_global_scale, x' = rnd(
+                                  * value(q) * (e4m3(sf) / g))              */
 } qp_act_mode;
 
 /*
@@ -113,7 +125,58 @@ typedef struct qp_lin_desc {
     const float *marlin_s_channel;
     const uint16_t *marlin_s_group;
 
-    /* Any other scheme: the bound checkpoint tensors by name (issue 9). */
+    /* W4A16 INT4/UINT4 (spec 6.7), unpacked from Quark's order/reorder
+     * int32 words (group_size above; G = K / group_size, or 1 for -1):
+     *   q4 [N][K]: the stored 4-bit code, 0..15;
+     *   w4_signed: 1 for int4 symmetric checkpoints (two's complement code:
+     *              v = c - 16 * (c >= 8)); 0 for uint4 (v = c - w4_zero);
+     *   w4_zero [G][N] 0..15 (NULL when w4_signed);
+     *   w4_scale [G][N] fp32: the act_dtype scale widened exactly.
+     * W[n][k] = v * w4_scale[k / g][n] is exact in fp32 (|v| <= 15, 11-bit
+     * significand); the reference sums x * W in double, rounds once. */
+    int w4_signed;
+    const uint8_t *w4_zero;
+    const float *w4_scale;
+
+    /* OCP-MX, W4A8-MXFP4-FP8 and NVFP4 (spec 3-4): block-scaled float
+     * weights as one element code per byte plus one fp32 multiplier per
+     * (row, block of w_blk along k), such that the reference's weight
+     * dequantization to act_dtype is exactly
+     *   W[n][k] = rnd( w_lut[code] * w_blk_scale[n][k / w_blk] )
+     * with the product a single fp32 multiply and rnd the RNE rounding to
+     * act_dtype (NaN stays NaN; fp16 overflow gives inf). The per-block
+     * multiplier folds the scale rules of each scheme (Quark's saturating
+     * e8m0 -> fp16 hmul scale, fp6's 2^(e-127) in act_dtype, NVFP4's
+     * e4m3(sf) * weight_global_scale), and MXFP8 per_block scale rows are
+     * expanded to one row per output feature. */
+    qp_dtype w_elem;            /* F4_E2M1, F6_E2M3, F6_E3M2 or F8_E4M3FN   */
+    const uint8_t *w_codes;     /* [N][K], low bits of each byte           */
+    int w_blk;                  /* 32 (MX) or 16 (NVFP4)                    */
+    const float *w_blk_scale;   /* [N][K / w_blk]                           */
+    const float *w_lut;         /* [256]: the value of each code of w_elem  */
+    /* QP_ACT_MX_QDQ: the activation element format (F4_E2M1, F6_E3M2,
+     * F6_E2M3, F8_E4M3FN); its mantissa bits and emax (spec 3.4 step 1). */
+    qp_dtype act_elem;
+    int act_mbits, act_emax;
+    /* QP_ACT_NVFP4_QDQ: input_global_scale (max over shards); the kernels
+     * use g = 1.0f / input_global_scale, one correctly rounded division. */
+    float input_global_scale;
+    /* 0: y = rnd(sum + bias) (F.linear, bias inside the fp32/fp64 sum);
+     * 1: y = rnd(rnd(sum) + bias) (NVFP4's emulation adds the bias after
+     * the matmul, both in act_dtype). */
+    int bias_after_round;
+
+    /* Quark online input rotation (issue 9): the core rotates x with the
+     * backend's rotation ops before linear_forward; informative here. */
+    const int8_t *rotation;     /* [r][r] +-1, or NULL                      */
+    int rotation_size;
+
+    /* Unquantized layers (QP_SCHEME_UNQUANTIZED; also the fp16 baseline of
+     * `qport bench`): w_act [N][K] act_dtype bits (F32: floats);
+     * y = rnd(sum + bias) with an fp32 (or wider) sum. */
+    const uint16_t *w_act;
+
+    /* The bound checkpoint tensors by name (every scheme; informative). */
     const qp_tensor *tensors;
     size_t n_tensors;
 } qp_lin_desc;
@@ -161,6 +224,42 @@ typedef struct qp_backend_ops {
      * "tiled 64x64 sg16"); optional. */
     void (*linear_describe)(void *dev, void *lin, int M, char *out, size_t cap);
     qp_status (*synchronize)(void *dev);
+
+    /* ---- Optional ops (NULL: the backend does not offer them; the core
+     * then says so: QP_ERR_UNSUPPORTED naming the backend). ---- */
+
+    /* Quark online input rotation (issue 9). H is r x r of +-1 (int8,
+     * host memory, valid during the call). rotation_forward writes
+     *   y[m][b*r + j] = rnd( fp32( S * c ) ),  S = fp32 sum over i = 0..r-1
+     *   in increasing i of fp32(x[m][b*r + i]) * H[i][j] (sequential, no
+     *   reassociation; each term is exact), c = fp32(1 / sqrt(r)) as the
+     *   core passes it, rnd = RNE to dt,
+     * for K % r == 0 (the core checks), dt F16/BF16 (F32 on cpu). */
+    qp_status (*rotation_prepare)(void *dev, const int8_t *H, int r, float c, void **rot);
+    void (*rotation_destroy)(void *dev, void *rot);
+    qp_status (*rotation_forward)(void *dev, void *rot, qp_dtype dt, void *x, int M, int K, void *y);
+
+    /* fp8 e4m3 KV cache (QuarkKVCacheMethod, vLLM's scaled_convert):
+     * quantize: dst[i] = e4m3fn( fp32(src[i]) / scale ) (correctly rounded
+     * division, RNE, saturating to +-448, NaN -> 0x7F | sign);
+     * dequantize: dst[i] = rnd_dt( value(src[i]) * scale ).
+     * src/dst are device buffers of this device; n elements from offset 0;
+     * dt is the dtype of the unquantized side (F16/BF16; F32 on cpu). */
+    qp_status (*kv_quantize)(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
+    qp_status (*kv_dequantize)(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
+
+    /* Benchmarks (issue 10), device timers (CUDA events, Vulkan timestamp
+     * queries, OpenCL profiling events). linear_time runs linear_forward
+     * `reps` times back to back and writes each run's device time in
+     * milliseconds to total_ms[i]; gemm_ms[i] gets the time of the same
+     * run without the activation-quantization step (the GEMM kernels
+     * only), or a negative value when the path fuses the two. */
+    qp_status (*linear_time)(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms,
+                             double *gemm_ms);
+    /* Device-to-device copy (the bandwidth limit of `qport bench`). */
+    qp_status (*buffer_copy)(void *dev, void *src, size_t src_off, void *dst, size_t dst_off, size_t bytes);
+    /* Times `reps` copies of `bytes` (device timers), ms each in ms[i]. */
+    qp_status (*buffer_copy_time)(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms);
 } qp_backend_ops;
 
 /* The plugin's only export. */

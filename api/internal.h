@@ -187,5 +187,8 @@ float qp_ref_round(qp_dtype d, float v);
 /* An e8m0 scale as Quark's dq_mxfp4 kernel makes it in `d` for its hmul
  * (spec 3.6): fp16 saturates at 2^15 and flushes below 2^-24; 255 -> NaN. */
 float qp_ref_e8m0_hmul_scale(qp_dtype d, uint8_t e);
+/* Whether (weight element, activation key) is an OCP_MX_Scheme pair; the
+ * resolver's / QuarkOCP_MX's messages otherwise (ref_ocp_mx.c). */
+qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act act);
 
 #endif

@@ -10,7 +10,9 @@ struct qp_linear {
     int N, K;
     qp_dtype act_dtype, out_dtype;
     qp_buffer *xbuf, *ybuf; /* host-forward staging, grown on demand */
-    pthread_mutex_t lock;   /* guards the staging buffers */
+    void *rot;              /* the backend's input rotation, or NULL      */
+    qp_buffer *rbuf;        /* rotated activations, grown on demand        */
+    pthread_mutex_t lock;   /* guards the staging and rotation buffers */
 };
 
 QP_API void qp_linear_options_init(qp_linear_options *o) {
@@ -45,10 +47,20 @@ QP_API qp_status qp_linear_create(qp_device *dev, const qp_scheme *scheme, int N
                             "fp32 activations run on the cpu reference only; %s devices take fp16 or bf16",
                             dev->backend->ops->name);
     }
+    const qp_backend_ops *ops = dev->backend->ops;
+    if (d.rotation && (!ops->rotation_prepare || !ops->rotation_forward || !ops->rotation_destroy)) {
+        qp_lin_desc_free(store);
+        return qp_error_set(dev->ctx, QP_ERR_UNSUPPORTED, NULL, "input_rotation", d.layer,
+                            "the %s backend has no input-rotation kernel", ops->name);
+    }
     qp_linear *l = calloc(1, sizeof *l);
     if (!l) { qp_lin_desc_free(store); return qp_error_set(dev->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, d.layer, "out of memory"); }
     pthread_mutex_lock(&dev->lock);
-    st = dev->backend->ops->linear_prepare(dev->handle, &d, o.path, &l->handle);
+    st = ops->linear_prepare(dev->handle, &d, o.path, &l->handle);
+    if (!st && d.rotation) {
+        st = ops->rotation_prepare(dev->handle, d.rotation, d.rotation_size, qp_rotation_norm(d.rotation_size), &l->rot);
+        if (st) ops->linear_destroy(dev->handle, l->handle);
+    }
     pthread_mutex_unlock(&dev->lock);
     qp_lin_desc_free(store);
     if (st) { free(l); return st; }
@@ -66,7 +78,9 @@ QP_API void qp_linear_destroy(qp_linear *l) {
     if (!l) return;
     qp_buffer_destroy(l->xbuf);
     qp_buffer_destroy(l->ybuf);
+    qp_buffer_destroy(l->rbuf);
     pthread_mutex_lock(&l->dev->lock);
+    if (l->rot) l->dev->backend->ops->rotation_destroy(l->dev->handle, l->rot);
     l->dev->backend->ops->linear_destroy(l->dev->handle, l->handle);
     pthread_mutex_unlock(&l->dev->lock);
     pthread_mutex_destroy(&l->lock);
@@ -84,9 +98,24 @@ static qp_status check_m(const qp_linear *l, int M) {
     return QP_OK;
 }
 
-/* Runs the backend; the test hook flips one output bit (conform must fail). */
+static qp_status ensure(qp_linear *l, qp_buffer **b, size_t bytes) {
+    if (*b && (*b)->size >= bytes) return QP_OK;
+    qp_buffer_destroy(*b);
+    *b = NULL;
+    return qp_buffer_create(l->dev, bytes, b);
+}
+
+/* Runs the backend (after the input rotation, into l->rbuf, when the layer
+ * has one); the test hook flips one output bit (conform must fail). */
 static qp_status forward_locked(qp_linear *l, qp_buffer *x, int M, qp_buffer *y) {
-    qp_status st = l->dev->backend->ops->linear_forward(l->dev->handle, l->handle, x->handle, M, y->handle);
+    const qp_backend_ops *ops = l->dev->backend->ops;
+    qp_status st = QP_OK;
+    if (l->rot && M > 0) {
+        st = ops->rotation_forward(l->dev->handle, l->rot, l->act_dtype, x->handle, M, l->K, l->rbuf->handle);
+        if (st) return st;
+        x = l->rbuf;
+    }
+    st = ops->linear_forward(l->dev->handle, l->handle, x->handle, M, y->handle);
     if (!st && M > 0 && l->dev->flip_bit >= 0) {
         uint16_t v;
         st = l->dev->backend->ops->buffer_download(l->dev->handle, y->handle, 0, &v, 2);
@@ -106,18 +135,15 @@ QP_API qp_status qp_linear_forward_buffers(qp_linear *l, qp_buffer *x, int M, qp
     if (x->size < xb || y->size < yb)
         return qp_error_set(l->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL,
                             "buffers too small for M = %d (need %zu and %zu bytes)", M, xb, yb);
+    pthread_mutex_lock(&l->lock);
+    if (l->rot && (st = ensure(l, &l->rbuf, xb))) { pthread_mutex_unlock(&l->lock); return st; }
     pthread_mutex_lock(&l->dev->lock);
     st = forward_locked(l, x, M, y);
     pthread_mutex_unlock(&l->dev->lock);
+    pthread_mutex_unlock(&l->lock);
     return st;
 }
 
-static qp_status ensure(qp_linear *l, qp_buffer **b, size_t bytes) {
-    if (*b && (*b)->size >= bytes) return QP_OK;
-    qp_buffer_destroy(*b);
-    *b = NULL;
-    return qp_buffer_create(l->dev, bytes, b);
-}
 
 QP_API qp_status qp_linear_forward(qp_linear *l, const void *x, int M, void *y) {
     if (!l || (M > 0 && (!x || !y))) return QP_ERR_INVALID_ARGUMENT;
@@ -127,7 +153,10 @@ QP_API qp_status qp_linear_forward(qp_linear *l, const void *x, int M, void *y) 
     /* staging buffers belong to the layer: its own lock makes concurrent
      * host forwards of one layer safe; the device lock orders the work */
     pthread_mutex_lock(&l->lock);
-    if ((st = ensure(l, &l->xbuf, xb)) || (st = ensure(l, &l->ybuf, yb))) { pthread_mutex_unlock(&l->lock); return st; }
+    if ((st = ensure(l, &l->xbuf, xb)) || (st = ensure(l, &l->ybuf, yb)) || (l->rot && (st = ensure(l, &l->rbuf, xb)))) {
+        pthread_mutex_unlock(&l->lock);
+        return st;
+    }
     const qp_backend_ops *ops = l->dev->backend->ops;
     pthread_mutex_lock(&l->dev->lock);
     st = ops->buffer_upload(l->dev->handle, l->xbuf->handle, 0, x, xb);
@@ -147,4 +176,43 @@ QP_API qp_status qp_linear_describe(const qp_linear *l, int M, char *out, size_t
         pthread_mutex_unlock(&l->dev->lock);
     }
     return QP_OK;
+}
+
+/* fp8 KV cache on a device: argument checks here, the kernel in the backend. */
+static qp_status kv_run(qp_device *dev, int quantize, qp_dtype dt, qp_buffer *src, size_t n, float scale, qp_buffer *dst) {
+    if (!dev || !src || !dst) return QP_ERR_INVALID_ARGUMENT;
+    if (src->dev != dev || dst->dev != dev)
+        return qp_error_set(dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "kv_cache", NULL, "buffers belong to another device");
+    if (dt != QP_DTYPE_F16 && dt != QP_DTYPE_BF16 && dt != QP_DTYPE_F32)
+        return qp_error_set(dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "kv_cache", NULL,
+                            "the KV cache holds fp16, bf16 or fp32 values, got %s", qp_dtype_name(dt));
+    if (dt == QP_DTYPE_F32 && strcmp(dev->backend->ops->name, "cpu"))
+        return qp_error_set(dev->ctx, QP_ERR_UNSUPPORTED, NULL, "kv_cache", NULL,
+                            "fp32 KV values run on the cpu reference only; %s devices take fp16 or bf16",
+                            dev->backend->ops->name);
+    if (!(scale > 0.0f) || scale > 3.4028235e38f)
+        return qp_error_set(dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "k_scale", NULL,
+                            "the KV-cache scale must be finite and > 0 (got %g)", (double)scale);
+    size_t es = dt == QP_DTYPE_F32 ? 4 : 2, wide = quantize ? src->size : dst->size, narrow = quantize ? dst->size : src->size;
+    if (n > SIZE_MAX / 4 || wide < n * es || narrow < n)
+        return qp_error_set(dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "kv_cache", NULL,
+                            "buffers too small for %zu elements (%zu and %zu bytes needed)", n, n * es, n);
+    const qp_backend_ops *ops = dev->backend->ops;
+    qp_status (*fn)(void *, qp_dtype, void *, size_t, float, void *) = quantize ? ops->kv_quantize : ops->kv_dequantize;
+    if (!fn)
+        return qp_error_set(dev->ctx, QP_ERR_UNSUPPORTED, NULL, "kv_cache", NULL, "the %s backend has no fp8 KV-cache kernel",
+                            ops->name);
+    if (!n) return QP_OK;
+    pthread_mutex_lock(&dev->lock);
+    qp_status st = fn(dev->handle, dt, src->handle, n, scale, dst->handle);
+    pthread_mutex_unlock(&dev->lock);
+    return st;
+}
+
+QP_API qp_status qp_kv_quantize(qp_device *dev, qp_dtype dt, qp_buffer *src, size_t n, float scale, qp_buffer *dst) {
+    return kv_run(dev, 1, dt, src, n, scale, dst);
+}
+
+QP_API qp_status qp_kv_dequantize(qp_device *dev, qp_dtype dt, qp_buffer *src, size_t n, float scale, qp_buffer *dst) {
+    return kv_run(dev, 0, dt, src, n, scale, dst);
 }

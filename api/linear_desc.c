@@ -10,12 +10,12 @@
 #include "registry.h"
 
 struct qp_lin_desc_store {
-    void *allocs[16];
+    void *allocs[24];
     int n;
 };
 
 static void *keep(qp_lin_desc_store *s, void *p) {
-    if (p && s->n < 16) s->allocs[s->n++] = p;
+    if (p && s->n < 24) s->allocs[s->n++] = p;
     else if (p) { free(p); p = NULL; }
     return p;
 }
@@ -212,6 +212,7 @@ static qp_status bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linea
         if (d->K % 128) return fail(b, "weight", "%s", "per-block fp8 needs K to be a multiple of 128 (per-token-group activations)");
         d->w_u8 = w->data;
         d->act = QP_ACT_FP8_GROUP128;
+        d->ue8m0 = o->act_ue8m0 != 0;
         d->w_per_channel = 1;
         return QP_OK;
     }
@@ -300,6 +301,267 @@ static qp_status bind_qqq(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d
     return QP_OK;
 }
 
+
+/* The largest of a scalar-per-shard fp32 tensor (process-after-loading takes
+ * the max over fused shards: spec 3.8, 4.2). */
+static qp_status max_scalar(const binder *b, const char *name, float *out) {
+    const qp_tensor *t;
+    qp_status s;
+    if ((s = find(b, name, true, &t)) || (s = expect(b, t, QP_DTYPE_F32, 0, ""))) return s;
+    size_t n = elem_count(t);
+    if (!n) return fail(b, name, "tensor '%s' is empty", name);
+    const float *v = t->data;
+    *out = v[0];
+    for (size_t i = 1; i < n; i++) *out = fmaxf(*out, v[i]);
+    return QP_OK;
+}
+
+/* W4A16 (spec 6.7): Quark's packed int32 words -> codes [N][K], scales and
+ * zero points [G][N]; the scale tensor may carry vLLM's 8*ceil(N/8) pad. */
+static qp_status bind_w4a16(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
+    int K = d->K, N = d->N, gs = d->scheme.weight.group_size > 0 ? d->scheme.weight.group_size : -1;
+    int g = gs > 0 ? gs : K, nc = (N + 7) / 8;
+    if (K % g)
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "weight_scale", b->layer,
+                            "input size %d is not divisible by the group size %d", K, gs);
+    int G = K / g;
+    bool sym = d->scheme.weight.symmetric;
+    const qp_tensor *w, *sc, *zp;
+    qp_status s;
+    if ((s = find(b, "weight", true, &w)) || (s = expect(b, w, QP_DTYPE_I32, (size_t)K * nc, "expected [K, ceil(N/8)]")))
+        return s;
+    if ((s = find(b, "weight_scale", true, &sc))) return s;
+    bool dt_ok = sc->dtype == d->act_dtype ||
+                 (d->act_dtype == QP_DTYPE_F32 && (sc->dtype == QP_DTYPE_F16 || sc->dtype == QP_DTYPE_BF16));
+    size_t ns = elem_count(sc);
+    if (!dt_ok || (ns != (size_t)G * N && ns != (size_t)G * 8 * nc)) {
+        char sh[96], m[320];
+        shape_str(sc, sh, sizeof sh);
+        snprintf(m, sizeof m, "tensor 'weight_scale' must be %s [%d, %d] or [%d, %d] (the params dtype), got %s %s",
+                 qp_dtype_name(d->act_dtype), G, N, G, 8 * nc, qp_dtype_name(sc->dtype), sh);
+        return fail(b, "weight_scale", "%s", m);
+    }
+    if ((s = find(b, "weight_zero_point", !sym, &zp))) return s;
+    if (sym && zp) return fail(b, "weight_zero_point", "%s", "a symmetric int4 layer has no weight_zero_point");
+    if (!sym && (s = expect(b, zp, QP_DTYPE_I32, (size_t)G * nc, "expected [K/group_size, ceil(N/8)]"))) return s;
+    size_t nk = (size_t)N * K, gn = (size_t)G * N;
+    uint8_t *kn = malloc(nk > gn ? nk : gn);
+    uint8_t *q4 = keep(st, malloc(nk)), *z = sym ? NULL : keep(st, malloc(gn));
+    float *f = keep(st, malloc(sizeof(float) * gn));
+    if (!kn || !q4 || !f || (!sym && !z)) { free(kn); return oom(b); }
+    s = qp_unpack_int4_quark(w->data, K, N, d->scheme.pack_method, kn);
+    for (int k = 0; !s && k < K; k++)
+        for (int n = 0; n < N; n++) q4[(size_t)n * K + k] = kn[(size_t)k * N + n];
+    if (!s && !sym) {
+        s = qp_unpack_int4_quark(zp->data, G, N, d->scheme.pack_method, kn);
+        if (!s) memcpy(z, kn, gn);
+    }
+    free(kn);
+    if (s) return fail(b, "weight", "%s", "cannot unpack the int4 words (pack_method must be order or reorder)");
+    size_t stride = ns == gn ? (size_t)N : (size_t)8 * nc;
+    for (int gi = 0; gi < G; gi++)
+        for (int n = 0; n < N; n++) f[(size_t)gi * N + n] = qp_ref_load(sc->dtype, sc->data, (size_t)gi * stride + n);
+    d->q4 = (const int8_t *)q4;
+    d->w4_signed = sym;
+    d->w4_zero = z;
+    d->w4_scale = f;
+    d->group_size = gs;
+    d->act = QP_ACT_NONE;
+    return QP_OK;
+}
+
+/* Element codes of a packed MX / NVFP4 weight, one per byte, [N][K]. */
+static qp_status unpack_codes(const binder *b, qp_lin_desc_store *st, const qp_tensor *w, qp_dtype elem, qp_lin_desc *d) {
+    size_t N = (size_t)d->N, K = (size_t)d->K;
+    uint8_t *c = keep(st, malloc(N * K));
+    if (!c) return oom(b);
+    const uint8_t *p = w->data;
+    for (size_t n = 0; n < N; n++) {
+        qp_status s = QP_OK;
+        if (elem == QP_DTYPE_F4_E2M1) s = qp_unpack_fp4(p + n * (K / 2), K, c + n * K);
+        else if (elem == QP_DTYPE_F8_E4M3FN) memcpy(c + n * K, p + n * K, K);
+        else s = qp_unpack_fp6(p + n * (K * 3 / 4), K, c + n * K);
+        if (s) return fail(b, "weight", "%s", "cannot unpack the weight codes");
+    }
+    float *lut = keep(st, calloc(256, sizeof(float)));
+    if (!lut) return oom(b);
+    int bits = qp_format_bits(elem);
+    for (uint32_t i = 0; i < (1u << bits) && i < 256; i++) lut[i] = qp_format_decode(elem, i);
+    d->w_elem = elem;
+    d->w_codes = c;
+    d->w_lut = lut;
+    return QP_OK;
+}
+
+/* The e8m0 block scales of MX weights, [rows][K/32] as stored (E8M0 or
+ * U8), one fp32 dequant multiplier per (row, block) after each element
+ * format's rule (spec 3.6, ref_ocp_mx.c dequant_row). */
+static qp_status mx_scales(const binder *b, qp_lin_desc_store *st, qp_dtype elem, int R, qp_lin_desc *d) {
+    const qp_tensor *ws;
+    qp_status s;
+    size_t nb = (size_t)d->K / 32, rows = ((size_t)d->N + (size_t)R - 1) / (size_t)R;
+    if ((s = find(b, "weight_scale", true, &ws))) return s;
+    if ((s = expect(b, ws, ws->dtype == QP_DTYPE_U8 ? QP_DTYPE_U8 : QP_DTYPE_E8M0, rows * nb,
+                    R > 1 ? "expected [ceil(N/R), K/32] for per_block [R, 32] scales" : "expected [N, K/32]")))
+        return s;
+    float *f = keep(st, malloc(sizeof(float) * (size_t)d->N * nb));
+    if (!f) return oom(b);
+    const uint8_t *e = ws->data;
+    for (int n = 0; n < d->N; n++)
+        for (size_t j = 0; j < nb; j++) {
+            uint8_t x = e[(size_t)(n / R) * nb + j];
+            float m;
+            if (elem == QP_DTYPE_F4_E2M1) m = qp_ref_e8m0_hmul_scale(d->act_dtype, x);
+            else if (elem == QP_DTYPE_F8_E4M3FN) m = x == 255 ? NAN : ldexpf(1.0f, (int)x - 127);
+            else m = qp_ref_round(d->act_dtype, ldexpf(1.0f, (int)x - 127));
+            f[(size_t)n * nb + j] = m;
+        }
+    d->w_blk = 32;
+    d->w_blk_scale = f;
+    return QP_OK;
+}
+
+static size_t packed_row(qp_dtype elem, size_t K) {
+    return elem == QP_DTYPE_F4_E2M1 ? K / 2 : elem == QP_DTYPE_F8_E4M3FN ? K : K * 3 / 4;
+}
+
+static qp_status bind_ocp_mx(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
+    qp_dtype we = d->scheme.weight.dtype;
+    const qp_qtensor *a = &d->scheme.activation;
+    qp_ocp_mx_act act = a->dtype == QP_DTYPE_NONE          ? QP_OCP_MX_ACT_NONE
+                        : a->dtype == QP_DTYPE_F4_E2M1     ? QP_OCP_MX_ACT_MXFP4
+                        : a->dtype == QP_DTYPE_F6_E3M2     ? QP_OCP_MX_ACT_MXFP6_E3M2
+                        : a->dtype == QP_DTYPE_F6_E2M3     ? QP_OCP_MX_ACT_MXFP6_E2M3
+                        : a->granularity == QP_GRAN_GROUP  ? QP_OCP_MX_ACT_MXFP8
+                        : a->dynamic                       ? QP_OCP_MX_ACT_FP8_DYNAMIC
+                                                           : QP_OCP_MX_ACT_FP8_STATIC;
+    qp_status s = qp_ref_ocp_mx_check_pair(b->ctx, we, act);
+    if (s) return s;
+    if (d->K % 32)
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "weight", b->layer,
+                            "OCP MX linear layer input size per partition of %d must be divisible by the OCP MX "
+                            "group size 32", d->K);
+    int R = d->scheme.weight.granularity == QP_GRAN_BLOCK && d->scheme.weight.block[0] > 0 ? d->scheme.weight.block[0] : 1;
+    const qp_tensor *w;
+    qp_dtype wdt = we == QP_DTYPE_F8_E4M3FN ? QP_DTYPE_F8_E4M3FN : QP_DTYPE_U8;
+    if ((s = find(b, "weight", true, &w))) return s;
+    if (w->dtype == QP_DTYPE_U8) wdt = QP_DTYPE_U8;
+    if ((s = expect(b, w, wdt, (size_t)d->N * packed_row(we, (size_t)d->K),
+                    we == QP_DTYPE_F4_E2M1 ? "expected [N, K/2] (two fp4 codes per byte)"
+                    : we == QP_DTYPE_F8_E4M3FN ? "expected [N, K]" : "expected [N, 3K/4] (four fp6 codes per 3 bytes)")))
+        return s;
+    if ((s = unpack_codes(b, st, w, we, d)) || (s = mx_scales(b, st, we, R, d))) return s;
+    static const qp_dtype ae[] = {QP_DTYPE_NONE, QP_DTYPE_F4_E2M1, QP_DTYPE_F6_E3M2, QP_DTYPE_F6_E2M3, QP_DTYPE_F8_E4M3FN};
+    static const int mb[] = {0, 1, 2, 3, 3}, em[] = {0, 2, 4, 2, 8}; /* get_dtype_params, spec 3.4 */
+    d->act = act == QP_OCP_MX_ACT_NONE ? QP_ACT_NONE : QP_ACT_MX_QDQ;
+    d->act_elem = ae[act];
+    d->act_mbits = mb[act];
+    d->act_emax = em[act];
+    return QP_OK;
+}
+
+static qp_status bind_w4a8_mxfp4(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
+    if (d->K % 32)
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "weight", b->layer,
+                            "OCP MX linear layer input size per partition of %d must be divisible by the OCP MX "
+                            "group size 32", d->K);
+    const qp_tensor *w;
+    qp_status s;
+    if ((s = find(b, "weight", true, &w)) ||
+        (s = expect(b, w, QP_DTYPE_U8, (size_t)d->N * d->K / 2, "expected [N, K/2] (two fp4 codes per byte)")))
+        return s;
+    if ((s = unpack_codes(b, st, w, QP_DTYPE_F4_E2M1, d)) || (s = mx_scales(b, st, QP_DTYPE_F4_E2M1, 1, d)) ||
+        (s = max_scalar(b, "input_scale", &d->input_scale)))
+        return s;
+    if (!(d->input_scale > 0.0f) || isinf(d->input_scale))
+        return fail(b, "input_scale", "input_scale must be finite and > 0 (got %s)", d->input_scale != d->input_scale ? "nan" : "<= 0 or inf");
+    d->act = QP_ACT_FP8_STATIC_QDQ;
+    return QP_OK;
+}
+
+static qp_status bind_nvfp4(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
+    int K = d->K, N = d->N;
+    if (K % 16) /* QuarkNVFP4.create_weights (spec 4.1) */
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "weight", b->layer,
+                            "Input size per partition (%d) must be divisible by group size (16)", K);
+    const qp_tensor *w, *ws;
+    qp_status s;
+    float w2;
+    if ((s = find(b, "weight", true, &w)) ||
+        (s = expect(b, w, QP_DTYPE_U8, (size_t)N * K / 2, "expected [N, K/2] (two fp4 codes per byte)")))
+        return s;
+    if ((s = find(b, "weight_scale", true, &ws)) ||
+        (s = expect(b, ws, QP_DTYPE_F8_E4M3FN, (size_t)N * K / 16, "expected [N, K/16]")))
+        return s;
+    if ((s = max_scalar(b, "weight_scale_2", &w2)) || (s = max_scalar(b, "input_scale_2", &d->input_global_scale)))
+        return s;
+    if (isnan(w2)) return fail(b, "weight_scale_2", "%s", "weight_scale_2 is NaN");
+    if (!(d->input_global_scale > 0.0f) || isinf(d->input_global_scale))
+        return fail(b, "input_scale_2", "%s", "the input global scale (input_scale_2) must be finite and > 0");
+    if ((s = unpack_codes(b, st, w, QP_DTYPE_F4_E2M1, d))) return s;
+    size_t nb = (size_t)K / 16;
+    float *f = keep(st, malloc(sizeof(float) * (size_t)N * nb));
+    if (!f) return oom(b);
+    const uint8_t *sf = ws->data;
+    /* dequantize_to_dtype: the block factor e4m3(sf) * weight_global_scale in fp32 */
+    for (size_t i = 0; i < (size_t)N * nb; i++) f[i] = qp_format_decode(QP_DTYPE_F8_E4M3FN, sf[i]) * w2;
+    d->w_blk = 16;
+    d->w_blk_scale = f;
+    d->act = QP_ACT_NVFP4_QDQ;
+    d->bias_after_round = 1;
+    return QP_OK;
+}
+
+static qp_status bind_unquantized(const binder *b, qp_lin_desc *d) {
+    const qp_tensor *w;
+    qp_status s;
+    if ((s = find(b, "weight", true, &w)) ||
+        (s = expect(b, w, d->act_dtype, (size_t)d->N * d->K, "expected [N, K] in the activation dtype")))
+        return s;
+    d->w_act = w->data;
+    d->act = QP_ACT_NONE;
+    return QP_OK;
+}
+
+/* Quark online input rotation (vLLM QuarkConfig.maybe_update_config /
+ * get_quant_method): a square int8 +-1 Hadamard `input_rotation`, on MXFP4
+ * layers only. */
+static qp_status bind_rotation(const binder *b, qp_lin_desc *d) {
+    const qp_tensor *t;
+    qp_status s = find(b, "input_rotation", false, &t);
+    if (s || !t) return s;
+    if (t->dtype != QP_DTYPE_I8 || t->ndim != 2 || t->shape[0] != t->shape[1] || t->shape[0] <= 0) {
+        char sh[96], m[320];
+        shape_str(t, sh, sizeof sh);
+        snprintf(m, sizeof m, "%s.input_rotation: only square int8 (Hadamard) input rotations are supported, got "
+                 "dtype=%s shape=%s. Trained rotations are not supported.", b->layer, qp_dtype_name(t->dtype), sh);
+        return qp_error_set(b->ctx, QP_ERR_UNSUPPORTED, NULL, "input_rotation", b->layer, "%s", m);
+    }
+    bool mxfp4 = d->kind == QP_SCHEME_W4A8_MXFP4_FP8 || (d->kind == QP_SCHEME_OCP_MX && d->w_elem == QP_DTYPE_F4_E2M1);
+    if (!mxfp4)
+        return qp_error_set(b->ctx, QP_ERR_UNSUPPORTED, NULL, "input_rotation", b->layer,
+                            "%s: Quark online input rotation is only supported on MXFP4 linear layers, not with "
+                            "weight=%s.", b->layer, d->scheme.weight_key[0] ? d->scheme.weight_key : qp_scheme_kind_name(d->kind));
+    int r = (int)t->shape[0];
+    if (d->K % r)
+        return fail(b, "input_rotation", "the input size is not a multiple of the rotation size %s", "(K % rotation_size != 0)");
+    const int8_t *H = t->data;
+    for (size_t i = 0; i < (size_t)r * r; i++)
+        if (H[i] != 1 && H[i] != -1)
+            return fail(b, "input_rotation", "%s", "input_rotation entries must be +1 or -1 (a Hadamard matrix)");
+    /* orthogonal rows (H H^T = r I); skipped past 512, where it costs more
+     * than the layer's own preparation */
+    for (int i = 0; r <= 512 && i < r; i++)
+        for (int j = i + 1; j < r; j++) {
+            int dot = 0;
+            for (int k = 0; k < r; k++) dot += H[(size_t)i * r + k] * H[(size_t)j * r + k];
+            if (dot) return fail(b, "input_rotation", "%s", "input_rotation rows are not orthogonal: not a Hadamard matrix");
+        }
+    d->rotation = H;
+    d->rotation_size = r;
+    return QP_OK;
+}
+
 qp_status qp_lin_desc_build(qp_context *ctx, const qp_scheme *scheme, int N, int K, const qp_tensor *t, size_t n,
                             const qp_linear_options *o, qp_lin_desc *d, qp_lin_desc_store **store) {
     *store = NULL;
@@ -332,15 +594,17 @@ qp_status qp_lin_desc_build(qp_context *ctx, const qp_scheme *scheme, int N, int
     case QP_SCHEME_W8A8_FP8:
     case QP_SCHEME_W8A8_FP8_BLOCK: s = bind_fp8(&b, st, o, d); break;
     case QP_SCHEME_QQQ_W4A8: s = bind_qqq(&b, st, d); break;
-    case QP_SCHEME_UNQUANTIZED: case QP_SCHEME_NONE: case QP_SCHEME_KV_CACHE: case QP_SCHEME_KIND_COUNT_:
-        s = qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "scheme %s is not a quantized linear layer",
+    case QP_SCHEME_W4A16_INT4: s = bind_w4a16(&b, st, d); break;
+    case QP_SCHEME_OCP_MX: s = bind_ocp_mx(&b, st, d); break;
+    case QP_SCHEME_W4A8_MXFP4_FP8: s = bind_w4a8_mxfp4(&b, st, d); break;
+    case QP_SCHEME_NVFP4: s = bind_nvfp4(&b, st, d); break;
+    case QP_SCHEME_UNQUANTIZED: s = bind_unquantized(&b, d); break;
+    default:
+        s = qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "scheme %s is not a linear layer qport runs",
                          qp_scheme_kind_name(scheme->kind));
         break;
-    default:
-        /* other schemes: the backend reads the named tensors itself */
-        for (size_t i = 0; i < n; i++) used[i] = true;
-        s = QP_OK;
     }
+    if (!s) s = bind_rotation(&b, d);
     if (!s) s = bind_bias(&b, d);
     for (size_t i = 0; !s && i < n; i++)
         if (!used[i])

@@ -520,6 +520,35 @@ typedef struct qp_ref_nvfp4_args {
 } qp_ref_nvfp4_args;
 /* y [M][N] in dtype; with F32 every "to x.dtype" cast is the identity. */
 QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *args, void *y);
+/* Unquantized linear (excluded layers; the fp16 baseline of `qport bench`):
+ * weight [N][K] in dtype, y = x @ W^T + bias summed in double, rounded once
+ * to dtype. */
+QP_API qp_status qp_ref_unquantized_forward(qp_context *ctx, qp_dtype dtype, const void *x, int M, int K, int N,
+                                            const void *weight, const void *bias, void *y);
+/* Quark online input rotation (vLLM InputHadamardLinearMethod with
+ * rotate_weight=False): x [M][K] in dtype is multiplied block-diagonally by
+ * the normalized Hadamard H / sqrt(r), blocks of r along k (K % r == 0):
+ *   y[m][b*r + j] = rnd( fp32(S) * c ),  S = sum_{i=0..r-1} x[m][b*r+i] * H[i][j]
+ * with S accumulated in fp32 in increasing i (each term is exact, so every
+ * backend gets the same bits), c = (float)(1 / sqrt(r)), rnd = RNE to dtype.
+ * vLLM does not pin its rounding; qport fixes this order so the rotated
+ * activations -- which feed a discontinuous MX quantizer -- are identical on
+ * every device. H entries must be +-1. */
+QP_API qp_status qp_ref_rotation_forward(qp_context *ctx, qp_dtype dtype, const void *x, int M, int K,
+                                         const int8_t *H, int r, void *y);
+/* fp32(1 / sqrt(r)): the normalization the rotation kernels multiply by. */
+QP_API float qp_rotation_norm(int r);
+
+/* fp8 e4m3 KV cache (QuarkKVCacheMethod; vLLM's reshape_and_cache with
+ * kv_cache_dtype fp8_e4m3 and per-tensor k_scale / v_scale):
+ *   quantize:   q = e4m3fn( fp32(x) / scale ), correctly rounded division,
+ *               RNE, saturating to +-448 (__NV_SATFINITE), NaN -> NaN;
+ *   dequantize: x' = rnd_dtype( value(q) * scale ).
+ * dtype is the model dtype (F16, BF16 or F32); scale finite and > 0. */
+QP_API qp_status qp_ref_kv_quantize(qp_context *ctx, qp_dtype dtype, const void *x, size_t n, float scale,
+                                    uint8_t *q);
+QP_API qp_status qp_ref_kv_dequantize(qp_context *ctx, qp_dtype dtype, const uint8_t *q, size_t n, float scale,
+                                      void *x);
 /* Fused static asymmetric shards (errata 11.4): one scale, one truncated azp. */
 QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scales, const int32_t *zps, size_t n,
                                              float *scale_out, int32_t *azp_out);
@@ -688,6 +717,11 @@ typedef struct qp_linear_options {
      * rows of each shard, in order (they sum to N). NULL when not fused. */
     const int *shard_rows;
     size_t n_shards;
+    /* W8A8-FP8 per-block: power-of-two (UE8M0) activation group scales, as
+     * vLLM computes them where DeepGEMM's E8M0 path runs (Blackwell,
+     * VLLM_USE_DEEP_GEMM_E8M0); 0 (default): fp32 scales absmax/448 as on
+     * every other GPU. The checkpoint does not say which; the runtime does. */
+    int act_ue8m0;
 } qp_linear_options;
 
 QP_API void qp_linear_options_init(qp_linear_options *opts);
@@ -713,6 +747,16 @@ QP_API qp_status qp_linear_forward_buffers(qp_linear *lin, qp_buffer *x, int M, 
 QP_API qp_dtype qp_linear_out_dtype(const qp_linear *lin);
 /* The code path the backend takes for M rows ("gemv int-dot", ...). */
 QP_API qp_status qp_linear_describe(const qp_linear *lin, int M, char *out, size_t cap);
+
+/* -- fp8 KV cache on a device (issue 9) ------------------------------------ */
+/* The same as qp_ref_kv_quantize / qp_ref_kv_dequantize on device buffers of
+ * `dev`: src holds n elements of dtype (quantize) or n fp8 codes
+ * (dequantize). QP_ERR_UNSUPPORTED when the backend has no KV-cache kernel
+ * (never a silent CPU fallback). */
+QP_API qp_status qp_kv_quantize(qp_device *dev, qp_dtype dtype, qp_buffer *src, size_t n, float scale,
+                                qp_buffer *dst);
+QP_API qp_status qp_kv_dequantize(qp_device *dev, qp_dtype dtype, qp_buffer *src, size_t n, float scale,
+                                  qp_buffer *dst);
 
 /* ------------------------------------------------------------------------ */
 /* safetensors checkpoints                                                   */

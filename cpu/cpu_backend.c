@@ -52,7 +52,7 @@ static bool cpu_runs(qp_scheme_kind k) {
     switch (k) {
     case QP_SCHEME_W8A8_INT8: case QP_SCHEME_W8A8_FP8: case QP_SCHEME_W8A8_FP8_BLOCK: case QP_SCHEME_HF_FP8:
     case QP_SCHEME_QQQ_W4A8: case QP_SCHEME_W4A16_INT4: case QP_SCHEME_W4A8_MXFP4_FP8: case QP_SCHEME_OCP_MX:
-    case QP_SCHEME_NVFP4:
+    case QP_SCHEME_NVFP4: case QP_SCHEME_UNQUANTIZED:
         return true;
     default:
         return false;
@@ -217,6 +217,9 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
         if (!st) st = take(dev, d, l, 1, "weight_scale", ws && ws->dtype == QP_DTYPE_E8M0 ? QP_DTYPE_E8M0 : QP_DTYPE_U8, rows * K / 32);
         break;
     }
+    case QP_SCHEME_UNQUANTIZED:
+        ok = ok && (l->blob[0] = dup_mem(d->w_act, N * K * qp_ref_elem_size(d->act_dtype)));
+        break;
     case QP_SCHEME_NVFP4: {
         /* spec 4.1-4.2: global scales are the max over shards */
         if (K % 16) { st = h->error(h->ctx, QP_ERR_VALUE, "Input size per partition (%zu) must be divisible by group size (16)", K); break; }
@@ -286,6 +289,8 @@ static qp_status cpu_linear_forward(void *dev, void *lin, void *x, int M, void *
         qp_ref_nvfp4_args a = {l->dtype, x, M, l->K, l->N, l->blob[0], l->blob[1], l->weight_scale_2, l->input_scale, bias};
         return qp_ref_nvfp4_forward(ctx, &a, y);
     }
+    case QP_SCHEME_UNQUANTIZED:
+        return qp_ref_unquantized_forward(ctx, l->dtype, x, M, l->K, l->N, l->blob[0], bias, y);
     default:
         return host_of(dev)->error(ctx, QP_ERR_INTERNAL, "cpu: scheme %s prepared but not runnable", qp_scheme_kind_name(l->kind));
     }
@@ -296,10 +301,44 @@ static void cpu_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     snprintf(out, cap, "reference");
 }
 
+typedef struct cpu_rot {
+    int r;
+    int8_t H[];
+} cpu_rot;
+
+static qp_status cpu_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **out) {
+    (void)c; /* the reference recomputes qp_rotation_norm(r), the same value */
+    cpu_rot *rot = malloc(sizeof *rot + (size_t)r * (size_t)r);
+    if (!rot) return host_of(dev)->error(host_of(dev)->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
+    rot->r = r;
+    memcpy(rot->H, H, (size_t)r * (size_t)r);
+    *out = rot;
+    return QP_OK;
+}
+static void cpu_rotation_destroy(void *dev, void *rot) { (void)dev; free(rot); }
+static qp_status cpu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *x, int M, int K, void *y) {
+    cpu_rot *r = rot;
+    return qp_ref_rotation_forward((qp_context *)host_of(dev)->ctx, dt, x, M, K, r->H, r->r, y);
+}
+static qp_status cpu_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
+    return qp_ref_kv_quantize((qp_context *)host_of(dev)->ctx, dt, src, n, scale, dst);
+}
+static qp_status cpu_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
+    return qp_ref_kv_dequantize((qp_context *)host_of(dev)->ctx, dt, src, n, scale, dst);
+}
+static qp_status cpu_buffer_copy(void *dev, void *src, size_t so, void *dst, size_t dof, size_t bytes) {
+    (void)dev;
+    memmove((char *)dst + dof, (const char *)src + so, bytes);
+    return QP_OK;
+}
+
 static const qp_backend_ops cpu_ops = {
     QP_BACKEND_ABI_VERSION, sizeof(qp_backend_ops), "cpu", cpu_init, cpu_shutdown, cpu_device_count, cpu_device_get,
     cpu_device_info, cpu_supports, cpu_buffer_alloc, cpu_buffer_free, cpu_upload, cpu_download, cpu_linear_prepare,
     cpu_linear_destroy, cpu_linear_forward, cpu_describe, NULL,
+    .rotation_prepare = cpu_rotation_prepare, .rotation_destroy = cpu_rotation_destroy,
+    .rotation_forward = cpu_rotation_forward, .kv_quantize = cpu_kv_quantize, .kv_dequantize = cpu_kv_dequantize,
+    .buffer_copy = cpu_buffer_copy,
 };
 
 const qp_backend_ops *qp_cpu_backend_ops(void) { return &cpu_ops; }

@@ -23,7 +23,7 @@ static qp_dtype act_elem(qp_ocp_mx_act a) {
 /* The (weight, activation) pairs of OCP_MX_Scheme (spec 3.1) plus MXFP8
  * activations, which the predicate gives any MX weight; fp6 weights take
  * only their own fp6 type. */
-static qp_status check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act act) {
+qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act act) {
     if (w != QP_DTYPE_F4_E2M1 && w != QP_DTYPE_F6_E2M3 && w != QP_DTYPE_F6_E3M2 && w != QP_DTYPE_F8_E4M3FN)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL,
                             "OCP MX weights must be fp4_e2m1, fp6_e2m3, fp6_e3m2 or fp8_e4m3fn, got %s",
@@ -71,7 +71,7 @@ QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
     qp_status st = qp_ref_check_act_dtype(ctx, a->dtype);
     if (st != QP_OK) return st;
-    st = check_pair(ctx, a->w_elem, a->act);
+    st = qp_ref_ocp_mx_check_pair(ctx, a->w_elem, a->act);
     if (st != QP_OK) return st;
     int M = a->M, K = a->K, N = a->N, R = a->scale_rows <= 0 ? 1 : a->scale_rows;
     if (K % MX_BLOCK) /* QuarkOCP_MX.create_weights (spec 3.7) */
