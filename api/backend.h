@@ -260,6 +260,13 @@ typedef struct qp_backend_ops {
     qp_status (*buffer_copy)(void *dev, void *src, size_t src_off, void *dst, size_t dst_off, size_t bytes);
     /* Times `reps` copies of `bytes` (device timers), ms each in ms[i]. */
     qp_status (*buffer_copy_time)(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms);
+    /* A vendor library's GEMM of the same shape as a baseline (cuBLASLt on
+     * CUDA): operands of dtype `in` (I8, F8_E4M3FN or F16; fp16 output,
+     * fp32 or int32 accumulation) on buffers the backend allocates itself,
+     * `reps` timed runs after warm-up, ms each; `name` gets the library
+     * ("cuBLASLt 12.8 int8 TN"). QP_ERR_UNSUPPORTED where there is none. */
+    qp_status (*vendor_gemm_time)(void *dev, qp_dtype in, int M, int N, int K, int reps, double *ms, char *name,
+                                  size_t cap);
 } qp_backend_ops;
 
 /* The plugin's only export. */
