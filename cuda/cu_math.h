@@ -169,6 +169,59 @@ QPCU_HD float qpcu_e4m3_decode(uint8_t c) {
 /* scaled_fp8_conversion: clamp with fminf/fmaxf (NaN -> +448), then encode */
 QPCU_HD uint8_t qpcu_fp8_conv(float x) { return qpcu_e4m3_encode(fmaxf(-448.0f, fminf(x, 448.0f))); }
 
+/* ---- issue 9: block-scaled float formats (api/quant_mx.c, api/format.c) -- */
+
+/* 2^e as an fp32 (e in -149..127), exact */
+QPCU_HD float qpcu_pow2f(int e) {
+    if (e >= -126) return qpcu_u2f((uint32_t)(e + 127) << 23);
+    return qpcu_u2f(1u << (e + 149));
+}
+
+/* rnd to act dtype and back: the value the reference's qp_ref_round gives */
+QPCU_HD float qpcu_round_act(float v, int bf16) { return qpcu_act_to_f32(qpcu_f32_to_act(v, bf16), bf16); }
+
+/* The value of qp_format_encode(elem, x) for the MX element formats, with
+ * mantissa bits `mbits`, smallest normal exponent `emin`, largest normal
+ * exponent `emax` and largest value `maxv`: RNE, saturating (inf too);
+ * NaN -> NaN for e4m3fn (0x7F | sign), +maxv for fp4/fp6 (qport's rule). */
+QPCU_HD float qpcu_mini_round(float x, int mbits, int emin, int emax, float maxv, int e4m3) {
+    uint32_t u = qpcu_f2u(x), a = u & 0x7FFFFFFFu, sign = u & 0x80000000u;
+    if (a > 0x7F800000u) return e4m3 ? qpcu_u2f(sign | 0x7FC00000u) : maxv;
+    if (a == 0x7F800000u) return qpcu_u2f(sign | qpcu_f2u(maxv));
+    int e = a >= 0x00800000u ? (int)(a >> 23) - 127 : -127;
+    if (e < emin) e = emin;
+    if (e > emax + 1) return qpcu_u2f(sign | qpcu_f2u(maxv));
+    float r = QPCU_RINT(QPCU_MUL(qpcu_u2f(a), qpcu_pow2f(mbits - e))); /* exact scaling, then RNE */
+    float v = QPCU_MUL(r, qpcu_pow2f(e - mbits));                        /* exact */
+    if (v > maxv) v = maxv;
+    return qpcu_u2f(sign | qpcu_f2u(v));
+}
+
+/* fp4 e2m1 value rounding (NVFP4 step 4) */
+QPCU_HD float qpcu_fp4_round(float x) { return qpcu_mini_round(x, 1, 0, 2, 6.0f, 0); }
+
+/* Quark's even shared scale (api/quant_mx.c even_scale); `a` the block's
+ * absmax (NaN when the block holds a NaN). Returns the e8m0 code. */
+QPCU_HD int qpcu_mx_even_scale(float a, int mbits, int emax) {
+    uint32_t b = qpcu_f2u(a) & 0x7FFFFFFFu;
+    if (b > 0x7F800000u) return 255;
+    if (b == 0) b = 0x00800000u; /* 2^-126 */
+    b += 1u << (23 - mbits - 1);
+    b &= 0xFF800000u;
+    int E = (int)((b >> 23) & 0xFFu);
+    int e = E == 0 ? -1000 : E == 255 ? 1000 : E - 127 - emax;
+    if (e < -127) e = -127;
+    if (e > 127) e = 127;
+    return e + 127;
+}
+
+/* W4A8-MXFP4-FP8 activation qdq (cpu/ref_w4a8_mxfp4.c) of one element */
+QPCU_HD float qpcu_fp8s_qdq(float x, float s, int bf16) {
+    float t = fmaxf(-448.0f, fminf(qpcu_round_act(QPCU_DIV(x, s), bf16), 448.0f));
+    float q = qpcu_e4m3_decode(qpcu_e4m3_encode(t));
+    return qpcu_round_act(QPCU_MUL(qpcu_round_act(q, bf16), s), bf16);
+}
+
 /* ---- int8 conversions (cvt.rni.sat, api/quant_int8.c) ------------------- */
 
 QPCU_HD int32_t qpcu_rni_sat32(float x) {

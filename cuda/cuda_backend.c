@@ -72,6 +72,13 @@ typedef struct cu_lin {
     float *w_scale;
     int32_t *azp_adj;
     uint16_t *bias;
+    /* float kinds (issue 9) */
+    uint8_t *w_zero;
+    float *lut;
+    int group, blk, bias_after_round;
+    int act_mbits, act_emin, act_emax, act_e4m3;
+    float act_maxv, nv_g;
+    const char *kname; /* "w4a16", "unquantized", "mx", ... for messages */
 } cu_lin;
 
 static int round_up(int v, int m) { return (v + m - 1) / m * m; }
@@ -265,6 +272,8 @@ static void lin_free(cu_lin *l) {
     cudaFree(l->w_scale);
     cudaFree(l->azp_adj);
     cudaFree(l->bias);
+    cudaFree(l->w_zero);
+    cudaFree(l->lut);
     free(l);
 }
 
@@ -316,13 +325,27 @@ static qp_status ensure_runnable(cu_dev *d, const char *layer) {
     return d->probed == 1 ? QP_OK : lin_error(d, QP_ERR_UNSUPPORTED, layer, d->fit_why);
 }
 
+/* fp16 mma.sync from sm_75 (m16n8k8), bf16 from sm_80 (m16n8k16) */
+static int tiled_h_ok(const cu_dev *d, const cu_lin *l) { return l->bf16 ? d->cc >= 80 : d->cc >= 75; }
+
 /* Validates the forced path against the scheme and the device. */
 static qp_status check_path(cu_dev *d, const cu_lin *l, unsigned path) {
     if ((path & QP_PATH_GEMV) && (path & QP_PATH_TILED))
         return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "QP_PATH_GEMV and QP_PATH_TILED are exclusive");
     if ((path & QP_PATH_INT_DOT) && (path & QP_PATH_NO_INT_DOT))
         return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "QP_PATH_INT_DOT and QP_PATH_NO_INT_DOT are exclusive");
-    if (l->wkind == QPCU_W_F8) {
+    if (QPCU_IS_FLOAT_KIND(l->wkind)) {
+        if (path & QP_PATH_INT_DOT)
+            return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
+                             l->wkind == QPCU_W_Q4F ? "unsupported path: w4a16 is a float GEMM (fp32 accumulation); "
+                                                      "cuda has no int-dot path for it"
+                                                    : "unsupported path: this scheme is a float GEMM (fp32 "
+                                                      "accumulation); cuda has no int-dot path for it");
+        if ((path & QP_PATH_TILED) && !tiled_h_ok(d, l))
+            return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
+                             "unsupported path: the tiled float kernel needs fp16 tensor cores (compute capability "
+                             ">= 7.5) and, for bf16, compute capability >= 8.0; this device runs the GEMV path");
+    } else if (l->wkind == QPCU_W_F8) {
         if (path & QP_PATH_INT_DOT)
             return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
                              "unsupported path: W8A8-FP8 has no integer dot-product path on cuda");
@@ -339,6 +362,59 @@ static qp_status check_path(cu_dev *d, const cu_lin *l, unsigned path) {
             return lin_error(d, QP_ERR_UNSUPPORTED, l->layer, "unsupported path: no dp4a below compute capability 6.1");
     }
     return QP_OK;
+}
+
+/* Float kinds: repack and upload (layouts in cuda_kernels.h). */
+static qp_status upload_float(cu_dev *d, cu_lin *l, const qp_lin_desc *desc) {
+    size_t Np = (size_t)l->Np, Kp = (size_t)l->Kp, N = (size_t)l->N, K = (size_t)l->K;
+    qp_status s = QP_OK;
+    if (l->wkind == QPCU_W_Q4F) {
+        int g = desc->group_size > 0 ? desc->group_size : l->Kp;
+        size_t G = desc->group_size > 0 ? K / (size_t)g : 1, Gp = (Kp + (size_t)g - 1) / (size_t)g;
+        l->group = g;
+        uint32_t *hw = calloc(Np * Kp / 8, 4);
+        uint8_t *hz = calloc(Gp * Np, 1);
+        float *hs = calloc(Gp * Np, sizeof(float));
+        if (!hw || !hz || !hs) { free(hw); free(hz); free(hs); return lin_error(d, QP_ERR_OUT_OF_MEMORY, l->layer, "out of host memory while repacking"); }
+        /* int4: c ^ 8 with zero 8 gives v = c - 16 (c >= 8); uint4: c - zero */
+        for (size_t n = 0; n < N; n++)
+            for (size_t k = 0; k < K; k++) {
+                uint32_t c = (uint32_t)desc->q4[n * K + k] & 0xFu;
+                if (desc->w4_signed) c ^= 8u;
+                hw[(n * Kp + k) / 8] |= c << (4 * (k % 8));
+            }
+        for (size_t gi = 0; gi < G; gi++)
+            for (size_t n = 0; n < N; n++) {
+                hz[gi * Np + n] = desc->w4_signed ? 8 : desc->w4_zero[gi * N + n];
+                hs[gi * Np + n] = desc->w4_scale[gi * N + n];
+            }
+        s = upload_new(d, l, &l->w, hw, Np * Kp / 2, "q4 (packed int4)");
+        if (s == QP_OK) s = upload_new(d, l, (void **)&l->w_zero, hz, Gp * Np, "w4 zero points");
+        if (s == QP_OK) s = upload_new(d, l, (void **)&l->w_scale, hs, Gp * Np * sizeof(float), "w4 scales");
+        free(hw); free(hz); free(hs);
+        return s;
+    }
+    if (l->wkind == QPCU_W_H) {
+        uint16_t *hw = calloc(Np * Kp, 2);
+        if (!hw) return lin_error(d, QP_ERR_OUT_OF_MEMORY, l->layer, "out of host memory while repacking");
+        for (size_t n = 0; n < N; n++) memcpy(hw + n * Kp, desc->w_act + n * K, K * 2);
+        s = upload_new(d, l, &l->w, hw, Np * Kp * 2, "weight (w_act)");
+        free(hw);
+        return s;
+    }
+    size_t B = (size_t)l->blk;
+    uint8_t *hc = calloc(Np * Kp, 1);
+    float *hb = calloc(Np * (Kp / B), sizeof(float));
+    if (!hc || !hb) { free(hc); free(hb); return lin_error(d, QP_ERR_OUT_OF_MEMORY, l->layer, "out of host memory while repacking"); }
+    for (size_t n = 0; n < N; n++) {
+        memcpy(hc + n * Kp, desc->w_codes + n * K, K);
+        memcpy(hb + n * (Kp / B), desc->w_blk_scale + n * (K / B), (K / B) * sizeof(float));
+    }
+    s = upload_new(d, l, &l->w, hc, Np * Kp, "w_codes");
+    if (s == QP_OK) s = upload_new(d, l, (void **)&l->w_scale, hb, Np * (Kp / B) * sizeof(float), "w_blk_scale");
+    if (s == QP_OK) s = upload_new(d, l, (void **)&l->lut, desc->w_lut, 256 * sizeof(float), "w_lut");
+    free(hc); free(hb);
+    return s;
 }
 
 static int env_flag(const char *name) {
@@ -406,12 +482,89 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
          * (desc->w8) through the int8 kernels instead of expanding nibbles */
         l->wkind = env_flag("QPORT_CUDA_QQQ_W8") ? QPCU_W_I8 : desc->group_size == 128 ? QPCU_W_Q4G : QPCU_W_Q4CH;
         break;
+    case QP_SCHEME_W4A16_INT4: {
+        l->kname = "w4a16";
+        int g = desc->group_size;
+        if (g != -1 && (g < 32 || g % 32)) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "unsupported: w4a16 group size %d on cuda (the kernels take -1 or multiples of 32)", g);
+            s = lin_error(d, QP_ERR_UNSUPPORTED, layer, msg);
+            goto fail;
+        }
+        if (g > 0 && desc->K % g) { s = lin_error(d, QP_ERR_VALUE, layer, "w4a16: K is not a multiple of the group size"); goto fail; }
+        if (!desc->q4 || !desc->w4_scale || (!desc->w4_signed && !desc->w4_zero)) {
+            s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "w4a16: missing q4 / w4_scale / w4_zero (weight_zero_point)");
+            goto fail;
+        }
+        if (desc->act != QP_ACT_NONE) { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "w4a16 takes no activation quantization"); goto fail; }
+        l->wkind = QPCU_W_Q4F;
+        l->act = QPCU_ACT_NONE;
+        break;
+    }
+    case QP_SCHEME_UNQUANTIZED:
+        l->kname = "unquantized";
+        if (!desc->w_act) { s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "unquantized: missing w_act"); goto fail; }
+        if (desc->act != QP_ACT_NONE) { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "unquantized layers take no activation quantization"); goto fail; }
+        l->wkind = QPCU_W_H;
+        l->act = QPCU_ACT_NONE;
+        break;
+    case QP_SCHEME_OCP_MX:
+    case QP_SCHEME_W4A8_MXFP4_FP8:
+    case QP_SCHEME_NVFP4:
+        l->kname = desc->kind == QP_SCHEME_NVFP4 ? "nvfp4" : desc->kind == QP_SCHEME_OCP_MX ? "ocp-mx" : "w4a8-mxfp4-fp8";
+        if (!desc->w_codes || !desc->w_lut || !desc->w_blk_scale || (desc->w_blk != 16 && desc->w_blk != 32)) {
+            s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "missing w_codes / w_lut / w_blk_scale or w_blk not 16/32");
+            goto fail;
+        }
+        if (desc->K % desc->w_blk) { s = lin_error(d, QP_ERR_VALUE, layer, "K is not a multiple of the weight block"); goto fail; }
+        l->wkind = QPCU_W_LUT;
+        l->blk = desc->w_blk;
+        l->bias_after_round = desc->bias_after_round;
+        switch (desc->act) {
+        case QP_ACT_NONE: l->act = QPCU_ACT_NONE; break;
+        case QP_ACT_FP8_STATIC_QDQ:
+            if (!(desc->input_scale > 0.0f)) { s = lin_error(d, QP_ERR_VALUE, layer, "fp8 static qdq needs input_scale > 0"); goto fail; }
+            l->act = QPCU_ACT_F8S_QDQ;
+            break;
+        case QP_ACT_NVFP4_QDQ:
+            if (!(desc->input_global_scale > 0.0f) || desc->K % 16) {
+                s = lin_error(d, QP_ERR_VALUE, layer, "nvfp4 qdq needs input_global_scale > 0 and K % 16 == 0");
+                goto fail;
+            }
+            l->act = QPCU_ACT_NVFP4_QDQ;
+            l->nv_g = 1.0f / desc->input_global_scale; /* correctly rounded (SSE) */
+            break;
+        case QP_ACT_MX_QDQ:
+            l->act = QPCU_ACT_MX_QDQ;
+            switch (desc->act_elem) {
+            case QP_DTYPE_F4_E2M1: l->act_emin = 0; l->act_maxv = 6.0f; break;
+            case QP_DTYPE_F6_E3M2: l->act_emin = -2; l->act_maxv = 28.0f; break;
+            case QP_DTYPE_F6_E2M3: l->act_emin = 0; l->act_maxv = 7.5f; break;
+            case QP_DTYPE_F8_E4M3FN: l->act_emin = -6; l->act_maxv = 448.0f; l->act_e4m3 = 1; break;
+            default: s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "MX qdq: act_elem is not an MX element format"); goto fail;
+            }
+            l->act_mbits = desc->act_mbits;
+            l->act_emax = desc->act_emax;
+            if (desc->K % 32) { s = lin_error(d, QP_ERR_VALUE, layer, "MX qdq needs K % 32 == 0"); goto fail; }
+            break;
+        default:
+            s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: activation mode not implemented on cuda for this scheme");
+            goto fail;
+        }
+        break;
     default:
         s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: not yet implemented on cuda");
         goto fail;
     }
     if ((s = check_path(d, l, path)) != QP_OK) goto fail;
     if ((s = ensure_runnable(d, layer)) != QP_OK) goto fail;
+
+    if (QPCU_IS_FLOAT_KIND(l->wkind)) {
+        if ((s = upload_float(d, l, desc)) != QP_OK) goto fail;
+        if (desc->bias && (s = upload_new(d, l, (void **)&l->bias, desc->bias, (size_t)l->N * 2, "bias")) != QP_OK) goto fail;
+        *out = l;
+        return QP_OK;
+    }
 
     size_t Np = (size_t)l->Np, Kp = (size_t)l->Kp, N = (size_t)l->N, K = (size_t)l->K;
     /* weights */
@@ -474,6 +627,11 @@ static void cu_linear_destroy(void *dev, void *lin) {
 /* The kernel path for M rows. */
 static int pick_kpath(const cu_dev *d, const cu_lin *l, int M) {
     unsigned p = l->path;
+    if (QPCU_IS_FLOAT_KIND(l->wkind)) {
+        if (p & QP_PATH_TILED) return QPCU_KP_TILED;
+        if (p & QP_PATH_GEMV) return QPCU_KP_GEMV_PLAIN;
+        return M > QPCU_GEMV_MAX_ROWS && tiled_h_ok(d, l) ? QPCU_KP_TILED : QPCU_KP_GEMV_PLAIN;
+    }
     if (l->wkind == QPCU_W_F8) {
         if (p & QP_PATH_TILED) return QPCU_KP_TILED;
         if (p & QP_PATH_GEMV) return QPCU_KP_GEMV_DP4A;
@@ -486,7 +644,7 @@ static int pick_kpath(const cu_dev *d, const cu_lin *l, int M) {
 }
 
 static int pick_splits(const cu_dev *d, const cu_lin *l, int Mp) {
-    int blocks = (l->Np / QPCU_BN) * (Mp / QPCU_BM), kt = l->Kp / QPCU_BK;
+    int blocks = (l->Np / QPCU_BN) * (Mp / QPCU_BM), kt = l->Kp / (QPCU_IS_FLOAT_KIND(l->wkind) ? QPCU_BKH : QPCU_BK);
     int target = 2 * (d->prop.multiProcessorCount > 0 ? d->prop.multiProcessorCount : 1);
     int s = 1;
     if (blocks < target) s = (target + blocks - 1) / blocks;
@@ -501,6 +659,17 @@ static void cu_linear_describe(void *dev, void *lin, int M, char *out, size_t ca
     cu_dev *d = dev;
     cu_lin *l = lin;
     int kp = pick_kpath(d, l, M);
+    if (QPCU_IS_FLOAT_KIND(l->wkind)) {
+        const char *act = l->act == QPCU_ACT_MX_QDQ ? " mx-qdq" : l->act == QPCU_ACT_F8S_QDQ ? " fp8-static-qdq"
+                        : l->act == QPCU_ACT_NVFP4_QDQ ? " nvfp4-qdq" : "";
+        if (kp == QPCU_KP_TILED)
+            snprintf(out, cap, "tiled %dx%dx%d mma.sync %s %s%s split-k %d %s%s", QPCU_BM, QPCU_BN, QPCU_BKH,
+                     l->bf16 ? "bf16" : "f16", d->cc >= 80 ? "m16n8k16" : "m16n8k8", d->cc >= 80 ? " cp.async" : "",
+                     pick_splits(d, l, round_up(M > 0 ? M : 1, QPCU_BM)), l->kname, act);
+        else
+            snprintf(out, cap, "gemv fp32 %s%s", l->kname, act);
+        return;
+    }
     const char *w = l->wkind == QPCU_W_F8 ? "fp8" : l->wkind == QPCU_W_I8 ? (l->qqq ? "qqq-w8" : "int8")
                   : l->wkind == QPCU_W_Q4G ? "qqq-g128 int4->int8" : "qqq-ch int4->int8";
     if (kp == QPCU_KP_TILED)
@@ -554,7 +723,11 @@ static qp_status cu_linear_forward(void *dev, void *lin, void *xb, int M, void *
     f.x = x->p; f.y = y->p;
     f.w = l->w; f.s_group = l->s_group; f.w_scale = l->w_scale; f.azp_adj = l->azp_adj; f.bias = l->bias;
     f.in_scale = l->in_scale; f.in_zp = l->in_zp;
-    size_t o_xq = 0, o_xs = al256(o_xq + (size_t)f.Mp * (size_t)f.Kp), o_zp = al256(o_xs + (size_t)f.Mp * 4),
+    f.w_zero = l->w_zero; f.lut = l->lut; f.group = l->group; f.blk = l->blk;
+    f.act_mbits = l->act_mbits; f.act_emin = l->act_emin; f.act_emax = l->act_emax; f.act_e4m3 = l->act_e4m3;
+    f.act_maxv = l->act_maxv; f.nv_g = l->nv_g; f.bias_after_round = l->bias_after_round;
+    size_t xq_elem = QPCU_IS_FLOAT_KIND(l->wkind) ? 2 : 1;
+    size_t o_xq = 0, o_xs = al256(o_xq + (size_t)f.Mp * (size_t)f.Kp * xq_elem), o_zp = al256(o_xs + (size_t)f.Mp * 4),
            o_am = al256(o_zp + (size_t)f.Mp * 4), o_p = al256(o_am + 4),
            total = al256(o_p + (size_t)f.splits * (size_t)f.Mp * (size_t)f.Np * 4);
     qp_status s = ensure_ws(d, l->layer, total);

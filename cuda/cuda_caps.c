@@ -129,6 +129,30 @@ void qpcu_scheme_support(const qp_scheme *s, int cc, const char *sass, const cha
         }
         set(out, QP_SUPPORT_NATIVE, NULL, 0, 0);
         return;
+    case QP_SCHEME_W4A16_INT4: {
+        int g = s->weight.group_size;
+        if (g != 0 && g != -1 && (g < 32 || g % 32)) {
+            set(out, QP_SUPPORT_UNSUPPORTED,
+                "unsupported: W4A16 group size %d on cuda (the kernels take -1 or multiples of 32)", g, 0);
+            return;
+        }
+        set(out, QP_SUPPORT_NATIVE, NULL, 0, 0);
+        return;
+    }
+    case QP_SCHEME_UNQUANTIZED:
+        set(out, QP_SUPPORT_NATIVE, NULL, 0, 0);
+        return;
+    case QP_SCHEME_OCP_MX:
+    case QP_SCHEME_W4A8_MXFP4_FP8:
+    case QP_SCHEME_NVFP4:
+        /* vLLM runs these as emulations too (dequantize, fake-quantize the
+         * activations, fp16/bf16 GEMM); so does this backend */
+        set(out, QP_SUPPORT_EMULATED,
+            "emulated: weights dequantized in registers and activations fake-quantized (qdq) on the device, then an "
+            "fp16/bf16 GEMM with fp32 accumulation (tensor cores from compute capability %d.%d); no native MX / "
+            "NVFP4 tensor-core instructions are used",
+            cc >= 80 ? cc / 10 : 7, cc >= 80 ? cc % 10 : 5);
+        return;
     default:
         set(out, QP_SUPPORT_UNSUPPORTED, "unsupported: not yet implemented on cuda", 0, 0);
         return;

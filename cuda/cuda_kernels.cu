@@ -478,6 +478,321 @@ __global__ void __launch_bounds__(TC_THREADS) k_gemm_tc(int Kp, int Np, int Mp, 
 }
 
 /* ------------------------------------------------------------------------ */
+/* Float kinds (issue 9): W4A16, unquantized, MX / W4A8-MXFP4 / NVFP4        */
+/* ------------------------------------------------------------------------ */
+/* The layer as the float kernels see it (passed by value). */
+struct qpcu_fwd_w {
+    const void *w;
+    const uint8_t *zero; /* Q4F [Gp][Np] */
+    const float *scale;  /* Q4F [Gp][Np]; LUT [Np][Kp/blk] */
+    const float *lut;    /* LUT [256] */
+    int Kp, Np, group, blk;
+};
+
+/* k_act16 writes x' [Mp][Kp] in act dtype (K padding: +0), one thread per
+ * unit of 16 elements (MX: 32, one block). The qdq chains are the
+ * reference's fp32 operations one for one (cu_math.h), so x' is bit-exact. */
+__global__ void k_act16(const uint16_t *x, int M, int K, int Kp, int bf16, int act, float in_scale, int mbits,
+                        int emin, int emax, float maxv, int e4m3, float nv_g, uint16_t *xa) {
+    const int U = act == QPCU_ACT_MX_QDQ ? 32 : 16, per_row = Kp / U;
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)M * per_row) return;
+    const int m = (int)(t / per_row), k0 = (int)(t % per_row) * U;
+    const uint16_t *xr = x + (size_t)m * K;
+    uint16_t *o = xa + (size_t)m * Kp;
+    if (k0 >= K) {
+        for (int i = 0; i < U; i++) o[k0 + i] = 0;
+        return;
+    }
+    switch (act) {
+    case QPCU_ACT_MX_QDQ: { /* qp_quant_mx + qp_dequant_mx, then rnd */
+        float a = 0.0f;
+        int nan = 0;
+        for (int i = 0; i < 32; i++) {
+            float v = fabsf(load_act(xr, k0 + i, bf16));
+            if (qpcu_isnan(v)) nan = 1;
+            else if (v > a) a = v;
+        }
+        int sc = qpcu_mx_even_scale(nan ? qpcu_u2f(0x7FC00000u) : a, mbits, emax);
+        for (int i = 0; i < 32; i++) {
+            float v;
+            if (sc == 255) v = qpcu_u2f(0x7FC00000u);
+            else {
+                float y = QPCU_MUL(load_act(xr, k0 + i, bf16), qpcu_pow2f(127 - sc));
+                v = QPCU_MUL(qpcu_mini_round(y, mbits, emin, emax, maxv, e4m3), qpcu_pow2f(sc - 127));
+            }
+            o[k0 + i] = qpcu_f32_to_act(v, bf16);
+        }
+        break;
+    }
+    case QPCU_ACT_NVFP4_QDQ: { /* qp_quant_nvfp4 (g = nv_g), x' = rnd(q * (sf / g)) */
+        float vmax = 0.0f;
+        for (int i = 0; i < 16; i++) vmax = fmaxf(vmax, fabsf(load_act(xr, k0 + i, bf16)));
+        const float inv6 = QPCU_DIV(1.0f, 6.0f), inv_g = QPCU_DIV(1.0f, nv_g);
+        float sf_f = qpcu_e4m3_decode(qpcu_e4m3_encode(QPCU_MUL(nv_g, QPCU_MUL(vmax, inv6))));
+        float out_scale = sf_f == 0.0f ? 0.0f : QPCU_DIV(1.0f, QPCU_MUL(sf_f, inv_g));
+        float ds = QPCU_DIV(sf_f, nv_g);
+        for (int i = 0; i < 16; i++) {
+            float q = qpcu_fp4_round(QPCU_MUL(load_act(xr, k0 + i, bf16), out_scale));
+            o[k0 + i] = qpcu_f32_to_act(QPCU_MUL(q, ds), bf16);
+        }
+        break;
+    }
+    case QPCU_ACT_F8S_QDQ:
+        for (int i = 0; i < 16; i++)
+            o[k0 + i] = k0 + i < K ? qpcu_f32_to_act(qpcu_fp8s_qdq(load_act(xr, k0 + i, bf16), in_scale, bf16), bf16) : 0;
+        break;
+    default:
+        for (int i = 0; i < 16; i++) o[k0 + i] = k0 + i < K ? xr[k0 + i] : 0;
+        break;
+    }
+}
+
+/* Weight decode to fp32 (exact): 8 consecutive k of row n from k. */
+template <int WK>
+__device__ __forceinline__ void decode8(const qpcu_fwd_w &p, int n, int k, int bf16, float (&w)[8]) {
+    if constexpr (WK == QPCU_W_Q4F) {
+        uint32_t c = *((const uint32_t *)p.w + ((size_t)n * p.Kp + k) / 8);
+        size_t gi = (size_t)(k / p.group) * p.Np + n;
+        float z = (float)p.zero[gi], s = p.scale[gi];
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[j] = QPCU_MUL(QPCU_SUB((float)((c >> (4 * j)) & 0xFu), z), s);
+    } else if constexpr (WK == QPCU_W_H) {
+        uint4 v = *(const uint4 *)((const uint16_t *)p.w + (size_t)n * p.Kp + k);
+        uint32_t vv[4] = { v.x, v.y, v.z, v.w };
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[j] = qpcu_act_to_f32((uint16_t)(vv[j / 2] >> (16 * (j % 2))), bf16);
+    } else {
+        uint2 v = *(const uint2 *)((const uint8_t *)p.w + (size_t)n * p.Kp + k);
+        float bs = p.scale[(size_t)n * (p.Kp / p.blk) + k / p.blk];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            uint32_t c = ((j < 4 ? v.x : v.y) >> (8 * (j % 4))) & 0xFFu;
+            w[j] = qpcu_round_act(QPCU_MUL(p.lut[c], bs), bf16);
+        }
+    }
+}
+
+/* GEMV for the float kinds: one warp per column, 8 k per lane step, fp32
+ * fma accumulation in a fixed order, partial [Mp][Np] fp32. */
+template <int WK, int MR>
+__global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_h(int M, int N, qpcu_fwd_w p, const uint16_t *xa, int bf16,
+                                                            float *partial) {
+    const int lane = threadIdx.x % WARP;
+    const int n = blockIdx.x * GV_WARPS + threadIdx.x / WARP;
+    const int m0 = blockIdx.y * MR;
+    if (n >= N) return;
+    float acc[MR];
+#pragma unroll
+    for (int i = 0; i < MR; i++) acc[i] = 0.0f;
+    for (int k = lane * 8; k < p.Kp; k += WARP * 8) {
+        float w[8];
+        decode8<WK>(p, n, k, bf16, w);
+#pragma unroll
+        for (int i = 0; i < MR; i++) {
+            if (m0 + i < M) {
+                uint4 xv = *(const uint4 *)(xa + (size_t)(m0 + i) * p.Kp + k);
+                uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+                    acc[i] = __fmaf_rn(qpcu_act_to_f32((uint16_t)(xw[j / 2] >> (16 * (j % 2))), bf16), w[j], acc[i]);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < MR; i++) {
+        float v = acc[i];
+        for (int o = 16; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * p.Np + n] = v;
+    }
+}
+
+/* fp16 / bf16 tensor cores, fp32 accumulation. m16n8k16 (sm_80+; bf16
+ * needs sm_80) has the byte layout of the 8-bit m16n8k32 fragments (A a0:
+ * row g, k 2t..2t+1; a2: k 8+2t..; B b0: k 2t.., b1: k 8+2t..), so the
+ * ldmatrix maps of the int8 kernel serve with 64-byte (32-element) rows.
+ * sm_75: two m16n8k8 (fp16 only). */
+template <bool BF16>
+__device__ __forceinline__ void mma_h(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(QPCU_EMULATE)
+    emu_mma_h(c, a, b0, b1, BF16);
+#elif __CUDA_ARCH__ >= 800
+    if constexpr (BF16)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#elif __CUDA_ARCH__ >= 750
+    if constexpr (!BF16) {
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(b0));
+        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[2]), "r"(a[3]), "r"(b1));
+    }
+    /* bf16 below sm_80: the host never launches the bf16 tiled kernel */
+#endif
+}
+
+/* B stage for the float kinds: 64 rows (n) x 32 k of act-dtype weights,
+ * decoded in registers (W4A16: v = c - z exact; the scale is applied per
+ * group to the fp32 accumulators). 128 threads: row tid/2, 16 k each. */
+template <int WK>
+__device__ __forceinline__ void tch_load_b(uint8_t *sb, int kt, int n0, const qpcu_fwd_w &p, int bf16) {
+    const int tid = threadIdx.x, k0 = kt * QPCU_BKH;
+    if constexpr (WK == QPCU_W_H) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
+            cp16(sb + r * SROW + col, (const uint8_t *)p.w + ((size_t)(n0 + r) * p.Kp + k0) * 2 + col);
+        }
+    } else {
+        const int r = tid / 2, kh = (tid % 2) * 16, n = n0 + r;
+        uint32_t out[8];
+        if constexpr (WK == QPCU_W_Q4F) {
+            uint2 c = *(const uint2 *)((const uint32_t *)p.w + ((size_t)n * p.Kp + k0 + kh) / 8);
+            uint32_t z = p.zero[(size_t)(k0 / p.group) * p.Np + n];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                uint32_t word = j < 4 ? c.x : c.y, sh = 8 * (j % 4);
+                int v0 = (int)((word >> sh) & 0xFu) - (int)z, v1 = (int)((word >> (sh + 4)) & 0xFu) - (int)z;
+                /* small integers: exact in fp16 and bf16 */
+                out[j] = (uint32_t)qpcu_f32_to_act((float)v0, bf16) | (uint32_t)qpcu_f32_to_act((float)v1, bf16) << 16;
+            }
+        } else {
+            uint4 c = *(const uint4 *)((const uint8_t *)p.w + (size_t)n * p.Kp + k0 + kh);
+            uint32_t cw[4] = { c.x, c.y, c.z, c.w };
+            float bs = p.scale[(size_t)n * (p.Kp / p.blk) + (k0 + kh) / p.blk];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                uint32_t c0 = (cw[j / 2] >> (16 * (j % 2))) & 0xFFu, c1 = (cw[j / 2] >> (16 * (j % 2) + 8)) & 0xFFu;
+                out[j] = (uint32_t)qpcu_f32_to_act(QPCU_MUL(p.lut[c0], bs), bf16) |
+                         (uint32_t)qpcu_f32_to_act(QPCU_MUL(p.lut[c1], bs), bf16) << 16;
+            }
+        }
+        uint4 *d = (uint4 *)(sb + r * SROW + kh * 2);
+        d[0] = make_uint4(out[0], out[1], out[2], out[3]);
+        d[1] = make_uint4(out[4], out[5], out[6], out[7]);
+    }
+}
+
+template <int WK, bool BF16>
+__global__ void __launch_bounds__(TC_THREADS) k_gemm_tch(int Mp, qpcu_fwd_w p, const uint16_t *xa, float *partial) {
+    __shared__ __align__(16) uint8_t sa[2][QPCU_BM * SROW];
+    __shared__ __align__(16) uint8_t sb[2][QPCU_BN * SROW];
+    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
+    const int wm = warp >> 1, wn = warp & 1;
+    const int m0 = blockIdx.y * QPCU_BM, n0 = blockIdx.x * QPCU_BN;
+    const int KT = p.Kp / QPCU_BKH, S = gridDim.z;
+    const int kbeg = (int)((long long)blockIdx.z * KT / S), kend = (int)((long long)(blockIdx.z + 1) * KT / S);
+    constexpr bool GROUPED = WK == QPCU_W_Q4F;
+
+    float acc[2][4][4], part[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = part[i][j][e] = 0.0f;
+
+    const uint8_t *xb = (const uint8_t *)xa;
+    if (kbeg < kend) {
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int c = threadIdx.x + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
+            cp16(sa[0] + r * SROW + col, xb + ((size_t)(m0 + r) * p.Kp + kbeg * QPCU_BKH) * 2 + col);
+        }
+        tch_load_b<WK>(sb[0], kbeg, n0, p, BF16);
+        cp_commit();
+    }
+    for (int kt = kbeg; kt < kend; kt++) {
+        const int cur = (kt - kbeg) & 1;
+        if (kt + 1 < kend) {
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                int c = threadIdx.x + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
+                cp16(sa[cur ^ 1] + r * SROW + col, xb + ((size_t)(m0 + r) * p.Kp + (kt + 1) * QPCU_BKH) * 2 + col);
+            }
+            tch_load_b<WK>(sb[cur ^ 1], kt + 1, n0, p, BF16);
+            cp_commit();
+            cp_wait<1>();
+        } else {
+            cp_wait<0>();
+        }
+        __syncthreads();
+        const uint8_t *A = sa[cur], *B = sb[cur];
+#pragma unroll
+        for (int kk = 0; kk < 64; kk += 32) { /* bytes: two k16 steps */
+            uint32_t af[2][4], bf[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) ldsm_x4(af[mi], A + qpcu_tc_a_addr(lane, wm, mi, kk));
+#pragma unroll
+            for (int np = 0; np < 2; np++) {
+                uint32_t r[4];
+                ldsm_x4(r, B + qpcu_tc_b_addr(lane, wn, np, kk));
+                bf[np * 2][0] = r[0];
+                bf[np * 2][1] = r[1];
+                bf[np * 2 + 1][0] = r[2];
+                bf[np * 2 + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) {
+                    if constexpr (GROUPED) mma_h<BF16>(part[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+                    else mma_h<BF16>(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+                }
+        }
+        if constexpr (GROUPED) {
+            /* end of a group (or of this split's range): acc += part * scale */
+            if (((kt + 1) * QPCU_BKH) % p.group == 0 || kt + 1 == kend) {
+                const float *sc = p.scale + (size_t)(kt * QPCU_BKH / p.group) * p.Np + n0;
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        float s = sc[qpcu_tc_c_col(lane, wn, ni, e)];
+#pragma unroll
+                        for (int mi = 0; mi < 2; mi++) {
+                            acc[mi][ni][e] = __fmaf_rn(part[mi][ni][e], s, acc[mi][ni][e]);
+                            acc[mi][ni][e + 2] = __fmaf_rn(part[mi][ni][e + 2], s, acc[mi][ni][e + 2]);
+                            part[mi][ni][e] = part[mi][ni][e + 2] = 0.0f;
+                        }
+                    }
+            }
+        }
+        __syncthreads();
+    }
+    float *P = partial + (size_t)blockIdx.z * Mp * p.Np;
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                P[(size_t)(m0 + qpcu_tc_c_row(lane, wm, mi, e)) * p.Np + n0 + qpcu_tc_c_col(lane, wn, ni, e)] = acc[mi][ni][e];
+}
+
+/* y = rnd(sum + bias), or (NVFP4) rnd(rnd(sum) + bias) */
+__global__ void k_epi_h(int M, int N, int Mp, int Np, int S, const float *partial, const uint16_t *bias, int bf16,
+                        int after, uint16_t *y) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)M * N) return;
+    int m = (int)(i / N), n = (int)(i % N);
+    float a = partial[(size_t)m * Np + n];
+    for (int s = 1; s < S; s++) a = __fadd_rn(a, partial[((size_t)s * Mp + m) * Np + n]);
+    if (bias) {
+        float b = qpcu_act_to_f32(bias[n], bf16);
+        a = after ? QPCU_ADD(qpcu_round_act(a, bf16), b) : QPCU_ADD(a, b);
+    }
+    y[i] = qpcu_f32_to_act(a, bf16);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Epilogues: one thread per output, splits summed in index order            */
 /* ------------------------------------------------------------------------ */
 
@@ -545,7 +860,67 @@ static void launch_gemv_int_kind(const qpcu_fwd *f, dim3 grid, cudaStream_t st, 
     }
 }
 
+static int forward_h(const qpcu_fwd *f, const char **what) {
+    cudaStream_t st = (cudaStream_t)f->stream;
+    cudaError_t e;
+    uint16_t *xa = (uint16_t *)f->xq;
+    (void)st; /* unused by the emulator's launches */
+    *what = "k_act16";
+    {
+        int U = f->act == QPCU_ACT_MX_QDQ ? 32 : 16;
+        size_t units = (size_t)f->M * (f->Kp / U);
+        unsigned blocks = (unsigned)((units + 127) / 128);
+        QPCU_LAUNCH(k_act16, blocks, 128, st, (const uint16_t *)f->x, f->M, f->K, f->Kp, f->bf16, f->act, f->in_scale,
+                    f->act_mbits, f->act_emin, f->act_emax, f->act_maxv, f->act_e4m3, f->nv_g, xa);
+        if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+    }
+    qpcu_fwd_w p;
+    p.w = f->w; p.zero = f->w_zero; p.scale = f->w_scale; p.lut = f->lut;
+    p.Kp = f->Kp; p.Np = f->Np; p.group = f->group; p.blk = f->blk;
+    float *part = (float *)f->partial;
+    int S = 1;
+    if (f->kpath == QPCU_KP_TILED) {
+        *what = "k_gemm_tch";
+        S = f->splits;
+        dim3 grid(f->Np / QPCU_BN, f->Mp / QPCU_BM, S);
+#define QPCU_TCH(WK)                                                                                  \
+    do {                                                                                              \
+        auto kfn = f->bf16 ? k_gemm_tch<WK, true> : k_gemm_tch<WK, false>;                            \
+        QPCU_LAUNCH(kfn, grid, TC_THREADS, st, f->Mp, p, (const uint16_t *)xa, part);                 \
+    } while (0)
+        if (f->wkind == QPCU_W_Q4F) QPCU_TCH(QPCU_W_Q4F);
+        else if (f->wkind == QPCU_W_H) QPCU_TCH(QPCU_W_H);
+        else QPCU_TCH(QPCU_W_LUT);
+#undef QPCU_TCH
+    } else {
+        *what = "k_gemv_h";
+        int mr = f->M <= 4 ? 4 : QPCU_GEMV_MAX_ROWS;
+        dim3 grid((f->N + GV_WARPS - 1) / GV_WARPS, (f->M + mr - 1) / mr);
+#define QPCU_GVH(WK)                                                                                  \
+    do {                                                                                              \
+        auto kfn = mr == 4 ? k_gemv_h<WK, 4> : k_gemv_h<WK, 16>;                                     \
+        QPCU_LAUNCH(kfn, grid, GV_WARPS * WARP, st, f->M, f->N, p, (const uint16_t *)xa, f->bf16, part); \
+    } while (0)
+        if (f->wkind == QPCU_W_Q4F) QPCU_GVH(QPCU_W_Q4F);
+        else if (f->wkind == QPCU_W_H) QPCU_GVH(QPCU_W_H);
+        else QPCU_GVH(QPCU_W_LUT);
+#undef QPCU_GVH
+    }
+    if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+    *what = "k_epi_h";
+    size_t total = (size_t)f->M * f->N;
+    unsigned blocks = (unsigned)((total + 255) / 256);
+    if (blocks) {
+        QPCU_LAUNCH(k_epi_h, blocks, 256, st, f->M, f->N, f->Mp, f->Np, S, (const float *)part, f->bias, f->bf16,
+                    f->bias_after_round, (uint16_t *)f->y);
+        if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+    }
+    *what = "";
+    return 0;
+}
+
 extern "C" int qpcu_forward(const qpcu_fwd *f, const char **what) {
+    if (QPCU_IS_FLOAT_KIND(f->wkind)) return forward_h(f, what);
     cudaStream_t st = (cudaStream_t)f->stream;
     cudaError_t e;
     const uint16_t *x = (const uint16_t *)f->x;

@@ -23,8 +23,20 @@ typedef enum qpcu_wkind {
     QPCU_W_I8 = 0,  /* int8 [Np][Kp]                                        */
     QPCU_W_Q4CH,    /* QQQ per-channel: packed nibbles [Np][Kp/2], w8 = 16q */
     QPCU_W_Q4G,     /* QQQ group 128: packed codes + s_group [Kp/128][Np]   */
-    QPCU_W_F8       /* e4m3fn codes [Np][Kp]                                 */
+    QPCU_W_F8,      /* e4m3fn codes [Np][Kp]                                 */
+    /* float kinds (issue 9): x' in act dtype [Mp][Kp] (the qdq kernel's
+     * output), fp32 accumulation, fp16/bf16 mma.sync on the tiled path */
+    QPCU_W_Q4F,     /* W4A16: packed codes [Np][Kp/8] words (nibble j = k+j),
+                     * v = c - zero[g][n] (int4 stored as c ^ 8, zero 8),
+                     * fp32 scale[g][n]; g = group (Kp when per-channel)   */
+    QPCU_W_H,       /* unquantized: act-dtype bits [Np][Kp]                  */
+    QPCU_W_LUT      /* MX / NVFP4: codes [Np][Kp] bytes, W = rnd(lut[c] *
+                     * blk_scale[n][k / blk]) (exact dequant of the core)   */
 } qpcu_wkind;
+
+#define QPCU_IS_FLOAT_KIND(w) ((w) >= QPCU_W_Q4F)
+/* k-tile of the fp16/bf16 tensor-core kernel (elements; 64 bytes a row) */
+#define QPCU_BKH 32
 
 typedef enum qpcu_act {
     QPCU_ACT_I8_STATIC_SYM = 0,
@@ -33,7 +45,12 @@ typedef enum qpcu_act {
     QPCU_ACT_I8_DYN_ASYM,
     QPCU_ACT_F8_STATIC,
     QPCU_ACT_F8_DYN_TENSOR,
-    QPCU_ACT_F8_DYN_TOKEN
+    QPCU_ACT_F8_DYN_TOKEN,
+    /* float kinds: the activation prep kernel k_act16 writes x' */
+    QPCU_ACT_NONE,       /* x' = x                                         */
+    QPCU_ACT_MX_QDQ,     /* OCP-MX qdq, blocks of 32 (qp_quant_mx + dequant) */
+    QPCU_ACT_F8S_QDQ,    /* W4A8-MXFP4-FP8 static fp8 qdq                   */
+    QPCU_ACT_NVFP4_QDQ   /* NVFP4 qdq, blocks of 16                         */
 } qpcu_act;
 
 typedef enum qpcu_kpath {
@@ -56,8 +73,19 @@ typedef struct qpcu_fwd {
     const uint16_t *bias;   /* [N] act dtype bits or NULL                   */
     float in_scale;
     int32_t in_zp;
+    /* float kinds */
+    const uint8_t *w_zero;  /* Q4F: [Gp][Np]                                */
+    const float *lut;       /* LUT: [256] on the device                     */
+    int group;              /* Q4F: group length along k (Kp: per-channel)  */
+    int blk;                /* LUT: 16 or 32                                */
+    int act_mbits, act_emax, act_e4m3; /* MX qdq element format             */
+    float act_maxv;         /* its largest finite value                     */
+    int act_emin;           /* exponent of its smallest normal              */
+    float nv_g;             /* NVFP4: g = 1 / input_global_scale            */
+    int bias_after_round;
     /* workspace */
-    void *xq;               /* [Mp][Kp] int8 / e4m3 codes                   */
+    void *xq;               /* [Mp][Kp] int8 / e4m3 codes; float kinds: x'
+                             * [Mp][Kp] act-dtype bits                      */
     float *xs;              /* [Mp] per-token scales ([0]: per tensor)      */
     int32_t *xzp;           /* [Mp]                                         */
     uint32_t *amax;         /* 1 word: dynamic per-tensor absmax bits       */

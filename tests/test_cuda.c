@@ -387,6 +387,299 @@ static void test_fp8(void) {
     printf("fp8: %d cases, %s (worst error / bound = %.3f)\n", cases, tu_failures == before ? "within bounds, deterministic" : "FAILURES", worst);
 }
 
+/* ---- issue 9: float kinds (W4A16, unquantized, MX / W4A8-MXFP4 / NVFP4) ----
+ * Judged against the cpu reference (qp_ref_*_forward on the checkpoint
+ * tensors made here) within (K + 2) u 1.01 sum_k |x'_k W_k| + u |bias| +
+ * 2 ulp (fp32 accumulation of exact products, BRIEF_S13); the activation
+ * qdq bit for bit through "selection" weights (W = I: y = x' exactly). */
+static const unsigned f_paths[] = { 0, QP_PATH_GEMV, QP_PATH_TILED };
+#define NFP 3
+static int f_cases, f_exact;
+static double f_worst;
+
+static int f_skip_m(int M) {
+    const char *v = getenv("QPORT_TEST_CUDA_SMALL");
+    if (v && atoi(v) >= 2) return M != 3 && M != 17;
+    if (v) return M != 1 && M != 17 && M != 64;
+    return 0;
+}
+
+/* xs [M][K]: the activations the bound uses (x, or the verified x') */
+static void f_check(const char *what, qp_dtype dt, const uint16_t *ref, const uint16_t *got, int M, int N, int K,
+                    const float *xs, const float *wd, const uint16_t *bias) {
+    f_cases++;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double sum = 0;
+            for (int k = 0; k < K; k++) {
+                double t = fabs((double)xs[(size_t)m * K + k] * wd[(size_t)n * K + k]);
+                if (!isnan(t)) sum += t;
+            }
+            double r = qp_format_decode(dt, ref[(size_t)m * N + n]), g = qp_format_decode(dt, got[(size_t)m * N + n]);
+            double b = bias ? fabs((double)qp_format_decode(dt, bias[n])) : 0.0;
+            double tol = (K + 2.0) * ldexp(1.0, -24) * 1.01 * sum + ldexp(1.0, -24) * b + 2.0 * ulp_of(dt, fmax(fabs(r), fabs(g)) + b);
+            int ok = isnan(r) ? isnan(g) : isinf(r) ? r == g : fabs(g - r) <= tol;
+            if (!isnan(r) && !isinf(r) && tol > 0 && fabs(g - r) / tol > f_worst) f_worst = fabs(g - r) / tol;
+            if (!ok) {
+                CHECK(0, "%s: y[%d][%d] = %.9g, reference %.9g, bound %.3g", what, m, n, g, r, tol);
+                return;
+            }
+        }
+}
+
+static void f_make_x(qp_dtype dt, uint16_t *x, int M, int K, int special) {
+    for (int i = 0; i < M * K; i++) x[i] = (uint16_t)qp_format_encode(dt, frand(-3, 3));
+    if (!special) return;
+    for (int m = 0; m < M; m++) {
+        int r = m % 6;
+        for (int k = 0; k < K; k++) {
+            float v = qp_format_decode(dt, x[(size_t)m * K + k]);
+            if (r == 1) v = 0.0f;                                   /* zero row */
+            else if (r == 2 && k < 32) v = 0.0f;                    /* a zero block */
+            else if (r == 3) v *= (k % 7 == 0) ? 1000.0f : 1e-3f;   /* huge / tiny mix */
+            else if (r == 4 && k == 5) v = NAN;                     /* a NaN */
+            else if (r == 5 && k == 40) v = INFINITY;               /* an inf */
+            else if (r == 0 && k % 5 == 0) v = (float)(k % 9) * 0.25f; /* ties */
+            x[(size_t)m * K + k] = (uint16_t)qp_format_encode(dt, v);
+        }
+    }
+}
+
+/* Runs desc on every path and row count; ref [MM][N] for every prefix. */
+static void f_run(const qp_lin_desc *d, int MM, const uint16_t *x, const uint16_t *ref, const float *xs, const float *wd,
+                  int exact) {
+    int N = d->N, K = d->K;
+    static const int ms[] = { 1, 3, 16, 17, 64 };
+    uint16_t *y = malloc(2 * (size_t)MM * N);
+    for (int mi = 0; mi < 5; mi++) {
+        int M = ms[mi];
+        if (M > MM || f_skip_m(M)) continue;
+        for (int p = 0; p < NFP; p++) {
+            char dsc[128] = "", what[300];
+            if ((f_paths[p] & QP_PATH_TILED) && (info.cuda_cc < 75 || (d->act_dtype == QP_DTYPE_BF16 && info.cuda_cc < 80))) {
+                void *lin = NULL;
+                qp_status st = ops->linear_prepare(dev, d, f_paths[p], &lin);
+                CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_err, "tiled"), "%s: forced tiled below sm_80: %s", d->layer, last_err);
+                if (lin) ops->linear_destroy(dev, lin);
+                continue;
+            }
+            if (!run_layer(d, f_paths[p], M, x, y, dsc)) continue;
+            snprintf(what, sizeof what, "%s M=%d [%s]", d->layer, M, dsc);
+            if (exact) {
+                f_exact++;
+                compare_exact(what, ref, y, M, N);
+            } else {
+                f_check(what, d->act_dtype, ref, y, M, N, K, xs, wd, d->bias);
+            }
+        }
+    }
+    free(y);
+}
+
+static void w4a16_case(qp_dtype dt, qp_pack_method pack, int sym, int group, int has_bias, int N, int K, int MM) {
+    int g = group > 0 ? group : K, G = K / g, nc = (N + 7) / 8;
+    uint8_t *codes = malloc((size_t)K * N), *zc = malloc((size_t)G * N);
+    int8_t *q4 = malloc((size_t)K * N);
+    int32_t *W = calloc((size_t)K * nc, 4), *Z = calloc((size_t)G * nc, 4);
+    uint16_t *sc = calloc((size_t)G * 8 * nc, 2), *bias = malloc(2 * (size_t)N);
+    float *scf = malloc(4 * (size_t)G * N), *wd = malloc(4 * (size_t)K * N), *xs = malloc(4 * (size_t)MM * K);
+    uint16_t *x = malloc(2 * (size_t)MM * K), *ref = malloc(2 * (size_t)MM * N);
+    for (size_t i = 0; i < (size_t)K * N; i++) codes[i] = (uint8_t)(rnd() & 15);
+    for (size_t i = 0; i < (size_t)G * N; i++) zc[i] = (uint8_t)(rnd() & 15);
+    for (int gi = 0; gi < G; gi++)
+        for (int n = 0; n < N; n++) {
+            uint16_t b = (uint16_t)qp_format_encode(dt, (n % 13 == 5 ? -1.0f : 1.0f) * (n % 17 == 3 ? 1e-6f : frand(0.002f, 0.02f)));
+            sc[(size_t)gi * 8 * nc + n] = b;
+            scf[(size_t)gi * N + n] = qp_format_decode(dt, b);
+        }
+    for (int n = 0; n < N; n++) bias[n] = (uint16_t)qp_format_encode(dt, frand(-2, 2));
+    CHECK(qp_pack_int4_quark(codes, K, N, pack, W) == QP_OK && (sym || qp_pack_int4_quark(zc, G, N, pack, Z) == QP_OK), "pack");
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) {
+            int c = codes[(size_t)k * N + n], v = sym ? c - 16 * (c >= 8) : c - zc[(size_t)(k / g) * N + n];
+            q4[(size_t)n * K + k] = (int8_t)c;
+            wd[(size_t)n * K + k] = (float)v * scf[(size_t)(k / g) * N + n];
+        }
+    f_make_x(dt, x, MM, K, 0);
+    for (int i = 0; i < MM * K; i++) xs[i] = qp_format_decode(dt, x[i]);
+    qp_ref_w4a16_args a = { dt, x, MM, K, N, W, sym ? NULL : Z, sc, group, sym, pack, has_bias ? bias : NULL };
+    CHECK(qp_ref_w4a16_forward(NULL, &a, ref) == QP_OK, "w4a16 reference");
+    char name[160];
+    snprintf(name, sizeof name, "w4a16 %s %s %s g%d%s %dx%d", dt == QP_DTYPE_BF16 ? "bf16" : "f16", sym ? "int4" : "uint4",
+             pack == QP_PACK_ORDER ? "order" : "reorder", group, has_bias ? " bias" : "", N, K);
+    qp_lin_desc d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
+    d.act_dtype = dt;
+    d.N = N; d.K = K; d.layer = name;
+    d.act = QP_ACT_NONE;
+    d.bias = has_bias ? bias : NULL;
+    d.group_size = group; d.q4 = q4; d.w4_signed = sym; d.w4_zero = sym ? NULL : zc; d.w4_scale = scf;
+    f_run(&d, MM, x, ref, xs, wd, 0);
+    void *lin = NULL;
+    qp_status st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_err, "int-dot"), "%s: forced int-dot: %s", name, last_err);
+    free(codes); free(zc); free(q4); free(W); free(Z); free(sc); free(bias); free(scf); free(wd); free(xs); free(x); free(ref);
+}
+
+static void test_w4a16(void) {
+    int before = tu_failures, c0 = f_cases;
+    w4a16_case(QP_DTYPE_F16, QP_PACK_REORDER, 1, 128, 1, 72, 256, 64);
+    w4a16_case(QP_DTYPE_BF16, QP_PACK_ORDER, 0, 128, 0, 33, 384, 17);
+    w4a16_case(QP_DTYPE_F16, QP_PACK_ORDER, 1, 32, 1, 67, 96, 64);
+    w4a16_case(QP_DTYPE_BF16, QP_PACK_REORDER, 0, 64, 1, 50, 192, 17);
+    w4a16_case(QP_DTYPE_F16, QP_PACK_REORDER, 0, -1, 0, 31, 160, 17);
+    w4a16_case(QP_DTYPE_BF16, QP_PACK_ORDER, 1, -1, 1, 64, 160, 17);
+    if (!getenv("QPORT_TEST_CUDA_SMALL")) w4a16_case(QP_DTYPE_F16, QP_PACK_REORDER, 0, 128, 1, 4096, 4096, 64);
+    /* group 16: refused with the reason */
+    qp_lin_desc d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.kind = QP_SCHEME_W4A16_INT4; d.act_dtype = QP_DTYPE_F16; d.N = 8; d.K = 32; d.layer = "w4a16-g16"; d.group_size = 16;
+    void *lin = NULL;
+    CHECK(ops->linear_prepare(dev, &d, 0, &lin) == QP_ERR_UNSUPPORTED && strstr(last_err, "group size 16"), "g16: %s", last_err);
+    printf("w4a16: %d cases, %s (worst error / bound %.3f)\n", f_cases - c0, tu_failures == before ? "within bounds" : "FAILURES", f_worst);
+}
+
+static void test_unquantized(void) {
+    int before = tu_failures, c0 = f_cases;
+    const int shapes[][3] = { { 72, 200, 64 }, { 64, 64, 17 }, { 130, 96, 17 } };
+    for (int sh = 0; sh < 3; sh++)
+        for (int dt = 0; dt < 2; dt++) {
+            int N = shapes[sh][0], K = shapes[sh][1], MM = shapes[sh][2], has_bias = (sh + dt) % 2;
+            qp_dtype dtype = dt ? QP_DTYPE_BF16 : QP_DTYPE_F16;
+            uint16_t *w = malloc(2 * (size_t)N * K), *bias = malloc(2 * (size_t)N), *x = malloc(2 * (size_t)MM * K),
+                     *ref = malloc(2 * (size_t)MM * N);
+            float *wd = malloc(4 * (size_t)N * K), *xs = malloc(4 * (size_t)MM * K);
+            for (int i = 0; i < N * K; i++) { w[i] = (uint16_t)qp_format_encode(dtype, frand(-1, 1)); wd[i] = qp_format_decode(dtype, w[i]); }
+            for (int n = 0; n < N; n++) bias[n] = (uint16_t)qp_format_encode(dtype, frand(-2, 2));
+            f_make_x(dtype, x, MM, K, 0);
+            for (int i = 0; i < MM * K; i++) xs[i] = qp_format_decode(dtype, x[i]);
+            CHECK(qp_ref_unquantized_forward(NULL, dtype, x, MM, K, N, w, has_bias ? bias : NULL, ref) == QP_OK, "ref");
+            char name[96];
+            snprintf(name, sizeof name, "unquantized %s %dx%d%s", dt ? "bf16" : "f16", N, K, has_bias ? " bias" : "");
+            qp_lin_desc d;
+            memset(&d, 0, sizeof d);
+            d.struct_size = sizeof d;
+            d.kind = d.scheme.kind = QP_SCHEME_UNQUANTIZED;
+            d.act_dtype = dtype; d.N = N; d.K = K; d.layer = name; d.act = QP_ACT_NONE;
+            d.bias = has_bias ? bias : NULL; d.w_act = w;
+            f_run(&d, MM, x, ref, xs, wd, 0);
+            free(w); free(bias); free(x); free(ref); free(wd); free(xs);
+        }
+    printf("unquantized: %d cases, %s\n", f_cases - c0, tu_failures == before ? "within bounds" : "FAILURES");
+}
+
+/* ---- MX / W4A8-MXFP4-FP8 / NVFP4 with fp4 weights ---- */
+typedef enum { MXK_MX, MXK_W4A8, MXK_NV } mx_kind;
+
+/* one layer; sel: selection weights (N == K, W = I) */
+static void mx_case(mx_kind kind, qp_ocp_mx_act act, qp_dtype dt, int N, int K, int MM, int sel, int has_bias,
+                    float *xq_out) {
+    int blk = kind == MXK_NV ? 16 : 32, nb = K / blk;
+    uint8_t *codes = calloc((size_t)N * K, 1), *packed = calloc((size_t)N * K / 2, 1), *wsc = malloc((size_t)N * nb);
+    float *bs = malloc(4 * (size_t)N * nb), *wd = malloc(4 * (size_t)N * K), lut[256] = { 0 };
+    uint16_t *x = malloc(2 * (size_t)MM * K), *ref = malloc(2 * (size_t)MM * N), *bias = malloc(2 * (size_t)N);
+    float *xs = malloc(4 * (size_t)MM * K);
+    for (int c = 0; c < 16; c++) lut[c] = qp_format_decode(QP_DTYPE_F4_E2M1, (uint32_t)c);
+    float ws2 = kind == MXK_NV ? (sel ? 1.0f : 0.75f) : 1.0f, is2 = 1.0f / 2.5f, in_scale = 0.0173f;
+    for (int n = 0; n < N; n++) {
+        for (int k = 0; k < K; k++) codes[(size_t)n * K + k] = sel ? (k == n ? 2 : 0) : (uint8_t)(rnd() & 15); /* 2: 1.0 */
+        for (int b = 0; b < nb; b++) {
+            if (kind == MXK_NV) {
+                uint8_t e = sel ? 0x38 : (uint8_t)(0x28 + rnd() % 0x20); /* e4m3 1.0, or 2^-2..2^2 */
+                wsc[(size_t)n * nb + b] = e;
+                bs[(size_t)n * nb + b] = qp_format_decode(QP_DTYPE_F8_E4M3FN, e) * ws2;
+            } else {
+                uint8_t e = sel ? 127 : (uint8_t)(122 + rnd() % 9); /* 2^-5 .. 2^3: exact in fp16 */
+                wsc[(size_t)n * nb + b] = e;
+                bs[(size_t)n * nb + b] = ldexpf(1.0f, (int)e - 127);
+            }
+        }
+        for (int k = 0; k < K; k++) {
+            uint8_t c = codes[(size_t)n * K + k];
+            packed[((size_t)n * K + k) / 2] |= (uint8_t)(k % 2 ? c << 4 : c);
+            wd[(size_t)n * K + k] = qp_format_decode(dt, qp_format_encode(dt, lut[c] * bs[(size_t)n * nb + k / blk]));
+        }
+        bias[n] = (uint16_t)qp_format_encode(dt, frand(-2, 2));
+    }
+    uint64_t save = rng; /* the same x for the selection and the random layer */
+    rng = 0x9E3779B97F4A7C15ull ^ ((uint64_t)kind << 8) ^ ((uint64_t)act << 4) ^ (uint64_t)dt;
+    f_make_x(dt, x, MM, K, 1);
+    rng = save;
+    const uint16_t *bp = has_bias ? bias : NULL;
+    qp_status st;
+    qp_lin_desc d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.act_dtype = dt; d.N = N; d.K = K; d.bias = bp;
+    d.w_elem = QP_DTYPE_F4_E2M1; d.w_codes = codes; d.w_blk = blk; d.w_blk_scale = bs; d.w_lut = lut;
+    const char *an = "none";
+    if (kind == MXK_MX) {
+        qp_ref_ocp_mx_args a = { dt, x, MM, K, N, QP_DTYPE_F4_E2M1, packed, wsc, 1, act, bp };
+        st = qp_ref_ocp_mx_forward(NULL, &a, ref);
+        d.kind = d.scheme.kind = QP_SCHEME_OCP_MX;
+        static const qp_dtype el[] = { QP_DTYPE_NONE, QP_DTYPE_F4_E2M1, QP_DTYPE_F6_E3M2, QP_DTYPE_F6_E2M3, QP_DTYPE_F8_E4M3FN };
+        static const int mb[] = { 0, 1, 2, 3, 3 }, em[] = { 0, 2, 4, 2, 8 };
+        static const char *nm[] = { "none", "mxfp4", "mxfp6-e3m2", "mxfp6-e2m3", "mxfp8" };
+        d.act = act == QP_OCP_MX_ACT_NONE ? QP_ACT_NONE : QP_ACT_MX_QDQ;
+        d.act_elem = el[act]; d.act_mbits = mb[act]; d.act_emax = em[act];
+        an = nm[act];
+    } else if (kind == MXK_W4A8) {
+        qp_ref_w4a8_mxfp4_args a = { dt, x, MM, K, N, packed, wsc, in_scale, bp };
+        st = qp_ref_w4a8_mxfp4_fp8_forward(NULL, &a, ref);
+        d.kind = d.scheme.kind = QP_SCHEME_W4A8_MXFP4_FP8;
+        d.act = QP_ACT_FP8_STATIC_QDQ; d.input_scale = in_scale;
+        an = "fp8-static";
+    } else {
+        qp_ref_nvfp4_args a = { dt, x, MM, K, N, packed, wsc, ws2, is2, bp };
+        st = qp_ref_nvfp4_forward(NULL, &a, ref);
+        d.kind = d.scheme.kind = QP_SCHEME_NVFP4;
+        d.act = QP_ACT_NVFP4_QDQ; d.input_global_scale = is2; d.bias_after_round = 1;
+        an = "nvfp4";
+    }
+    CHECK(st == QP_OK, "mx reference: %d", (int)st);
+    char name[160];
+    snprintf(name, sizeof name, "%s fp4 act %s %s %dx%d%s%s", kind == MXK_MX ? "ocp-mx" : kind == MXK_W4A8 ? "w4a8-mxfp4-fp8" : "nvfp4",
+             an, dt == QP_DTYPE_BF16 ? "bf16" : "f16", N, K, has_bias ? " bias" : "", sel ? " selection" : "");
+    d.layer = name;
+    if (sel) {
+        f_run(&d, MM, x, ref, NULL, NULL, 1);
+        for (int i = 0; i < MM * K; i++) xq_out[i] = qp_format_decode(dt, ref[i]); /* x' (N == K) */
+    } else {
+        for (int i = 0; i < MM * K; i++) xs[i] = xq_out[i];
+        f_run(&d, MM, x, ref, xs, wd, 0);
+    }
+    free(codes); free(packed); free(wsc); free(bs); free(wd); free(x); free(ref); free(bias); free(xs);
+}
+
+static void test_mx(void) {
+    int before = tu_failures, c0 = f_cases, e0 = f_exact;
+    const int K = 128, MM = 17;
+    float *xq = malloc(4 * (size_t)MM * K);
+    for (int dt = 0; dt < 2; dt++) {
+        qp_dtype dtype = dt ? QP_DTYPE_BF16 : QP_DTYPE_F16;
+        for (int a = 0; a <= (int)QP_OCP_MX_ACT_MXFP8; a++) {
+            uint64_t seed = rng;
+            mx_case(MXK_MX, (qp_ocp_mx_act)a, dtype, K, K, MM, 1, 0, xq);
+            rng = seed; /* the same x again */
+            mx_case(MXK_MX, (qp_ocp_mx_act)a, dtype, K, K, MM, 0, (a + dt) % 2, xq);
+        }
+        uint64_t seed = rng;
+        mx_case(MXK_W4A8, 0, dtype, K, K, MM, 1, 0, xq);
+        rng = seed;
+        mx_case(MXK_W4A8, 0, dtype, K, K, MM, 0, 1, xq);
+        seed = rng;
+        mx_case(MXK_NV, 0, dtype, K, K, MM, 1, 0, xq);
+        rng = seed;
+        mx_case(MXK_NV, 0, dtype, K, K, MM, 0, 1, xq);
+    }
+    free(xq);
+    printf("mx/w4a8/nvfp4: %d cases (%d selection cases bit-exact), %s (worst error / bound %.3f)\n", f_cases - c0 + f_exact - e0,
+           f_exact - e0, tu_failures == before ? "ok" : "FAILURES", f_worst);
+}
+
 /* One layer >= 4096x4096 per scheme (M = 1, 16, 64) and timings. */
 static void test_big_and_time(void) {
     const int N = 4096, K = 4096;
@@ -508,9 +801,9 @@ static void test_faults(void) {
     if (!is_cuda) return;
     st = ops->linear_prepare(dev, &d, QP_PATH_TILED | QP_PATH_NO_INT_DOT, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_err, "fault"), "tiled + no-int-dot: %d %s", (int)st, last_err);
-    d.kind = QP_SCHEME_W4A16_INT4;
+    d.kind = QP_SCHEME_W8A8_FP8_BLOCK;
     st = ops->linear_prepare(dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_err, "not yet implemented on cuda"), "w4a16: %s", last_err);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_err, "not yet implemented on cuda"), "fp8 block: %s", last_err);
     d.kind = QP_SCHEME_W8A8_FP8; d.w_u8 = w8; d.act = QP_ACT_FP8_DYNAMIC_TOKEN;
     st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED, "fp8 + int-dot: %s", last_err);
@@ -544,6 +837,9 @@ int main(int argc, char **argv) {
     test_int8();
     test_qqq();
     test_fp8();
+    test_w4a16();
+    test_unquantized();
+    test_mx();
     if (!getenv("QPORT_TEST_CUDA_SMALL")) test_big_and_time();
     printf("cuda: %d exact comparisons, %d mismatching, %.1f s\n", n_cases, n_exact_bad, now() - t0);
     ops->shutdown(state);

@@ -32,7 +32,8 @@ static void test_caps(void) {
     };
     struct { qp_scheme_kind kind; int min; int impl; } sch[] = {
         { QP_SCHEME_W8A8_INT8, 75, 1 }, { QP_SCHEME_W8A8_FP8, 89, 1 }, { QP_SCHEME_QQQ_W4A8, 80, 1 },
-        { QP_SCHEME_W4A16_INT4, 70, 0 }, { QP_SCHEME_OCP_MX, 70, 0 }, { QP_SCHEME_NVFP4, 75, 0 },
+        { QP_SCHEME_W4A16_INT4, 70, 1 }, { QP_SCHEME_OCP_MX, 70, 2 }, { QP_SCHEME_NVFP4, 75, 2 },
+        { QP_SCHEME_W4A8_MXFP4_FP8, 70, 2 }, { QP_SCHEME_UNQUANTIZED, 0, 1 },
     };
     for (size_t i = 0; i < sizeof devs / sizeof devs[0]; i++)
         for (size_t j = 0; j < sizeof sch / sizeof sch[0]; j++) {
@@ -53,6 +54,9 @@ static void test_caps(void) {
                 snprintf(want, sizeof want, VLLM_MSG, sch[j].min, cc);
                 CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strcmp(out.reason, want) == 0, "%s %s: '%s' want '%s'",
                       devs[i].name, qp_scheme_kind_name(s.kind), out.reason, want);
+            } else if (sch[j].impl == 2) { /* emulated, with the reason */
+                CHECK(out.level == QP_SUPPORT_EMULATED && strstr(out.reason, "emulated: ") && strstr(out.reason, "qdq"),
+                      "%s %s: level %d %s", devs[i].name, qp_scheme_kind_name(s.kind), (int)out.level, out.reason);
             } else if (!sch[j].impl) {
                 CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strcmp(out.reason, "unsupported: not yet implemented on cuda") == 0,
                       "%s %s: %s", devs[i].name, qp_scheme_kind_name(s.kind), out.reason);

@@ -132,6 +132,22 @@ void emu_mma_e4m3(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     }
 }
 
+/* the 16-bit fragments have the byte layout of the 8-bit ones: element k
+ * of a row is bytes 2k, 2k+1 */
+void emu_mma_h(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1, bool bf16) {
+    uint8_t A[16][32], B[32][8];
+    gather(a, b0, b1, A, B);
+    int l = emu_cur->lane, g = l >> 2, t = l & 3;
+    for (int i = 0; i < 4; i++) {
+        int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
+        for (int k = 0; k < 16; k++) {
+            uint16_t ab = (uint16_t)(A[row][2 * k] | A[row][2 * k + 1] << 8);
+            uint16_t bb = (uint16_t)(B[2 * k][col] | B[2 * k + 1][col] << 8);
+            c[i] = fmaf(qpcu_act_to_f32(ab, bf16), qpcu_act_to_f32(bb, bf16), c[i]);
+        }
+    }
+}
+
 uint16_t emu_f64_to_f16(double v) { return qpcu_f64_to_f16(v); }
 float emu_f16_to_f32(uint16_t h) { return qpcu_f16_to_f32(h); }
 

@@ -90,6 +90,8 @@ static inline __half __hfma(__half a, __half b, __half c) {
 void emu_ldmatrix_x4(uint32_t r[4], const void *row_addr);
 void emu_mma_s8(int c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
 void emu_mma_e4m3(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
+/* m16n8k16 fp16 / bf16 with fp32 accumulation */
+void emu_mma_h(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1, bool bf16);
 
 void emu_launch(dim3 grid, dim3 block, const std::function<void()> &body);
 cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
