@@ -697,9 +697,8 @@ static qp_status ensure_ws(cu_dev *d, const char *layer, size_t bytes) {
     return QP_OK;
 }
 
-static qp_status cu_linear_forward(void *dev, void *lin, void *xb, int M, void *yb) {
-    cu_dev *d = dev;
-    cu_lin *l = lin;
+/* Validates and launches the forward kernels on d->stream (no sync). */
+static qp_status forward_launch(cu_dev *d, cu_lin *l, void *xb, int M, void *yb, cudaEvent_t g0, cudaEvent_t g1) {
     cu_buf *x = xb, *y = yb;
     if (M < 0 || !x || !y) return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "negative M or NULL buffer");
     if (M == 0) return QP_OK;
@@ -736,6 +735,8 @@ static qp_status cu_linear_forward(void *dev, void *lin, void *xb, int M, void *
     f.xq = ws + o_xq; f.xs = (float *)(ws + o_xs); f.xzp = (int32_t *)(ws + o_zp);
     f.amax = (uint32_t *)(ws + o_am); f.partial = ws + o_p;
     f.stream = d->stream;
+    f.ev_g0 = g0;
+    f.ev_g1 = g1;
     const char *what = "";
     int ke = qpcu_forward(&f, &what);
     if (ke) {
@@ -744,7 +745,15 @@ static qp_status cu_linear_forward(void *dev, void *lin, void *xb, int M, void *
         snprintf(call, sizeof call, "launch of %s (M=%d)", what, M);
         return cuda_fail(d, l->layer, call, (cudaError_t)ke);
     }
-    e = cudaStreamSynchronize(d->stream);
+    return QP_OK;
+}
+
+static qp_status cu_linear_forward(void *dev, void *lin, void *xb, int M, void *yb) {
+    cu_dev *d = dev;
+    cu_lin *l = lin;
+    qp_status s = forward_launch(d, l, xb, M, yb, NULL, NULL);
+    if (s != QP_OK || M == 0) return s;
+    cudaError_t e = cudaStreamSynchronize(d->stream);
     if (e != cudaSuccess) {
         char call[96];
         snprintf(call, sizeof call, "forward kernels (M=%d, cudaStreamSynchronize)", M);
@@ -759,6 +768,186 @@ static qp_status cu_synchronize(void *dev) {
     cudaError_t e = cudaSetDevice(d->index);
     if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream);
     return e == cudaSuccess ? QP_OK : cuda_fail(d, NULL, "cudaStreamSynchronize", e);
+}
+
+/* ---- optional ops (issue 9 / 10) ------------------------------------------- */
+
+typedef struct cu_rot {
+    int8_t *H;
+    int r;
+    float c;
+} cu_rot;
+
+static qp_status op_fail(cu_dev *d, qp_status st, const char *fmt, const char *a) {
+    return d->st->host->error(d->st->host->ctx, st, fmt, d->index, a);
+}
+
+static qp_status ensure_stream(cu_dev *d) { return ensure_runnable(d, "(no layer)"); }
+
+static qp_status cu_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **out) {
+    cu_dev *d = dev;
+    if (!H || r <= 0 || !out) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: rotation_prepare: %s", "NULL H or r <= 0");
+    for (size_t i = 0; i < (size_t)r * r; i++)
+        if (H[i] != 1 && H[i] != -1) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: rotation_prepare: %s", "entries must be +1 or -1");
+    qp_status s = ensure_stream(d);
+    if (s != QP_OK) return s;
+    cu_rot *R = calloc(1, sizeof *R);
+    if (!R) return op_fail(d, QP_ERR_OUT_OF_MEMORY, "cuda:%d: %s", "out of host memory");
+    R->r = r;
+    R->c = c;
+    cudaError_t e = cudaMalloc((void **)&R->H, (size_t)r * r);
+    if (e == cudaSuccess) e = cudaMemcpy(R->H, H, (size_t)r * r, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        cudaFree(R->H);
+        free(R);
+        return cuda_fail(d, "input_rotation", "upload of the rotation matrix", e);
+    }
+    *out = R;
+    return QP_OK;
+}
+
+static void cu_rotation_destroy(void *dev, void *rot) {
+    cu_dev *d = dev;
+    cu_rot *R = rot;
+    if (!R) return;
+    cudaSetDevice(d->index);
+    cudaFree(R->H);
+    free(R);
+}
+
+static qp_status dt_check(cu_dev *d, qp_dtype dt, const char *op) {
+    if (dt == QP_DTYPE_F16 || dt == QP_DTYPE_BF16) return QP_OK;
+    return op_fail(d, QP_ERR_UNSUPPORTED, "cuda:%d: %s: dtype must be fp16 or bf16", op);
+}
+
+static qp_status sync_or_fail(cu_dev *d, const char *what, int ke) {
+    cudaError_t e = (cudaError_t)ke;
+    if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return cuda_fail(d, NULL, what, e);
+    }
+    return QP_OK;
+}
+
+static qp_status cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *xb, int M, int K, void *yb) {
+    cu_dev *d = dev;
+    cu_rot *R = rot;
+    cu_buf *x = xb, *y = yb;
+    qp_status s = dt_check(d, dt, "rotation_forward");
+    if (s != QP_OK) return s;
+    if (!R || !x || !y || M < 0 || K <= 0 || K % R->r)
+        return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: rotation_forward: %s", "bad arguments (K % r != 0 or NULL)");
+    size_t bytes = (size_t)M * (size_t)K * 2;
+    if ((s = buf_range(d, x, 0, bytes, "rotation input")) != QP_OK || (s = buf_range(d, y, 0, bytes, "rotation output")) != QP_OK) return s;
+    if ((s = ensure_stream(d)) != QP_OK) return s;
+    cudaSetDevice(d->index);
+    return sync_or_fail(d, "k_rotate", qpcu_rotate(x->p, y->p, M, K, R->H, R->r, R->c, dt == QP_DTYPE_BF16, d->stream));
+}
+
+static qp_status cu_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
+    cu_dev *d = dev;
+    cu_buf *a = src, *b = dst;
+    qp_status s = dt_check(d, dt, "kv_quantize");
+    if (s != QP_OK) return s;
+    if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: kv_quantize: %s", "scale must be finite and > 0");
+    if ((s = buf_range(d, a, 0, n * 2, "kv_quantize source")) != QP_OK || (s = buf_range(d, b, 0, n, "kv_quantize destination")) != QP_OK) return s;
+    if ((s = ensure_stream(d)) != QP_OK) return s;
+    cudaSetDevice(d->index);
+    return sync_or_fail(d, "k_kv_quant", qpcu_kv_quant(a->p, b->p, n, scale, dt == QP_DTYPE_BF16, d->stream));
+}
+
+static qp_status cu_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
+    cu_dev *d = dev;
+    cu_buf *a = src, *b = dst;
+    qp_status s = dt_check(d, dt, "kv_dequantize");
+    if (s != QP_OK) return s;
+    if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: kv_dequantize: %s", "scale must be finite and > 0");
+    if ((s = buf_range(d, a, 0, n, "kv_dequantize source")) != QP_OK || (s = buf_range(d, b, 0, n * 2, "kv_dequantize destination")) != QP_OK) return s;
+    if ((s = ensure_stream(d)) != QP_OK) return s;
+    cudaSetDevice(d->index);
+    return sync_or_fail(d, "k_kv_dequant", qpcu_kv_dequant(a->p, b->p, n, scale, dt == QP_DTYPE_BF16, d->stream));
+}
+
+static qp_status cu_buffer_copy(void *dev, void *src, size_t so, void *dst, size_t dof, size_t bytes) {
+    cu_dev *d = dev;
+    cu_buf *a = src, *b = dst;
+    qp_status s;
+    if ((s = buf_range(d, a, so, bytes, "copy source")) != QP_OK || (s = buf_range(d, b, dof, bytes, "copy destination")) != QP_OK) return s;
+    if (!bytes) return QP_OK;
+    if ((s = ensure_stream(d)) != QP_OK) return s;
+    cudaSetDevice(d->index);
+    cudaError_t e = cudaMemcpyAsync((char *)b->p + dof, (const char *)a->p + so, bytes, cudaMemcpyDeviceToDevice, d->stream);
+    return sync_or_fail(d, "cudaMemcpyAsync(device to device)", (int)e);
+}
+
+/* Times `reps` runs of fn between two events each. */
+typedef struct ev_pair { cudaEvent_t a, b, g0, g1; } ev_pair;
+
+static qp_status ev_create(cu_dev *d, ev_pair *p, int gemm) {
+    memset(p, 0, sizeof *p);
+    cudaError_t e = cudaEventCreate(&p->a);
+    if (e == cudaSuccess) e = cudaEventCreate(&p->b);
+    if (e == cudaSuccess && gemm) e = cudaEventCreate(&p->g0);
+    if (e == cudaSuccess && gemm) e = cudaEventCreate(&p->g1);
+    return e == cudaSuccess ? QP_OK : cuda_fail(d, NULL, "cudaEventCreate", e);
+}
+
+static void ev_destroy(ev_pair *p) {
+    if (p->a) cudaEventDestroy(p->a);
+    if (p->b) cudaEventDestroy(p->b);
+    if (p->g0) cudaEventDestroy(p->g0);
+    if (p->g1) cudaEventDestroy(p->g1);
+}
+
+static qp_status ev_ms(cu_dev *d, cudaEvent_t a, cudaEvent_t b, double *out) {
+    float ms = 0;
+    cudaError_t e = cudaEventSynchronize(b);
+    if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
+    if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaEventElapsedTime", e);
+    *out = ms;
+    return QP_OK;
+}
+
+static qp_status cu_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms) {
+    cu_dev *d = dev;
+    cu_lin *l = lin;
+    if (reps < 0 || (reps > 0 && !total_ms)) return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "linear_time: bad reps or NULL output");
+    ev_pair p;
+    qp_status s = ev_create(d, &p, 1);
+    for (int i = 0; s == QP_OK && i < reps; i++) {
+        cudaError_t e = cudaEventRecord(p.a, d->stream);
+        if (e != cudaSuccess) { s = cuda_fail(d, l->layer, "cudaEventRecord", e); break; }
+        if ((s = forward_launch(d, l, x, M, y, p.g0, p.g1)) != QP_OK) break;
+        if ((e = cudaEventRecord(p.b, d->stream)) != cudaSuccess) { s = cuda_fail(d, l->layer, "cudaEventRecord", e); break; }
+        if ((s = ev_ms(d, p.a, p.b, &total_ms[i])) != QP_OK) break;
+        if (gemm_ms) s = M > 0 ? ev_ms(d, p.g0, p.g1, &gemm_ms[i]) : QP_OK;
+        if (gemm_ms && M == 0) gemm_ms[i] = 0;
+    }
+    ev_destroy(&p);
+    return s;
+}
+
+static qp_status cu_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms) {
+    cu_dev *d = dev;
+    cu_buf *a = src, *b = dst;
+    qp_status s;
+    if ((s = buf_range(d, a, 0, bytes, "copy source")) != QP_OK || (s = buf_range(d, b, 0, bytes, "copy destination")) != QP_OK) return s;
+    if (reps < 0 || (reps > 0 && !ms)) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: %s", "buffer_copy_time: bad reps");
+    if ((s = ensure_stream(d)) != QP_OK) return s;
+    cudaSetDevice(d->index);
+    ev_pair p;
+    if ((s = ev_create(d, &p, 0)) != QP_OK) { ev_destroy(&p); return s; }
+    for (int i = 0; s == QP_OK && i < reps; i++) {
+        cudaError_t e = cudaEventRecord(p.a, d->stream);
+        if (e == cudaSuccess) e = cudaMemcpyAsync(b->p, a->p, bytes, cudaMemcpyDeviceToDevice, d->stream);
+        if (e == cudaSuccess) e = cudaEventRecord(p.b, d->stream);
+        if (e != cudaSuccess) { cudaGetLastError(); s = cuda_fail(d, NULL, "timed cudaMemcpyAsync", e); break; }
+        s = ev_ms(d, p.a, p.b, &ms[i]);
+    }
+    ev_destroy(&p);
+    return s;
 }
 
 static const qp_backend_ops cu_ops = {
@@ -780,6 +969,14 @@ static const qp_backend_ops cu_ops = {
     .linear_forward = cu_linear_forward,
     .linear_describe = cu_linear_describe,
     .synchronize = cu_synchronize,
+    .rotation_prepare = cu_rotation_prepare,
+    .rotation_destroy = cu_rotation_destroy,
+    .rotation_forward = cu_rotation_forward,
+    .kv_quantize = cu_kv_quantize,
+    .kv_dequantize = cu_kv_dequantize,
+    .linear_time = cu_linear_time,
+    .buffer_copy = cu_buffer_copy,
+    .buffer_copy_time = cu_buffer_copy_time,
 };
 
 EXPORT const qp_backend_ops *qp_backend_entry(void) { return &cu_ops; }

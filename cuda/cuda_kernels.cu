@@ -879,6 +879,7 @@ static int forward_h(const qpcu_fwd *f, const char **what) {
     p.Kp = f->Kp; p.Np = f->Np; p.group = f->group; p.blk = f->blk;
     float *part = (float *)f->partial;
     int S = 1;
+    if (f->ev_g0 && (e = cudaEventRecord((cudaEvent_t)f->ev_g0, st)) != cudaSuccess) return (int)e;
     if (f->kpath == QPCU_KP_TILED) {
         *what = "k_gemm_tch";
         S = f->splits;
@@ -894,7 +895,8 @@ static int forward_h(const qpcu_fwd *f, const char **what) {
 #undef QPCU_TCH
     } else {
         *what = "k_gemv_h";
-        int mr = f->M <= 4 ? 4 : QPCU_GEMV_MAX_ROWS;
+        /* LUT decode: 8 rows a chunk (16 spills below sm_90) */
+        int mr = f->M <= 4 ? 4 : f->wkind == QPCU_W_LUT ? 8 : QPCU_GEMV_MAX_ROWS;
         dim3 grid((f->N + GV_WARPS - 1) / GV_WARPS, (f->M + mr - 1) / mr);
 #define QPCU_GVH(WK)                                                                                  \
     do {                                                                                              \
@@ -903,7 +905,10 @@ static int forward_h(const qpcu_fwd *f, const char **what) {
     } while (0)
         if (f->wkind == QPCU_W_Q4F) QPCU_GVH(QPCU_W_Q4F);
         else if (f->wkind == QPCU_W_H) QPCU_GVH(QPCU_W_H);
-        else QPCU_GVH(QPCU_W_LUT);
+        else {
+            auto kfn = mr == 4 ? k_gemv_h<QPCU_W_LUT, 4> : k_gemv_h<QPCU_W_LUT, 8>;
+            QPCU_LAUNCH(kfn, grid, GV_WARPS * WARP, st, f->M, f->N, p, (const uint16_t *)xa, f->bf16, part);
+        }
 #undef QPCU_GVH
     }
     if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
@@ -915,6 +920,7 @@ static int forward_h(const qpcu_fwd *f, const char **what) {
                     f->bias_after_round, (uint16_t *)f->y);
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
     }
+    if (f->ev_g1 && (e = cudaEventRecord((cudaEvent_t)f->ev_g1, st)) != cudaSuccess) return (int)e;
     *what = "";
     return 0;
 }
@@ -938,6 +944,7 @@ extern "C" int qpcu_forward(const qpcu_fwd *f, const char **what) {
     if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
 
     int S = 1;
+    if (f->ev_g0 && (e = cudaEventRecord((cudaEvent_t)f->ev_g0, st)) != cudaSuccess) return (int)e;
     if (f->kpath == QPCU_KP_TILED) {
         *what = "k_gemm_tc";
         S = f->splits;
@@ -982,8 +989,64 @@ extern "C" int qpcu_forward(const qpcu_fwd *f, const char **what) {
                                               f->w_scale, f->bias, (uint16_t *)f->y);
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
     }
+    if (f->ev_g1 && (e = cudaEventRecord((cudaEvent_t)f->ev_g1, st)) != cudaSuccess) return (int)e;
     *what = "";
     return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Rotation and fp8 KV cache (issue 9): the reference's fp32 steps exactly   */
+/* ------------------------------------------------------------------------ */
+
+/* one thread per output (m, b, j): S = sum_i in increasing i of +-x, y =
+ * rnd(S * c) (qp_ref_rotation_forward) */
+__global__ void k_rotate(const uint16_t *x, uint16_t *y, int M, int K, const int8_t *H, int r, float c, int bf16) {
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)M * K) return;
+    size_t m = t / K;
+    int kk = (int)(t % K), b = kk / r, j = kk % r;
+    const uint16_t *xr = x + m * K + (size_t)b * r;
+    float sum = 0.0f;
+    for (int i = 0; i < r; i++) {
+        float v = qpcu_act_to_f32(xr[i], bf16);
+        sum = QPCU_ADD(sum, H[(size_t)i * r + j] > 0 ? v : -v);
+    }
+    y[t] = qpcu_f32_to_act(QPCU_MUL(sum, c), bf16);
+}
+
+__global__ void k_kv_quant(const uint16_t *src, uint8_t *dst, size_t n, float scale, int bf16) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = qpcu_e4m3_encode(QPCU_DIV(qpcu_act_to_f32(src[i], bf16), scale));
+}
+
+__global__ void k_kv_dequant(const uint8_t *src, uint16_t *dst, size_t n, float scale, int bf16) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) dst[i] = qpcu_f32_to_act(QPCU_MUL(qpcu_e4m3_decode(src[i]), scale), bf16);
+}
+
+extern "C" int qpcu_rotate(const void *x, void *y, int M, int K, const int8_t *H, int r, float c, int bf16, void *stream) {
+    cudaStream_t st = (cudaStream_t)stream;
+    (void)st;
+    size_t total = (size_t)M * K;
+    if (!total) return 0;
+    QPCU_LAUNCH(k_rotate, (unsigned)((total + 255) / 256), 256, st, (const uint16_t *)x, (uint16_t *)y, M, K, H, r, c, bf16);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int qpcu_kv_quant(const void *src, uint8_t *dst, size_t n, float scale, int bf16, void *stream) {
+    cudaStream_t st = (cudaStream_t)stream;
+    (void)st;
+    if (!n) return 0;
+    QPCU_LAUNCH(k_kv_quant, (unsigned)((n + 255) / 256), 256, st, (const uint16_t *)src, dst, n, scale, bf16);
+    return (int)cudaGetLastError();
+}
+
+extern "C" int qpcu_kv_dequant(const uint8_t *src, void *dst, size_t n, float scale, int bf16, void *stream) {
+    cudaStream_t st = (cudaStream_t)stream;
+    (void)st;
+    if (!n) return 0;
+    QPCU_LAUNCH(k_kv_dequant, (unsigned)((n + 255) / 256), 256, st, src, (uint16_t *)dst, n, scale, bf16);
+    return (int)cudaGetLastError();
 }
 
 extern "C" int qpcu_kernel_probe(void) {

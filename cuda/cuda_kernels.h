@@ -91,11 +91,20 @@ typedef struct qpcu_fwd {
     uint32_t *amax;         /* 1 word: dynamic per-tensor absmax bits       */
     void *partial;          /* [splits][Mp][Np] int32 / fp32                */
     void *stream;           /* cudaStream_t                                 */
+    void *ev_g0, *ev_g1;    /* cudaEvent_t or NULL: recorded around the GEMM
+                             * and epilogue (linear_time's gemm_ms)         */
 } qpcu_fwd;
 
 /* Launches activation quantization, the GEMM and the epilogue on
  * f->stream. Returns 0 or a cudaError_t; `what` names the failed step. */
 int qpcu_forward(const qpcu_fwd *f, const char **what);
+
+/* Quark input rotation (backend.h rotation_forward): x, y [M][K] act
+ * bits, H [r][r] int8 on the device, c = fp32(1/sqrt(r)). */
+int qpcu_rotate(const void *x, void *y, int M, int K, const int8_t *H, int r, float c, int bf16, void *stream);
+/* fp8 KV cache (backend.h kv_quantize / kv_dequantize) */
+int qpcu_kv_quant(const void *src, uint8_t *dst, size_t n, float scale, int bf16, void *stream);
+int qpcu_kv_dequant(const uint8_t *src, void *dst, size_t n, float scale, int bf16, void *stream);
 
 /* 0 when the kernels have an image for the current device, else the
  * cudaError_t of cudaFuncGetAttributes (cudaErrorNoKernelImageForDevice). */

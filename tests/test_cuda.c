@@ -680,6 +680,101 @@ static void test_mx(void) {
            f_exact - e0, tu_failures == before ? "ok" : "FAILURES", f_worst);
 }
 
+/* ---- rotation, fp8 KV cache, copies and device timers (issue 9/10) ---- */
+static void test_misc_ops(void) {
+    int before = tu_failures;
+    CHECK(ops->rotation_prepare && ops->kv_quantize && ops->kv_dequantize && ops->buffer_copy && ops->linear_time &&
+          ops->buffer_copy_time, "optional ops present");
+    if (!ops->rotation_prepare || !ops->kv_quantize || !ops->buffer_copy || !ops->linear_time) return;
+    /* rotation: bit-exact against qp_ref_rotation_forward */
+    const int rs[] = { 4, 32, 128 };
+    int rot_cases = 0;
+    for (int ri = 0; ri < 3; ri++)
+        for (int dt = 0; dt < 2; dt++) {
+            int r = rs[ri], K = r * (ri == 2 ? 2 : 3), M = 5;
+            qp_dtype dtype = dt ? QP_DTYPE_BF16 : QP_DTYPE_F16;
+            int8_t *H = malloc((size_t)r * r);
+            for (int i = 0; i < r * r; i++) H[i] = (rnd() & 1) ? 1 : -1;
+            uint16_t *x = malloc(2 * (size_t)M * K), *yr = malloc(2 * (size_t)M * K), *yg = malloc(2 * (size_t)M * K);
+            f_make_x(dtype, x, M, K, 1);
+            CHECK(qp_ref_rotation_forward(NULL, dtype, x, M, K, H, r, yr) == QP_OK, "ref rotation");
+            void *rot = NULL, *bx = NULL, *by = NULL;
+            CHECK(ops->rotation_prepare(dev, H, r, qp_rotation_norm(r), &rot) == QP_OK, "rotation_prepare: %s", last_err);
+            ops->buffer_alloc(dev, 2 * (size_t)M * K, &bx);
+            ops->buffer_alloc(dev, 2 * (size_t)M * K, &by);
+            ops->buffer_upload(dev, bx, 0, x, 2 * (size_t)M * K);
+            CHECK(ops->rotation_forward(dev, rot, dtype, bx, M, K, by) == QP_OK, "rotation_forward: %s", last_err);
+            ops->buffer_download(dev, by, 0, yg, 2 * (size_t)M * K);
+            char what[64];
+            snprintf(what, sizeof what, "rotation r=%d %s", r, dt ? "bf16" : "f16");
+            compare_exact(what, yr, yg, M, K);
+            rot_cases++;
+            CHECK(ops->rotation_forward(dev, rot, dtype, bx, M, K - 1, by) == QP_ERR_INVALID_ARGUMENT, "K %% r != 0");
+            ops->rotation_destroy(dev, rot);
+            ops->buffer_free(dev, bx); ops->buffer_free(dev, by);
+            free(H); free(x); free(yr); free(yg);
+        }
+    /* KV cache: every fp16 / bf16 pattern through quantize, every code through dequantize */
+    const size_t NP = 65536;
+    const float scales[] = { 1.0f, 0.0371f, 3.5f };
+    uint16_t *pat = malloc(2 * NP), *dq = malloc(2 * 256), *dr = malloc(2 * 256);
+    uint8_t *qr = malloc(NP), *qg = malloc(NP), codes[256];
+    for (size_t i = 0; i < NP; i++) pat[i] = (uint16_t)i;
+    for (int i = 0; i < 256; i++) codes[i] = (uint8_t)i;
+    void *bs = NULL, *bq = NULL, *bd = NULL;
+    ops->buffer_alloc(dev, 2 * NP, &bs);
+    ops->buffer_alloc(dev, NP, &bq);
+    ops->buffer_alloc(dev, 2 * 256, &bd);
+    ops->buffer_upload(dev, bs, 0, pat, 2 * NP);
+    int kv_bad = 0;
+    for (int dt = 0; dt < 2; dt++)
+        for (int si = 0; si < 3; si++) {
+            qp_dtype dtype = dt ? QP_DTYPE_BF16 : QP_DTYPE_F16;
+            CHECK(qp_ref_kv_quantize(NULL, dtype, pat, NP, scales[si], qr) == QP_OK, "ref kv");
+            CHECK(ops->kv_quantize(dev, dtype, bs, NP, scales[si], bq) == QP_OK, "kv_quantize: %s", last_err);
+            ops->buffer_download(dev, bq, 0, qg, NP);
+            for (size_t i = 0; i < NP; i++)
+                if (qr[i] != qg[i]) { if (kv_bad++ < 3) CHECK(0, "kv_quantize %s scale %g: x %04zx -> %02x, reference %02x", dt ? "bf16" : "f16", scales[si], i, qg[i], qr[i]); }
+            ops->buffer_upload(dev, bq, 0, codes, 256);
+            CHECK(qp_ref_kv_dequantize(NULL, dtype, codes, 256, scales[si], dr) == QP_OK, "ref kv dq");
+            CHECK(ops->kv_dequantize(dev, dtype, bq, 256, scales[si], bd) == QP_OK, "kv_dequantize: %s", last_err);
+            ops->buffer_download(dev, bd, 0, dq, 2 * 256);
+            for (int i = 0; i < 256; i++)
+                if (dq[i] != dr[i]) { if (kv_bad++ < 6) CHECK(0, "kv_dequantize %s scale %g: code %02x -> %04x, reference %04x", dt ? "bf16" : "f16", scales[si], i, dq[i], dr[i]); }
+        }
+    CHECK(ops->kv_quantize(dev, QP_DTYPE_F16, bs, NP, 0.0f, bq) == QP_ERR_INVALID_ARGUMENT, "kv scale 0");
+    CHECK(ops->kv_quantize(dev, QP_DTYPE_F16, bs, NP + 1, 1.0f, bq) == QP_ERR_INVALID_ARGUMENT, "kv past the end");
+    /* copy */
+    void *bc = NULL;
+    ops->buffer_alloc(dev, 2 * NP, &bc);
+    CHECK(ops->buffer_copy(dev, bs, 256, bc, 0, 1000) == QP_OK, "buffer_copy: %s", last_err);
+    uint16_t back[500];
+    ops->buffer_download(dev, bc, 0, back, 1000);
+    CHECK(memcmp(back, pat + 128, 1000) == 0, "buffer_copy content");
+    CHECK(ops->buffer_copy(dev, bs, 2 * NP - 10, bc, 0, 20) == QP_ERR_INVALID_ARGUMENT, "copy past the end");
+    double ms[3] = { -1, -1, -1 };
+    CHECK(ops->buffer_copy_time(dev, bs, bc, 2 * NP, 3, ms) == QP_OK && ms[0] >= 0 && ms[2] >= 0, "buffer_copy_time: %s", last_err);
+    /* linear_time on a small unquantized layer */
+    int N = 64, K = 64, M = 3;
+    uint16_t *w = calloc((size_t)N * K, 2);
+    qp_lin_desc d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.kind = QP_SCHEME_UNQUANTIZED; d.act_dtype = QP_DTYPE_F16; d.N = N; d.K = K; d.layer = "timed"; d.w_act = w;
+    void *lin = NULL;
+    if (ops->linear_prepare(dev, &d, 0, &lin) == QP_OK) {
+        double tot[2] = { -1, -1 }, gm[2] = { -2, -2 };
+        CHECK(ops->linear_time(dev, lin, bs, M, bc, 2, tot, gm) == QP_OK && tot[1] >= 0 && gm[1] >= 0 && gm[1] <= tot[1] + 1e-3,
+              "linear_time: %s (%g %g)", last_err, tot[1], gm[1]);
+        ops->linear_destroy(dev, lin);
+    }
+    free(w);
+    ops->buffer_free(dev, bs); ops->buffer_free(dev, bq); ops->buffer_free(dev, bd); ops->buffer_free(dev, bc);
+    free(pat); free(dq); free(dr); free(qr); free(qg);
+    printf("misc: rotation %d cases bit-exact, kv %d quantize x 65536 + %d dequantize x 256 %s, copy/timers %s\n", rot_cases,
+           6, 6, kv_bad ? "MISMATCH" : "bit-exact", tu_failures == before ? "ok" : "FAILURES");
+}
+
 /* One layer >= 4096x4096 per scheme (M = 1, 16, 64) and timings. */
 static void test_big_and_time(void) {
     const int N = 4096, K = 4096;
@@ -833,14 +928,18 @@ int main(int argc, char **argv) {
     ops->device_info(dev, &info);
     printf("cuda:0 %s, compute capability %d.%d\n", info.name, info.cuda_cc / 10, info.cuda_cc % 10);
     double t0 = now();
-    test_faults();
-    test_int8();
-    test_qqq();
-    test_fp8();
-    test_w4a16();
-    test_unquantized();
-    test_mx();
-    if (!getenv("QPORT_TEST_CUDA_SMALL")) test_big_and_time();
+    /* QPORT_TEST_CUDA_ONLY=name[,name]: run only these groups (iteration aid) */
+    const char *only = getenv("QPORT_TEST_CUDA_ONLY");
+#define RUN_GROUP(name, fn) if (!only || strstr(only, name)) fn()
+    RUN_GROUP("faults", test_faults);
+    RUN_GROUP("int8", test_int8);
+    RUN_GROUP("qqq", test_qqq);
+    RUN_GROUP("fp8", test_fp8);
+    RUN_GROUP("w4a16", test_w4a16);
+    RUN_GROUP("unquantized", test_unquantized);
+    RUN_GROUP("mx", test_mx);
+    RUN_GROUP("misc", test_misc_ops);
+    if (!getenv("QPORT_TEST_CUDA_SMALL")) RUN_GROUP("big", test_big_and_time);
     printf("cuda: %d exact comparisons, %d mismatching, %.1f s\n", n_cases, n_exact_bad, now() - t0);
     ops->shutdown(state);
     return tu_finish("cuda");

@@ -6,6 +6,8 @@
 #  - sm_89+ (and the embedded compute_90 PTX) use the e4m3 variant
 #    mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32,
 #  - sm_80+ use cp.async and every target uses ldmatrix,
+#  - (issue 9) sm_80+ and compute_90 use the f16 and bf16 m16n8k16 variants,
+#    sm_75 the f16 m16n8k8 one and no bf16,
 #  - ptxas -v reports 0 bytes spill stores / loads for every kernel.
 set -eu
 rep=$1
@@ -27,6 +29,15 @@ done
 for t in 75 80 86; do
   if section "target sm_$t" | grep -q "e4m3"; then echo "FAIL sm_$t: e4m3 mma below sm_89"; fail=1; fi
 done
+# issue 9: the float kinds (W4A16, unquantized, MX / NVFP4 emulation)
+for t in 80 86 89 90; do
+  need "target sm_$t" "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" "f16 m16n8k16 mma"
+  need "target sm_$t" "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" "bf16 m16n8k16 mma"
+done
+need "target sm_75" "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32" "f16 m16n8k8 mma"
+if section "target sm_75" | grep -q "bf16"; then echo "FAIL sm_75: bf16 mma below sm_80"; fail=1; fi
+need "ptx compute_90" "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" "f16 mma in the embedded PTX"
+need "ptx compute_90" "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" "bf16 mma in the embedded PTX"
 need "ptx compute_90" "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32" "e4m3 mma in the embedded PTX"
 need "ptx compute_90" "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" "int8 mma in the embedded PTX"
 kernels=$(grep -c "spill stores" "$rep" || true)
