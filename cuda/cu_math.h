@@ -222,6 +222,13 @@ QPCU_HD float qpcu_fp8s_qdq(float x, float s, int bf16) {
     return qpcu_round_act(QPCU_MUL(qpcu_round_act(q, bf16), s), bf16);
 }
 
+/* api/quant_fp8.c ue8m0: round a scale up to a power of two */
+QPCU_HD float qpcu_ue8m0(float s) {
+    uint32_t b = qpcu_f2u(fmaxf(fabsf(s), 1e-10f));
+    if (b & 0x7FFFFFu) b += 0x800000u;
+    return qpcu_u2f(b & 0xFF800000u);
+}
+
 /* ---- int8 conversions (cvt.rni.sat, api/quant_int8.c) ------------------- */
 
 QPCU_HD int32_t qpcu_rni_sat32(float x) {

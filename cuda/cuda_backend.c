@@ -78,6 +78,7 @@ typedef struct cu_lin {
     int group, blk, bias_after_round;
     int act_mbits, act_emin, act_emax, act_e4m3;
     float act_maxv, nv_g;
+    int ue8m0;
     const char *kname; /* "w4a16", "unquantized", "mx", ... for messages */
 } cu_lin;
 
@@ -345,7 +346,7 @@ static qp_status check_path(cu_dev *d, const cu_lin *l, unsigned path) {
             return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
                              "unsupported path: the tiled float kernel needs fp16 tensor cores (compute capability "
                              ">= 7.5) and, for bf16, compute capability >= 8.0; this device runs the GEMV path");
-    } else if (l->wkind == QPCU_W_F8) {
+    } else if (l->wkind == QPCU_W_F8 || l->wkind == QPCU_W_F8B) {
         if (path & QP_PATH_INT_DOT)
             return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
                              "unsupported path: W8A8-FP8 has no integer dot-product path on cuda");
@@ -468,6 +469,17 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
         else if (desc->act == QP_ACT_FP8_DYNAMIC_TOKEN) l->act = QPCU_ACT_F8_DYN_TOKEN;
         else { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: not yet implemented on cuda (fp8 activation mode)"); goto fail; }
         break;
+    case QP_SCHEME_W8A8_FP8_BLOCK:
+        if (!desc->w_u8 || !desc->w_scale) { s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "missing w_u8 / w_scale"); goto fail; }
+        if (desc->act != QP_ACT_FP8_GROUP128) {
+            s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: per-block fp8 weights need per-token-group-128 activations");
+            goto fail;
+        }
+        if (desc->K % 128) { s = lin_error(d, QP_ERR_VALUE, layer, "per-block fp8 needs K % 128 == 0"); goto fail; }
+        l->wkind = QPCU_W_F8B;
+        l->act = QPCU_ACT_F8_GROUP128;
+        l->ue8m0 = desc->ue8m0 != 0;
+        break;
     case QP_SCHEME_QQQ_W4A8:
         if (desc->act_dtype != QP_DTYPE_F16) { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "QQQ takes fp16 activations only"); goto fail; }
         if (desc->group_size != -1 && desc->group_size != 128) { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "QQQ group size must be -1 or 128"); goto fail; }
@@ -568,8 +580,8 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
 
     size_t Np = (size_t)l->Np, Kp = (size_t)l->Kp, N = (size_t)l->N, K = (size_t)l->K;
     /* weights */
-    if (l->wkind == QPCU_W_I8 || l->wkind == QPCU_W_F8) {
-        const uint8_t *src = l->wkind == QPCU_W_F8 ? desc->w_u8 : (const uint8_t *)(l->qqq ? desc->w8 : desc->w_i8);
+    if (l->wkind == QPCU_W_I8 || l->wkind == QPCU_W_F8 || l->wkind == QPCU_W_F8B) {
+        const uint8_t *src = l->wkind != QPCU_W_I8 ? desc->w_u8 : (const uint8_t *)(l->qqq ? desc->w8 : desc->w_i8);
         uint8_t *hw = calloc(Np * Kp, 1);
         if (!(host = hw)) goto oom;
         for (size_t n = 0; n < N; n++) memcpy(hw + n * Kp, src + n * K, K);
@@ -591,6 +603,13 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
     }
     free(host);
     host = NULL;
+    if (l->wkind == QPCU_W_F8B) { /* block scales [ceil(N/128)][K/128] as they are */
+        size_t nsb = (N + 127) / 128 * (K / 128);
+        if ((s = upload_new(d, l, (void **)&l->w_scale, desc->w_scale, nsb * sizeof(float), "weight_scale (blocks)")) != QP_OK) goto fail;
+        if (desc->bias && (s = upload_new(d, l, (void **)&l->bias, desc->bias, N * 2, "bias")) != QP_OK) goto fail;
+        *out = l;
+        return QP_OK;
+    }
     /* scales, azp, bias */
     hs = calloc(Np, sizeof(float));
     if (!hs) goto oom;
@@ -632,7 +651,7 @@ static int pick_kpath(const cu_dev *d, const cu_lin *l, int M) {
         if (p & QP_PATH_GEMV) return QPCU_KP_GEMV_PLAIN;
         return M > QPCU_GEMV_MAX_ROWS && tiled_h_ok(d, l) ? QPCU_KP_TILED : QPCU_KP_GEMV_PLAIN;
     }
-    if (l->wkind == QPCU_W_F8) {
+    if (l->wkind == QPCU_W_F8 || l->wkind == QPCU_W_F8B) {
         if (p & QP_PATH_TILED) return QPCU_KP_TILED;
         if (p & QP_PATH_GEMV) return QPCU_KP_GEMV_DP4A;
         return M > QPCU_GEMV_MAX_ROWS && qpcu_cap_tensor_core_fp8(d->cc) ? QPCU_KP_TILED : QPCU_KP_GEMV_DP4A;
@@ -670,14 +689,14 @@ static void cu_linear_describe(void *dev, void *lin, int M, char *out, size_t ca
             snprintf(out, cap, "gemv fp32 %s%s", l->kname, act);
         return;
     }
-    const char *w = l->wkind == QPCU_W_F8 ? "fp8" : l->wkind == QPCU_W_I8 ? (l->qqq ? "qqq-w8" : "int8")
+    const char *w = l->wkind == QPCU_W_F8B ? (l->ue8m0 ? "fp8-block ue8m0" : "fp8-block") : l->wkind == QPCU_W_F8 ? "fp8" : l->wkind == QPCU_W_I8 ? (l->qqq ? "qqq-w8" : "int8")
                   : l->wkind == QPCU_W_Q4G ? "qqq-g128 int4->int8" : "qqq-ch int4->int8";
     if (kp == QPCU_KP_TILED)
         snprintf(out, cap, "tiled %dx%dx%d mma.sync %s%s split-k %d %s", QPCU_BM, QPCU_BN, QPCU_BK,
-                 l->wkind == QPCU_W_F8 ? "e4m3" : d->cc >= 80 ? "s8 m16n8k32" : "s8 m8n8k16",
+                 l->wkind == QPCU_W_F8 || l->wkind == QPCU_W_F8B ? "e4m3" : d->cc >= 80 ? "s8 m16n8k32" : "s8 m8n8k16",
                  d->cc >= 80 ? " cp.async" : "", pick_splits(d, l, round_up(M > 0 ? M : 1, QPCU_BM)), w);
     else
-        snprintf(out, cap, "gemv %s %s", l->wkind == QPCU_W_F8 ? "fp32-decode" : kp == QPCU_KP_GEMV_DP4A ? "int-dot dp4a" : "plain int32 mad", w);
+        snprintf(out, cap, "gemv %s %s", l->wkind == QPCU_W_F8 || l->wkind == QPCU_W_F8B ? "fp32-decode" : kp == QPCU_KP_GEMV_DP4A ? "int-dot dp4a" : "plain int32 mad", w);
 }
 
 static qp_status ensure_ws(cu_dev *d, const char *layer, size_t bytes) {
@@ -724,9 +743,10 @@ static qp_status forward_launch(cu_dev *d, cu_lin *l, void *xb, int M, void *yb,
     f.in_scale = l->in_scale; f.in_zp = l->in_zp;
     f.w_zero = l->w_zero; f.lut = l->lut; f.group = l->group; f.blk = l->blk;
     f.act_mbits = l->act_mbits; f.act_emin = l->act_emin; f.act_emax = l->act_emax; f.act_e4m3 = l->act_e4m3;
-    f.act_maxv = l->act_maxv; f.nv_g = l->nv_g; f.bias_after_round = l->bias_after_round;
+    f.act_maxv = l->act_maxv; f.nv_g = l->nv_g; f.bias_after_round = l->bias_after_round; f.ue8m0 = l->ue8m0;
+    size_t xs_per_row = l->wkind == QPCU_W_F8B ? (size_t)l->K / 128 : 1;
     size_t xq_elem = QPCU_IS_FLOAT_KIND(l->wkind) ? 2 : 1;
-    size_t o_xq = 0, o_xs = al256(o_xq + (size_t)f.Mp * (size_t)f.Kp * xq_elem), o_zp = al256(o_xs + (size_t)f.Mp * 4),
+    size_t o_xq = 0, o_xs = al256(o_xq + (size_t)f.Mp * (size_t)f.Kp * xq_elem), o_zp = al256(o_xs + (size_t)f.Mp * 4 * xs_per_row),
            o_am = al256(o_zp + (size_t)f.Mp * 4), o_p = al256(o_am + 4),
            total = al256(o_p + (size_t)f.splits * (size_t)f.Mp * (size_t)f.Np * 4);
     qp_status s = ensure_ws(d, l->layer, total);

@@ -109,13 +109,11 @@ void qpcu_scheme_support(const qp_scheme *s, int cc, const char *sass, const cha
         }
         set(out, QP_SUPPORT_NATIVE, NULL, 0, 0);
         return;
+    case QP_SCHEME_W8A8_FP8_BLOCK: /* min 89 above: e4m3 tensor cores */
+        set(out, QP_SUPPORT_NATIVE, NULL, 0, 0);
+        return;
     case QP_SCHEME_W8A8_FP8:
     case QP_SCHEME_HF_FP8:
-        if (s->activation.granularity == QP_GRAN_GROUP || s->activation.granularity == QP_GRAN_BLOCK ||
-            s->weight.granularity == QP_GRAN_BLOCK) {
-            set(out, QP_SUPPORT_UNSUPPORTED, "unsupported: not yet implemented on cuda (fp8 per-block / token-group)", 0, 0);
-            return;
-        }
         if (s->activation.dtype == QP_DTYPE_NONE) {
             set(out, QP_SUPPORT_UNSUPPORTED, "unsupported: not yet implemented on cuda (fp8 weight-only W8A16)", 0, 0);
             return;

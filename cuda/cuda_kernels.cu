@@ -157,6 +157,28 @@ __global__ void __launch_bounds__(QT) k_quant(const uint16_t *x, int K, int Kp, 
     }
 }
 
+/* W8A8-FP8 per-block activations: qp_quant_fp8_group(group 128), one
+ * thread per (row, group): absmax (fmaxf skips NaN), s = max(1e-10, a) /
+ * 448 (ue8m0: rounded up to a power of two, then x * (1/s)), e4m3 codes. */
+__global__ void k_quant_g128(const uint16_t *x, int M, int K, int Kp, int bf16, int ue8m0, uint8_t *xq, float *xs) {
+    const int nb = K / 128;
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)M * nb) return;
+    const int m = (int)(t / nb), g = (int)(t % nb);
+    const uint16_t *xg = x + (size_t)m * K + (size_t)g * 128;
+    uint8_t *qg = xq + (size_t)m * Kp + (size_t)g * 128;
+    float a = 0.0f;
+    for (int i = 0; i < 128; i++) a = fmaxf(a, fabsf(load_act(xg, i, bf16)));
+    float s = QPCU_DIV(fmaxf(1e-10f, a), 448.0f);
+    if (ue8m0) s = qpcu_ue8m0(s);
+    xs[t] = s;
+    float inv = QPCU_DIV(1.0f, s);
+    for (int i = 0; i < 128; i++) {
+        float v = load_act(xg, i, bf16);
+        qg[i] = qpcu_fp8_conv(ue8m0 ? QPCU_MUL(v, inv) : QPCU_DIV(v, s));
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* int4 -> int8 expansion in registers (QQQ, spec 5.5 step 2)               */
 /* ------------------------------------------------------------------------ */
@@ -285,6 +307,48 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8(int M, int N, int K
     }
 }
 
+/* fp8 per-block: each lane's 16-k chunk lies in one group of 128; its
+ * chunk sum (fp32 fma) is scaled by sx[m][g] * sw[n/128][g] and added. */
+template <int MR>
+__global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8b(int M, int N, int Kp, int Np, const uint8_t *xq,
+                                                              const uint8_t *w, const float *xs, const float *wsb,
+                                                              int nkb, float *partial) {
+    const int lane = threadIdx.x % WARP;
+    const int n = blockIdx.x * GV_WARPS + threadIdx.x / WARP;
+    const int m0 = blockIdx.y * MR;
+    if (n >= N) return;
+    float acc[MR];
+#pragma unroll
+    for (int i = 0; i < MR; i++) acc[i] = 0.0f;
+    for (int k = lane * 16; k < Kp; k += WARP * 16) {
+        uint4 v = *(const uint4 *)(w + (size_t)n * Kp + k);
+        uint32_t wv[4] = { v.x, v.y, v.z, v.w };
+        float wf[16];
+#pragma unroll
+        for (int j = 0; j < 16; j++) wf[j] = qpcu_e4m3_decode((uint8_t)(wv[j / 4] >> (8 * (j % 4))));
+        const int g = k / 128;
+        const float sw = wsb[(size_t)(n / 128) * nkb + g];
+#pragma unroll
+        for (int i = 0; i < MR; i++) {
+            if (m0 + i < M) {
+                uint4 xv = *(const uint4 *)(xq + (size_t)(m0 + i) * Kp + k);
+                uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
+                float c = 0.0f;
+#pragma unroll
+                for (int j = 0; j < 16; j++)
+                    c = __fmaf_rn(qpcu_e4m3_decode((uint8_t)(xw[j / 4] >> (8 * (j % 4)))), wf[j], c);
+                acc[i] = __fmaf_rn(c, QPCU_MUL(xs[(size_t)(m0 + i) * nkb + g], sw), acc[i]);
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < MR; i++) {
+        float v = acc[i];
+        for (int o = 16; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * Np + n] = v;
+    }
+}
+
 /* ------------------------------------------------------------------------ */
 /* Tensor-core tiled path                                                   */
 /* ------------------------------------------------------------------------ */
@@ -380,7 +444,7 @@ __device__ __forceinline__ void tc_load(uint8_t *sa, uint8_t *sb, int kt, int m0
         int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
         cp16(sa + r * SROW + col, xq + (size_t)(m0 + r) * Kp + k0 + col);
     }
-    if constexpr (WK == QPCU_W_I8 || WK == QPCU_W_F8) {
+    if constexpr (WK == QPCU_W_I8 || WK == QPCU_W_F8 || WK == QPCU_W_F8B) {
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
@@ -408,8 +472,10 @@ __device__ __forceinline__ void tc_load(uint8_t *sa, uint8_t *sb, int kt, int m0
 
 template <int WK>
 __global__ void __launch_bounds__(TC_THREADS) k_gemm_tc(int Kp, int Np, int Mp, const uint8_t *xq, const uint8_t *w,
-                                                        const uint16_t *s_group, void *partial) {
-    typedef typename std::conditional<WK == QPCU_W_F8, float, int>::type acc_t;
+                                                        const uint16_t *s_group, void *partial, const float *gxs,
+                                                        const float *gws, int nkb) {
+    constexpr bool FP8 = WK == QPCU_W_F8 || WK == QPCU_W_F8B, GROUPED = WK == QPCU_W_F8B;
+    typedef typename std::conditional<FP8, float, int>::type acc_t;
     __shared__ __align__(16) uint8_t sa[2][QPCU_BM * SROW];
     __shared__ __align__(16) uint8_t sb[2][QPCU_BN * SROW];
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
@@ -419,12 +485,13 @@ __global__ void __launch_bounds__(TC_THREADS) k_gemm_tc(int Kp, int Np, int Mp, 
     const int kbeg = (int)((long long)blockIdx.z * KT / S), kend = (int)((long long)(blockIdx.z + 1) * KT / S);
 
     acc_t acc[2][4][4];
+    float part[2][4][4]; /* GROUPED: the current group's sums (unused otherwise) */
 #pragma unroll
     for (int i = 0; i < 2; i++)
 #pragma unroll
         for (int j = 0; j < 4; j++)
 #pragma unroll
-            for (int e = 0; e < 4; e++) acc[i][j][e] = 0;
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0, part[i][j][e] = 0.0f;
 
     if (kbeg < kend) {
         tc_load<WK>(sa[0], sb[0], kbeg, m0, n0, Kp, Np, xq, w, s_group);
@@ -459,11 +526,35 @@ __global__ void __launch_bounds__(TC_THREADS) k_gemm_tc(int Kp, int Np, int Mp, 
             for (int mi = 0; mi < 2; mi++)
 #pragma unroll
                 for (int ni = 0; ni < 4; ni++) {
-                    if constexpr (WK == QPCU_W_F8)
+                    if constexpr (GROUPED)
+                        mma_e4m3(part[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+                    else if constexpr (FP8)
                         mma_e4m3(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
                     else
                         mma_s8(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
                 }
+        }
+        if constexpr (GROUPED) {
+            /* end of a group of 128 (two k-tiles) or of this split: acc +=
+             * part * (sx[m][g] * sw[n/128][g]); a 64-column tile lies in
+             * one 128-row weight block */
+            if (((kt + 1) * QPCU_BK) % 128 == 0 || kt + 1 == kend) {
+                const int g = kt * QPCU_BK / 128;
+                const float sw = gws[(size_t)(n0 / 128) * nkb + g];
+#pragma unroll
+                for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const float sc = QPCU_MUL(gxs[(size_t)(m0 + qpcu_tc_c_row(lane, wm, mi, 2 * h)) * nkb + g], sw);
+#pragma unroll
+                        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+                            for (int e = 2 * h; e < 2 * h + 2; e++) {
+                                acc[mi][ni][e] = __fmaf_rn(part[mi][ni][e], sc, acc[mi][ni][e]);
+                                part[mi][ni][e] = 0.0f;
+                            }
+                    }
+            }
         }
         __syncthreads();
     }
@@ -939,8 +1030,15 @@ extern "C" int qpcu_forward(const qpcu_fwd *f, const char **what) {
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
         *what = "k_quant";
     }
-    QPCU_LAUNCH(k_quant, f->M, QT, st, x, f->K, f->Kp, f->bf16, f->act, f->in_scale, f->in_zp, f->amax,
-                                 (uint8_t *)f->xq, f->xs, f->xzp);
+    if (f->act == QPCU_ACT_F8_GROUP128) {
+        *what = "k_quant_g128";
+        size_t units = (size_t)f->M * (f->K / 128);
+        QPCU_LAUNCH(k_quant_g128, (unsigned)((units + 127) / 128), 128, st, x, f->M, f->K, f->Kp, f->bf16, f->ue8m0,
+                    (uint8_t *)f->xq, f->xs);
+    } else {
+        QPCU_LAUNCH(k_quant, f->M, QT, st, x, f->K, f->Kp, f->bf16, f->act, f->in_scale, f->in_zp, f->amax,
+                    (uint8_t *)f->xq, f->xs, f->xzp);
+    }
     if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
 
     int S = 1;
@@ -953,13 +1051,19 @@ extern "C" int qpcu_forward(const qpcu_fwd *f, const char **what) {
         auto kfn = f->wkind == QPCU_W_I8     ? k_gemm_tc<QPCU_W_I8>
                    : f->wkind == QPCU_W_Q4CH ? k_gemm_tc<QPCU_W_Q4CH>
                    : f->wkind == QPCU_W_Q4G  ? k_gemm_tc<QPCU_W_Q4G>
+                   : f->wkind == QPCU_W_F8B  ? k_gemm_tc<QPCU_W_F8B>
                                              : k_gemm_tc<QPCU_W_F8>;
-        QPCU_LAUNCH(kfn, grid, TC_THREADS, st, f->Kp, f->Np, f->Mp, xq, w, f->s_group, f->partial);
+        QPCU_LAUNCH(kfn, grid, TC_THREADS, st, f->Kp, f->Np, f->Mp, xq, w, f->s_group, f->partial, f->xs, f->w_scale,
+                    f->K / 128);
     } else {
         *what = "k_gemv";
         int mr = f->M <= 4 ? 4 : QPCU_GEMV_MAX_ROWS;
         dim3 grid((f->N + GV_WARPS - 1) / GV_WARPS, (f->M + mr - 1) / mr);
-        if (f->wkind == QPCU_W_F8) {
+        if (f->wkind == QPCU_W_F8B) {
+            auto kfn = mr == 4 ? k_gemv_f8b<4> : k_gemv_f8b<16>;
+            QPCU_LAUNCH(kfn, grid, GV_WARPS * WARP, st, f->M, f->N, f->Kp, f->Np, (const uint8_t *)f->xq,
+                        (const uint8_t *)f->w, f->xs, f->w_scale, f->K / 128, (float *)f->partial);
+        } else if (f->wkind == QPCU_W_F8) {
             auto kfn = mr == 4 ? k_gemv_f8<4> : k_gemv_f8<16>;
             QPCU_LAUNCH(kfn, grid, GV_WARPS * WARP, st, f->M, f->N, f->Kp, f->Np, (const uint8_t *)f->xq,
                         (const uint8_t *)f->w, (float *)f->partial);
@@ -975,7 +1079,10 @@ extern "C" int qpcu_forward(const qpcu_fwd *f, const char **what) {
     size_t total = (size_t)f->M * f->N;
     unsigned blocks = (unsigned)((total + 255) / 256);
     if (blocks) {
-        if (f->wkind == QPCU_W_F8)
+        if (f->wkind == QPCU_W_F8B) /* y = rnd(sum + bias): the scales are folded in */
+            QPCU_LAUNCH(k_epi_h, blocks, 256, st, f->M, f->N, f->Mp, f->Np, S, (const float *)f->partial, f->bias,
+                        f->bf16, 0, (uint16_t *)f->y);
+        else if (f->wkind == QPCU_W_F8)
             QPCU_LAUNCH(k_epi_fp8, blocks, 256, st, f->M, f->N, f->Mp, f->Np, S, (const float *)f->partial, f->xs,
                                               f->act == QPCU_ACT_F8_DYN_TOKEN, f->w_scale, f->bias, f->bf16,
                                               (uint16_t *)f->y);

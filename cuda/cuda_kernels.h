@@ -24,6 +24,10 @@ typedef enum qpcu_wkind {
     QPCU_W_Q4CH,    /* QQQ per-channel: packed nibbles [Np][Kp/2], w8 = 16q */
     QPCU_W_Q4G,     /* QQQ group 128: packed codes + s_group [Kp/128][Np]   */
     QPCU_W_F8,      /* e4m3fn codes [Np][Kp]                                 */
+    QPCU_W_F8B,     /* W8A8-FP8 per-block: e4m3fn codes [Np][Kp], fp32 block
+                     * scales [ceil(N/128)][K/128]; activations per token-
+                     * group of 128 (xs [Mp][K/128]); the GEMM folds
+                     * sx * sw into the accumulators once per group       */
     /* float kinds (issue 9): x' in act dtype [Mp][Kp] (the qdq kernel's
      * output), fp32 accumulation, fp16/bf16 mma.sync on the tiled path */
     QPCU_W_Q4F,     /* W4A16: packed codes [Np][Kp/8] words (nibble j = k+j),
@@ -46,6 +50,7 @@ typedef enum qpcu_act {
     QPCU_ACT_F8_STATIC,
     QPCU_ACT_F8_DYN_TENSOR,
     QPCU_ACT_F8_DYN_TOKEN,
+    QPCU_ACT_F8_GROUP128,  /* per token-group of 128 (opt. UE8M0 scales)   */
     /* float kinds: the activation prep kernel k_act16 writes x' */
     QPCU_ACT_NONE,       /* x' = x                                         */
     QPCU_ACT_MX_QDQ,     /* OCP-MX qdq, blocks of 32 (qp_quant_mx + dequant) */
@@ -83,10 +88,12 @@ typedef struct qpcu_fwd {
     int act_emin;           /* exponent of its smallest normal              */
     float nv_g;             /* NVFP4: g = 1 / input_global_scale            */
     int bias_after_round;
+    int ue8m0;              /* F8_GROUP128: power-of-two scales             */
     /* workspace */
     void *xq;               /* [Mp][Kp] int8 / e4m3 codes; float kinds: x'
                              * [Mp][Kp] act-dtype bits                      */
-    float *xs;              /* [Mp] per-token scales ([0]: per tensor)      */
+    float *xs;              /* [Mp] per-token scales ([0]: per tensor);
+                             * F8B: [Mp][K/128] per-group scales            */
     int32_t *xzp;           /* [Mp]                                         */
     uint32_t *amax;         /* 1 word: dynamic per-tensor absmax bits       */
     void *partial;          /* [splits][Mp][Np] int32 / fp32                */

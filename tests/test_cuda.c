@@ -680,6 +680,76 @@ static void test_mx(void) {
            f_exact - e0, tu_failures == before ? "ok" : "FAILURES", f_worst);
 }
 
+/* ---- W8A8-FP8 per-block (issue 9): 128x128 weight blocks, activations per
+ * token-group of 128 (fp32 or UE8M0 scales), against qp_ref_w8a8_fp8_forward
+ * within tools/cases.c's bound (132 + K/128) u 1.01 sum_k T_k |w_k| + 2 ulp. */
+static void fp8_block_case(qp_dtype dt, int N, int K, int ue8m0, int has_bias, int MM) {
+    int nkb = K / 128, nnb = (N + 127) / 128;
+    uint8_t *w = malloc((size_t)N * K);
+    float *wsb = malloc(4 * (size_t)nnb * nkb), *wd = malloc(4 * (size_t)N * K);
+    uint16_t *bias = malloc(2 * (size_t)N), *x = malloc(2 * (size_t)MM * K), *ref = malloc(2 * (size_t)MM * N),
+             *y = malloc(2 * (size_t)MM * N);
+    for (size_t i = 0; i < (size_t)N * K; i++) { w[i] = (uint8_t)(rnd() & 0xFF); if ((w[i] & 0x7F) == 0x7F) w[i] = 0x3F; }
+    for (int i = 0; i < nnb * nkb; i++) wsb[i] = ue8m0 ? ldexpf(1.0f, (int)(rnd() % 8) - 10) : frand(1e-3f, 1e-2f);
+    for (int n = 0; n < N; n++) {
+        bias[n] = (uint16_t)qp_format_encode(dt, frand(-2, 2));
+        for (int k = 0; k < K; k++)
+            wd[(size_t)n * K + k] = qp_format_decode(QP_DTYPE_F8_E4M3FN, w[(size_t)n * K + k]) * wsb[(n / 128) * nkb + k / 128];
+    }
+    f_make_x(dt, x, MM, K, 0);
+    for (int k = 0; k < K; k++) x[k] = (uint16_t)qp_format_encode(dt, k < 128 ? 0.0f : 1000.0f * frand(-1, 1)); /* zero group, big */
+    qp_ref_fp8_args a = { dt, x, MM, K, N, w, wsb, 1, QP_FP8_ACT_GROUP128, 0.0f, ue8m0, has_bias ? bias : NULL };
+    CHECK(qp_ref_w8a8_fp8_forward(NULL, &a, ref) == QP_OK, "ref fp8 block");
+    char name[128];
+    snprintf(name, sizeof name, "fp8-block %s %dx%d%s%s", dt == QP_DTYPE_BF16 ? "bf16" : "f16", N, K, ue8m0 ? " ue8m0" : "",
+             has_bias ? " bias" : "");
+    qp_lin_desc d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.kind = d.scheme.kind = QP_SCHEME_W8A8_FP8_BLOCK;
+    d.act_dtype = dt; d.N = N; d.K = K; d.layer = name;
+    d.act = QP_ACT_FP8_GROUP128; d.ue8m0 = ue8m0; d.w_u8 = w; d.w_scale = wsb; d.w_per_channel = 1;
+    d.bias = has_bias ? bias : NULL;
+    static const int ms[] = { 1, 3, 16, 17, 64 };
+    for (int mi = 0; mi < 5; mi++) {
+        int M = ms[mi];
+        if (M > MM || f_skip_m(M)) continue;
+        for (int p = 0; p < NFP; p++) {
+            char dsc[128] = "", what[300];
+            if ((f_paths[p] & QP_PATH_TILED) && info.cuda_cc < 89) continue;
+            if (!run_layer(&d, f_paths[p], M, x, y, dsc)) continue;
+            snprintf(what, sizeof what, "%s M=%d [%s]", name, M, dsc);
+            f_cases++;
+            for (int m = 0; m < M; m++)
+                for (int n = 0; n < N; n++) {
+                    double sum = 0;
+                    for (int g0 = 0; g0 < K; g0 += 128) {
+                        double amax = 0;
+                        for (int k = g0; k < g0 + 128; k++) amax = fmax(amax, fabs((double)qp_format_decode(dt, x[(size_t)m * K + k])));
+                        double sg = 2.0 * fmax(1e-10, amax) / 448.0;
+                        for (int k = g0; k < g0 + 128; k++)
+                            sum += (fabs((double)qp_format_decode(dt, x[(size_t)m * K + k])) * 1.0625 + 0x1p-10 * sg) * fabs((double)wd[(size_t)n * K + k]);
+                    }
+                    double r = qp_format_decode(dt, ref[(size_t)m * N + n]), g = qp_format_decode(dt, y[(size_t)m * N + n]);
+                    double tol = (132.0 + K / 128.0) * 0x1p-24 * 1.01 * sum + 2.0 * ulp_of(dt, fmax(fabs(r), fabs(g)));
+                    if (tol > 0 && fabs(r - g) / tol > f_worst) f_worst = fabs(r - g) / tol;
+                    if (!(fabs(r - g) <= tol)) { CHECK(0, "%s: y[%d][%d] = %.9g, reference %.9g, bound %.3g", what, m, n, g, r, tol); m = M; break; }
+                }
+        }
+    }
+    free(w); free(wsb); free(wd); free(bias); free(x); free(ref); free(y);
+}
+
+static void test_fp8_block(void) {
+    int before = tu_failures, c0 = f_cases;
+    fp8_block_case(QP_DTYPE_F16, 200, 256, 0, 1, 64);
+    fp8_block_case(QP_DTYPE_BF16, 130, 384, 1, 0, 17);
+    fp8_block_case(QP_DTYPE_F16, 64, 128, 1, 1, 17);
+    fp8_block_case(QP_DTYPE_BF16, 72, 512, 0, 1, 17);
+    if (!getenv("QPORT_TEST_CUDA_SMALL")) fp8_block_case(QP_DTYPE_BF16, 4096, 4096, 1, 1, 64);
+    printf("fp8-block: %d cases, %s (worst error / bound %.3f)\n", f_cases - c0, tu_failures == before ? "within bounds" : "FAILURES", f_worst);
+}
+
 /* ---- rotation, fp8 KV cache, copies and device timers (issue 9/10) ---- */
 static void test_misc_ops(void) {
     int before = tu_failures;
@@ -842,11 +912,21 @@ static void test_big_and_time(void) {
     qp_lin_desc df = d;
     df.kind = QP_SCHEME_W8A8_FP8; df.layer = "fp8 4096x4096";
     df.w_i8 = NULL; df.w_u8 = wf8; df.act = QP_ACT_FP8_DYNAMIC_TOKEN;
+    /* issue 9: W4A16 int4 g128 and the unquantized fp16 baseline */
+    uint16_t *wh = malloc(2 * (size_t)N * K);
+    float *w4s = malloc(4 * (size_t)(K / 128) * N);
+    for (size_t i = 0; i < (size_t)N * K; i++) wh[i] = (uint16_t)qp_format_encode(QP_DTYPE_F16, frand(-1, 1));
+    for (int i = 0; i < (K / 128) * N; i++) w4s[i] = qp_format_decode(QP_DTYPE_F16, qp_format_encode(QP_DTYPE_F16, frand(0.001f, 0.01f)));
+    qp_lin_desc dw = d, dh = d;
+    dw.kind = QP_SCHEME_W4A16_INT4; dw.layer = "w4a16 4096x4096"; dw.w_i8 = NULL; dw.w_scale = NULL; dw.act = QP_ACT_NONE;
+    dw.group_size = 128; dw.q4 = q4; dw.w4_signed = 1; dw.w4_scale = w4s;
+    dh.kind = QP_SCHEME_UNQUANTIZED; dh.layer = "fp16 4096x4096"; dh.w_i8 = NULL; dh.w_scale = NULL; dh.act = QP_ACT_NONE;
+    dh.w_act = wh;
     /* timings: forward on device buffers, 20 iterations after a warm-up */
-    const qp_lin_desc *descs[3] = { &d, &dq, &df };
-    const char *names[3] = { "int8", "qqq-g128", "fp8" };
+    const qp_lin_desc *descs[5] = { &d, &dq, &df, &dw, &dh };
+    const char *names[5] = { "int8", "qqq-g128", "fp8", "w4a16", "fp16" };
     int Mt[] = { 1, 16, 256, 2048 };
-    for (int li = 0; li < 3; li++) {
+    for (int li = 0; li < 5; li++) {
         void *lin = NULL;
         if (ops->linear_prepare(dev, descs[li], 0, &lin) != QP_OK) { printf("TIME %s: prepare failed: %s\n", names[li], last_err); continue; }
         for (int i = 0; i < 4; i++) {
@@ -864,6 +944,10 @@ static void test_big_and_time(void) {
             char dsc[128] = "";
             ops->linear_describe(dev, lin, M, dsc, sizeof dsc);
             printf("TIME %-8s 4096x4096 M=%-5d %9.1f us %7.1f TOPS  [%s]\n", names[li], M, us, 2.0 * M * N * K / us * 1e-6, dsc);
+            double ev[3] = { 0 }, gm[3] = { 0 };
+            if (ops->linear_time && ops->linear_time(dev, lin, bx, M, by, 3, ev, gm) == QP_OK)
+                printf("TIME %-8s 4096x4096 M=%-5d %9.1f us device (cudaEvent), GEMM+epilogue %9.1f us\n", names[li], M,
+                       ev[2] * 1e3, gm[2] * 1e3);
             free(x);
             ops->buffer_free(dev, bx);
             ops->buffer_free(dev, by);
@@ -871,7 +955,7 @@ static void test_big_and_time(void) {
         ops->linear_destroy(dev, lin);
     }
     free(q4); free(w8); free(qkn); free(wf8); free(sg); free(sgp); free(sch); free(schp); free(B);
-    free(w); free(ws);
+    free(w); free(ws); free(wh); free(w4s);
 }
 
 static void test_faults(void) {
@@ -896,9 +980,9 @@ static void test_faults(void) {
     if (!is_cuda) return;
     st = ops->linear_prepare(dev, &d, QP_PATH_TILED | QP_PATH_NO_INT_DOT, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_err, "fault"), "tiled + no-int-dot: %d %s", (int)st, last_err);
-    d.kind = QP_SCHEME_W8A8_FP8_BLOCK;
+    d.kind = QP_SCHEME_KV_CACHE;
     st = ops->linear_prepare(dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_err, "not yet implemented on cuda"), "fp8 block: %s", last_err);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_err, "not yet implemented on cuda"), "kv-cache kind: %s", last_err);
     d.kind = QP_SCHEME_W8A8_FP8; d.w_u8 = w8; d.act = QP_ACT_FP8_DYNAMIC_TOKEN;
     st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED, "fp8 + int-dot: %s", last_err);
@@ -935,6 +1019,7 @@ int main(int argc, char **argv) {
     RUN_GROUP("int8", test_int8);
     RUN_GROUP("qqq", test_qqq);
     RUN_GROUP("fp8", test_fp8);
+    RUN_GROUP("fp8-block", test_fp8_block);
     RUN_GROUP("w4a16", test_w4a16);
     RUN_GROUP("unquantized", test_unquantized);
     RUN_GROUP("mx", test_mx);

@@ -83,11 +83,23 @@ static void test_caps(void) {
     CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strstr(out.reason, "Marlin W8A16") && strstr(out.reason, "8.0"), "hf fp8 on A100: %s", out.reason);
     qpcu_scheme_support(&s, 89, SASS, PTX, &out);
     CHECK(out.level == QP_SUPPORT_NATIVE, "hf fp8 on L4: %s", out.reason);
-    /* fp8 per-block: not yet */
+    /* fp8 per-block (issue 9): native from 8.9, vLLM's message below */
     memset(&s, 0, sizeof s);
     s.kind = QP_SCHEME_W8A8_FP8_BLOCK;
     qpcu_scheme_support(&s, 90, SASS, PTX, &out);
-    CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strstr(out.reason, "not yet implemented on cuda"), "block: %s", out.reason);
+    CHECK(out.level == QP_SUPPORT_NATIVE, "block on H100: %s", out.reason);
+    qpcu_scheme_support(&s, 86, SASS, PTX, &out);
+    snprintf(want, sizeof want, VLLM_MSG, 89, 86);
+    CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strcmp(out.reason, want) == 0, "block on A10: %s", out.reason);
+    s.kind = QP_SCHEME_HF_FP8;
+    s.activation.dtype = QP_DTYPE_F8_E4M3FN;
+    s.weight.granularity = QP_GRAN_BLOCK;
+    s.activation.granularity = QP_GRAN_GROUP;
+    qpcu_scheme_support(&s, 89, SASS, PTX, &out);
+    CHECK(out.level == QP_SUPPORT_NATIVE, "hf fp8 block on L4: %s", out.reason);
+    s.kind = QP_SCHEME_KV_CACHE;
+    qpcu_scheme_support(&s, 90, SASS, PTX, &out);
+    CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strstr(out.reason, "not yet implemented on cuda"), "kv-cache kind: %s", out.reason);
 
     /* caps bits */
     CHECK(qpcu_cap_tensor_core_int8(75) && !qpcu_cap_tensor_core_int8(70), "tc int8");
