@@ -20,6 +20,7 @@
 
 #include "backend.h"
 #include "cu_math.h"
+#include "cuda_blaslt.h"
 #include "cuda_caps.h"
 #include "cuda_kernels.h"
 
@@ -970,6 +971,52 @@ static qp_status cu_buffer_copy_time(void *dev, void *src, void *dst, size_t byt
     return s;
 }
 
+/* cuBLASLt baseline (cuda_blaslt.c, dlopen at first use). */
+static qp_status cu_vendor_gemm_time(void *dev, qp_dtype in, int M, int N, int K, int reps, double *ms, char *name,
+                                     size_t cap) {
+    cu_dev *d = dev;
+    const qp_host *h = d->st->host;
+    if (M <= 0 || N <= 0 || K <= 0 || reps < 0 || (reps > 0 && !ms) || !name)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: vendor_gemm_time: bad shape or NULL output", d->index);
+    int kind = in == QP_DTYPE_I8 ? QPCU_BLAS_I8 : in == QP_DTYPE_F8_E4M3FN ? QPCU_BLAS_F8 : in == QP_DTYPE_F16 ? QPCU_BLAS_F16 : -1;
+    if (kind < 0)
+        return h->error(h->ctx, QP_ERR_UNSUPPORTED, "cuda:%d: vendor_gemm_time: unsupported: input dtype %d (I8, F8_E4M3FN or F16)",
+                        d->index, (int)in);
+    if (kind == QPCU_BLAS_F8 && !qpcu_cap_tensor_core_fp8(d->cc))
+        return h->error(h->ctx, QP_ERR_UNSUPPORTED, "cuda:%d: vendor_gemm_time: unsupported: cuBLASLt fp8 needs compute capability >= 8.9",
+                        d->index);
+#if defined(QPCU_EMULATE)
+    (void)reps; (void)cap;
+    return h->error(h->ctx, QP_ERR_UNSUPPORTED, "cuda:%d: vendor_gemm_time: unsupported: cuBLASLt is not available in the CPU emulator",
+                    d->index);
+#else
+    char why[200];
+    if (!qpcu_blaslt_available(why, sizeof why))
+        return h->error(h->ctx, QP_ERR_UNSUPPORTED, "cuda:%d: vendor_gemm_time: unsupported: %s", d->index, why);
+    qp_status s = ensure_stream(d);
+    if (s != QP_OK) return s;
+    cudaSetDevice(d->index);
+    size_t eab = kind == QPCU_BLAS_F16 ? 2 : 1, ed = kind == QPCU_BLAS_I8 ? 4 : 2, wsb = (size_t)32 << 20;
+    void *X = NULL, *W = NULL, *D = NULL, *ws = NULL;
+    cudaError_t e = cudaMalloc(&X, (size_t)M * K * eab);
+    if (e == cudaSuccess) e = cudaMalloc(&W, (size_t)N * K * eab);
+    if (e == cudaSuccess) e = cudaMalloc(&D, (size_t)M * N * ed);
+    if (e == cudaSuccess) e = cudaMalloc(&ws, wsb);
+    if (e == cudaSuccess) e = cudaMemset(X, 0x11, (size_t)M * K * eab); /* small finite values */
+    if (e == cudaSuccess) e = cudaMemset(W, 0x11, (size_t)N * K * eab);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        s = cuda_fail(d, NULL, "vendor_gemm_time buffers (cudaMalloc/cudaMemset)", e);
+    } else {
+        char err[256];
+        if (qpcu_blaslt_time(kind, M, N, K, reps, ms, X, W, D, ws, wsb, d->stream, name, cap, err, sizeof err))
+            s = h->error(h->ctx, QP_ERR_UNSUPPORTED, "cuda:%d: vendor_gemm_time %dx%dx%d: unsupported: %s", d->index, M, N, K, err);
+    }
+    cudaFree(X); cudaFree(W); cudaFree(D); cudaFree(ws);
+    return s;
+#endif
+}
+
 static const qp_backend_ops cu_ops = {
     .abi_version = QP_BACKEND_ABI_VERSION,
     .struct_size = sizeof(qp_backend_ops),
@@ -997,6 +1044,7 @@ static const qp_backend_ops cu_ops = {
     .linear_time = cu_linear_time,
     .buffer_copy = cu_buffer_copy,
     .buffer_copy_time = cu_buffer_copy_time,
+    .vendor_gemm_time = cu_vendor_gemm_time,
 };
 
 EXPORT const qp_backend_ops *qp_backend_entry(void) { return &cu_ops; }

@@ -323,9 +323,13 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8b(int M, int N, int 
     for (int k = lane * 16; k < Kp; k += WARP * 16) {
         uint4 v = *(const uint4 *)(w + (size_t)n * Kp + k);
         uint32_t wv[4] = { v.x, v.y, v.z, v.w };
+        /* MR 16: weights decoded once; MR 4: per row (that variant spills on
+         * sm_86/89 with the decoded array live) */
         float wf[16];
+        if constexpr (MR > 4) {
 #pragma unroll
-        for (int j = 0; j < 16; j++) wf[j] = qpcu_e4m3_decode((uint8_t)(wv[j / 4] >> (8 * (j % 4))));
+            for (int j = 0; j < 16; j++) wf[j] = qpcu_e4m3_decode((uint8_t)(wv[j / 4] >> (8 * (j % 4))));
+        }
         const int g = k / 128;
         const float sw = wsb[(size_t)(n / 128) * nkb + g];
 #pragma unroll
@@ -336,7 +340,8 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8b(int M, int N, int 
                 float c = 0.0f;
 #pragma unroll
                 for (int j = 0; j < 16; j++)
-                    c = __fmaf_rn(qpcu_e4m3_decode((uint8_t)(xw[j / 4] >> (8 * (j % 4)))), wf[j], c);
+                    c = __fmaf_rn(qpcu_e4m3_decode((uint8_t)(xw[j / 4] >> (8 * (j % 4)))),
+                                  MR > 4 ? wf[j] : qpcu_e4m3_decode((uint8_t)(wv[j / 4] >> (8 * (j % 4)))), c);
                 acc[i] = __fmaf_rn(c, QPCU_MUL(xs[(size_t)(m0 + i) * nkb + g], sw), acc[i]);
             }
         }

@@ -839,6 +839,20 @@ static void test_misc_ops(void) {
         ops->linear_destroy(dev, lin);
     }
     free(w);
+    /* cuBLASLt baseline: runs, or says why not (the emulator has none) */
+    if (ops->vendor_gemm_time) {
+        double vm[2] = { -1, -1 };
+        char vname[128] = "";
+        qp_status vs = ops->vendor_gemm_time(dev, QP_DTYPE_F16, 64, 128, 256, 2, vm, vname, sizeof vname);
+        CHECK((vs == QP_OK && vm[1] >= 0 && strstr(vname, "cuBLASLt")) ||
+              (vs == QP_ERR_UNSUPPORTED && (strstr(last_err, "cuBLASLt") || strstr(last_err, "cublasLt"))),
+              "vendor_gemm_time: %d %s", (int)vs, vs == QP_OK ? vname : last_err);
+        printf("vendor_gemm_time f16 64x128x256: %s\n", vs == QP_OK ? vname : last_err);
+        CHECK(ops->vendor_gemm_time(dev, QP_DTYPE_BF16, 64, 128, 256, 2, vm, vname, sizeof vname) == QP_ERR_UNSUPPORTED,
+              "vendor bf16 refused");
+    } else {
+        CHECK(0, "vendor_gemm_time missing");
+    }
     ops->buffer_free(dev, bs); ops->buffer_free(dev, bq); ops->buffer_free(dev, bd); ops->buffer_free(dev, bc);
     free(pat); free(dq); free(dr); free(qr); free(qg);
     printf("misc: rotation %d cases bit-exact, kv %d quantize x 65536 + %d dequantize x 256 %s, copy/timers %s\n", rot_cases,
@@ -954,6 +968,18 @@ static void test_big_and_time(void) {
         }
         ops->linear_destroy(dev, lin);
     }
+    /* vendor baselines (cuBLASLt) for the same shape */
+    const qp_dtype vin[3] = { QP_DTYPE_F16, QP_DTYPE_I8, QP_DTYPE_F8_E4M3FN };
+    for (int vi = 0; vi < 3 && ops->vendor_gemm_time; vi++)
+        for (int i = 0; i < 4; i++) {
+            double vm[3] = { 0 };
+            char vname[128] = "";
+            if (ops->vendor_gemm_time(dev, vin[vi], Mt[i], N, K, 3, vm, vname, sizeof vname) == QP_OK)
+                printf("TIME vendor   4096x4096 M=%-5d %9.1f us %7.1f TOPS  [%s]\n", Mt[i], vm[2] * 1e3,
+                       2.0 * Mt[i] * N * K / (vm[2] * 1e3) * 1e-6, vname);
+            else
+                printf("TIME vendor   4096x4096 M=%-5d unavailable: %s\n", Mt[i], last_err);
+        }
     free(q4); free(w8); free(qkn); free(wf8); free(sg); free(sgp); free(sch); free(schp); free(B);
     free(w); free(ws); free(wh); free(w4s);
 }
