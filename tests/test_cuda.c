@@ -524,6 +524,7 @@ static void w4a16_case(qp_dtype dt, qp_pack_method pack, int sym, int group, int
 }
 
 static void test_w4a16(void) {
+    f_worst = 0;
     int before = tu_failures, c0 = f_cases;
     w4a16_case(QP_DTYPE_F16, QP_PACK_REORDER, 1, 128, 1, 72, 256, 64);
     w4a16_case(QP_DTYPE_BF16, QP_PACK_ORDER, 0, 128, 0, 33, 384, 17);
@@ -543,6 +544,7 @@ static void test_w4a16(void) {
 }
 
 static void test_unquantized(void) {
+    f_worst = 0;
     int before = tu_failures, c0 = f_cases;
     const int shapes[][3] = { { 72, 200, 64 }, { 64, 64, 17 }, { 130, 96, 17 } };
     for (int sh = 0; sh < 3; sh++)
@@ -568,24 +570,30 @@ static void test_unquantized(void) {
             f_run(&d, MM, x, ref, xs, wd, 0);
             free(w); free(bias); free(x); free(ref); free(wd); free(xs);
         }
-    printf("unquantized: %d cases, %s\n", f_cases - c0, tu_failures == before ? "within bounds" : "FAILURES");
+    printf("unquantized: %d cases, %s (worst error / bound %.3f)\n", f_cases - c0, tu_failures == before ? "within bounds" : "FAILURES", f_worst);
 }
 
 /* ---- MX / W4A8-MXFP4-FP8 / NVFP4 with fp4 weights ---- */
 typedef enum { MXK_MX, MXK_W4A8, MXK_NV } mx_kind;
 
 /* one layer; sel: selection weights (N == K, W = I) */
-static void mx_case(mx_kind kind, qp_ocp_mx_act act, qp_dtype dt, int N, int K, int MM, int sel, int has_bias,
-                    float *xq_out) {
+static void mx_case_w(mx_kind kind, qp_dtype we, qp_ocp_mx_act act, qp_dtype dt, int N, int K, int MM, int sel,
+                      int has_bias, float *xq_out) {
     int blk = kind == MXK_NV ? 16 : 32, nb = K / blk;
-    uint8_t *codes = calloc((size_t)N * K, 1), *packed = calloc((size_t)N * K / 2, 1), *wsc = malloc((size_t)N * nb);
+    int bits = we == QP_DTYPE_F4_E2M1 ? 4 : we == QP_DTYPE_F8_E4M3FN ? 8 : 6, ncodes = 1 << bits;
+    uint8_t one = (uint8_t)qp_format_encode(we, 1.0f);
+    uint8_t *codes = calloc((size_t)N * K, 1), *packed = calloc((size_t)N * K, 1), *wsc = malloc((size_t)N * nb);
     float *bs = malloc(4 * (size_t)N * nb), *wd = malloc(4 * (size_t)N * K), lut[256] = { 0 };
     uint16_t *x = malloc(2 * (size_t)MM * K), *ref = malloc(2 * (size_t)MM * N), *bias = malloc(2 * (size_t)N);
     float *xs = malloc(4 * (size_t)MM * K);
-    for (int c = 0; c < 16; c++) lut[c] = qp_format_decode(QP_DTYPE_F4_E2M1, (uint32_t)c);
+    for (int c = 0; c < ncodes; c++) lut[c] = qp_format_decode(we, (uint32_t)c);
     float ws2 = kind == MXK_NV ? (sel ? 1.0f : 0.75f) : 1.0f, is2 = 1.0f / 2.5f, in_scale = 0.0173f;
     for (int n = 0; n < N; n++) {
-        for (int k = 0; k < K; k++) codes[(size_t)n * K + k] = sel ? (k == n ? 2 : 0) : (uint8_t)(rnd() & 15); /* 2: 1.0 */
+        for (int k = 0; k < K; k++) {
+            uint8_t c = sel ? (k == n ? one : 0) : (uint8_t)(rnd() % (unsigned)ncodes);
+            if (bits == 8 && (c & 0x7F) == 0x7F) c = 0x3F; /* no NaN weights in the bounded layers */
+            codes[(size_t)n * K + k] = c;
+        }
         for (int b = 0; b < nb; b++) {
             if (kind == MXK_NV) {
                 uint8_t e = sel ? 0x38 : (uint8_t)(0x28 + rnd() % 0x20); /* e4m3 1.0, or 2^-2..2^2 */
@@ -599,9 +607,11 @@ static void mx_case(mx_kind kind, qp_ocp_mx_act act, qp_dtype dt, int N, int K, 
         }
         for (int k = 0; k < K; k++) {
             uint8_t c = codes[(size_t)n * K + k];
-            packed[((size_t)n * K + k) / 2] |= (uint8_t)(k % 2 ? c << 4 : c);
+            if (bits == 4) packed[((size_t)n * K + k) / 2] |= (uint8_t)(k % 2 ? c << 4 : c);
+            else if (bits == 8) packed[(size_t)n * K + k] = c;
             wd[(size_t)n * K + k] = qp_format_decode(dt, qp_format_encode(dt, lut[c] * bs[(size_t)n * nb + k / blk]));
         }
+        if (bits == 6) CHECK(qp_pack_fp6(codes + (size_t)n * K, (size_t)K, packed + (size_t)n * (3 * (size_t)K / 4)) == QP_OK, "pack fp6");
         bias[n] = (uint16_t)qp_format_encode(dt, frand(-2, 2));
     }
     uint64_t save = rng; /* the same x for the selection and the random layer */
@@ -614,10 +624,10 @@ static void mx_case(mx_kind kind, qp_ocp_mx_act act, qp_dtype dt, int N, int K, 
     memset(&d, 0, sizeof d);
     d.struct_size = sizeof d;
     d.act_dtype = dt; d.N = N; d.K = K; d.bias = bp;
-    d.w_elem = QP_DTYPE_F4_E2M1; d.w_codes = codes; d.w_blk = blk; d.w_blk_scale = bs; d.w_lut = lut;
+    d.w_elem = we; d.w_codes = codes; d.w_blk = blk; d.w_blk_scale = bs; d.w_lut = lut;
     const char *an = "none";
     if (kind == MXK_MX) {
-        qp_ref_ocp_mx_args a = { dt, x, MM, K, N, QP_DTYPE_F4_E2M1, packed, wsc, 1, act, bp };
+        qp_ref_ocp_mx_args a = { dt, x, MM, K, N, we, packed, wsc, 1, act, bp };
         st = qp_ref_ocp_mx_forward(NULL, &a, ref);
         d.kind = d.scheme.kind = QP_SCHEME_OCP_MX;
         static const qp_dtype el[] = { QP_DTYPE_NONE, QP_DTYPE_F4_E2M1, QP_DTYPE_F6_E3M2, QP_DTYPE_F6_E2M3, QP_DTYPE_F8_E4M3FN };
@@ -641,8 +651,8 @@ static void mx_case(mx_kind kind, qp_ocp_mx_act act, qp_dtype dt, int N, int K, 
     }
     CHECK(st == QP_OK, "mx reference: %d", (int)st);
     char name[160];
-    snprintf(name, sizeof name, "%s fp4 act %s %s %dx%d%s%s", kind == MXK_MX ? "ocp-mx" : kind == MXK_W4A8 ? "w4a8-mxfp4-fp8" : "nvfp4",
-             an, dt == QP_DTYPE_BF16 ? "bf16" : "f16", N, K, has_bias ? " bias" : "", sel ? " selection" : "");
+    snprintf(name, sizeof name, "%s %s act %s %s %dx%d%s%s", kind == MXK_MX ? "ocp-mx" : kind == MXK_W4A8 ? "w4a8-mxfp4-fp8" : "nvfp4",
+             qp_dtype_name(we), an, dt == QP_DTYPE_BF16 ? "bf16" : "f16", N, K, has_bias ? " bias" : "", sel ? " selection" : "");
     d.layer = name;
     if (sel) {
         f_run(&d, MM, x, ref, NULL, NULL, 1);
@@ -654,7 +664,13 @@ static void mx_case(mx_kind kind, qp_ocp_mx_act act, qp_dtype dt, int N, int K, 
     free(codes); free(packed); free(wsc); free(bs); free(wd); free(x); free(ref); free(bias); free(xs);
 }
 
+static void mx_case(mx_kind kind, qp_ocp_mx_act act, qp_dtype dt, int N, int K, int MM, int sel, int has_bias,
+                    float *xq_out) {
+    mx_case_w(kind, QP_DTYPE_F4_E2M1, act, dt, N, K, MM, sel, has_bias, xq_out);
+}
+
 static void test_mx(void) {
+    f_worst = 0;
     int before = tu_failures, c0 = f_cases, e0 = f_exact;
     const int K = 128, MM = 17;
     float *xq = malloc(4 * (size_t)MM * K);
@@ -674,6 +690,15 @@ static void test_mx(void) {
         mx_case(MXK_NV, 0, dtype, K, K, MM, 1, 0, xq);
         rng = seed;
         mx_case(MXK_NV, 0, dtype, K, K, MM, 0, 1, xq);
+    }
+    /* MXFP6 and MXFP8 weights (the pairs OCP_MX_Scheme allows) */
+    const struct { qp_dtype we; qp_ocp_mx_act act; qp_dtype dt; } wp[] = {
+        { QP_DTYPE_F6_E3M2, QP_OCP_MX_ACT_MXFP6_E3M2, QP_DTYPE_F16 }, { QP_DTYPE_F6_E2M3, QP_OCP_MX_ACT_MXFP6_E2M3, QP_DTYPE_BF16 },
+        { QP_DTYPE_F8_E4M3FN, QP_OCP_MX_ACT_MXFP8, QP_DTYPE_BF16 }, { QP_DTYPE_F8_E4M3FN, QP_OCP_MX_ACT_NONE, QP_DTYPE_F16 },
+    };
+    for (int i = 0; i < 4; i++) {
+        mx_case_w(MXK_MX, wp[i].we, wp[i].act, wp[i].dt, K, K, MM, 1, 0, xq);
+        mx_case_w(MXK_MX, wp[i].we, wp[i].act, wp[i].dt, K, K, MM, 0, i % 2, xq);
     }
     free(xq);
     printf("mx/w4a8/nvfp4: %d cases (%d selection cases bit-exact), %s (worst error / bound %.3f)\n", f_cases - c0 + f_exact - e0,
@@ -741,6 +766,7 @@ static void fp8_block_case(qp_dtype dt, int N, int K, int ue8m0, int has_bias, i
 }
 
 static void test_fp8_block(void) {
+    f_worst = 0;
     int before = tu_failures, c0 = f_cases;
     fp8_block_case(QP_DTYPE_F16, 200, 256, 0, 1, 64);
     fp8_block_case(QP_DTYPE_BF16, 130, 384, 1, 0, 17);
