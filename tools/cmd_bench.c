@@ -681,7 +681,7 @@ int cmd_bench(int argc, char **argv) {
                 return 2;
             }
             if (n_sizes == MAX_SIZES) { fprintf(stderr, "qport bench: at most %d --size\n", MAX_SIZES); return 2; }
-            sizes[n_sizes++] = (bshape){nn, k, "--size"};
+            sizes[n_sizes++] = (bshape){nn, k, ""};
         } else if (!strcmp(a, "--reps")) {
             if (parse_long(v, 1, 10000, &n)) { fprintf(stderr, "qport bench: --reps must be a whole number 1..10000, got '%s'\n", v); return 2; }
             r.reps = (int)n;
@@ -867,7 +867,8 @@ int cmd_bench(int argc, char **argv) {
             }
         }
         prep_all(jobs, n_sch, tiny ? 1 : r.jobs);
-        printf("-- %s, N %d x K %d: weights quantized in %.1f s\n", sh->what, sh->N, sh->K, wall_s() - tq);
+        printf("-- layer %dx%d (K x N)%s%s: weights quantized in %.1f s\n", sh->K, sh->N, sh->what[0] ? ", " : "",
+               sh->what, wall_s() - tq);
         for (int si = 0; si < n_sch; si++) {
             for (int d = 0; d < n_devs; d++)
                 bench_layer(&r, &devs[d], si, &sch[si], sh, ms, nm, &jobs[si], xh, &base[d * MAX_M]);
