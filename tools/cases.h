@@ -40,8 +40,15 @@ typedef struct case_layer {
     qp_dtype act_dtype;
     qp_tensor tensors[8];
     size_t n_tensors;
-    void *owned[8];
+    void *owned[10];
     float *w_deq;        /* [N][K] dequantized weights                       */
+    int8_t *rotation;    /* [r][r] Hadamard of rotated cases, or NULL        */
+    int rotation_size;
+    /* case_bound's cache: the row (x, m) fake-quantized as the scheme's
+     * activation step does it */
+    float *xq;
+    const uint16_t *xq_src;
+    int xq_m;
 } case_layer;
 
 /* Builds the layer with seed `seed`; `calib` (M x K act_dtype bits, may be
