@@ -14,6 +14,7 @@ typedef struct case_scheme {
     int f16_only;        /* QQQ: fp16 activations only                       */
     int k_multiple;      /* K must be a multiple of this                     */
     int n_multiple;
+    int act_ue8m0;       /* qp_linear_options.act_ue8m0 (fp8 per-block)      */
 } case_scheme;
 
 extern const case_scheme case_schemes[];
