@@ -9,23 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define QUARK(W, I) QUARK_PACK("reorder", W, I)
-#define QUARK_PACK(P, W, I)                                                                                    \
-    "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"" P "\"},"             \
-    "\"global_quant_config\":{\"weight\":" W ",\"input_tensors\":" I ",\"output_tensors\":null,\"bias\":null}," \
-    "\"layer_quant_config\":{},\"layer_type_quant_config\":{},\"exclude\":[]}"
-/* W4A16 weights (tools/schemes.c's exporter JSON) */
-#define W4(dt, sym, G) "{\"dtype\":\"" dt "\",\"qscheme\":\"per_group\",\"group_size\":" G ",\"symmetric\":" sym ",\"is_dynamic\":false}"
-#define T(dt, qs, sym, dyn) "{\"dtype\":\"" dt "\",\"qscheme\":\"" qs "\",\"symmetric\":" sym ",\"is_dynamic\":" dyn "}"
+#include "qconfigs.h"
 
-#define MX(dt, dyn) "{\"dtype\":\"" dt "\",\"qscheme\":\"per_group\",\"group_size\":32,\"scale_format\":\"e8m0\",\"is_dynamic\":" dyn ",\"symmetric\":true}"
-#define NVFP4_CFG                                                                                                    \
-    "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"reorder\"},"                     \
-    "\"global_quant_config\":{\"weight\":[{\"dtype\":\"fp4\",\"qscheme\":\"per_group\",\"group_size\":16,"                  \
-    "\"scale_format\":\"fp8_e4m3\",\"is_dynamic\":false},{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"is_dynamic\":false}]," \
-    "\"input_tensors\":[{\"dtype\":\"fp4\",\"qscheme\":\"per_group\",\"group_size\":16,\"scale_format\":\"fp8_e4m3\","           \
-    "\"is_dynamic\":true},{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"is_dynamic\":false}],\"output_tensors\":null,"     \
-    "\"bias\":null},\"layer_quant_config\":{},\"layer_type_quant_config\":{},\"exclude\":[]}"
+#define QUARK(W, I) QC_QUARK("reorder", "[]", W, I)
+#define T QC_T
+#define MX QC_MX
+#define W4 QC_W4
 
 const case_scheme case_schemes[] = {
     {"int8-dyn-sym", QUARK(T("int8", "per_channel", "true", "false"), T("int8", "per_channel", "true", "true")), 1, 0, 1, 1, 0},
@@ -35,21 +24,18 @@ const case_scheme case_schemes[] = {
     {"fp8-static", QUARK(T("fp8_e4m3", "per_tensor", "true", "false"), T("fp8_e4m3", "per_tensor", "true", "false")), 0, 0, 1, 1, 0},
     {"fp8-dyn-tensor", QUARK(T("fp8_e4m3", "per_tensor", "true", "false"), T("fp8_e4m3", "per_tensor", "true", "true")), 0, 0, 1, 1, 0},
     {"fp8-dyn-token", QUARK(T("fp8_e4m3", "per_channel", "true", "false"), T("fp8_e4m3", "per_channel", "true", "true")), 0, 0, 1, 1, 0},
-    {"qqq-channel", "{\"quant_method\":\"qqq\",\"wbits\":4,\"group_size\":-1}", 1, 1, 128, 64, 0},
-    {"qqq-g128", "{\"quant_method\":\"qqq\",\"wbits\":4,\"group_size\":128}", 1, 1, 128, 64, 0},
+    {"qqq-channel", QC_QQQ("-1"), 1, 1, 128, 64, 0},
+    {"qqq-g128", QC_QQQ("128"), 1, 1, 128, 64, 0},
     {"w4a16-int4-g128", QUARK(W4("int4", "true", "128"), "null"), 0, 0, 128, 1, 0},
-    {"w4a16-uint4-order", QUARK_PACK("order", W4("uint4", "false", "128"), "null"), 0, 0, 128, 1, 0},
+    {"w4a16-uint4-order", QC_QUARK("order", "[]", W4("uint4", "false", "128"), "null"), 0, 0, 128, 1, 0},
     {"w4a16-int4-g32", QUARK(W4("int4", "true", "32"), "null"), 0, 0, 32, 1, 0},
-    {"fp8-block", QUARK("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],\"is_dynamic\":false,\"symmetric\":true}",
-                        "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":128,\"is_dynamic\":true,\"symmetric\":true}"),
+    {"fp8-block", QUARK(QC_FP8_BLOCK_W, QC_FP8_GROUP_A),
      0, 0, 128, 1, 0},
-    {"fp8-block-e8m0", QUARK("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],\"scale_type\":\"float8_e8m0fnu\",\"is_dynamic\":false,\"symmetric\":true}",
-                             "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":128,\"is_dynamic\":true,\"symmetric\":true}"),
+    {"fp8-block-e8m0", QUARK(QC_FP8_BLOCK_W_E8M0, QC_FP8_GROUP_A),
      0, 0, 128, 1, 0},
     {"hf-fp8-block", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"weight_block_size\":[128,128]}", 0, 0, 128, 1, 0},
     /* power-of-two activation group scales (vLLM with DeepGEMM's E8M0 path) */
-    {"fp8-block-ue8m0", QUARK("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],\"scale_type\":\"float8_e8m0fnu\",\"is_dynamic\":false,\"symmetric\":true}",
-                              "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":128,\"is_dynamic\":true,\"symmetric\":true}"),
+    {"fp8-block-ue8m0", QUARK(QC_FP8_BLOCK_W_E8M0, QC_FP8_GROUP_A),
      0, 0, 128, 1, 1},
     {"mxfp4-w-only", QUARK(MX("fp4", "false"), "null"), 0, 0, 32, 1, 0},
     {"mxfp4", QUARK(MX("fp4", "false"), MX("fp4", "true")), 0, 0, 32, 1, 0},
@@ -57,7 +43,7 @@ const case_scheme case_schemes[] = {
     {"mxfp6-e2m3", QUARK(MX("fp6_e2m3", "false"), MX("fp6_e2m3", "true")), 0, 0, 32, 1, 0},
     {"mxfp4-a-mxfp8", QUARK(MX("fp4", "false"), MX("fp8_e4m3", "true")), 0, 0, 32, 1, 0},
     {"w4a8-mxfp4-fp8", QUARK(MX("fp4", "false"), T("fp8_e4m3", "per_tensor", "true", "false")), 0, 0, 32, 1, 0},
-    {"nvfp4", NVFP4_CFG, 0, 0, 16, 1, 0},
+    {"nvfp4", QUARK(QC_NVFP4_W, QC_NVFP4_A), 0, 0, 16, 1, 0},
     /* MXFP4 with Quark's online input rotation (a 32x32 Hadamard) */
     {"mxfp4-rotated", QUARK(MX("fp4", "false"), MX("fp4", "true")), 0, 0, 32, 1, 0},
     /* an excluded layer: vLLM's UnquantizedLinearMethod */
