@@ -146,7 +146,7 @@ validate() { python3 "$T/v.py" "$@" > "$T/verr" 2>&1; r=$?; cat "$T/verr"; retur
 
 # ---- the cpu reference, every scheme ----------------------------------------
 ALL=fp16,$("$Q" bench --list | grep -v "^fp16" | paste -sd, -)
-"$Q" bench --device cpu --shapes tiny --reps 3 --json "$T/cpu.json" > "$T/cpu.txt" 2>&1; rc=$?
+"$Q" bench --device cpu --shapes tiny --reps 3 --max-seconds 120 --json "$T/cpu.json" > "$T/cpu.txt" 2>&1; rc=$?
 tail -n 4 "$T/cpu.txt"
 check "cpu tiny run (rc=$rc)" '[ $rc -eq 0 ]'
 check "cpu JSON: every scheme and M measured, with median, spread, ratios" 'validate "$T/cpu.json" cpu-all "$ALL"'
