@@ -46,7 +46,7 @@ static void cpu_checks(qp_context *ctx) {
         case_layer l;
         qp_linear *lin = layer(ctx, cpu, rot ? "mxfp4-rotated" : "int8-dyn-sym", N, K, &l);
         if (!lin) continue;
-        qp_buffer *x, *y, *small;
+        qp_buffer *x = NULL, *y = NULL, *small = NULL;
         uint16_t xh[3 * 128], y1[3 * 64], y2[3 * 64];
         case_activations(DIST_UNIFORM, QP_DTYPE_F16, M, K, 3, xh);
         CHECK(!qp_buffer_create(cpu, sizeof xh, &x) && !qp_buffer_create(cpu, sizeof y1, &y) &&
@@ -79,7 +79,7 @@ static void cpu_checks(qp_context *ctx) {
         case_layer_free(&l);
     }
     /* copies */
-    qp_buffer *a, *b;
+    qp_buffer *a = NULL, *b = NULL;
     unsigned char h[4096], o[4096];
     for (int i = 0; i < 4096; i++) h[i] = (unsigned char)(i * 7 + 1);
     CHECK(!qp_buffer_create(cpu, 4096, &a) && !qp_buffer_create(cpu, 2048, &b) && !qp_buffer_upload(a, 0, h, 4096),
