@@ -105,7 +105,9 @@ static qp_status copy_time(void *dev, void *src, void *dst, size_t n, int reps, 
 }
 static qp_status vendor(void *dev, qp_dtype in, int M, int N, int K, int reps, double *ms, char *name, size_t cap) {
     (void)dev;
-    if (in == QP_DTYPE_F8_E4M3FN) return host->error(host->ctx, QP_ERR_UNSUPPORTED, "fake: no fp8 GEMM before sm_89");
+    /* worded as the CUDA plugin words its refusals: one operand type only */
+    if (in == QP_DTYPE_F8_E4M3FN)
+        return host->error(host->ctx, QP_ERR_UNSUPPORTED, "fake: vendor_gemm_time: unsupported: no fp8 GEMM before sm_89");
     snprintf(name, cap, "fake BLAS %s TN", in == QP_DTYPE_I8 ? "int8" : "fp16");
     for (int i = 0; i < reps; i++) ms[i] = 2.0 * M * N * (double)K * (in == QP_DTYPE_I8 ? 0.25e-9 : 0.5e-9);
     return QP_OK;
