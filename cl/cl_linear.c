@@ -9,11 +9,10 @@
  * the core's; the QQQ epilogue follows. Scales fp32 [N] (per-tensor already
  * expanded by the core).
  *
- * W4A16 (issue 9): the Quark-packed checkpoint tensors (desc->tensors:
- * weight i32 [K][ceil(N/8)], weight_scale [K/g][N] or [K/g][8*ceil(N/8)] in
- * the act dtype, uint4: weight_zero_point i32 [K/g][ceil(N/8)]) repacked
- * into 4-bit codes [N][Kp/2] (shaders/cl_gemm_w4.cl), fp32 scales [K/g][N]
- * and 8-bit zero points [K/g][N] (int4: 8, the codes stored as c ^ 8).
+ * W4A16 (issue 9): the core's canonical fields (q4 codes [N][K], w4_signed,
+ * w4_zero [G][N], w4_scale [G][N] fp32) repacked into 4-bit codes [N][Kp/2]
+ * (shaders/cl_gemm_w4.cl), fp32 scales [G][N] and 8-bit zero points [G][N]
+ * (int4: 8, the codes stored as c ^ 8).
  * W8A8-FP8 per-block: e4m3 codes [N][K] and the core's fp32 block scales
  * [ceil(N/128)][K/128], per-token-group-128 fp8 activations. */
 #include <limits.h>
@@ -165,8 +164,9 @@ static qp_status check_desc(qp_cl_device *d, const qp_lin_desc *s, const char *l
                              "multiple of 128", d->index, layer, s->K);
         return QP_OK;
     case QP_SCHEME_W4A16_INT4:
-        if (!s->tensors || !s->n_tensors) return bad_desc(d, layer, "W4A16 needs the checkpoint tensors (desc->tensors)");
-        return QP_OK; /* the tensors are checked while packing */
+        if (!s->q4 || !s->w4_scale) return bad_desc(d, layer, "W4A16 needs q4 and w4_scale");
+        if (!s->w4_signed && !s->w4_zero) return bad_desc(d, layer, "uint4 W4A16 (w4_signed 0) needs w4_zero");
+        return QP_OK;
     default:
         return unsupported(d, layer, "not yet implemented on opencl");
     }
@@ -313,106 +313,50 @@ out:
     return st;
 }
 
-/* ---- W4A16 ---------------------------------------------------------------- */
-static const qp_tensor *named(const qp_lin_desc *s, const char *name) {
-    for (size_t i = 0; i < s->n_tensors; i++)
-        if (s->tensors[i].name && !strcmp(s->tensors[i].name, name)) return &s->tensors[i];
-    return NULL;
-}
-
-static size_t tensor_elems(const qp_tensor *t) {
-    size_t e = 1;
-    for (int i = 0; i < t->ndim; i++) e *= t->shape[i] > 0 ? (size_t)t->shape[i] : 0;
-    return e;
-}
-
-/* fp16 / bf16 bits to fp32 (exact; the plugin does not link libqport) */
-static float half_bits_to_float(uint16_t h, int bf16) {
-    uint32_t u;
-    if (bf16) {
-        u = (uint32_t)h << 16;
-    } else {
-        uint32_t sgn = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-        if (e == 0) {
-            float v = (float)m * 0x1p-24f;
-            memcpy(&u, &v, 4);
-            u |= sgn;
-        } else if (e == 31) {
-            u = sgn | 0x7F800000u | (m << 13);
-        } else {
-            u = sgn | ((e + 112u) << 23) | (m << 13);
-        }
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static qp_status tensor_bad(qp_cl_device *d, const char *layer, const char *name, const char *rule) {
-    return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensor '%s' %s", d->index, layer, name, rule);
-}
-
-/* Quark-packed int4/uint4 (spec 6.7) -> the kernels' 4-bit layout. */
+/* ---- W4A16 ----------------------------------------------------------------
+ * The core's canonical fields (api/backend.h): q4 [N][K] codes 0..15,
+ * w4_signed, w4_zero [G][N], w4_scale [G][N] fp32, group_size. */
 static qp_status w4a16_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer) {
-    static const int order[8] = {0, 1, 2, 3, 4, 5, 6, 7}, reorder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-    int N = s->N, K = s->K, g = s->scheme.weight.group_size > 0 ? s->scheme.weight.group_size : K;
-    int sym = s->scheme.weight.symmetric;
-    const int *P = s->scheme.pack_method == QP_PACK_ORDER ? order : s->scheme.pack_method == QP_PACK_REORDER ? reorder : NULL;
-    if (!P) return bad_desc(d, layer, "W4A16 needs pack_method order or reorder");
+    int N = s->N, K = s->K, g = s->group_size > 0 ? s->group_size : K;
+    int sym = s->w4_signed;
     if (K % g)
         return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': input size %d is not divisible by the group size %d",
                          d->index, layer, K, g);
     if (g != K && g % 32)
         return unsupported(d, layer, "W4A16 group size not a multiple of 32 (the kernels take 32/64/128/... or per-channel)");
-    if (s->act_dtype != QP_DTYPE_F16 && s->act_dtype != QP_DTYPE_BF16) return bad_desc(d, layer, "W4A16 activations must be fp16 or bf16");
-    size_t G = (size_t)(K / g), nc = ((size_t)N + 7) / 8, Kp = ((size_t)K + 31) & ~(size_t)31, Kb = Kp / 2;
-    const qp_tensor *w = named(s, "weight"), *ws = named(s, "weight_scale"), *wz = sym ? NULL : named(s, "weight_zero_point");
-    char rule[160];
-    if (!w || w->dtype != QP_DTYPE_I32 || !w->data || tensor_elems(w) != (size_t)K * nc) {
-        snprintf(rule, sizeof rule, "must be int32 [%d, %zu] (Quark-packed int4)", K, nc);
-        return tensor_bad(d, layer, "weight", rule);
-    }
-    size_t nsc = ws && ws->data ? tensor_elems(ws) : 0;
-    if (!ws || ws->dtype != s->act_dtype || (nsc != G * (size_t)N && nsc != G * 8 * nc)) {
-        snprintf(rule, sizeof rule, "must be %s [%zu, %d] or [%zu, %zu]", s->act_dtype == QP_DTYPE_BF16 ? "bf16" : "fp16",
-                 G, N, G, 8 * nc);
-        return tensor_bad(d, layer, "weight_scale", rule);
-    }
-    if (!sym && (!wz || wz->dtype != QP_DTYPE_I32 || !wz->data || tensor_elems(wz) != G * nc)) {
-        snprintf(rule, sizeof rule, "must be int32 [%zu, %zu] (Quark-packed uint4 zero points)", G, nc);
-        return tensor_bad(d, layer, "weight_zero_point", rule);
-    }
-    size_t sstride = nsc == G * (size_t)N ? (size_t)N : 8 * nc;
+    size_t G = (size_t)(K / g), Kp = ((size_t)K + 31) & ~(size_t)31, Kb = Kp / 2;
     unsigned char *wq = calloc((size_t)N * Kb, 1), *zb = malloc(G * (size_t)N);
-    float *sc = malloc(sizeof(float) * G * (size_t)N);
     qp_status st = QP_OK;
-    if (!wq || !zb || !sc) {
+    if (!wq || !zb) {
         st = QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory packing W4A16 weights",
                        d->index, layer);
         goto out;
     }
-    const int32_t *W = w->data;
-    for (size_t k = 0; k < (size_t)K; k++)
-        for (size_t n = 0; n < (size_t)N; n++) {
-            uint32_t word = (uint32_t)W[k * nc + n / 8];
-            unsigned u = (word >> (4 * P[n % 8])) & 15u;
+    const uint8_t *Q = (const uint8_t *)s->q4;
+    for (size_t n = 0; n < (size_t)N && st == QP_OK; n++)
+        for (size_t k = 0; k < (size_t)K; k++) {
+            unsigned u = Q[n * (size_t)K + k];
+            if (u > 15u) {
+                st = QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensor q4: code %u at [%zu][%zu] "
+                               "outside 0..15", d->index, layer, u, n, k);
+                break;
+            }
             if (sym) u ^= 8u; /* two's complement c -> c + 8 (mod 16): u - 8 == c */
             size_t j = k % 32;
             wq[n * Kb + (k / 32) * 16 + (j & 15)] |= (unsigned char)(j < 16 ? u : u << 4);
         }
-    const uint16_t *S = ws->data;
-    const int32_t *Z = wz ? wz->data : NULL;
-    for (size_t gi = 0; gi < G; gi++)
-        for (size_t n = 0; n < (size_t)N; n++) {
-            sc[gi * N + n] = half_bits_to_float(S[gi * sstride + n], s->act_dtype == QP_DTYPE_BF16);
-            zb[gi * N + n] = sym ? 8 : (unsigned char)(((uint32_t)Z[gi * nc + n / 8] >> (4 * P[n % 8])) & 15u);
-        }
-    st = upload_weights(d, l, wq, Kb, "weight (int4)", layer);
-    if (st == QP_OK) st = qp_cl_buffer_from_host(d, sc, sizeof(float) * G * N, "weight_scale", layer, &l->wsc);
-    if (st == QP_OK) st = qp_cl_buffer_from_host(d, zb, G * N, sym ? "zero points (int4: 8)" : "weight_zero_point", layer, &l->wz);
+    for (size_t i = 0; i < G * (size_t)N && st == QP_OK; i++) {
+        zb[i] = sym ? 8 : s->w4_zero[i];
+        if (zb[i] > 15)
+            st = QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensor w4_zero: zero point %u at [%zu][%zu] "
+                           "outside 0..15", d->index, layer, zb[i], i / (size_t)N, i % (size_t)N);
+    }
+    if (st == QP_OK) st = upload_weights(d, l, wq, Kb, "q4 (packed int4)", layer);
+    if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w4_scale, sizeof(float) * G * N, "w4_scale", layer, &l->wsc);
+    if (st == QP_OK) st = qp_cl_buffer_from_host(d, zb, G * N, sym ? "zero points (int4: 8)" : "w4_zero", layer, &l->wz);
     l->gsz = g;
 out:
-    free(wq); free(zb); free(sc);
+    free(wq); free(zb);
     return st;
 }
 

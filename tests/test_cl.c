@@ -482,18 +482,17 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, int
             int c = codes[(size_t)k * N + n], v = sym ? c - 16 * (c >= 8) : c - zc[(size_t)(k / g) * N + n];
             wd[(size_t)n * K + k] = (float)v * dec(dt, sc[(size_t)(k / g) * 8 * nc + n]);
         }
-    /* the checkpoint's [K/g][N] scales, unless the padded form is tested */
-    uint16_t *sck = malloc(2 * (size_t)G * 8 * nc);
+    /* the canonical fields the core binds (api/linear_desc.c) */
+    uint8_t *q4 = malloc((size_t)N * K);
+    float *w4s = malloc(sizeof(float) * (size_t)G * N);
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) q4[(size_t)n * K + k] = codes[(size_t)k * N + n];
     for (int gi = 0; gi < G; gi++)
-        for (int n = 0; n < (padded ? 8 * nc : N); n++)
-            sck[(size_t)gi * (padded ? 8 * nc : N) + n] = sc[(size_t)gi * 8 * nc + n];
-    qp_tensor t[3] = {{"weight", QP_DTYPE_I32, 2, {K, nc}, W},
-                      {"weight_scale", dt, 2, {G, padded ? 8 * nc : N}, sck},
-                      {"weight_zero_point", QP_DTYPE_I32, 2, {G, nc}, Z}};
+        for (int n = 0; n < N; n++) w4s[(size_t)gi * N + n] = dec(dt, sc[(size_t)gi * 8 * nc + n]);
     char what[200];
     snprintf(what, sizeof what, "w4a16 %s %s %s g%d%s%s N=%d K=%d", dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
              sym ? "int4" : "uint4", pack == QP_PACK_ORDER ? "order" : "reorder", group, has_bias ? " bias" : "",
-             padded ? " padded-scales" : "", N, K);
+             padded ? " (padded)" : "", N, K);
     qp_lin_desc d = {0};
     d.struct_size = sizeof d;
     d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
@@ -506,8 +505,10 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, int
     d.layer = "test.w4a16";
     d.bias = has_bias ? bias : NULL;
     d.group_size = group;
-    d.tensors = t;
-    d.n_tensors = sym ? 2 : 3;
+    d.q4 = (const int8_t *)q4;
+    d.w4_signed = sym;
+    d.w4_zero = sym ? NULL : zc;
+    d.w4_scale = w4s;
     void *lins[3] = {0};
     for (int p = 0; p < 3; p++) {
         st = ops->linear_prepare(dev, &d, paths[p], &lins[p]);
@@ -544,7 +545,7 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, int
         time_forward(&d, 0, 16, "w4a16");
         time_forward(&d, 0, 64, "w4a16");
     }
-    free(codes); free(zc); free(W); free(Z); free(sc); free(sck); free(bias); free(wd);
+    free(codes); free(zc); free(W); free(Z); free(sc); free(bias); free(wd); free(q4); free(w4s);
 }
 
 /* ---- W8A8-FP8 per-block (spec 6.6) -----------------------------------------
@@ -885,11 +886,9 @@ static qp_status fresh_prepare_and_run(int check_output) {
 
 /* W4A16 / fp8 per-block: refused tensors, shapes and paths */
 static void w4a16_fp8b_faults(void) {
-    int32_t W[64 * 8] = {0}, Z[2 * 8] = {0};
-    uint16_t sc[64 * 2 * 64];
-    for (int i = 0; i < 64 * 2 * 64; i++) sc[i] = enc(QP_DTYPE_F16, 0.01f);
-    qp_tensor t[3] = {{"weight", QP_DTYPE_I32, 2, {64, 8}, W}, {"weight_scale", QP_DTYPE_F16, 2, {2, 64}, sc},
-                      {"weight_zero_point", QP_DTYPE_I32, 2, {2, 8}, Z}};
+    static uint8_t q4[64 * 64], Z[2 * 64];
+    static float sc[2 * 64];
+    for (int i = 0; i < 2 * 64; i++) sc[i] = 0.01f;
     qp_lin_desc d = {0};
     d.struct_size = sizeof d;
     d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
@@ -900,33 +899,33 @@ static void w4a16_fp8b_faults(void) {
     d.N = 64;
     d.K = 64;
     d.layer = "fault.w4a16";
-    d.tensors = t;
-    d.n_tensors = 2; /* uint4 without its zero points */
+    d.group_size = 32;
+    d.q4 = (const int8_t *)q4;
+    d.w4_scale = sc;
+    d.w4_signed = 0; /* uint4 without its zero points */
     void *lin = NULL;
     qp_status st = ops->linear_prepare(dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "weight_zero_point") && strstr(last_error, "fault.w4a16"),
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "w4_zero") && strstr(last_error, "fault.w4a16"),
           "w4a16 without zero points: %d '%s'", (int)st, last_error);
-    t[2].shape[0] = 1; /* wrong zero-point shape */
-    d.n_tensors = 3;
+    d.w4_zero = Z;
+    Z[70] = 16; /* a zero point outside 0..15 */
     st = ops->linear_prepare(dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "weight_zero_point"), "w4a16 zp shape: %d '%s'", (int)st,
-          last_error);
-    t[2].shape[0] = 2;
-    t[1].dtype = QP_DTYPE_BF16; /* scales not in the act dtype */
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "w4_zero") && strstr(last_error, "[1][6]"),
+          "w4a16 zp range: %d '%s'", (int)st, last_error);
+    Z[70] = 0;
+    q4[5] = 0xF0; /* a code outside 0..15 */
     st = ops->linear_prepare(dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "weight_scale"), "w4a16 scale dtype: %d '%s'", (int)st,
-          last_error);
-    t[1].dtype = QP_DTYPE_F16;
-    d.scheme.weight.group_size = 48; /* K = 64 is not a multiple */
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "q4") && strstr(last_error, "[0][5]"),
+          "w4a16 code range: %d '%s'", (int)st, last_error);
+    q4[5] = 0;
+    d.group_size = 48; /* K = 64 is not a multiple */
     st = ops->linear_prepare(dev, &d, 0, &lin);
     CHECK(st == QP_ERR_VALUE && strstr(last_error, "not divisible by the group size 48"), "w4a16 g48: %d '%s'", (int)st,
           last_error);
-    d.scheme.weight.group_size = 16; d.K = 32; /* divides K, not a multiple of 32 */
-    t[0].shape[0] = 32;
+    d.group_size = 16; d.K = 32; /* divides K, not a multiple of 32 */
     st = ops->linear_prepare(dev, &d, 0, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "multiple of 32"), "w4a16 g16: %d '%s'", (int)st, last_error);
-    d.scheme.weight.group_size = 32; d.K = 64;
-    t[0].shape[0] = 64;
+    d.group_size = 32; d.K = 64;
     st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "no integer dot product path"), "w4a16 int-dot: %d '%s'",
           (int)st, last_error);
