@@ -38,6 +38,12 @@ enum {
     QP_CL_K_QUANT_F8G,
     QP_CL_K_GEMV_F8B,
     QP_CL_K_TILED_F8B,
+    QP_CL_K_ACT_QDQ,
+    QP_CL_K_GEMV_FW,
+    QP_CL_K_TILED_FW,
+    QP_CL_K_ROTATE,
+    QP_CL_K_KV_QUANT,
+    QP_CL_K_KV_DEQUANT,
     QP_CL_K_COUNT
 };
 

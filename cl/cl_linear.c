@@ -28,6 +28,7 @@
 #define EPI_BIAS 4
 #define EPI_BF16 8
 #define EPI_QQQ 16
+#define EPI_BIAS_RND 32 /* shaders/cl_gemm_fw.cl: y = rnd(rnd(sum) + bias) */
 
 #define GEMV_MAX_M 16
 #define MAX_CHUNKS 64
@@ -53,6 +54,11 @@ typedef struct qp_cl_linear {
                                  * W4A16: the group size (K per-channel)     */
     cl_mem wz;                  /* W4A16: zero points [K/g][N] uchar         */
     int ue8m0;                  /* FP8 block: power-of-two activation scales */
+    /* block-float / unquantized layers (shaders/cl_gemm_fw.cl) */
+    int fw;                     /* 1: runs qp_act_qdq + qp_gemv_fw / qp_tiled_fw */
+    int wfmt, blk;              /* weight format (0 act bits, 1 fp4 packed, 2 byte codes), k per block scale */
+    int qmode, elem, mbits, emax; /* qp_act_qdq mode and MX element format */
+    float g, inv_g;             /* NVFP4: 1 / input_global_scale and 1 / g */
     cl_mem xq, sx, szp, rowmax;
     int cap_m;
     char layer[96];
@@ -60,6 +66,7 @@ typedef struct qp_cl_linear {
 
 static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer);
 static qp_status w4a16_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer);
+static qp_status fw_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer);
 
 /* Uploads weights of `row_bytes` per column, split in column chunks that
  * fit one device allocation (multiples of the 32-column tile). */
@@ -129,7 +136,56 @@ static qp_status bad_desc(qp_cl_device *d, const char *layer, const char *why) {
     return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': %s", d->index, layer, why);
 }
 
-/* Checks the desc for the three schemes this backend runs. */
+static int elem_id(qp_dtype e) {
+    return e == QP_DTYPE_F4_E2M1 ? 1 : e == QP_DTYPE_F6_E3M2 ? 2 : e == QP_DTYPE_F6_E2M3 ? 3 : e == QP_DTYPE_F8_E4M3FN ? 4 : 0;
+}
+
+/* OCP-MX, W4A8-MXFP4-FP8, NVFP4, unquantized (the canonical fields of
+ * api/backend.h) */
+static qp_status check_fw(qp_cl_device *d, const qp_lin_desc *s, const char *layer) {
+    static const int mb[] = {0, 1, 2, 3, 3}, em[] = {0, 2, 4, 2, 8}; /* spec 3.4 step 1 */
+    if (s->kind == QP_SCHEME_UNQUANTIZED) {
+        if (!s->w_act) return bad_desc(d, layer, "an unquantized layer needs w_act");
+        if (s->act != QP_ACT_NONE) return unsupported(d, layer, "unquantized layer with an activation quantization mode");
+        return QP_OK;
+    }
+    if (!s->w_codes || !s->w_lut || !s->w_blk_scale)
+        return bad_desc(d, layer, "block-float weights need w_codes, w_lut and w_blk_scale");
+    if (!elem_id(s->w_elem)) return bad_desc(d, layer, "w_elem must be fp4_e2m1, fp6_e3m2, fp6_e2m3 or fp8_e4m3fn");
+    if (s->w_blk != 16 && s->w_blk != 32) return bad_desc(d, layer, "w_blk must be 16 or 32");
+    if (s->K % s->w_blk)
+        return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': K (%d) is not a multiple of the weight block %d",
+                         d->index, layer, s->K, s->w_blk);
+    switch (s->act) {
+    case QP_ACT_NONE:
+        return QP_OK;
+    case QP_ACT_MX_QDQ: {
+        int e = elem_id(s->act_elem);
+        if (!e || s->act_mbits != mb[e] || s->act_emax != em[e])
+            return bad_desc(d, layer, "QP_ACT_MX_QDQ needs act_elem fp4_e2m1/fp6_e3m2/fp6_e2m3/fp8_e4m3fn with its "
+                                      "act_mbits and act_emax");
+        if (s->K % 32)
+            return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': MX activations need K (%d) to be a multiple of 32",
+                             d->index, layer, s->K);
+        return QP_OK;
+    }
+    case QP_ACT_FP8_STATIC_QDQ:
+        if (!(s->input_scale > 0.0f) || s->input_scale > 3.4e38f)
+            return bad_desc(d, layer, "QP_ACT_FP8_STATIC_QDQ needs a finite input_scale > 0");
+        return QP_OK;
+    case QP_ACT_NVFP4_QDQ:
+        if (!(s->input_global_scale > 0.0f) || s->input_global_scale > 3.4e38f)
+            return bad_desc(d, layer, "QP_ACT_NVFP4_QDQ needs a finite input_global_scale > 0");
+        if (s->K % 16)
+            return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': NVFP4 activations need K (%d) to be a multiple "
+                             "of 16", d->index, layer, s->K);
+        return QP_OK;
+    default:
+        return unsupported(d, layer, "block-float weights with an integer or dynamic fp8 activation mode");
+    }
+}
+
+/* Checks the desc for the schemes this backend runs. */
 static qp_status check_desc(qp_cl_device *d, const qp_lin_desc *s, const char *layer) {
     if (s->N <= 0 || s->K <= 0) return bad_desc(d, layer, "N and K must be positive");
     if (s->act_dtype != QP_DTYPE_F16 && s->act_dtype != QP_DTYPE_BF16)
@@ -167,13 +223,22 @@ static qp_status check_desc(qp_cl_device *d, const qp_lin_desc *s, const char *l
         if (!s->q4 || !s->w4_scale) return bad_desc(d, layer, "W4A16 needs q4 and w4_scale");
         if (!s->w4_signed && !s->w4_zero) return bad_desc(d, layer, "uint4 W4A16 (w4_signed 0) needs w4_zero");
         return QP_OK;
+    case QP_SCHEME_OCP_MX:
+    case QP_SCHEME_W4A8_MXFP4_FP8:
+    case QP_SCHEME_NVFP4:
+    case QP_SCHEME_UNQUANTIZED:
+        return check_fw(d, s, layer);
     default:
         return unsupported(d, layer, "not yet implemented on opencl");
     }
 }
 
+static int fw_kind(qp_scheme_kind k) {
+    return k == QP_SCHEME_OCP_MX || k == QP_SCHEME_W4A8_MXFP4_FP8 || k == QP_SCHEME_NVFP4 || k == QP_SCHEME_UNQUANTIZED;
+}
+
 static int float_kind(qp_scheme_kind k) {
-    return k == QP_SCHEME_W8A8_FP8 || k == QP_SCHEME_W8A8_FP8_BLOCK || k == QP_SCHEME_W4A16_INT4;
+    return k == QP_SCHEME_W8A8_FP8 || k == QP_SCHEME_W8A8_FP8_BLOCK || k == QP_SCHEME_W4A16_INT4 || fw_kind(k);
 }
 
 static qp_status check_path(qp_cl_device *d, const qp_lin_desc *s, unsigned path, const char *layer) {
@@ -185,8 +250,8 @@ static qp_status check_path(qp_cl_device *d, const qp_lin_desc *s, unsigned path
         return bad_desc(d, layer, "unknown QP_PATH_* bits");
     if (path & QP_PATH_INT_DOT) {
         if (float_kind(s->kind))
-            return unsupported(d, layer, "QP_PATH_INT_DOT forced on a float layer (fp8 / W4A16 run fp32 "
-                                         "multiply-adds: no integer dot product path)");
+            return unsupported(d, layer, "QP_PATH_INT_DOT forced on a float layer (fp8 / W4A16 / MX / NVFP4 / "
+                                         "unquantized run fp32 multiply-adds: no integer dot product path)");
         if (!d->has_int_dot)
             return unsupported(d, layer, "QP_PATH_INT_DOT forced but the device lacks cl_khr_integer_dot_product "
                                          "(4x8-bit input)");
@@ -246,6 +311,12 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     case QP_SCHEME_W4A16_INT4:
         l->act = QP_ACT_NONE;
         st = w4a16_pack(d, l, s, layer);
+        break;
+    case QP_SCHEME_OCP_MX:
+    case QP_SCHEME_W4A8_MXFP4_FP8:
+    case QP_SCHEME_NVFP4:
+    case QP_SCHEME_UNQUANTIZED:
+        st = fw_pack(d, l, s, layer);
         break;
     default: /* QQQ: dynamic per-token symmetric int8 activations (spec 5.5 step 1) */
         l->flags |= EPI_QQQ;
@@ -360,6 +431,61 @@ out:
     return st;
 }
 
+/* ---- OCP-MX / W4A8-MXFP4-FP8 / NVFP4 / unquantized -------------------------
+ * Weights: fp4 codes packed two per byte in the 32-chunk layout of
+ * cl_gemm_w4.cl, fp6 / fp8 codes one per byte, unquantized act-dtype bits as
+ * given; the code table w_lut and the fp32 block multipliers w_blk_scale
+ * [N][K / w_blk] as the core made them. */
+static qp_status fw_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer) {
+    size_t N = (size_t)s->N, K = (size_t)s->K;
+    l->fw = 1;
+    l->blk = 16;
+    if (s->bias_after_round) l->flags |= EPI_BIAS_RND;
+    switch (s->act) {
+    case QP_ACT_MX_QDQ: l->qmode = 1; break;
+    case QP_ACT_FP8_STATIC_QDQ: l->qmode = 2; break;
+    case QP_ACT_NVFP4_QDQ: l->qmode = 3; break;
+    default: l->qmode = 0; break;
+    }
+    l->elem = elem_id(s->act_elem);
+    l->mbits = s->act_mbits;
+    l->emax = s->act_emax;
+    if (l->qmode == 3) {
+        l->g = 1.0f / s->input_global_scale; /* spec 4.2, one correctly rounded division */
+        l->inv_g = 1.0f / l->g;
+    }
+    if (s->kind == QP_SCHEME_UNQUANTIZED) {
+        l->wfmt = 0;
+        return upload_weights(d, l, s->w_act, 2 * K, "w_act", layer);
+    }
+    l->blk = s->w_blk;
+    qp_status st;
+    if (s->w_elem == QP_DTYPE_F4_E2M1) {
+        l->wfmt = 1;
+        size_t Kb = ((K + 31) & ~(size_t)31) / 2;
+        unsigned char *wq = calloc(N * Kb, 1);
+        if (!wq)
+            return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory packing fp4 weights",
+                             d->index, layer);
+        for (size_t n = 0; n < N; n++)
+            for (size_t k = 0; k < K; k++) {
+                unsigned c = s->w_codes[n * K + k] & 15u;
+                size_t j = k % 32;
+                wq[n * Kb + (k / 32) * 16 + (j & 15)] |= (unsigned char)(j < 16 ? c : c << 4);
+            }
+        st = upload_weights(d, l, wq, Kb, "w_codes (packed fp4)", layer);
+        free(wq);
+    } else {
+        l->wfmt = 2;
+        st = upload_weights(d, l, s->w_codes, K, "w_codes", layer);
+    }
+    if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w_lut, 256 * sizeof(float), "w_lut", layer, &l->lut);
+    if (st == QP_OK)
+        st = qp_cl_buffer_from_host(d, s->w_blk_scale, N * (K / (size_t)l->blk) * sizeof(float), "w_blk_scale", layer,
+                                    &l->wsc);
+    return st;
+}
+
 static int use_gemv(const qp_cl_linear *l, int M) {
     if (l->path & QP_PATH_GEMV) return 1;
     if (l->path & QP_PATH_TILED) return 0;
@@ -410,7 +536,17 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
     size_t qg[1] = {(size_t)M * WG}, ql[1] = {WG};
     int fp8 = l->kind == QP_SCHEME_W8A8_FP8, qqq = l->kind == QP_SCHEME_QQQ_W4A8;
     int f8b = l->kind == QP_SCHEME_W8A8_FP8_BLOCK, w4 = l->kind == QP_SCHEME_W4A16_INT4;
-    if (w4) {
+    if (l->fw) {
+        /* x' (fake-quantized, rounded to the act dtype) as fp32, once */
+        if ((size_t)M * (size_t)K > (size_t)INT_MAX - WG)
+            return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': M*K = %zu too large for one launch",
+                             d->index, l->layer, (size_t)M * (size_t)K);
+        int items = l->qmode == 1 ? M * (K / 32) : l->qmode == 3 ? M * (K / 16) : M * K;
+        size_t g[1] = {((size_t)items + WG - 1) / WG * WG};
+        karg a[] = {A(xb->mem), A(items), A(bf16), A(l->qmode), A(l->elem), A(l->mbits), A(l->emax),
+                    A(l->input_scale), A(l->g), A(l->inv_g), A(dm), A(l->xq)};
+        st = run_kernel(d, l, QP_CL_K_ACT_QDQ, "qp_act_qdq", a, 12, 1, g, ql);
+    } else if (w4) {
         /* activations widened to fp32 once (the GEMV reads each row N times) */
         if ((size_t)M * (size_t)K > (size_t)INT_MAX - WG)
             return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': M*K = %zu too large for one launch",
@@ -449,7 +585,12 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
             size_t g[1] = {(size_t)(ne - nb) * WG}, lo[1] = {WG};
             for (int m0 = 0; m0 < M && st == QP_OK; m0 += GEMV_MAX_M) {
                 int rows = M - m0 < GEMV_MAX_M ? M - m0 : GEMV_MAX_M;
-                if (w4) {
+                if (l->fw) {
+                    cl_mem lut = l->lut ? l->lut : d->dummy, bs = l->wsc ? l->wsc : d->dummy;
+                    karg a[] = {A(l->xq), A(w), A(lut), A(bs), A(K), A(N), A(nb), A(l->wfmt), A(l->blk), A(m0),
+                                A(rows), A(l->flags), A(bias), A(yb->mem)};
+                    st = run_kernel(d, l, QP_CL_K_GEMV_FW, "qp_gemv_fw", a, 14, 1, g, lo);
+                } else if (w4) {
                     karg a[] = {A(l->xq), A(w), A(l->wsc), A(l->wz), A(K), A(N), A(nb), A(l->gsz), A(m0), A(rows),
                                 A(l->flags), A(bias), A(yb->mem)};
                     st = run_kernel(d, l, QP_CL_K_GEMV_W4, "qp_gemv_w4", a, 13, 1, g, lo);
@@ -473,7 +614,12 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
         } else {
             size_t g[2] = {(size_t)((ne - nb + TILE - 1) / TILE) * 8, (size_t)((M + TILE - 1) / TILE) * 8};
             size_t lo[2] = {8, 8};
-            if (w4) {
+            if (l->fw) {
+                cl_mem lut = l->lut ? l->lut : d->dummy, bs = l->wsc ? l->wsc : d->dummy;
+                karg a[] = {A(l->xq), A(w), A(lut), A(bs), A(M), A(K), A(N), A(nb), A(ne), A(l->wfmt), A(l->blk),
+                            A(l->flags), A(bias), A(yb->mem)};
+                st = run_kernel(d, l, QP_CL_K_TILED_FW, "qp_tiled_fw", a, 14, 2, g, lo);
+            } else if (w4) {
                 karg a[] = {A(l->xq), A(w), A(l->wsc), A(l->wz), A(M), A(K), A(N), A(nb), A(ne), A(l->gsz),
                             A(l->flags), A(bias), A(yb->mem)};
                 st = run_kernel(d, l, QP_CL_K_TILED_W4, "qp_tiled_w4", a, 13, 2, g, lo);
@@ -515,6 +661,9 @@ void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     const char *arith = l->kind == QP_SCHEME_W8A8_FP8 ? "fp8->fp32"
                         : l->kind == QP_SCHEME_W8A8_FP8_BLOCK ? "fp8->fp32 128x128 blocks, act groups of 128"
                         : l->kind == QP_SCHEME_W4A16_INT4 ? "int4->fp32"
+                        : l->kind == QP_SCHEME_UNQUANTIZED ? "fp16/bf16->fp32"
+                        : l->fw ? (l->wfmt == 1 ? (l->blk == 16 ? "fp4->fp32 blocks of 16" : "fp4->fp32 blocks of 32")
+                                                : "fp6/fp8->fp32 blocks of 32")
                         : l->kind == QP_SCHEME_QQQ_W4A8
                             ? (l->use_dot ? (d->int_dot_emulated ? "int4->int8 int-dot (emulated)" : "int4->int8 int-dot")
                                           : "int4->int8 plain")

@@ -32,6 +32,7 @@
 
 #include "backend.h"
 #include "qport.h"
+#include "registry.h"
 
 static int failures;
 static unsigned long long seed = 20261202ull, rng;
@@ -639,6 +640,262 @@ static void test_fp8_block(qp_dtype dt, int ue8m0, int has_bias, int identity, i
     free(w); free(ws); free(bias);
 }
 
+/* ---- OCP-MX / W4A8-MXFP4-FP8 / NVFP4 / unquantized (issue 9) ---------------
+ * Layers built from checkpoint tensors by the core's own binder
+ * (qp_lin_desc_build), so the canonical fields are exactly the core's.
+ * `sel`: "selection" weights -- one weight 1.0 (block multiplier 1) per
+ * output row at k = n % K, zero elsewhere -- so y[m][n] = x'[m][n % K] (+
+ * bias) exactly: the activation qdq is compared bit for bit with the
+ * reference. Otherwise random codes and scales, judged within
+ * K 2^-24 sum_k |x'_k||W_k| + 2 ulp (+ 1 ulp of the pre-bias sum for NVFP4's
+ * rounded-then-biased output). */
+typedef enum { FW_MX, FW_W4A8, FW_NVFP4, FW_UNQ } fw_kind;
+
+/* rows of x for the block-float cases: m % 8 picks a pattern (`stress`:
+ * NaN, huge and inf rows) */
+static void make_x_fw(uint16_t *x, int M, int K, qp_dtype dt, int stress) {
+    int bf = dt == QP_DTYPE_BF16;
+    for (int m = 0; m < M; m++) {
+        uint16_t *r = x + (size_t)m * K;
+        int pat = m % 8;
+        if (!stress && (pat == 2 || pat == 5 || pat == 7)) pat = 0;
+        for (int k = 0; k < K; k++) {
+            float v = frand() * (0.05f + 4.0f * (float)((m * 7) % 11) / 11.0f);
+            if (pat == 1) v = frand() * ldexpf(1.0f, (k / 32) % 16 - 8);   /* blocks of mixed magnitudes */
+            if (pat == 3) v = 0.0f;                                         /* a zero row */
+            if (pat == 4) v = frand() * (bf ? 0x1p-128f : 0x1p-18f);       /* subnormal territory */
+            if (pat == 6) v = 1.5f;
+            if (pat == 5 && k / 16 == 1) v = (k % 2 ? -1.0f : 1.0f) * (bf ? 3.0e38f : 65504.0f); /* huge block */
+            r[k] = enc(dt, v);
+        }
+        if (pat == 2) r[K > 40 ? 40 : K - 1] = 0x7FFF;         /* NaN */
+        if (pat == 7) r[K > 3 ? 3 : 0] = bf ? 0x7F80 : 0x7C00;  /* +inf */
+    }
+}
+
+/* x' as the reference computes it (cpu/ref_*.c), for the bound */
+static void host_xq(fw_kind kind, qp_dtype ae, const qp_lin_desc *d, const uint16_t *x, int M, int K, float *xq) {
+    qp_dtype dt = d->act_dtype;
+    float *xr = malloc(sizeof(float) * (size_t)K);
+    uint8_t *codes = malloc((size_t)K), *sc = malloc((size_t)K / 16 + 1);
+    for (int m = 0; m < M; m++) {
+        float *o = xq + (size_t)m * K;
+        for (int k = 0; k < K; k++) xr[k] = dec(dt, x[(size_t)m * K + k]);
+        if (kind == FW_MX && ae != QP_DTYPE_NONE) {
+            qp_quant_mx(NULL, ae, xr, 1, (size_t)K, codes, sc);
+            qp_dequant_mx(NULL, ae, codes, sc, 1, (size_t)K, o);
+            for (int k = 0; k < K; k++) o[k] = dec(dt, enc(dt, o[k]));
+        } else if (kind == FW_W4A8) {
+            for (int k = 0; k < K; k++) {
+                float t = fmaxf(-448.0f, fminf(dec(dt, enc(dt, xr[k] / d->input_scale)), 448.0f));
+                float q = qp_format_decode(QP_DTYPE_F8_E4M3FN, qp_format_encode(QP_DTYPE_F8_E4M3FN, t));
+                o[k] = dec(dt, enc(dt, dec(dt, enc(dt, q)) * d->input_scale));
+            }
+        } else if (kind == FW_NVFP4) {
+            float g = 1.0f / d->input_global_scale;
+            qp_quant_nvfp4(NULL, xr, 1, (size_t)K, g, codes, sc);
+            for (int k = 0; k < K; k++) {
+                float s = qp_format_decode(QP_DTYPE_F8_E4M3FN, sc[k / 16]) / g;
+                o[k] = dec(dt, enc(dt, qp_format_decode(QP_DTYPE_F4_E2M1, codes[k]) * s));
+            }
+        } else {
+            memcpy(o, xr, sizeof(float) * (size_t)K);
+        }
+    }
+    free(xr); free(codes); free(sc);
+}
+
+static double fw_weight(const qp_lin_desc *d, int n, int k) {
+    size_t i = (size_t)n * d->K + k;
+    if (d->kind == QP_SCHEME_UNQUANTIZED) return dec(d->act_dtype, d->w_act[i]);
+    return dec(d->act_dtype, enc(d->act_dtype, d->w_lut[d->w_codes[i]] * d->w_blk_scale[(size_t)n * (d->K / d->w_blk) + k / d->w_blk]));
+}
+
+static long n_fw_exact;
+
+static void test_fw(fw_kind kind, qp_dtype dt, qp_dtype we, qp_ocp_mx_act act, int sel, int has_bias, int stress, int N,
+                    int K, const int *ms, int nms) {
+    static const qp_dtype aes[] = {QP_DTYPE_NONE, QP_DTYPE_F4_E2M1, QP_DTYPE_F6_E3M2, QP_DTYPE_F6_E2M3, QP_DTYPE_F8_E4M3FN};
+    if (kind != FW_MX) act = QP_OCP_MX_ACT_NONE;
+    if (kind == FW_W4A8 || kind == FW_NVFP4) we = QP_DTYPE_F4_E2M1;
+    qp_dtype ae = aes[act];
+    int blk = kind == FW_NVFP4 ? 16 : 32, nb = K / blk;
+    size_t nk = (size_t)N * K;
+    /* checkpoint tensors */
+    uint8_t *codes = calloc(nk, 1), *packed = calloc(nk, 1), *bsc = malloc((size_t)N * nb);
+    uint16_t *wact = malloc(2 * nk), *bias = malloc(2 * (size_t)N);
+    float one_code = 0;
+    if (kind != FW_UNQ) one_code = (float)qp_format_encode(we, 1.0f);
+    int bits = kind == FW_UNQ ? 16 : qp_format_bits(we);
+    for (int n = 0; n < N; n++) {
+        for (int k = 0; k < K; k++) {
+            size_t i = (size_t)n * K + k;
+            if (sel) {
+                codes[i] = k == n % K ? (uint8_t)one_code : 0;
+                wact[i] = enc(dt, k == n % K ? 1.0f : 0.0f);
+            } else {
+                unsigned c = (unsigned)irand(0, (1 << (bits > 8 ? 8 : bits)) - 1);
+                if (we == QP_DTYPE_F8_E4M3FN && (c & 0x7F) == 0x7F) c = 0x38; /* no NaN weights */
+                codes[i] = (uint8_t)c;
+                wact[i] = enc(dt, frand() * 0.5f);
+            }
+        }
+        for (int j = 0; j < nb; j++) {
+            if (kind == FW_NVFP4) /* e4m3 block scales; selection: 1.0 */
+                bsc[(size_t)n * nb + j] = sel ? 0x38 : (uint8_t)irand(0x20, 0x50);
+            else /* e8m0: 2^0 for selection, else 2^-6 .. 2^3, a few far ones (fp16 saturation / flush) */
+                bsc[(size_t)n * nb + j] = sel ? 127 : (n % 11 == 4 && j < 2) ? (uint8_t)(j ? 100 : 150)
+                                                                               : (uint8_t)irand(121, 130);
+        }
+        bias[n] = enc(dt, frand() * 2.0f);
+    }
+    if (kind != FW_UNQ) {
+        for (int n = 0; n < N; n++) {
+            if (we == QP_DTYPE_F4_E2M1) qp_pack_fp4(codes + (size_t)n * K, (size_t)K, packed + (size_t)n * (K / 2));
+            else if (we == QP_DTYPE_F8_E4M3FN) memcpy(packed + (size_t)n * K, codes + (size_t)n * K, (size_t)K);
+            else qp_pack_fp6(codes + (size_t)n * K, (size_t)K, packed + (size_t)n * (K * 3 / 4));
+        }
+    }
+    int64_t wcols = we == QP_DTYPE_F4_E2M1 ? K / 2 : we == QP_DTYPE_F8_E4M3FN ? K : K * 3 / 4;
+    float in_scale = sel ? 0.0625f : 0.013f, igs = sel ? 2.0f : 37.5f, ws2 = sel ? 1.0f : 0.75f;
+    qp_tensor t[6];
+    int nt = 0;
+    qp_scheme sch = {0};
+    if (kind == FW_UNQ) {
+        sch.kind = QP_SCHEME_UNQUANTIZED;
+        t[nt++] = (qp_tensor){"weight", dt, 2, {N, K}, wact};
+    } else {
+        sch.kind = kind == FW_MX ? QP_SCHEME_OCP_MX : kind == FW_W4A8 ? QP_SCHEME_W4A8_MXFP4_FP8 : QP_SCHEME_NVFP4;
+        sch.weight.dtype = we;
+        sch.activation.dtype = ae;
+        if (ae == QP_DTYPE_F8_E4M3FN) { sch.activation.granularity = QP_GRAN_GROUP; sch.activation.group_size = 32; sch.activation.dynamic = 1; }
+        t[nt++] = (qp_tensor){"weight", we == QP_DTYPE_F8_E4M3FN ? QP_DTYPE_F8_E4M3FN : QP_DTYPE_U8, 2, {N, wcols}, packed};
+        t[nt++] = (qp_tensor){"weight_scale", kind == FW_NVFP4 ? QP_DTYPE_F8_E4M3FN : QP_DTYPE_U8, 2, {N, nb}, bsc};
+        if (kind == FW_W4A8) t[nt++] = (qp_tensor){"input_scale", QP_DTYPE_F32, 0, {0}, &in_scale};
+        if (kind == FW_NVFP4) {
+            t[nt++] = (qp_tensor){"weight_scale_2", QP_DTYPE_F32, 0, {0}, &ws2};
+            t[nt++] = (qp_tensor){"input_scale_2", QP_DTYPE_F32, 0, {0}, &igs};
+        }
+    }
+    if (has_bias) t[nt++] = (qp_tensor){"bias", dt, 1, {N}, bias};
+    char what[200];
+    static const char *kn[] = {"ocp-mx", "w4a8-mxfp4", "nvfp4", "unquantized"};
+    snprintf(what, sizeof what, "%s %s w=%s a=%s%s%s%s N=%d K=%d", kn[kind], dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
+             kind == FW_UNQ ? "-" : qp_dtype_name(we), kind == FW_W4A8 ? "fp8-static" : kind == FW_NVFP4 ? "nvfp4" : ae == QP_DTYPE_NONE ? "none" : qp_dtype_name(ae),
+             sel ? " selection" : "", has_bias ? " bias" : "", stress ? " stress" : "", N, K);
+    qp_linear_options o;
+    qp_linear_options_init(&o);
+    o.act_dtype = dt;
+    o.layer = "test.fw";
+    qp_lin_desc d;
+    qp_lin_desc_store *store = NULL;
+    qp_status st = qp_lin_desc_build(NULL, &sch, N, K, t, (size_t)nt, &o, &d, &store);
+    CHECK(st == QP_OK, "%s: qp_lin_desc_build: %s", what, qp_last_error(NULL));
+    void *lins[2] = {0};
+    for (int p = 0; p < 2 && st == QP_OK; p++) {
+        qp_status s2 = ops->linear_prepare(dev, &d, paths[p + 1], &lins[p]);
+        CHECK(s2 == QP_OK, "%s: prepare %s: %s", what, path_name[p + 1], last_error);
+    }
+    for (int mi = 0; mi < nms && st == QP_OK; mi++) {
+        int M = ms[mi];
+        uint16_t *x = malloc(2 * (size_t)M * K), *yr = malloc(2 * (size_t)M * N), *y = malloc(2 * (size_t)M * N);
+        float *xq = malloc(sizeof(float) * (size_t)M * K);
+        double *tol = calloc((size_t)M * N, sizeof(double));
+        make_x_fw(x, M, K, dt, stress);
+        qp_status rs;
+        if (kind == FW_MX) {
+            qp_ref_ocp_mx_args a = {dt, x, M, K, N, we, packed, bsc, 1, act, has_bias ? bias : NULL};
+            rs = qp_ref_ocp_mx_forward(NULL, &a, yr);
+        } else if (kind == FW_W4A8) {
+            qp_ref_w4a8_mxfp4_args a = {dt, x, M, K, N, packed, bsc, in_scale, has_bias ? bias : NULL};
+            rs = qp_ref_w4a8_mxfp4_fp8_forward(NULL, &a, yr);
+        } else if (kind == FW_NVFP4) {
+            qp_ref_nvfp4_args a = {dt, x, M, K, N, packed, bsc, ws2, igs, has_bias ? bias : NULL};
+            rs = qp_ref_nvfp4_forward(NULL, &a, yr);
+        } else {
+            rs = qp_ref_unquantized_forward(NULL, dt, x, M, K, N, wact, has_bias ? bias : NULL, yr);
+        }
+        CHECK(rs == QP_OK, "%s: reference failed", what);
+        if (!sel) {
+            host_xq(kind, ae, &d, x, M, K, xq);
+            for (int n = 0; n < N; n++) {
+                for (int m = 0; m < M; m++) {
+                    double ts = 0.0;
+                    for (int k = 0; k < K; k++) {
+                        double v = fabs((double)xq[(size_t)m * K + k] * fw_weight(&d, n, k));
+                        if (!isnan(v)) ts += v;
+                    }
+                    double r = dec(dt, yr[(size_t)m * N + n]), b = has_bias ? dec(dt, bias[n]) : 0.0;
+                    double t2 = (K + 2.0) * ldexp(1.0, -24) * 1.01 * ts + 2.0 * ulp_of(dt, fabs(r));
+                    if (kind == FW_NVFP4 && has_bias) t2 += 2.0 * ulp_of(dt, fabs(r - b) + ts * ldexp(1.0, -20));
+                    tol[(size_t)m * N + n] = t2;
+                }
+            }
+        }
+        for (int p = 0; p < 2; p++) {
+            if (!lins[p]) continue;
+            char w2[260];
+            snprintf(w2, sizeof w2, "%s [%s]", what, path_name[p + 1]);
+            if (!run(lins[p], x, M, K, N, y, w2)) continue;
+            n_cases++;
+            n_outputs += (long)M * N;
+            if (sel) {
+                compare_exact(y, yr, M, N, w2, M);
+                n_fw_exact += (long)M * N;
+                continue;
+            }
+            int bad = 0;
+            for (size_t i = 0; i < (size_t)M * N; i++) {
+                double r = dec(dt, yr[i]), g = dec(dt, y[i]);
+                int ok = isnan(r) ? isnan(g) : isinf(r) ? g == r : fabs(g - r) <= tol[i];
+                if (!ok && bad++ < 3)
+                    fprintf(stderr, "  %s M=%d: y[%zu][%zu] = %g, reference %g, bound %g\n", w2, M, i / N, i % N, g, r,
+                            tol[i]);
+            }
+            CHECK(!bad, "%s M=%d: %d outputs outside the bound", w2, M, bad);
+        }
+        free(x); free(yr); free(y); free(xq); free(tol);
+    }
+    for (int p = 0; p < 2; p++)
+        if (lins[p]) ops->linear_destroy(dev, lins[p]);
+    if (N >= 4096 && st == QP_OK) {
+        time_forward(&d, 0, 1, kn[kind]);
+        time_forward(&d, 0, 16, kn[kind]);
+    }
+    if (store) qp_lin_desc_free(store);
+    free(codes); free(packed); free(bsc); free(wact); free(bias);
+}
+
+static void fw_matrix(void) {
+    static const int ms[] = {1, 3, 16, 17, 64};
+    const qp_dtype H = QP_DTYPE_F16, B = QP_DTYPE_BF16;
+    const qp_dtype F4 = QP_DTYPE_F4_E2M1, E23 = QP_DTYPE_F6_E2M3, E32 = QP_DTYPE_F6_E3M2, F8 = QP_DTYPE_F8_E4M3FN;
+    /* every OCP_MX_Scheme pair (spec 3.1), selection weights (bit-exact qdq)
+     * in fp16 and bf16 with the NaN / inf / huge rows, then random layers */
+    static const struct { qp_dtype w; qp_ocp_mx_act a; } pairs[] = {
+        {F4, QP_OCP_MX_ACT_NONE}, {F4, QP_OCP_MX_ACT_MXFP4}, {F4, QP_OCP_MX_ACT_MXFP6_E3M2},
+        {F4, QP_OCP_MX_ACT_MXFP6_E2M3}, {F4, QP_OCP_MX_ACT_MXFP8}, {E23, QP_OCP_MX_ACT_NONE},
+        {E23, QP_OCP_MX_ACT_MXFP6_E2M3}, {E23, QP_OCP_MX_ACT_MXFP8}, {E32, QP_OCP_MX_ACT_NONE},
+        {E32, QP_OCP_MX_ACT_MXFP6_E3M2}, {E32, QP_OCP_MX_ACT_MXFP8}, {F8, QP_OCP_MX_ACT_NONE}, {F8, QP_OCP_MX_ACT_MXFP8}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        test_fw(FW_MX, i % 2 ? B : H, pairs[i].w, pairs[i].a, 1, (int)(i % 3 == 0), 1, 96, 96, ms, 5);
+        test_fw(FW_MX, i % 2 ? H : B, pairs[i].w, pairs[i].a, 1, 0, 1, 64, 64, ms, 5);
+        test_fw(FW_MX, i % 2 ? H : B, pairs[i].w, pairs[i].a, 0, (int)(i % 2), 0, 40, 160, ms, 5);
+    }
+    for (int t = 0; t < 2; t++) {
+        qp_dtype dt = t ? B : H;
+        test_fw(FW_W4A8, dt, F4, 0, 1, t, 1, 96, 96, ms, 5);
+        test_fw(FW_W4A8, dt, F4, 0, 0, !t, 0, 37, 224, ms, 5);
+        test_fw(FW_NVFP4, dt, F4, 0, 1, t, 1, 80, 80, ms, 5);   /* K = 80: half a 32-code chunk at the end */
+        test_fw(FW_NVFP4, dt, F4, 0, 1, !t, 1, 48, 48, ms, 5);
+        test_fw(FW_NVFP4, dt, F4, 0, 0, 1, 0, 41, 144, ms, 5);
+        test_fw(FW_NVFP4, dt, F4, 0, 0, 0, 0, 33, 64, ms, 5);
+        test_fw(FW_UNQ, dt, 0, 0, 1, t, 1, 100, 100, ms, 5);
+        test_fw(FW_UNQ, dt, 0, 0, 0, 1, 0, 33, 100, ms, 5);
+        test_fw(FW_UNQ, dt, 0, 0, 0, 0, 0, 70, 256, ms, 5);
+    }
+}
+
 /* ---- matrices ----------------------------------------------------------- */
 static void full_matrix(void) {
     static const int shapes[][2] = {{33, 100}, {64, 160}}; /* N, K: odd tails / exact tiles */
@@ -1222,11 +1479,22 @@ int main(int argc, char **argv) {
            info.driver, info.api_version, (int)info.kind, (unsigned long long)info.memory_bytes, info.caps.int_dot,
            info.caps.fp16_arith, info.has_uuid);
     CHECK(!strcmp(info.backend, "opencl") && info.index == 0 && info.name[0], "info fields");
+    const char *only = getenv("QP_TEST_ONLY"); /* iteration knob: "fw" runs the block-float matrix alone */
+    if (only && !strcmp(only, "fw")) {
+        fw_matrix();
+        printf("block-float only: %ld cases, %ld bit-exact outputs\n", n_cases, n_fw_exact);
+        ops->shutdown(state);
+        printf("test_cl: %s (%d failures, seed %llu)\n", failures ? "FAIL" : "ok", failures, seed);
+        return failures ? 1 : 0;
+    }
     double t0 = now();
     faults();
     double t1 = now();
     full_matrix();
+    double t2a = now();
+    fw_matrix();
     double t2 = now();
+    printf("block-float / unquantized: %.1f s, %ld outputs bit-exact on selection weights\n", t2 - t2a, n_fw_exact);
     large_layer();
     double t3 = now();
     printf("matrix: %ld cases, %ld outputs compared\n", n_cases, n_outputs);
