@@ -669,8 +669,13 @@ void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
                                           : "int4->int8 plain")
                         : l->use_dot ? (d->int_dot_emulated ? "int-dot (emulated: QPORT_CL_FAKE_INT_DOT)" : "int-dot")
                                      : "int8 plain";
-    char chunks[32] = "";
+    char chunks[64] = "";
     if (l->n_chunks > 1) snprintf(chunks, sizeof chunks, ", %d weight chunks", l->n_chunks);
+    if (l->fw && l->qmode) {
+        static const char *const q[] = {"", "mx-qdq", "fp8-static-qdq", "nvfp4-qdq"};
+        size_t u = strlen(chunks);
+        snprintf(chunks + u, sizeof chunks - u, ", act %s", q[l->qmode & 3]);
+    }
     if (use_gemv(l, M))
         snprintf(out, cap, "gemv wg%d %s, %s%s", WG, arith, div, chunks);
     else

@@ -972,6 +972,7 @@ static void large_layer(void) {
     test_fp8(QP_DTYPE_BF16, 2, 1, 1, 0, 4096, 4096, m1, 1);
     test_w4a16(QP_DTYPE_F16, QP_PACK_REORDER, 0, 128, 1, 0, 4096, 4096, m1, 1);
     test_fp8_block(QP_DTYPE_BF16, 0, 1, 0, 4096, 4096, m1, 1);
+    test_fw(FW_MX, QP_DTYPE_BF16, QP_DTYPE_F4_E2M1, QP_OCP_MX_ACT_MXFP4, 0, 1, 0, 4096, 4096, m1, 1);
     /* timings on this device (PoCL: CPU threads, for the record only) */
     int N = 4096, K = 4096;
     int8_t *w = malloc((size_t)N * K);
@@ -1260,6 +1261,96 @@ static void w4a16_fp8b_faults(void) {
     CHECK(si.level == QP_SUPPORT_UNSUPPORTED, "supports w4a16 g16: %d %s", (int)si.level, si.reason);
 }
 
+/* block-float / unquantized: refused descs, paths, describe, device_supports */
+static void fw_faults(void) {
+    static uint8_t codes[64 * 64];
+    static float bs[64 * 4], lut[256];
+    for (int i = 0; i < 64 * 4; i++) bs[i] = 1.0f;
+    for (int i = 0; i < 16; i++) lut[i] = qp_format_decode(QP_DTYPE_F4_E2M1, (uint32_t)i);
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.kind = d.scheme.kind = QP_SCHEME_OCP_MX;
+    d.act_dtype = QP_DTYPE_BF16;
+    d.N = 64;
+    d.K = 64;
+    d.layer = "fault.mx";
+    d.w_elem = QP_DTYPE_F4_E2M1;
+    d.w_codes = codes;
+    d.w_blk = 32;
+    d.w_blk_scale = bs;
+    d.act = QP_ACT_MX_QDQ;
+    d.act_elem = QP_DTYPE_F6_E3M2;
+    d.act_mbits = 2;
+    d.act_emax = 4;
+    void *lin = NULL;
+    qp_status st = ops->linear_prepare(dev, &d, 0, &lin); /* no w_lut */
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "w_lut") && strstr(last_error, "fault.mx"),
+          "mx without w_lut: %d '%s'", (int)st, last_error);
+    d.w_lut = lut;
+    d.act_emax = 2; /* not e3m2's */
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "act_emax"), "mx emax: %d '%s'", (int)st, last_error);
+    d.act_emax = 4;
+    d.act = QP_ACT_FP8_DYNAMIC_TOKEN;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED, "mx with dynamic fp8 activations: %d '%s'", (int)st, last_error);
+    d.act = QP_ACT_MX_QDQ;
+    d.K = 48; /* not a multiple of the block */
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_VALUE && strstr(last_error, "multiple"), "mx K=48: %d '%s'", (int)st, last_error);
+    d.K = 64;
+    st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "no integer dot product path"), "mx int-dot: %d '%s'", (int)st,
+          last_error);
+    const char *want[] = {"gemv", "tiled"};
+    for (int p = 0; p < 2; p++) {
+        lin = NULL;
+        st = ops->linear_prepare(dev, &d, paths[p + 1], &lin);
+        CHECK(st == QP_OK, "mx %s: %s", want[p], last_error);
+        if (lin) {
+            char desc[160];
+            ops->linear_describe(dev, lin, 1, desc, sizeof desc);
+            CHECK(strstr(desc, want[p]) && strstr(desc, "fp4->fp32") && strstr(desc, "mx-qdq"), "describe mx: '%s'", desc);
+            ops->linear_destroy(dev, lin);
+        }
+    }
+    d.kind = QP_SCHEME_NVFP4;
+    d.w_blk = 16;
+    d.act = QP_ACT_NVFP4_QDQ;
+    d.input_global_scale = 0.0f;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "input_global_scale"), "nvfp4 igs 0: %d '%s'", (int)st,
+          last_error);
+    d.kind = QP_SCHEME_W4A8_MXFP4_FP8;
+    d.w_blk = 32;
+    d.act = QP_ACT_FP8_STATIC_QDQ;
+    d.input_scale = -1.0f;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "input_scale"), "w4a8 scale: %d '%s'", (int)st, last_error);
+    d.kind = QP_SCHEME_UNQUANTIZED;
+    d.act = QP_ACT_NONE;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "w_act"), "unquantized without w_act: %d '%s'", (int)st,
+          last_error);
+    qp_scheme sch = {0};
+    qp_support_info si;
+    static const qp_scheme_kind kinds[] = {QP_SCHEME_OCP_MX, QP_SCHEME_W4A8_MXFP4_FP8, QP_SCHEME_NVFP4};
+    for (int i = 0; i < 3; i++) {
+        sch.kind = kinds[i];
+        ops->device_supports(dev, &sch, 1, 64, 64, &si);
+        CHECK(si.level == QP_SUPPORT_EMULATED && strstr(si.reason, "no native"), "supports %d: %d %s", (int)kinds[i],
+              (int)si.level, si.reason);
+        if (i == 0) printf("supports: ocp-mx emulated (%s)\n", si.reason);
+        ops->device_supports(dev, &sch, 1, 64, 40, &si);
+        CHECK(si.level == QP_SUPPORT_UNSUPPORTED && strstr(si.reason, "multiple of"), "supports %d K=40: %d %s",
+              (int)kinds[i], (int)si.level, si.reason);
+    }
+    sch.kind = QP_SCHEME_UNQUANTIZED;
+    ops->device_supports(dev, &sch, 1, 64, 40, &si);
+    CHECK(si.level != QP_SUPPORT_UNSUPPORTED && strstr(si.reason, "fp32 multiply-adds"), "supports unquantized: %s",
+          si.reason);
+}
+
 static void faults(void) {
     qp_device_info info = {0};
     info.struct_size = sizeof info;
@@ -1315,17 +1406,18 @@ static void faults(void) {
     }
     /* unsupported schemes say so */
     qp_lin_desc u = d;
-    u.kind = QP_SCHEME_OCP_MX;
+    u.kind = QP_SCHEME_KV_CACHE;
     lin = NULL;
     st = ops->linear_prepare(dev, &u, 0, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "not yet implemented on opencl"), "ocp-mx: %d '%s'", (int)st,
-          last_error);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "not yet implemented on opencl"), "kv-cache linear: %d '%s'",
+          (int)st, last_error);
     w4a16_fp8b_faults();
+    fw_faults();
     qp_scheme sch = {0};
-    sch.kind = QP_SCHEME_NVFP4;
+    sch.kind = QP_SCHEME_KV_CACHE;
     qp_support_info si;
     ops->device_supports(dev, &sch, 1, 64, 64, &si);
-    CHECK(si.level == QP_SUPPORT_UNSUPPORTED && strstr(si.reason, "not yet implemented on opencl"), "supports nvfp4");
+    CHECK(si.level == QP_SUPPORT_UNSUPPORTED && strstr(si.reason, "not yet implemented on opencl"), "supports kv-cache");
     sch.kind = QP_SCHEME_QQQ_W4A8;
     ops->device_supports(dev, &sch, 1, 64, 64, &si);
     /* PoCL has no cl_khr_integer_dot_product: int8 arithmetic is emulated
