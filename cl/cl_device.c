@@ -327,7 +327,11 @@ qp_status qp_cl_device_open(qp_cl_device *d) {
     if (!d->context)
         return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clCreateContext failed: %s (%d)", d->index, qp_cl_strerror(err),
                          (int)err);
-    d->queue = api->clCreateCommandQueue(d->context, d->id, 0, &err);
+    /* profiling on (linear_time, buffer_copy_time: device timers); a driver
+     * refusing it gets a plain queue and the timing ops say so */
+    d->queue = api->clCreateCommandQueue(d->context, d->id, CL_QUEUE_PROFILING_ENABLE, &err);
+    d->profiling = d->queue != NULL;
+    if (!d->queue) d->queue = api->clCreateCommandQueue(d->context, d->id, 0, &err);
     if (!d->queue) {
         api->clReleaseContext(d->context);
         d->context = NULL;

@@ -94,6 +94,32 @@ static qp_status upload_weights(qp_cl_device *d, qp_cl_linear *l, const void *w,
 typedef struct { size_t size; const void *ptr; } karg;
 #define A(v) {sizeof(v), &(v)}
 
+/* the activation step of a forward (quantization, qdq, widening): what
+ * linear_time's gemm_ms leaves out */
+static int is_act_kernel(int which) {
+    return which == QP_CL_K_QUANT_I8 || which == QP_CL_K_QUANT_F8 || which == QP_CL_K_ROWMAX ||
+           which == QP_CL_K_ACT_F32 || which == QP_CL_K_QUANT_F8G || which == QP_CL_K_ACT_QDQ;
+}
+
+/* keeps the first, the first GEMM and the last event of a forward */
+static void record_event(qp_cl_device *d, cl_event ev, int act) {
+    if (!d->rec_first) d->rec_first = ev;
+    if (!act && !d->rec_gemm) d->rec_gemm = ev;
+    if (d->rec_last && d->rec_last != d->rec_first && d->rec_last != d->rec_gemm) d->be->api.clReleaseEvent(d->rec_last);
+    d->rec_last = ev;
+}
+
+static void release_recorded(qp_cl_device *d) {
+    cl_event e[3] = {d->rec_first, d->rec_gemm, d->rec_last};
+    for (int i = 0; i < 3; i++) {
+        int dup = 0;
+        for (int j = 0; j < i; j++) dup |= e[j] == e[i];
+        if (e[i] && !dup) d->be->api.clReleaseEvent(e[i]);
+    }
+    d->rec_first = d->rec_gemm = d->rec_last = NULL;
+    d->rec_on = 0;
+}
+
 static qp_status run_kernel(qp_cl_device *d, qp_cl_linear *l, int which, const char *name, const karg *args, int nargs,
                             cl_uint dims, const size_t *global, const size_t *local) {
     qp_cl_api *api = &d->be->api;
@@ -104,7 +130,9 @@ static qp_status run_kernel(qp_cl_device *d, qp_cl_linear *l, int which, const c
             return QP_CL_ERR(d, QP_ERR_INTERNAL, "opencl:%d: layer '%s': clSetKernelArg(%s, %d) failed: %s (%d)",
                              d->index, l->layer, name, i, qp_cl_strerror(err), (int)err);
     }
-    cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, dims, NULL, global, local, 0, NULL, NULL);
+    cl_event ev = NULL;
+    cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, dims, NULL, global, local, 0, NULL, d->rec_on ? &ev : NULL);
+    if (err == CL_SUCCESS && ev) record_event(d, ev, is_act_kernel(which));
     if (err != CL_SUCCESS)
         return QP_CL_ERR(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? QP_ERR_OUT_OF_MEMORY
                                                                                                  : QP_ERR_DEVICE,
@@ -680,4 +708,35 @@ void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
         snprintf(out, cap, "gemv wg%d %s, %s%s", WG, arith, div, chunks);
     else
         snprintf(out, cap, "tiled %dx%d %s, %s%s", TILE, TILE, arith, div, chunks);
+}
+
+/* Device time of `reps` forwards (profiling events): total from the first
+ * kernel's start to the last one's end; gemm_ms from the first GEMM kernel's
+ * start (the activation step excluded). One untimed forward first (PoCL
+ * compiles per launch shape). */
+qp_status qp_cl_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms) {
+    qp_cl_device *d = dev;
+    qp_cl_linear *l = lin;
+    if (!l || reps < 0 || (reps > 0 && (!total_ms || !gemm_ms)))
+        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: linear_time: NULL layer or output, or reps < 0", d->index);
+    if (!d->profiling)
+        return QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: linear_time: the driver refused a profiling queue "
+                         "(CL_QUEUE_PROFILING_ENABLE)", d->index);
+    qp_status st = reps > 0 ? qp_cl_linear_forward(dev, lin, x, M, y) : QP_OK;
+    for (int i = 0; i < reps && st == QP_OK; i++) {
+        d->rec_on = 1;
+        st = qp_cl_linear_forward(dev, lin, x, M, y);
+        d->rec_on = 0;
+        total_ms[i] = gemm_ms[i] = 0.0;
+        if (st == QP_OK && d->rec_first) {
+            st = qp_cl_event_ms(d, d->rec_first, d->rec_last, &total_ms[i]);
+            if (st == QP_OK) {
+                if (d->rec_gemm) st = qp_cl_event_ms(d, d->rec_gemm, d->rec_last, &gemm_ms[i]);
+                else gemm_ms[i] = -1.0;
+            }
+        }
+        release_recorded(d);
+    }
+    release_recorded(d);
+    return st;
 }

@@ -306,15 +306,16 @@ void qp_rotate(__global const ushort *x, __global const char *H, int r, float c,
     y[it] = qp_act_encode(s * c, bf16);
 }
 
-/* ---- fp8 e4m3 KV cache (api/backend.h kv_quantize / kv_dequantize) ------ */
+/* ---- fp8 e4m3 KV cache (api/backend.h kv_quantize / kv_dequantize) ------
+ * elements base .. base+n-1 (the host launches chunks of at most 2^30) */
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
-void qp_kv_quant(__global const ushort *src, int n, float scale, int bf16, int dm, __global uchar *dst) {
+void qp_kv_quant(__global const ushort *src, ulong base, int n, float scale, int bf16, int dm, __global uchar *dst) {
     int i = get_global_id(0);
-    if (i < n) dst[i] = (uchar)qp_f8_encode(qp_div(qp_act_load(src, (size_t)i, bf16), scale, dm));
+    if (i < n) dst[base + i] = (uchar)qp_f8_encode(qp_div(qp_act_load(src, base + i, bf16), scale, dm));
 }
 
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
-void qp_kv_dequant(__global const uchar *src, int n, float scale, int bf16, __global ushort *dst) {
+void qp_kv_dequant(__global const uchar *src, ulong base, int n, float scale, int bf16, __global ushort *dst) {
     int i = get_global_id(0);
-    if (i < n) dst[i] = qp_act_encode(qp_f8_decode(src[i]) * scale, bf16);
+    if (i < n) dst[base + i] = qp_act_encode(qp_f8_decode(src[base + i]) * scale, bf16);
 }

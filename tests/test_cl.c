@@ -896,6 +896,195 @@ static void fw_matrix(void) {
     }
 }
 
+/* ---- optional ops: rotation, fp8 KV cache, copies, device timers --------- */
+static void test_rotation(qp_dtype dt, int r, int hadamard, const int *ms, int nms) {
+    int K = 3 * r;
+    int8_t *H = malloc((size_t)r * r);
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < r; j++) /* Sylvester's Hadamard (r a power of two), or random signs */
+            H[(size_t)i * r + j] = hadamard ? (int8_t)(__builtin_popcount((unsigned)(i & j)) % 2 ? -1 : 1)
+                                            : (int8_t)(next() & 1 ? 1 : -1);
+    void *rot = NULL;
+    qp_status st = ops->rotation_prepare(dev, H, r, qp_rotation_norm(r), &rot);
+    CHECK(st == QP_OK, "rotation_prepare r=%d: %s", r, last_error);
+    for (int mi = 0; mi < nms && rot; mi++) {
+        int M = ms[mi];
+        size_t n = (size_t)M * K;
+        uint16_t *x = malloc(2 * n), *yr = malloc(2 * n), *y = malloc(2 * n + GUARD);
+        special = 1;
+        make_x(x, M, K, dt);
+        if (M > 5) x[5 * K + 1] = enc(dt, dt == QP_DTYPE_BF16 ? 3.0e38f : 65504.0f); /* overflow after the sum */
+        if (M > 4) x[4 * K + 2] = dt == QP_DTYPE_BF16 ? 0xFF80 : 0xFC00;             /* -inf */
+        st = qp_ref_rotation_forward(NULL, dt, x, M, K, H, r, yr);
+        CHECK(st == QP_OK, "rotation reference failed");
+        void *dx = dalloc(2 * n), *dy = dalloc(2 * n + GUARD);
+        memset(y, 0xA5, 2 * n + GUARD);
+        if (dx && dy && ops->buffer_upload(dev, dx, 0, x, 2 * n) == QP_OK &&
+            ops->buffer_upload(dev, dy, 0, y, 2 * n + GUARD) == QP_OK) {
+            st = ops->rotation_forward(dev, rot, dt, dx, M, K, dy);
+            CHECK(st == QP_OK, "rotation_forward r=%d M=%d: %s", r, M, last_error);
+            ops->buffer_download(dev, dy, 0, y, 2 * n + GUARD);
+            int gb = 0;
+            for (size_t i = 2 * n; i < 2 * n + GUARD; i++) gb += ((uint8_t *)y)[i] != 0xA5;
+            CHECK(!gb, "rotation r=%d M=%d: guard band overwritten", r, M);
+            char what[96];
+            snprintf(what, sizeof what, "rotation %s r=%d%s", dt == QP_DTYPE_BF16 ? "bf16" : "fp16", r,
+                     hadamard ? " hadamard" : " random signs");
+            compare_exact(y, yr, M, K, what, M);
+            n_cases++;
+            n_outputs += (long)n;
+        }
+        if (dx) ops->buffer_free(dev, dx);
+        if (dy) ops->buffer_free(dev, dy);
+        free(x); free(yr); free(y);
+    }
+    if (rot) ops->rotation_destroy(dev, rot);
+    free(H);
+}
+
+/* every fp16 / bf16 pattern through kv_quantize, every code through
+ * kv_dequantize, bit-exact with the reference */
+static void test_kv(qp_dtype dt, float scale) {
+    size_t n = 65536;
+    uint16_t *x = malloc(2 * n), *back = malloc(2 * 256), *backr = malloc(2 * 256);
+    uint8_t *q = malloc(n + GUARD), *qr = malloc(n), codes[256];
+    for (size_t i = 0; i < n; i++) x[i] = (uint16_t)i;
+    for (int i = 0; i < 256; i++) codes[i] = (uint8_t)i;
+    void *dx = dalloc(2 * n), *dq = dalloc(n + GUARD), *dc = dalloc(256), *db = dalloc(2 * 256);
+    const char *dn = dt == QP_DTYPE_BF16 ? "bf16" : "fp16";
+    if (dx && dq && dc && db) {
+        memset(q, 0xA5, n + GUARD);
+        ops->buffer_upload(dev, dx, 0, x, 2 * n);
+        ops->buffer_upload(dev, dq, 0, q, n + GUARD);
+        qp_status st = ops->kv_quantize(dev, dt, dx, n, scale, dq);
+        CHECK(st == QP_OK, "kv_quantize %s: %s", dn, last_error);
+        ops->buffer_download(dev, dq, 0, q, n + GUARD);
+        qp_ref_kv_quantize(NULL, dt, x, n, scale, qr);
+        int bad = 0, gb = 0;
+        for (size_t i = 0; i < n; i++)
+            if (q[i] != qr[i] && bad++ < 3)
+                fprintf(stderr, "  kv_quantize %s scale %g: x=0x%04zx -> 0x%02x, reference 0x%02x\n", dn, (double)scale,
+                        i, q[i], qr[i]);
+        for (size_t i = n; i < n + GUARD; i++) gb += q[i] != 0xA5;
+        CHECK(!bad && !gb, "kv_quantize %s scale %g: %d of 65536 codes differ, %d guard bytes", dn, (double)scale, bad, gb);
+        ops->buffer_upload(dev, dc, 0, codes, 256);
+        st = ops->kv_dequantize(dev, dt, dc, 256, scale, db);
+        CHECK(st == QP_OK, "kv_dequantize %s: %s", dn, last_error);
+        ops->buffer_download(dev, db, 0, back, 2 * 256);
+        qp_ref_kv_dequantize(NULL, dt, codes, 256, scale, backr);
+        compare_exact(back, backr, 1, 256, dt == QP_DTYPE_BF16 ? "kv_dequantize bf16" : "kv_dequantize fp16", 1);
+        n_cases += 2;
+        n_outputs += (long)n + 256;
+    }
+    void *bufs[] = {dx, dq, dc, db};
+    for (int i = 0; i < 4; i++)
+        if (bufs[i]) ops->buffer_free(dev, bufs[i]);
+    free(x); free(back); free(backr); free(q); free(qr);
+}
+
+static void ops_matrix(void) {
+    static const int ms[] = {1, 3, 17};
+    test_rotation(QP_DTYPE_F16, 64, 1, ms, 3);
+    test_rotation(QP_DTYPE_BF16, 64, 1, ms, 3);
+    test_rotation(QP_DTYPE_F16, 32, 0, ms, 3);
+    test_rotation(QP_DTYPE_BF16, 128, 0, ms, 3);
+    test_rotation(QP_DTYPE_F16, 1, 1, ms, 3);
+    static const float scales[] = {1.0f, 0.0173f, 3.7e-3f, 240.5f};
+    for (int i = 0; i < 4; i++) {
+        test_kv(QP_DTYPE_F16, scales[i]);
+        test_kv(QP_DTYPE_BF16, scales[i]);
+    }
+    /* faults: dtypes, shapes, scales, short buffers */
+    int8_t H[4] = {1, 1, 1, -1}, Hb[4] = {1, 2, 1, -1};
+    void *rot = NULL;
+    qp_status st = ops->rotation_prepare(dev, Hb, 2, 0.70710677f, &rot);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "+1 or -1"), "rotation entry 2: %d '%s'", (int)st, last_error);
+    st = ops->rotation_prepare(dev, H, 2, 0.70710677f, &rot);
+    void *b1 = dalloc(64), *b2 = dalloc(64 + 16);
+    if (st == QP_OK && b1 && b2) {
+        st = ops->rotation_forward(dev, rot, QP_DTYPE_F16, b1, 1, 3, b2);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "multiple of the rotation size"), "rotation K=3: %d '%s'",
+              (int)st, last_error);
+        st = ops->rotation_forward(dev, rot, QP_DTYPE_F32, b1, 1, 4, b2);
+        CHECK(st == QP_ERR_UNSUPPORTED, "rotation f32: %d '%s'", (int)st, last_error);
+        st = ops->rotation_forward(dev, rot, QP_DTYPE_F16, b1, 2, 32, b2);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "smaller"), "rotation short x: %d '%s'", (int)st, last_error);
+        st = ops->kv_quantize(dev, QP_DTYPE_F16, b1, 32, 0.0f, b2);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT, "kv scale 0: %d '%s'", (int)st, last_error);
+        st = ops->kv_quantize(dev, QP_DTYPE_F16, b1, 33, 1.0f, b2);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "too small"), "kv short: %d '%s'", (int)st, last_error);
+        st = ops->kv_dequantize(dev, QP_DTYPE_F32, b1, 8, 1.0f, b2);
+        CHECK(st == QP_ERR_UNSUPPORTED, "kv f32: %d '%s'", (int)st, last_error);
+        /* copies: offsets, bounds, overlap */
+        uint8_t src[64], got[80];
+        for (int i = 0; i < 64; i++) src[i] = (uint8_t)(i * 7 + 1);
+        memset(got, 0xA5, sizeof got);
+        ops->buffer_upload(dev, b1, 0, src, 64);
+        ops->buffer_upload(dev, b2, 0, got, 80);
+        st = ops->buffer_copy(dev, b1, 8, b2, 3, 50);
+        CHECK(st == QP_OK, "buffer_copy: %s", last_error);
+        ops->buffer_download(dev, b2, 0, got, 80);
+        int bad = 0;
+        for (int i = 0; i < 80; i++) bad += got[i] != (i >= 3 && i < 53 ? src[i + 5] : 0xA5);
+        CHECK(!bad, "buffer_copy: %d bytes wrong", bad);
+        st = ops->buffer_copy(dev, b1, 20, b2, 0, 45);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "source"), "copy past the source: %d '%s'", (int)st, last_error);
+        st = ops->buffer_copy(dev, b1, 0, b1, 8, 16);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "overlapping"), "overlapping copy: %d '%s'", (int)st, last_error);
+        double ms[3] = {-1, -1, -1};
+        st = ops->buffer_copy_time(dev, b1, b2, 64, 3, ms);
+        CHECK(st == QP_OK && ms[0] >= 0 && ms[1] >= 0 && ms[2] >= 0, "buffer_copy_time: %d %g '%s'", (int)st, ms[0], last_error);
+        n_cases += 3;
+    }
+    if (rot) ops->rotation_destroy(dev, rot);
+    if (b1) ops->buffer_free(dev, b1);
+    if (b2) ops->buffer_free(dev, b2);
+    /* device timers: total >= gemm-only >= 0 on an MX layer (a qdq step) and
+     * an unquantized one; the layer still computes the right thing */
+    for (int kind = 0; kind < 2; kind++) {
+        int N = 64, K = 128, M = 5;
+        static uint8_t codes[64 * 128];
+        static float bs[64 * 4], lut[256];
+        static uint16_t wact[64 * 128];
+        for (int i = 0; i < 64 * 4; i++) bs[i] = 1.0f;
+        for (int i = 0; i < 16; i++) lut[i] = qp_format_decode(QP_DTYPE_F4_E2M1, (uint32_t)i);
+        for (int i = 0; i < N * K; i++) { codes[i] = (uint8_t)(i % 16); wact[i] = enc(QP_DTYPE_F16, 0.25f); }
+        qp_lin_desc d = {0};
+        d.struct_size = sizeof d;
+        d.kind = kind ? QP_SCHEME_UNQUANTIZED : QP_SCHEME_OCP_MX;
+        d.act_dtype = QP_DTYPE_F16;
+        d.N = N;
+        d.K = K;
+        d.layer = "timed";
+        d.w_elem = QP_DTYPE_F4_E2M1;
+        d.w_codes = codes;
+        d.w_lut = lut;
+        d.w_blk = 32;
+        d.w_blk_scale = bs;
+        d.w_act = wact;
+        d.act = kind ? QP_ACT_NONE : QP_ACT_MX_QDQ;
+        d.act_elem = QP_DTYPE_F4_E2M1;
+        d.act_mbits = 1;
+        d.act_emax = 2;
+        void *lin = NULL;
+        st = ops->linear_prepare(dev, &d, 0, &lin);
+        CHECK(st == QP_OK, "timed layer: %s", last_error);
+        void *dx = dalloc((size_t)M * K * 2), *dy = dalloc((size_t)M * N * 2);
+        if (lin && dx && dy) {
+            double tot[3] = {-1, -1, -1}, gm[3] = {-1, -1, -1};
+            st = ops->linear_time(dev, lin, dx, M, dy, 3, tot, gm);
+            CHECK(st == QP_OK, "linear_time: %s", last_error);
+            for (int i = 0; i < 3; i++)
+                CHECK(tot[i] > 0 && gm[i] > 0 && gm[i] <= tot[i], "linear_time rep %d: total %g gemm %g", i, tot[i], gm[i]);
+            printf("linear_time %s M=%d %dx%d: total %.3f ms, gemm %.3f ms\n", kind ? "unquantized" : "mxfp4", M, N, K,
+                   tot[2], gm[2]);
+        }
+        if (dx) ops->buffer_free(dev, dx);
+        if (dy) ops->buffer_free(dev, dy);
+        if (lin) ops->linear_destroy(dev, lin);
+    }
+}
+
 /* ---- matrices ----------------------------------------------------------- */
 static void full_matrix(void) {
     static const int shapes[][2] = {{33, 100}, {64, 160}}; /* N, K: odd tails / exact tiles */
@@ -1574,6 +1763,7 @@ int main(int argc, char **argv) {
     const char *only = getenv("QP_TEST_ONLY"); /* iteration knob: "fw" runs the block-float matrix alone */
     if (only && !strcmp(only, "fw")) {
         fw_matrix();
+        ops_matrix();
         printf("block-float only: %ld cases, %ld bit-exact outputs\n", n_cases, n_fw_exact);
         ops->shutdown(state);
         printf("test_cl: %s (%d failures, seed %llu)\n", failures ? "FAIL" : "ok", failures, seed);
@@ -1585,8 +1775,9 @@ int main(int argc, char **argv) {
     full_matrix();
     double t2a = now();
     fw_matrix();
+    ops_matrix();
     double t2 = now();
-    printf("block-float / unquantized: %.1f s, %ld outputs bit-exact on selection weights\n", t2 - t2a, n_fw_exact);
+    printf("block-float / unquantized / rotation / kv: %.1f s, %ld outputs bit-exact on selection weights\n", t2 - t2a, n_fw_exact);
     large_layer();
     double t3 = now();
     printf("matrix: %ld cases, %ld outputs compared\n", n_cases, n_outputs);
