@@ -1218,6 +1218,10 @@ static void div_subset(void) {
     test_fp8(QP_DTYPE_BF16, 0, 0, 1, 1, 0, 96, ms, 2);       /* 1/s */
     test_fp8_block(QP_DTYPE_F16, 0, 0, 1, 0, 128, ms, 2);    /* amax/448, x / s, exact via identity */
     test_fp8_block(QP_DTYPE_BF16, 1, 0, 1, 0, 128, ms, 2);   /* ue8m0: 1/s */
+    /* block-float qdq on selection weights: NVFP4 1/(sf/g), sf/g; W4A8 x / s */
+    test_fw(FW_NVFP4, QP_DTYPE_F16, QP_DTYPE_F4_E2M1, 0, 1, 0, 1, 48, 48, ms, 2);
+    test_fw(FW_W4A8, QP_DTYPE_BF16, QP_DTYPE_F4_E2M1, 0, 1, 1, 1, 64, 64, ms, 2);
+    test_kv(QP_DTYPE_F16, 0.0173f); /* x / scale */
 }
 
 /* The *_dot kernels (QPORT_CL_FAKE_INT_DOT on a device without the
@@ -1264,6 +1268,9 @@ static void chunk_subset(void) {
     test_qqq(128, 1, 192, 256, ms, 3, 0);
     test_w4a16(QP_DTYPE_BF16, QP_PACK_REORDER, 0, 64, 1, 0, 200, 256, ms, 3); /* 32 columns of 128 bytes a chunk */
     test_fp8_block(QP_DTYPE_F16, 0, 1, 0, 200, 128, ms, 3);                     /* 32 columns of 128 bytes a chunk */
+    test_fw(FW_NVFP4, QP_DTYPE_BF16, QP_DTYPE_F4_E2M1, 0, 0, 1, 0, 200, 256, ms, 3); /* fp4: 128 bytes a row */
+    test_fw(FW_MX, QP_DTYPE_F16, QP_DTYPE_F8_E4M3FN, QP_OCP_MX_ACT_MXFP8, 0, 0, 0, 100, 128, ms, 3);
+    test_fw(FW_UNQ, QP_DTYPE_F16, 0, 0, 0, 1, 0, 100, 64, ms, 3);
     int8_t w[96 * 64] = {0};
     float ws[96];
     qp_lin_desc d = small_int8_desc(w, ws);
