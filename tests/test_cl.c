@@ -1203,6 +1203,36 @@ static void large_layer(void) {
         d.s_channel = ws;
         time_forward(&d, 0, 1, "qqq");
         time_forward(&d, 0, 16, "qqq");
+        /* the fp16 baseline of qport bench and NVFP4 (fp4 codes, blocks of 16) */
+        uint16_t *wa = malloc(2 * (size_t)N * K);
+        float *bs = malloc(sizeof(float) * (size_t)N * (K / 16)), lut[256] = {0};
+        if (wa && bs) {
+            for (size_t i = 0; i < (size_t)N * K; i++) wa[i] = enc(QP_DTYPE_F16, frand() * 0.05f);
+            for (size_t i = 0; i < (size_t)N * (K / 16); i++) bs[i] = 0.01f;
+            for (int i = 0; i < 16; i++) lut[i] = qp_format_decode(QP_DTYPE_F4_E2M1, (uint32_t)i);
+            qp_lin_desc u = {0};
+            u.struct_size = sizeof u;
+            u.act_dtype = QP_DTYPE_F16;
+            u.N = N;
+            u.K = K;
+            u.layer = "timing";
+            u.kind = QP_SCHEME_UNQUANTIZED;
+            u.w_act = wa;
+            time_forward(&u, 0, 1, "unquantized");
+            time_forward(&u, 0, 16, "unquantized");
+            u.kind = QP_SCHEME_NVFP4;
+            u.w_elem = QP_DTYPE_F4_E2M1;
+            u.w_codes = (const uint8_t *)wf;
+            u.w_lut = lut;
+            u.w_blk = 16;
+            u.w_blk_scale = bs;
+            u.act = QP_ACT_NVFP4_QDQ;
+            u.input_global_scale = 100.0f;
+            u.bias_after_round = 1;
+            time_forward(&u, 0, 1, "nvfp4");
+            time_forward(&u, 0, 16, "nvfp4");
+        }
+        free(wa); free(bs);
     }
     free(w); free(ws); free(wf); free(q4); free(w8);
 }
@@ -1767,7 +1797,13 @@ int main(int argc, char **argv) {
            info.driver, info.api_version, (int)info.kind, (unsigned long long)info.memory_bytes, info.caps.int_dot,
            info.caps.fp16_arith, info.has_uuid);
     CHECK(!strcmp(info.backend, "opencl") && info.index == 0 && info.name[0], "info fields");
-    const char *only = getenv("QP_TEST_ONLY"); /* iteration knob: "fw" runs the block-float matrix alone */
+    const char *only = getenv("QP_TEST_ONLY"); /* iteration knobs: "fw" runs the block-float matrix and the optional ops alone, "large" the 4096x4096 layers */
+    if (only && !strcmp(only, "large")) {
+        large_layer();
+        ops->shutdown(state);
+        printf("test_cl: %s (%d failures, seed %llu)\n", failures ? "FAIL" : "ok", failures, seed);
+        return failures ? 1 : 0;
+    }
     if (only && !strcmp(only, "fw")) {
         fw_matrix();
         ops_matrix();
