@@ -489,6 +489,14 @@ static qp_status fw_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s,
     l->blk = s->w_blk;
     qp_status st;
     if (s->w_elem == QP_DTYPE_F4_E2M1) {
+        /* the GEMV builds e2m1 values from the code bits: w_lut must be them */
+        for (int c = 0; c < 16; c++) {
+            int e = (c >> 1) & 3, m = c & 1;
+            float v = e == 0 ? 0.5f * (float)m : (1.0f + 0.5f * (float)m) * (float)(1 << (e - 1));
+            if (c & 8) v = -v;
+            if (memcmp(&v, &s->w_lut[c], sizeof v))
+                return bad_desc(d, layer, "w_lut is not the fp4 e2m1 table for w_elem fp4_e2m1");
+        }
         l->wfmt = 1;
         size_t Kb = ((K + 31) & ~(size_t)31) / 2;
         unsigned char *wq = calloc(N * Kb, 1);

@@ -175,6 +175,17 @@ inline float qp_fw_weight(__global const uchar *wr, int k, int wfmt, int blk, __
     return qp_rnd_act(lut[c] * bs[k / blk], bf16);
 }
 
+/* e2m1 values of 16 codes by bit construction (no table gather): exponent
+ * field e, mantissa bit m: e == 0 -> 0 or 0.5, else (1 + m/2) 2^(e-1); the
+ * host checks that w_lut[0..15] is this table */
+inline float16 qp_e2m1_16(uchar16 c) {
+    uint16 u = convert_uint16(c);
+    uint16 e = (u >> (uint16)(1)) & (uint16)(3u), m = u & (uint16)(1u);
+    uint16 r = ((e + (uint16)(126u)) << (uint16)(23)) | (m << (uint16)(22));
+    r = select(r, m * (uint16)(0x3F000000u), e == (uint16)(0u)); /* 0.5 or 0 */
+    return as_float16(r | ((u & (uint16)(8u)) << (uint16)(28)));
+}
+
 #define QP_LUT16(c) (float16)(lut[(c).s0], lut[(c).s1], lut[(c).s2], lut[(c).s3], lut[(c).s4], lut[(c).s5], \
                               lut[(c).s6], lut[(c).s7], lut[(c).s8], lut[(c).s9], lut[(c).sa], lut[(c).sb], \
                               lut[(c).sc], lut[(c).sd], lut[(c).se], lut[(c).sf])
@@ -213,8 +224,8 @@ void qp_gemv_fw(__global const float *xf, __global const uchar *w, __global cons
             } else if (wfmt == 1) {
                 uchar16 b = vload16(0, wr + (k >> 1));
                 uchar16 c0 = b & (uchar16)(15), c1 = b >> (uchar16)(4);
-                w0 = qp_rnd16(QP_LUT16(c0) * bs[k / blk], bf16);
-                w1 = qp_rnd16(QP_LUT16(c1) * bs[(k + 16) / blk], bf16);
+                w0 = qp_rnd16(qp_e2m1_16(c0) * bs[k / blk], bf16);
+                w1 = qp_rnd16(qp_e2m1_16(c1) * bs[(k + 16) / blk], bf16);
             } else {
                 uchar16 c0 = vload16(0, wr + k), c1 = vload16(0, wr + k + 16);
                 w0 = qp_rnd16(QP_LUT16(c0) * bs[k / blk], bf16);

@@ -1513,6 +1513,10 @@ static void fw_faults(void) {
     CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "w_lut") && strstr(last_error, "fault.mx"),
           "mx without w_lut: %d '%s'", (int)st, last_error);
     d.w_lut = lut;
+    lut[3] = 1.25f; /* not the e2m1 table */
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "e2m1 table"), "mx bad w_lut: %d '%s'", (int)st, last_error);
+    lut[3] = 1.5f;
     d.act_emax = 2; /* not e3m2's */
     st = ops->linear_prepare(dev, &d, 0, &lin);
     CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "act_emax"), "mx emax: %d '%s'", (int)st, last_error);
