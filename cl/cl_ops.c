@@ -111,11 +111,32 @@ qp_status qp_cl_rotation_forward(void *dev, void *rot, qp_dtype dt, void *x, int
                          d->index, total);
     if (!total) return QP_OK;
     int n = (int)total, bf16 = dt == QP_DTYPE_BF16;
+    cl_mem src = xb->mem, tmp = NULL;
+    if (xb->mem == yb->mem) { /* in place: every output reads r inputs, so rotate from a copy */
+        cl_int err = CL_INVALID_BUFFER_SIZE;
+        if ((uint64_t)(2 * total) <= d->max_alloc)
+            tmp = d->be->api.clCreateBuffer(d->context, CL_MEM_READ_WRITE, 2 * total, NULL, &err);
+        if (!tmp)
+            return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: input_rotation: in-place copy of %zu bytes: %s (%d)",
+                             d->index, 2 * total, qp_cl_strerror(err), (int)err);
+        err = d->be->api.clEnqueueCopyBuffer(d->queue, xb->mem, tmp, 0, 0, 2 * total, 0, NULL, NULL);
+        if (err != CL_SUCCESS) {
+            d->be->api.clReleaseMemObject(tmp);
+            return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: input_rotation: clEnqueueCopyBuffer failed: %s (%d)",
+                             d->index, qp_cl_strerror(err), (int)err);
+        }
+        src = tmp;
+    }
     const size_t sz[] = {sizeof(cl_mem), sizeof(cl_mem), sizeof(int), sizeof(float), sizeof(int), sizeof(int),
                          sizeof(cl_mem)};
-    const void *v[] = {&xb->mem, &R->H, &R->r, &R->c, &n, &bf16, &yb->mem};
+    const void *v[] = {&src, &R->H, &R->r, &R->c, &n, &bf16, &yb->mem};
     st = launch(d, QP_CL_K_ROTATE, "qp_rotate", sz, v, 7, total, "input_rotation");
-    return st == QP_OK ? finish(d, "input_rotation") : st;
+    if (st == QP_OK) st = finish(d, "input_rotation");
+    if (tmp) {
+        if (st != QP_OK) d->be->api.clFinish(d->queue);
+        d->be->api.clReleaseMemObject(tmp);
+    }
+    return st;
 }
 
 /* ---- fp8 KV cache ----------------------------------------------------------- */

@@ -933,6 +933,14 @@ static void test_rotation(qp_dtype dt, int r, int hadamard, const int *ms, int n
             compare_exact(y, yr, M, K, what, M);
             n_cases++;
             n_outputs += (long)n;
+            /* in place (x and y one buffer): rotated from a copy */
+            if (ops->buffer_upload(dev, dx, 0, x, 2 * n) == QP_OK) {
+                st = ops->rotation_forward(dev, rot, dt, dx, M, K, dx);
+                CHECK(st == QP_OK, "in-place rotation r=%d M=%d: %s", r, M, last_error);
+                ops->buffer_download(dev, dx, 0, y, 2 * n);
+                strcat(what, " in place");
+                compare_exact(y, yr, M, K, what, M);
+            }
         }
         if (dx) ops->buffer_free(dev, dx);
         if (dy) ops->buffer_free(dev, dy);
