@@ -57,6 +57,32 @@ static qp_status check_dt(qp_cl_device *d, qp_dtype dt, const char *what) {
                      "read and write 16-bit elements)", d->index, what);
 }
 
+/* A device copy of the first `bytes` of `src`, for ops whose x and y are one
+ * buffer (every output reads inputs other lanes overwrite). */
+static qp_status alias_copy(qp_cl_device *d, cl_mem src, size_t bytes, const char *what, cl_mem *out) {
+    cl_int err = CL_INVALID_BUFFER_SIZE;
+    *out = (uint64_t)bytes <= d->max_alloc
+               ? d->be->api.clCreateBuffer(d->context, CL_MEM_READ_WRITE, bytes ? bytes : 1, NULL, &err)
+               : NULL;
+    if (!*out)
+        return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: %s: in-place copy of %zu bytes: %s (%d)", d->index, what,
+                         bytes, qp_cl_strerror(err), (int)err);
+    err = d->be->api.clEnqueueCopyBuffer(d->queue, src, *out, 0, 0, bytes, 0, NULL, NULL);
+    if (err != CL_SUCCESS) {
+        d->be->api.clReleaseMemObject(*out);
+        *out = NULL;
+        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: %s: clEnqueueCopyBuffer failed: %s (%d)", d->index, what,
+                         qp_cl_strerror(err), (int)err);
+    }
+    return QP_OK;
+}
+
+static void alias_release(qp_cl_device *d, cl_mem tmp, qp_status st) {
+    if (!tmp) return;
+    if (st != QP_OK) d->be->api.clFinish(d->queue);
+    d->be->api.clReleaseMemObject(tmp);
+}
+
 /* ---- input rotation --------------------------------------------------------- */
 qp_status qp_cl_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **rot) {
     qp_cl_device *d = dev;
@@ -113,18 +139,8 @@ qp_status qp_cl_rotation_forward(void *dev, void *rot, qp_dtype dt, void *x, int
     int n = (int)total, bf16 = dt == QP_DTYPE_BF16;
     cl_mem src = xb->mem, tmp = NULL;
     if (xb->mem == yb->mem) { /* in place: every output reads r inputs, so rotate from a copy */
-        cl_int err = CL_INVALID_BUFFER_SIZE;
-        if ((uint64_t)(2 * total) <= d->max_alloc)
-            tmp = d->be->api.clCreateBuffer(d->context, CL_MEM_READ_WRITE, 2 * total, NULL, &err);
-        if (!tmp)
-            return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: input_rotation: in-place copy of %zu bytes: %s (%d)",
-                             d->index, 2 * total, qp_cl_strerror(err), (int)err);
-        err = d->be->api.clEnqueueCopyBuffer(d->queue, xb->mem, tmp, 0, 0, 2 * total, 0, NULL, NULL);
-        if (err != CL_SUCCESS) {
-            d->be->api.clReleaseMemObject(tmp);
-            return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: input_rotation: clEnqueueCopyBuffer failed: %s (%d)",
-                             d->index, qp_cl_strerror(err), (int)err);
-        }
+        st = alias_copy(d, xb->mem, 2 * total, "input_rotation", &tmp);
+        if (st != QP_OK) return st;
         src = tmp;
     }
     const size_t sz[] = {sizeof(cl_mem), sizeof(cl_mem), sizeof(int), sizeof(float), sizeof(int), sizeof(int),
@@ -132,10 +148,7 @@ qp_status qp_cl_rotation_forward(void *dev, void *rot, qp_dtype dt, void *x, int
     const void *v[] = {&src, &R->H, &R->r, &R->c, &n, &bf16, &yb->mem};
     st = launch(d, QP_CL_K_ROTATE, "qp_rotate", sz, v, 7, total, "input_rotation");
     if (st == QP_OK) st = finish(d, "input_rotation");
-    if (tmp) {
-        if (st != QP_OK) d->be->api.clFinish(d->queue);
-        d->be->api.clReleaseMemObject(tmp);
-    }
+    alias_release(d, tmp, st);
     return st;
 }
 
@@ -155,22 +168,30 @@ static qp_status kv_run(qp_cl_device *d, int quant, qp_dtype dt, qp_cl_buffer *s
     st = ready(d);
     if (st != QP_OK) return st;
     int bf16 = dt == QP_DTYPE_BF16, dm = (int)d->div_mode;
+    cl_mem in = src->mem, tmp = NULL;
+    if (src->mem == dst->mem) { /* in place: 2-byte and 1-byte elements overlap */
+        st = alias_copy(d, src->mem, quant ? 2 * n : n, what, &tmp);
+        if (st != QP_OK) return st;
+        in = tmp;
+    }
     for (size_t base = 0; base < n && st == QP_OK; base += CHUNK) {
         int cnt = (int)(n - base < CHUNK ? n - base : CHUNK);
         cl_ulong b = base;
         if (quant) {
             const size_t sz[] = {sizeof(cl_mem), sizeof(cl_ulong), sizeof(int), sizeof(float), sizeof(int), sizeof(int),
                                  sizeof(cl_mem)};
-            const void *v[] = {&src->mem, &b, &cnt, &scale, &bf16, &dm, &dst->mem};
+            const void *v[] = {&in, &b, &cnt, &scale, &bf16, &dm, &dst->mem};
             st = launch(d, QP_CL_K_KV_QUANT, "qp_kv_quant", sz, v, 7, (size_t)cnt, what);
         } else {
             const size_t sz[] = {sizeof(cl_mem), sizeof(cl_ulong), sizeof(int), sizeof(float), sizeof(int),
                                  sizeof(cl_mem)};
-            const void *v[] = {&src->mem, &b, &cnt, &scale, &bf16, &dst->mem};
+            const void *v[] = {&in, &b, &cnt, &scale, &bf16, &dst->mem};
             st = launch(d, QP_CL_K_KV_DEQUANT, "qp_kv_dequant", sz, v, 6, (size_t)cnt, what);
         }
     }
-    return st == QP_OK ? finish(d, what) : st;
+    if (st == QP_OK) st = finish(d, what);
+    alias_release(d, tmp, st);
+    return st;
 }
 
 qp_status qp_cl_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {

@@ -981,6 +981,19 @@ static void test_kv(qp_dtype dt, float scale) {
         ops->buffer_download(dev, db, 0, back, 2 * 256);
         qp_ref_kv_dequantize(NULL, dt, codes, 256, scale, backr);
         compare_exact(back, backr, 1, 256, dt == QP_DTYPE_BF16 ? "kv_dequantize bf16" : "kv_dequantize fp16", 1);
+        /* in place (src and dst one buffer) both ways */
+        ops->buffer_upload(dev, dx, 0, x, 2 * n);
+        st = ops->kv_quantize(dev, dt, dx, n, scale, dx);
+        CHECK(st == QP_OK, "in-place kv_quantize %s: %s", dn, last_error);
+        ops->buffer_download(dev, dx, 0, q, n);
+        bad = 0;
+        for (size_t i = 0; i < n; i++) bad += q[i] != qr[i];
+        CHECK(!bad, "in-place kv_quantize %s scale %g: %d codes differ", dn, (double)scale, bad);
+        ops->buffer_upload(dev, db, 0, codes, 256);
+        st = ops->kv_dequantize(dev, dt, db, 256, scale, db);
+        CHECK(st == QP_OK, "in-place kv_dequantize %s: %s", dn, last_error);
+        ops->buffer_download(dev, db, 0, back, 2 * 256);
+        compare_exact(back, backr, 1, 256, "in-place kv_dequantize", 1);
         n_cases += 2;
         n_outputs += (long)n + 256;
     }
