@@ -92,6 +92,13 @@ for c in d["cases"]:
     else:
         errs.append("verdict %s: %s" % (c["verdict"], c.get("reason")))
 need(d["summary"]["ok"] == ok and d["summary"]["skip"] == skip and d["summary"]["fail"] == 0, "summary counts")
+bys = {(b["device"], b["scheme"]): b for b in d.get("by_scheme", [])}
+for (dv, sc) in {(c["device"], c["scheme"]) for c in d["cases"] if c["verdict"] == "OK"}:
+    b = bys.get((dv, sc))
+    need(b is not None, "by_scheme entry for %s %s" % (dv, sc))
+    if b:
+        for ph in ("decode", "prefill"):
+            need(opt(b[ph]["geomean_speedup_vs_fp16"]) and opt(b[ph]["geomean_efficiency"]), "by_scheme %s figures" % ph)
 
 def cases(**kw): return [c for c in d["cases"] if all(c.get(k) == v for k, v in kw.items())]
 if mode == "cpu-all":

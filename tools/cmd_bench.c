@@ -113,6 +113,10 @@ typedef struct bdev {
     char vendor_note[320];
     char time_note[640];    /* linear_time unsupported: the reason */
     double est_s_per_flop[MAX_SCHEMES + 1]; /* last observed, per scheme; 0: none */
+    /* per scheme and phase (0 decode, 1 prefill): sums of logs of the
+     * speedup over fp16 and of the judged efficiency, for geometric means */
+    double lsp[MAX_SCHEMES + 1][2], leff[MAX_SCHEMES + 1][2];
+    int nsp[MAX_SCHEMES + 1][2], neff[MAX_SCHEMES + 1][2];
 } bdev;
 
 typedef struct bscheme {
@@ -428,6 +432,8 @@ static void bench_layer(run *r, bdev *d, int si, const bscheme *bs, const bshape
                d->representative ? "" : " *", note[0] ? "  " : "", note);
         fflush(stdout);
         r->n_ok++;
+        if (isfinite(speedup) && speedup > 0) { d->lsp[si][!decode] += log(speedup); d->nsp[si][!decode]++; }
+        if (isfinite(eff) && eff > 0) { d->leff[si][!decode] += log(eff); d->neff[si][!decode]++; }
         if (!r->json) continue;
         FILE *f = r->json;
         case_head(r, d, bs->name, sh, M);
@@ -919,6 +925,24 @@ finish: {
             json_str(r.json, devs[d].vendor_ok == 0 ? devs[d].vendor_note : devs[d].vendor_ok < 0 ? "not measured" : "");
             fputc('}', r.json);
         }
+        fputs("],\n  \"by_scheme\":[", r.json);
+        int first = 1;
+        for (int d = 0; d < n_devs; d++)
+            for (int si = 0; si < n_sch; si++) {
+                const bdev *b = &devs[d];
+                if (!b->nsp[si][0] && !b->nsp[si][1] && !b->neff[si][0] && !b->neff[si][1]) continue;
+                fprintf(r.json, "%s\n    {\"device\":\"%s\",\"scheme\":\"%s\"", first ? "" : ",", b->name, sch[si].name);
+                static const char *const ph[2] = {"decode", "prefill"};
+                for (int k = 0; k < 2; k++) {
+                    fprintf(r.json, ",\"%s\":{\"cases\":%d,\"geomean_speedup_vs_fp16\":", ph[k], b->neff[si][k]);
+                    json_num(r.json, b->nsp[si][k] ? exp(b->lsp[si][k] / b->nsp[si][k]) : NAN);
+                    fputs(",\"geomean_efficiency\":", r.json);
+                    json_num(r.json, b->neff[si][k] ? exp(b->leff[si][k] / b->neff[si][k]) : NAN);
+                    fputc('}', r.json);
+                }
+                fputc('}', r.json);
+                first = 0;
+            }
         fprintf(r.json, "],\n  \"summary\":{\"ok\":%d,\"skip\":%d,\"fail\":%d,\"seconds\":%.1f}\n}\n", r.n_ok,
                 r.n_skip, r.n_fail, wall_s() - t_start);
     }
@@ -926,6 +950,22 @@ finish: {
            any_cpu ? "  (* = CPU implementation: not representative of GPUs)" : "");
     for (int d = 0; d < n_devs; d++)
         if (devs[d].vendor_ok == 0) printf("  %s: no vendor GEMM baselines: %s\n", devs[d].name, devs[d].vendor_note);
+    /* the headline: per device and scheme, geometric means over sizes and M */
+    int any_row = 0;
+    for (int d = 0; d < n_devs; d++)
+        for (int si = 0; si < n_sch; si++) {
+            const bdev *b = &devs[d];
+            if (!b->neff[si][0] && !b->neff[si][1] && !b->nsp[si][0] && !b->nsp[si][1]) continue;
+            if (!any_row++)
+                printf("\ngeometric means over each phase's cases (sizes x M): speedup vs fp16 and efficiency "
+                       "(decode: %%copy, prefill: %%limit)\n");
+            char a[16], bb[16], c[16], e[16];
+            printf("  %-8s %-16s  decode %7s %7s   prefill %7s %7s%s\n", b->name, sch[si].name,
+                   fmt_x(a, b->nsp[si][0] ? exp(b->lsp[si][0] / b->nsp[si][0]) : NAN),
+                   fmt_pct(bb, b->neff[si][0] ? exp(b->leff[si][0] / b->neff[si][0]) : NAN),
+                   fmt_x(c, b->nsp[si][1] ? exp(b->lsp[si][1] / b->nsp[si][1]) : NAN),
+                   fmt_pct(e, b->neff[si][1] ? exp(b->leff[si][1] / b->neff[si][1]) : NAN), b->representative ? "" : " *");
+        }
 }
 done:
     if (r.json && fclose(r.json)) { fprintf(stderr, "qport bench: writing %s failed\n", json_path); rc = rc ? rc : 1; }
