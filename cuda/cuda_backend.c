@@ -405,14 +405,23 @@ static qp_status upload_float(cu_dev *d, cu_lin *l, const qp_lin_desc *desc) {
         return s;
     }
     size_t B = (size_t)l->blk;
-    uint8_t *hc = calloc(Np * Kp, 1);
+    /* fp4 codes two per byte (half the weight bytes of the GEMV) */
+    int packed = desc->w_elem == QP_DTYPE_F4_E2M1;
+    for (size_t i = 0; packed && i < N * K; i++)
+        if (desc->w_codes[i] > 15) packed = 0;
+    if (packed) l->wkind = QPCU_W_LUT4;
+    size_t wbytes = packed ? Np * Kp / 2 : Np * Kp;
+    uint8_t *hc = calloc(wbytes, 1);
     float *hb = calloc(Np * (Kp / B), sizeof(float));
     if (!hc || !hb) { free(hc); free(hb); return lin_error(d, QP_ERR_OUT_OF_MEMORY, l->layer, "out of host memory while repacking"); }
     for (size_t n = 0; n < N; n++) {
-        memcpy(hc + n * Kp, desc->w_codes + n * K, K);
+        if (packed)
+            for (size_t k = 0; k < K; k++) hc[(n * Kp + k) / 2] |= (uint8_t)(desc->w_codes[n * K + k] << (4 * (k % 2)));
+        else
+            memcpy(hc + n * Kp, desc->w_codes + n * K, K);
         memcpy(hb + n * (Kp / B), desc->w_blk_scale + n * (K / B), (K / B) * sizeof(float));
     }
-    s = upload_new(d, l, &l->w, hc, Np * Kp, "w_codes");
+    s = upload_new(d, l, &l->w, hc, wbytes, packed ? "w_codes (fp4 pairs)" : "w_codes");
     if (s == QP_OK) s = upload_new(d, l, (void **)&l->w_scale, hb, Np * (Kp / B) * sizeof(float), "w_blk_scale");
     if (s == QP_OK) s = upload_new(d, l, (void **)&l->lut, desc->w_lut, 256 * sizeof(float), "w_lut");
     free(hc); free(hb);
@@ -680,7 +689,9 @@ static void cu_linear_describe(void *dev, void *lin, int M, char *out, size_t ca
     cu_lin *l = lin;
     int kp = pick_kpath(d, l, M);
     if (QPCU_IS_FLOAT_KIND(l->wkind)) {
-        const char *act = l->act == QPCU_ACT_MX_QDQ ? " mx-qdq" : l->act == QPCU_ACT_F8S_QDQ ? " fp8-static-qdq"
+        const char *act = l->wkind == QPCU_W_LUT4 ? (l->act == QPCU_ACT_MX_QDQ ? " fp4x2 mx-qdq" : l->act == QPCU_ACT_F8S_QDQ
+                        ? " fp4x2 fp8-static-qdq" : l->act == QPCU_ACT_NVFP4_QDQ ? " fp4x2 nvfp4-qdq" : " fp4x2")
+                        : l->act == QPCU_ACT_MX_QDQ ? " mx-qdq" : l->act == QPCU_ACT_F8S_QDQ ? " fp8-static-qdq"
                         : l->act == QPCU_ACT_NVFP4_QDQ ? " nvfp4-qdq" : "";
         if (kp == QPCU_KP_TILED)
             snprintf(out, cap, "tiled %dx%dx%d mma.sync %s %s%s split-k %d %s%s", QPCU_BM, QPCU_BN, QPCU_BKH,

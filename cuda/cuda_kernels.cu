@@ -658,6 +658,11 @@ __device__ __forceinline__ void decode8(const qpcu_fwd_w &p, int n, int k, int b
         uint32_t vv[4] = { v.x, v.y, v.z, v.w };
 #pragma unroll
         for (int j = 0; j < 8; j++) w[j] = qpcu_act_to_f32((uint16_t)(vv[j / 2] >> (16 * (j % 2))), bf16);
+    } else if constexpr (WK == QPCU_W_LUT4) {
+        uint32_t v = *((const uint32_t *)p.w + ((size_t)n * p.Kp + k) / 8);
+        float bs = p.scale[(size_t)n * (p.Kp / p.blk) + k / p.blk];
+#pragma unroll
+        for (int j = 0; j < 8; j++) w[j] = qpcu_round_act(QPCU_MUL(p.lut[(v >> (4 * j)) & 0xFu], bs), bf16);
     } else {
         uint2 v = *(const uint2 *)((const uint8_t *)p.w + (size_t)n * p.Kp + k);
         float bs = p.scale[(size_t)n * (p.Kp / p.blk) + k / p.blk];
@@ -758,6 +763,15 @@ __device__ __forceinline__ void tch_load_b(uint8_t *sb, int kt, int n0, const qp
                 int v0 = (int)((word >> sh) & 0xFu) - (int)z, v1 = (int)((word >> (sh + 4)) & 0xFu) - (int)z;
                 /* small integers: exact in fp16 and bf16 */
                 out[j] = (uint32_t)qpcu_f32_to_act((float)v0, bf16) | (uint32_t)qpcu_f32_to_act((float)v1, bf16) << 16;
+            }
+        } else if constexpr (WK == QPCU_W_LUT4) {
+            uint2 c = *(const uint2 *)((const uint32_t *)p.w + ((size_t)n * p.Kp + k0 + kh) / 8);
+            float bs = p.scale[(size_t)n * (p.Kp / p.blk) + (k0 + kh) / p.blk];
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                uint32_t word = j < 4 ? c.x : c.y, sh = 8 * (j % 4);
+                out[j] = (uint32_t)qpcu_f32_to_act(QPCU_MUL(p.lut[(word >> sh) & 0xFu], bs), bf16) |
+                         (uint32_t)qpcu_f32_to_act(QPCU_MUL(p.lut[(word >> (sh + 4)) & 0xFu], bs), bf16) << 16;
             }
         } else {
             uint4 c = *(const uint4 *)((const uint8_t *)p.w + (size_t)n * p.Kp + k0 + kh);
@@ -987,12 +1001,13 @@ static int forward_h(const qpcu_fwd *f, const char **what) {
     } while (0)
         if (f->wkind == QPCU_W_Q4F) QPCU_TCH(QPCU_W_Q4F);
         else if (f->wkind == QPCU_W_H) QPCU_TCH(QPCU_W_H);
+        else if (f->wkind == QPCU_W_LUT4) QPCU_TCH(QPCU_W_LUT4);
         else QPCU_TCH(QPCU_W_LUT);
 #undef QPCU_TCH
     } else {
         *what = "k_gemv_h";
         /* LUT decode: 8 rows a chunk (16 spills below sm_90) */
-        int mr = f->M <= 4 ? 4 : f->wkind == QPCU_W_LUT ? 8 : QPCU_GEMV_MAX_ROWS;
+        int mr = f->M <= 4 ? 4 : f->wkind == QPCU_W_LUT || f->wkind == QPCU_W_LUT4 ? 8 : QPCU_GEMV_MAX_ROWS;
         dim3 grid((f->N + GV_WARPS - 1) / GV_WARPS, (f->M + mr - 1) / mr);
 #define QPCU_GVH(WK)                                                                                  \
     do {                                                                                              \
@@ -1001,7 +1016,10 @@ static int forward_h(const qpcu_fwd *f, const char **what) {
     } while (0)
         if (f->wkind == QPCU_W_Q4F) QPCU_GVH(QPCU_W_Q4F);
         else if (f->wkind == QPCU_W_H) QPCU_GVH(QPCU_W_H);
-        else {
+        else if (f->wkind == QPCU_W_LUT4) {
+            auto kfn = mr == 4 ? k_gemv_h<QPCU_W_LUT4, 4> : k_gemv_h<QPCU_W_LUT4, 8>;
+            QPCU_LAUNCH(kfn, grid, GV_WARPS * WARP, st, f->M, f->N, p, (const uint16_t *)xa, f->bf16, part);
+        } else {
             auto kfn = mr == 4 ? k_gemv_h<QPCU_W_LUT, 4> : k_gemv_h<QPCU_W_LUT, 8>;
             QPCU_LAUNCH(kfn, grid, GV_WARPS * WARP, st, f->M, f->N, p, (const uint16_t *)xa, f->bf16, part);
         }

@@ -34,8 +34,10 @@ typedef enum qpcu_wkind {
                      * v = c - zero[g][n] (int4 stored as c ^ 8, zero 8),
                      * fp32 scale[g][n]; g = group (Kp when per-channel)   */
     QPCU_W_H,       /* unquantized: act-dtype bits [Np][Kp]                  */
-    QPCU_W_LUT      /* MX / NVFP4: codes [Np][Kp] bytes, W = rnd(lut[c] *
+    QPCU_W_LUT,     /* MX / NVFP4: codes [Np][Kp] bytes, W = rnd(lut[c] *
                      * blk_scale[n][k / blk]) (exact dequant of the core)   */
+    QPCU_W_LUT4     /* the same with fp4 codes two per byte [Np][Kp/2]
+                     * (element k in the low nibble when k is even)        */
 } qpcu_wkind;
 
 #define QPCU_IS_FLOAT_KIND(w) ((w) >= QPCU_W_Q4F)
