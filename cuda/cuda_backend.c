@@ -863,6 +863,21 @@ static qp_status sync_or_fail(cu_dev *d, const char *what, int ke) {
     return QP_OK;
 }
 
+/* In-place calls (src and dst one buffer): the kernels read what other
+ * threads overwrite, so the source is first copied on the device. */
+static qp_status tmp_copy(cu_dev *d, const void *src, size_t bytes, void **tmp, const char *what) {
+    *tmp = NULL;
+    cudaError_t e = cudaMalloc(tmp, bytes ? bytes : 1);
+    if (e == cudaSuccess && bytes) e = cudaMemcpyAsync(*tmp, src, bytes, cudaMemcpyDeviceToDevice, d->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        if (*tmp) cudaFree(*tmp);
+        *tmp = NULL;
+        return cuda_fail(d, NULL, what, e);
+    }
+    return QP_OK;
+}
+
 static qp_status cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *xb, int M, int K, void *yb) {
     cu_dev *d = dev;
     cu_rot *R = rot;
@@ -875,7 +890,11 @@ static qp_status cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *xb
     if ((s = buf_range(d, x, 0, bytes, "rotation input")) != QP_OK || (s = buf_range(d, y, 0, bytes, "rotation output")) != QP_OK) return s;
     if ((s = ensure_stream(d)) != QP_OK) return s;
     cudaSetDevice(d->index);
-    return sync_or_fail(d, "k_rotate", qpcu_rotate(x->p, y->p, M, K, R->H, R->r, R->c, dt == QP_DTYPE_BF16, d->stream));
+    void *tmp = NULL;
+    if (x == y && (s = tmp_copy(d, x->p, bytes, &tmp, "in-place rotation: copy of x")) != QP_OK) return s;
+    s = sync_or_fail(d, "k_rotate", qpcu_rotate(tmp ? tmp : x->p, y->p, M, K, R->H, R->r, R->c, dt == QP_DTYPE_BF16, d->stream));
+    if (tmp) cudaFree(tmp);
+    return s;
 }
 
 static qp_status cu_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
@@ -887,7 +906,11 @@ static qp_status cu_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, flo
     if ((s = buf_range(d, a, 0, n * 2, "kv_quantize source")) != QP_OK || (s = buf_range(d, b, 0, n, "kv_quantize destination")) != QP_OK) return s;
     if ((s = ensure_stream(d)) != QP_OK) return s;
     cudaSetDevice(d->index);
-    return sync_or_fail(d, "k_kv_quant", qpcu_kv_quant(a->p, b->p, n, scale, dt == QP_DTYPE_BF16, d->stream));
+    void *tmp = NULL;
+    if (a == b && (s = tmp_copy(d, a->p, n * 2, &tmp, "in-place kv_quantize: copy of the source")) != QP_OK) return s;
+    s = sync_or_fail(d, "k_kv_quant", qpcu_kv_quant(tmp ? tmp : a->p, b->p, n, scale, dt == QP_DTYPE_BF16, d->stream));
+    if (tmp) cudaFree(tmp);
+    return s;
 }
 
 static qp_status cu_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
@@ -899,7 +922,12 @@ static qp_status cu_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, f
     if ((s = buf_range(d, a, 0, n, "kv_dequantize source")) != QP_OK || (s = buf_range(d, b, 0, n * 2, "kv_dequantize destination")) != QP_OK) return s;
     if ((s = ensure_stream(d)) != QP_OK) return s;
     cudaSetDevice(d->index);
-    return sync_or_fail(d, "k_kv_dequant", qpcu_kv_dequant(a->p, b->p, n, scale, dt == QP_DTYPE_BF16, d->stream));
+    void *tmp = NULL;
+    if (a == b && (s = tmp_copy(d, a->p, n, &tmp, "in-place kv_dequantize: copy of the codes")) != QP_OK) return s;
+    s = sync_or_fail(d, "k_kv_dequant", qpcu_kv_dequant(tmp ? (const uint8_t *)tmp : (const uint8_t *)a->p, b->p, n, scale,
+                                                          dt == QP_DTYPE_BF16, d->stream));
+    if (tmp) cudaFree(tmp);
+    return s;
 }
 
 static qp_status cu_buffer_copy(void *dev, void *src, size_t so, void *dst, size_t dof, size_t bytes) {
@@ -908,6 +936,8 @@ static qp_status cu_buffer_copy(void *dev, void *src, size_t so, void *dst, size
     qp_status s;
     if ((s = buf_range(d, a, so, bytes, "copy source")) != QP_OK || (s = buf_range(d, b, dof, bytes, "copy destination")) != QP_OK) return s;
     if (!bytes) return QP_OK;
+    if (a == b && so < dof + bytes && dof < so + bytes)
+        return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: %s", "buffer_copy: overlapping ranges in one buffer");
     if ((s = ensure_stream(d)) != QP_OK) return s;
     cudaSetDevice(d->index);
     cudaError_t e = cudaMemcpyAsync((char *)b->p + dof, (const char *)a->p + so, bytes, cudaMemcpyDeviceToDevice, d->stream);

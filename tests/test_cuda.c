@@ -806,6 +806,11 @@ static void test_misc_ops(void) {
             compare_exact(what, yr, yg, M, K);
             rot_cases++;
             CHECK(ops->rotation_forward(dev, rot, dtype, bx, M, K - 1, by) == QP_ERR_INVALID_ARGUMENT, "K %% r != 0");
+            /* in place (x and y one buffer) */
+            CHECK(ops->rotation_forward(dev, rot, dtype, bx, M, K, bx) == QP_OK, "in-place rotation: %s", last_err);
+            ops->buffer_download(dev, bx, 0, yg, 2 * (size_t)M * K);
+            snprintf(what, sizeof what, "in-place rotation r=%d %s", r, dt ? "bf16" : "f16");
+            compare_exact(what, yr, yg, M, K);
             ops->rotation_destroy(dev, rot);
             ops->buffer_free(dev, bx); ops->buffer_free(dev, by);
             free(H); free(x); free(yr); free(yg);
@@ -838,6 +843,24 @@ static void test_misc_ops(void) {
             for (int i = 0; i < 256; i++)
                 if (dq[i] != dr[i]) { if (kv_bad++ < 6) CHECK(0, "kv_dequantize %s scale %g: code %02x -> %04x, reference %04x", dt ? "bf16" : "f16", scales[si], i, dq[i], dr[i]); }
         }
+    /* in place: one buffer for source and result */
+    {
+        void *bi = NULL;
+        ops->buffer_alloc(dev, 2 * NP, &bi);
+        ops->buffer_upload(dev, bi, 0, pat, 2 * NP);
+        CHECK(qp_ref_kv_quantize(NULL, QP_DTYPE_BF16, pat, NP, 0.0371f, qr) == QP_OK, "ref kv");
+        CHECK(ops->kv_quantize(dev, QP_DTYPE_BF16, bi, NP, 0.0371f, bi) == QP_OK, "in-place kv_quantize: %s", last_err);
+        ops->buffer_download(dev, bi, 0, qg, NP);
+        CHECK(memcmp(qr, qg, NP) == 0, "in-place kv_quantize differs");
+        ops->buffer_upload(dev, bi, 0, codes, 256);
+        CHECK(qp_ref_kv_dequantize(NULL, QP_DTYPE_F16, codes, 256, 3.5f, dr) == QP_OK, "ref kv dq");
+        CHECK(ops->kv_dequantize(dev, QP_DTYPE_F16, bi, 256, 3.5f, bi) == QP_OK, "in-place kv_dequantize: %s", last_err);
+        ops->buffer_download(dev, bi, 0, dq, 2 * 256);
+        CHECK(memcmp(dq, dr, 2 * 256) == 0, "in-place kv_dequantize differs");
+        CHECK(ops->buffer_copy(dev, bi, 0, bi, 100, 200) == QP_ERR_INVALID_ARGUMENT, "overlapping copy refused");
+        CHECK(ops->buffer_copy(dev, bi, 0, bi, 200, 200) == QP_OK, "disjoint copy in one buffer: %s", last_err);
+        ops->buffer_free(dev, bi);
+    }
     CHECK(ops->kv_quantize(dev, QP_DTYPE_F16, bs, NP, 0.0f, bq) == QP_ERR_INVALID_ARGUMENT, "kv scale 0");
     CHECK(ops->kv_quantize(dev, QP_DTYPE_F16, bs, NP + 1, 1.0f, bq) == QP_ERR_INVALID_ARGUMENT, "kv past the end");
     /* copy */
