@@ -514,9 +514,18 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, boo
     make_x(dt, x, MM, K, true);
     qp_ref_w4a16_args a = {dt, x, MM, K, N, W, sym ? NULL : Z, sc, group, sym, pack, has_bias ? bias : NULL};
     CHECK(qp_ref_w4a16_forward(NULL, &a, ref) == QP_OK, "w4a16 reference");
-    qp_tensor t[3] = {{"weight", QP_DTYPE_I32, 2, {K, nc}, W},
-                      {"weight_scale", dt, 2, {G, sw}, sck},
-                      {"weight_zero_point", QP_DTYPE_I32, 2, {G, nc}, Z}};
+    /* the canonical fields the core binds (api/linear_desc.c): q4 [N][K]
+     * stored codes, w4_zero / w4_scale [G][N] */
+    int8_t *q4 = malloc((size_t)K * N);
+    uint8_t *wz = malloc((size_t)G * N);
+    float *wsf = malloc(sizeof(float) * (size_t)G * N);
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) q4[(size_t)n * K + k] = (int8_t)codes[(size_t)k * N + n];
+    for (int gi = 0; gi < G; gi++)
+        for (int n = 0; n < N; n++) {
+            wz[(size_t)gi * N + n] = zc[(size_t)gi * N + n];
+            wsf[(size_t)gi * N + n] = dec(dt, sck[(size_t)gi * sw + n]);
+        }
     qp_lin_desc d = {0};
     d.struct_size = sizeof d;
     d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
@@ -529,8 +538,10 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, boo
     d.layer = "w4a16";
     d.bias = has_bias ? bias : NULL;
     d.group_size = group;
-    d.tensors = t;
-    d.n_tensors = sym ? 2 : 3;
+    d.q4 = q4;
+    d.w4_signed = sym;
+    d.w4_zero = sym ? NULL : wz;
+    d.w4_scale = wsf;
     char name[200];
     snprintf(name, sizeof name, "w4a16 %s %s %s g%d%s%s K=%d N=%d", dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
              sym ? "int4" : "uint4", pack == QP_PACK_ORDER ? "order" : "reorder", group, has_bias ? " bias" : "",
@@ -546,14 +557,14 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, boo
           "%s: forced int-dot: %d '%s'", name, (int)st, last_err);
     if (lin) ops->linear_destroy(dev, lin);
     free(codes); free(zc); free(W); free(Z); free(sc); free(sck); free(bias); free(x); free(ref); free(wd);
+    free(q4); free(wz); free(wsf);
 }
 
 static void test_w4a16_faults(void) {
-    /* group size not a multiple of 32; a missing zero point tensor */
-    int K = 96, N = 16, nc = 2;
-    int32_t *W = calloc((size_t)K * nc, 4), Z[6] = {0};
-    uint16_t sc[6 * 16] = {0};
-    qp_tensor t[2] = {{"weight", QP_DTYPE_I32, 2, {K, nc}, W}, {"weight_scale", QP_DTYPE_F16, 2, {6, N}, sc}};
+    /* group size not a multiple of 32; a uint4 layer without w4_zero */
+    int K = 96, N = 16;
+    int8_t q4[96 * 16] = {0};
+    float sc[6 * 16] = {0};
     qp_lin_desc d = {0};
     d.struct_size = sizeof d;
     d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
@@ -565,8 +576,9 @@ static void test_w4a16_faults(void) {
     d.K = K;
     d.layer = "w4a16-bad";
     d.group_size = 16;
-    d.tensors = t;
-    d.n_tensors = 2;
+    d.q4 = q4;
+    d.w4_signed = 1;
+    d.w4_scale = sc;
     void *lin = NULL;
     qp_status st = ops->linear_prepare(dev, &d, QP_PATH_AUTO, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "group size 16"), "w4a16 g16: %d '%s'", (int)st, last_err);
@@ -574,15 +586,12 @@ static void test_w4a16_faults(void) {
     CHECK(ops->device_supports(dev, &d.scheme, 1, N, K, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED,
           "w4a16 g16 support level %d '%s'", (int)si.level, si.reason);
     d.scheme.weight.group_size = d.group_size = 32;
-    d.scheme.weight.symmetric = 0; /* uint4 without weight_zero_point */
-    t[1].shape[0] = 3;
+    d.scheme.weight.symmetric = d.w4_signed = 0; /* uint4 without zero points */
     st = ops->linear_prepare(dev, &d, QP_PATH_AUTO, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && !lin && strstr(last_err, "weight_zero_point"), "w4a16 no zp: %d '%s'",
-          (int)st, last_err);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && !lin && strstr(last_err, "w4_zero"), "w4a16 no zp: %d '%s'", (int)st,
+          last_err);
     CHECK(ops->device_supports(dev, &d.scheme, 1, N, K, &si) == QP_OK && si.level == QP_SUPPORT_NATIVE,
           "w4a16 g32 support level %d '%s'", (int)si.level, si.reason);
-    (void)Z;
-    free(W);
 }
 
 /* ---- faults ---------------------------------------------------------------------- */
@@ -592,16 +601,16 @@ static void test_faults(void) {
     CHECK(st == QP_ERR_OUT_OF_MEMORY && !b && strstr(last_err, "bytes"), "huge alloc: %d '%s'", (int)st, last_err);
     int8_t w[64] = {0};
     float ws[4] = {1, 1, 1, 1};
-    qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_NVFP4, .act_dtype = QP_DTYPE_F16, .N = 4, .K = 16,
+    qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_KV_CACHE, .act_dtype = QP_DTYPE_F16, .N = 4, .K = 16,
                      .layer = "faults", .w_i8 = w, .w_scale = ws};
     void *lin = NULL;
     st = ops->linear_prepare(dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "not yet implemented on vulkan"), "NVFP4: %d '%s'", (int)st,
-          last_err);
-    qp_scheme s = {.struct_size = sizeof s, .kind = QP_SCHEME_NVFP4};
+    CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "not yet implemented on vulkan"), "KV_CACHE layer: %d '%s'",
+          (int)st, last_err);
+    qp_scheme s = {.struct_size = sizeof s, .kind = QP_SCHEME_KV_CACHE};
     qp_support_info si;
     CHECK(ops->device_supports(dev, &s, 1, 4, 16, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED &&
-          strstr(si.reason, "not yet implemented on vulkan"), "supports NVFP4: %s", si.reason);
+          strstr(si.reason, "not yet implemented on vulkan"), "supports KV_CACHE layer: %s", si.reason);
     s.kind = QP_SCHEME_W8A8_INT8;
     qp_device_info info = {.struct_size = sizeof info};
     ops->device_info(dev, &info);
