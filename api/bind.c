@@ -122,7 +122,7 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
     for (size_t i = 0; i < nsrc; i++)
         if (!np[i]) { st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, NULL, src[i], "no tensors for '%s' in the checkpoint", src[i]); goto done; }
     qp_scheme_kind kind = b->scheme.kind;
-    if (kind == QP_SCHEME_UNQUANTIZED || kind == QP_SCHEME_NONE) {
+    if (kind == QP_SCHEME_NONE) {
         st = qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, NULL, layer, "not quantized (vLLM: %s)",
                           b->scheme.method[0] ? b->scheme.method : "no quant method");
         goto done;
@@ -154,6 +154,7 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
                 part *p = &parts[s][i];
                 qp_tensor *t = &p->t;
                 if (row && !strcmp(p->suffix, "bias")) { if (rank) t->ndim = -1; continue; }
+                if (!strcmp(p->suffix, "input_rotation")) continue; /* acts on blocks of k, never split */
                 for (int d = 0; d < t->ndim && t->ndim <= 2; d++) {
                     int is_n = t->ndim == 1 ? (t->shape[0] == n_i && n_i > 1) : (kmajor ? d == 1 : d == 0);
                     int is_k = t->ndim == 2 && !is_n;
@@ -186,6 +187,7 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
         if (p0->t.ndim < 0) continue;
         size_t es = esize(&p0->t), total = 0;
         int scalar = 1;
+        size_t ns = nsrc; /* shards merged into this tensor */
         for (size_t s = 0; s < nsrc; s++) {
             const part *p = get(parts[s], np[s], p0->suffix);
             if (!p || p->t.dtype != p0->t.dtype || p->t.ndim != p0->t.ndim) {
@@ -195,6 +197,20 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
             size_t bytes = qp_tensor_bytes(&p->t);
             total += bytes;
             scalar &= bytes == es;
+        }
+        if (!strcmp(p0->suffix, "input_rotation")) {
+            /* QuarkConfig._input_rotation_size: one rotation for all shards */
+            for (size_t s = 1; s < nsrc; s++) {
+                const qp_tensor *q = &get(parts[s], np[s], p0->suffix)->t;
+                if (q->shape[0] != p0->t.shape[0] || q->shape[1] != p0->t.shape[1] ||
+                    memcmp(q->data, p0->t.data, qp_tensor_bytes(q))) {
+                    st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, p0->suffix, layer,
+                                      "The shards of %s must all use the same input rotation.", layer);
+                    goto done;
+                }
+            }
+            total = qp_tensor_bytes(&p0->t);
+            ns = 1;
         }
         qp_tensor *t = &b->tensors[b->n_tensors];
         char *buf = malloc(total ? total : 1);
@@ -206,16 +222,16 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
         t->data = buf;
         b->n_tensors++;
         int cat_dim = p0->t.ndim == 2 && kmajor ? 1 : 0;
-        if (nsrc > 1 && scalar) { t->ndim = 1; t->shape[0] = (int64_t)nsrc; }
-        else if (nsrc > 1) {
+        if (ns > 1 && scalar) { t->ndim = 1; t->shape[0] = (int64_t)ns; }
+        else if (ns > 1) {
             t->shape[cat_dim] = 0;
-            for (size_t s = 0; s < nsrc; s++) t->shape[cat_dim] += get(parts[s], np[s], p0->suffix)->t.shape[cat_dim];
+            for (size_t s = 0; s < ns; s++) t->shape[cat_dim] += get(parts[s], np[s], p0->suffix)->t.shape[cat_dim];
         }
-        if (cat_dim == 1 && nsrc > 1 && !scalar) { /* interleave rows of the shards */
+        if (cat_dim == 1 && ns > 1 && !scalar) { /* interleave rows of the shards */
             int64_t rows = p0->t.shape[0];
             char *w = buf;
             for (int64_t r = 0; r < rows; r++)
-                for (size_t s = 0; s < nsrc; s++) {
+                for (size_t s = 0; s < ns; s++) {
                     const qp_tensor *q = &get(parts[s], np[s], p0->suffix)->t;
                     size_t rb = (size_t)q->shape[1] * es;
                     memcpy(w, (const char *)q->data + (size_t)r * rb, rb);
@@ -223,7 +239,7 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
                 }
         } else {
             char *w = buf;
-            for (size_t s = 0; s < nsrc; s++) {
+            for (size_t s = 0; s < ns; s++) {
                 const qp_tensor *q = &get(parts[s], np[s], p0->suffix)->t;
                 memcpy(w, q->data, qp_tensor_bytes(q));
                 w += qp_tensor_bytes(q);

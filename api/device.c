@@ -73,10 +73,10 @@ QP_API qp_status qp_device_get_info(const qp_device *dev, qp_device_info *out) {
 QP_API qp_status qp_device_supports(qp_device *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out) {
     if (!dev || !scheme || !out) return QP_ERR_INVALID_ARGUMENT;
     memset(out, 0, sizeof *out);
-    if (scheme->kind == QP_SCHEME_UNQUANTIZED || scheme->kind == QP_SCHEME_NONE || scheme->kind == QP_SCHEME_KV_CACHE ||
+    if (scheme->kind == QP_SCHEME_NONE || scheme->kind == QP_SCHEME_KV_CACHE ||
         (unsigned)scheme->kind >= QP_SCHEME_KIND_COUNT_) {
         out->level = QP_SUPPORT_UNSUPPORTED;
-        snprintf(out->reason, sizeof out->reason, "%s is not a quantized linear scheme", qp_scheme_kind_name(scheme->kind));
+        snprintf(out->reason, sizeof out->reason, "%s is not a linear layer scheme", qp_scheme_kind_name(scheme->kind));
         return QP_OK;
     }
     if (!dev->backend->ops->device_supports) { out->level = QP_SUPPORT_NATIVE; return QP_OK; }

@@ -802,6 +802,14 @@ QP_API qp_status qp_model_find_tensor(const qp_model *m, const char *name, qp_te
 /* Every tensor of every shard file, in file then header order. */
 QP_API size_t qp_model_tensor_count(const qp_model *m);
 QP_API qp_status qp_model_tensor_get(const qp_model *m, size_t i, qp_tensor *out);
+/* The fp8 KV cache's per-tensor scales of the attention module `prefix`
+ * ("model.layers.0.self_attn"), as vLLM's QuarkKVCacheMethod ends up with
+ * them: <prefix>.{k,v}_proj.output_scale (Quark), <prefix>.{k,v}_scale or
+ * <prefix>.attn.{k,v}_scale; neither present: 1.0 and 1.0; only k_scale:
+ * both k_scale; only v_scale: QP_ERR_VALUE (vLLM asserts). Scales with more
+ * than one element: "Only support per-tensor scaling factor for fp8 KV
+ * cache". QP_ERR_NOT_FOUND when the config does not quantize the cache. */
+QP_API qp_status qp_model_kv_scales(const qp_model *m, const char *prefix, float *k_scale, float *v_scale);
 /* Linear layers of the checkpoint (prefixes of 2-D ".weight" / ".B"
  * tensors, embeddings left out), in checkpoint order. */
 QP_API size_t qp_model_layer_count(qp_model *m);

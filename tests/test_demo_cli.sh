@@ -22,4 +22,12 @@ echo "$out" | tail -4
 "$Q" run "$T/qqq" --device vulkan:99 2>&1 | grep -q "no device matches 'vulkan:99'" || fail "bad device"
 "$Q" quantize "$T/fp16" "$T/g64" --scheme w4a16-int4 --group-size 64 >/dev/null || fail "w4a16 g64"
 grep -q '"group_size":64' "$T/g64/config.json" || fail "group size not written"
-echo "ok: demo model quantized into 7 schemes and run on every device"
+# fp8 KV cache: the config gains kv_cache_group, k/v output scales are
+# written, and run checks the cache kernels bit for bit on every device
+"$Q" quantize "$T/fp16" "$T/kv" --scheme fp8-dyn-token --kv-cache >/dev/null || fail "quantize --kv-cache"
+grep -q '"kv_cache_group":\["\*k_proj","\*v_proj"\]' "$T/kv/config.json" || fail "no kv_cache_group"
+out=$("$Q" run "$T/kv" --tokens 2 2>&1) || { echo "$out"; fail "run kv"; }
+echo "$out" | grep "kv-cache fp8" | grep -q "(ref)" || { echo "$out"; fail "no kv-cache rows"; }
+echo "$out" | grep "kv-cache fp8" | grep -v "(ref)" | grep -q "FAIL" && { echo "$out"; fail "kv-cache differs"; }
+"$Q" quantize "$T/fp16" "$T/x" --scheme qqq --kv-cache 2>&1 | grep -q "needs a Quark scheme" || fail "kv on qqq"
+echo "ok: demo model quantized into 8 schemes (one with an fp8 KV cache) and run on every device"

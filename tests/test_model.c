@@ -263,6 +263,77 @@ static void hostile_index(void) {
     unlink(path);
 }
 
+
+/* Writes config.json (the given quantization_config) and model.safetensors
+ * with the given scalar fp32 tensors. */
+static void write_scalars(const char *qcfg, const char *const *names, const float *vals, int n, int elems) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "{\"model_type\":\"llama\",\"quantization_config\":%s}", qcfg);
+    fclose(f);
+    qp_tensor t[8];
+    float data[8][2];
+    for (int i = 0; i < n; i++) {
+        data[i][0] = data[i][1] = vals[i];
+        t[i] = (qp_tensor){names[i], QP_DTYPE_F32, 1, {elems, 0, 0, 0}, data[i]};
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK(!qp_safetensors_write(ctx, path, t, (size_t)n, NULL, 0), "%s", qp_last_error(ctx));
+}
+
+/* fp8 KV-cache scales as vLLM's BaseKVCacheMethod settles them. */
+static void kv_scales(void) {
+    const char *KV = "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[\"*k_proj\",\"*v_proj\"],\"pack_method\":\"reorder\"},"
+                     "\"global_quant_config\":{\"weight\":{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"symmetric\":true,\"is_dynamic\":false},"
+                     "\"input_tensors\":null,\"output_tensors\":null,\"bias\":null},"
+                     "\"layer_quant_config\":{\"*k_proj\":{\"weight\":null,\"input_tensors\":null,\"output_tensors\":{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"symmetric\":true,\"is_dynamic\":false},\"bias\":null},"
+                     "\"*v_proj\":{\"weight\":null,\"input_tensors\":null,\"output_tensors\":{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"symmetric\":true,\"is_dynamic\":false},\"bias\":null}},"
+                     "\"layer_type_quant_config\":{},\"exclude\":[]}";
+    const char *P = "model.layers.0.self_attn";
+    const char *quark[] = {"model.layers.0.self_attn.k_proj.output_scale", "model.layers.0.self_attn.v_proj.output_scale"};
+    const char *plain[] = {"model.layers.0.self_attn.k_scale"};
+    const char *vonly[] = {"model.layers.0.self_attn.attn.v_scale"};
+    float kv[2] = {0.25f, 0.0625f}, k, v;
+    qp_model *m = NULL;
+
+    write_scalars(KV, quark, kv, 2, 1);
+    CHECK(!qp_model_open(ctx, dir, &m), "%s", qp_last_error(ctx));
+    CHECK(m && !qp_model_kv_scales(m, P, &k, &v) && k == 0.25f && v == 0.0625f, "quark output scales: %s", qp_last_error(ctx));
+    qp_model_close(m);
+
+    write_scalars(KV, plain, kv, 1, 1); /* one scale: duplicated */
+    CHECK(!qp_model_open(ctx, dir, &m), "%s", qp_last_error(ctx));
+    CHECK(m && !qp_model_kv_scales(m, P, &k, &v) && k == 0.25f && v == 0.25f, "k only: %s", qp_last_error(ctx));
+    CHECK(!qp_model_kv_scales(m, "model.layers.1.self_attn", &k, &v) && k == 1.0f && v == 1.0f, "none: defaults 1.0");
+    qp_model_close(m);
+
+    write_scalars(KV, vonly, kv, 1, 1);
+    CHECK(!qp_model_open(ctx, dir, &m), "%s", qp_last_error(ctx));
+    CHECK(m && qp_model_kv_scales(m, P, &k, &v) == QP_ERR_VALUE && strstr(qp_last_error(ctx), "no k_scale"), "%s", qp_last_error(ctx));
+    qp_model_close(m);
+
+    write_scalars(KV, quark, kv, 2, 2); /* two elements */
+    CHECK(!qp_model_open(ctx, dir, &m), "%s", qp_last_error(ctx));
+    CHECK(m && qp_model_kv_scales(m, P, &k, &v) == QP_ERR_VALUE &&
+              strstr(qp_last_error(ctx), "Only support per-tensor scaling factor for fp8 KV cache"), "%s", qp_last_error(ctx));
+    qp_model_close(m);
+
+    float neg[2] = {-1.0f, 0.5f};
+    write_scalars(KV, quark, neg, 2, 1);
+    CHECK(!qp_model_open(ctx, dir, &m), "%s", qp_last_error(ctx));
+    CHECK(m && qp_model_kv_scales(m, P, &k, &v) == QP_ERR_VALUE, "a negative scale");
+    qp_model_close(m);
+
+    write_scalars(INT8_CFG, quark, kv, 2, 1); /* the config does not quantize the cache */
+    CHECK(!qp_model_open(ctx, dir, &m), "%s", qp_last_error(ctx));
+    CHECK(m && qp_model_kv_scales(m, P, &k, &v) == QP_ERR_NOT_FOUND, "no kv quantization");
+    qp_model_close(m);
+    char path[256];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    remove(path);
+}
+
 int main(void) {
     qp_context_create(&ctx);
     qp_device_find(ctx, "cpu", &cpu);
@@ -273,6 +344,7 @@ int main(void) {
     sharded();
     row_parallel();
     hostile_index();
+    kv_scales();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     CHECK(system(cmd) == 0, "cleanup");

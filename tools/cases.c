@@ -9,35 +9,45 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define QUARK(W, I) QUARK_PACK("reorder", W, I)
-#define QUARK_PACK(P, W, I)                                                                                    \
-    "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"" P "\"},"             \
-    "\"global_quant_config\":{\"weight\":" W ",\"input_tensors\":" I ",\"output_tensors\":null,\"bias\":null}," \
-    "\"layer_quant_config\":{},\"layer_type_quant_config\":{},\"exclude\":[]}"
-/* W4A16 weights (tools/schemes.c's exporter JSON) */
-#define W4(dt, sym, G) "{\"dtype\":\"" dt "\",\"qscheme\":\"per_group\",\"group_size\":" G ",\"symmetric\":" sym ",\"is_dynamic\":false}"
-#define T(dt, qs, sym, dyn) "{\"dtype\":\"" dt "\",\"qscheme\":\"" qs "\",\"symmetric\":" sym ",\"is_dynamic\":" dyn "}"
+#include "qconfigs.h"
+
+#define QUARK(W, I) QC_QUARK("reorder", "[]", W, I)
+#define T QC_T
+#define MX QC_MX
+#define W4 QC_W4
 
 const case_scheme case_schemes[] = {
-    {"int8-dyn-sym", QUARK(T("int8", "per_channel", "true", "false"), T("int8", "per_channel", "true", "true")), 1, 0, 1, 1},
-    {"int8-dyn-asym", QUARK(T("int8", "per_channel", "true", "false"), T("int8", "per_channel", "false", "true")), 1, 0, 1, 1},
-    {"int8-static-sym", QUARK(T("int8", "per_tensor", "true", "false"), T("int8", "per_tensor", "true", "false")), 1, 0, 1, 1},
-    {"int8-static-asym", QUARK(T("int8", "per_tensor", "true", "false"), T("int8", "per_tensor", "false", "false")), 1, 0, 1, 1},
-    {"fp8-static", QUARK(T("fp8_e4m3", "per_tensor", "true", "false"), T("fp8_e4m3", "per_tensor", "true", "false")), 0, 0, 1, 1},
-    {"fp8-dyn-tensor", QUARK(T("fp8_e4m3", "per_tensor", "true", "false"), T("fp8_e4m3", "per_tensor", "true", "true")), 0, 0, 1, 1},
-    {"fp8-dyn-token", QUARK(T("fp8_e4m3", "per_channel", "true", "false"), T("fp8_e4m3", "per_channel", "true", "true")), 0, 0, 1, 1},
-    {"qqq-channel", "{\"quant_method\":\"qqq\",\"wbits\":4,\"group_size\":-1}", 1, 1, 128, 64},
-    {"qqq-g128", "{\"quant_method\":\"qqq\",\"wbits\":4,\"group_size\":128}", 1, 1, 128, 64},
-    {"w4a16-int4-g128", QUARK(W4("int4", "true", "128"), "null"), 0, 0, 128, 1},
-    {"w4a16-uint4-order", QUARK_PACK("order", W4("uint4", "false", "128"), "null"), 0, 0, 128, 1},
-    {"w4a16-int4-g32", QUARK(W4("int4", "true", "32"), "null"), 0, 0, 32, 1},
-    {"fp8-block", QUARK("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],\"is_dynamic\":false,\"symmetric\":true}",
-                        "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":128,\"is_dynamic\":true,\"symmetric\":true}"),
-     0, 0, 128, 1},
-    {"fp8-block-e8m0", QUARK("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],\"scale_type\":\"float8_e8m0fnu\",\"is_dynamic\":false,\"symmetric\":true}",
-                             "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":128,\"is_dynamic\":true,\"symmetric\":true}"),
-     0, 0, 128, 1},
-    {"hf-fp8-block", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"weight_block_size\":[128,128]}", 0, 0, 128, 1},
+    {"int8-dyn-sym", QUARK(T("int8", "per_channel", "true", "false"), T("int8", "per_channel", "true", "true")), 1, 0, 1, 1, 0},
+    {"int8-dyn-asym", QUARK(T("int8", "per_channel", "true", "false"), T("int8", "per_channel", "false", "true")), 1, 0, 1, 1, 0},
+    {"int8-static-sym", QUARK(T("int8", "per_tensor", "true", "false"), T("int8", "per_tensor", "true", "false")), 1, 0, 1, 1, 0},
+    {"int8-static-asym", QUARK(T("int8", "per_tensor", "true", "false"), T("int8", "per_tensor", "false", "false")), 1, 0, 1, 1, 0},
+    {"fp8-static", QUARK(T("fp8_e4m3", "per_tensor", "true", "false"), T("fp8_e4m3", "per_tensor", "true", "false")), 0, 0, 1, 1, 0},
+    {"fp8-dyn-tensor", QUARK(T("fp8_e4m3", "per_tensor", "true", "false"), T("fp8_e4m3", "per_tensor", "true", "true")), 0, 0, 1, 1, 0},
+    {"fp8-dyn-token", QUARK(T("fp8_e4m3", "per_channel", "true", "false"), T("fp8_e4m3", "per_channel", "true", "true")), 0, 0, 1, 1, 0},
+    {"qqq-channel", QC_QQQ("-1"), 1, 1, 128, 64, 0},
+    {"qqq-g128", QC_QQQ("128"), 1, 1, 128, 64, 0},
+    {"w4a16-int4-g128", QUARK(W4("int4", "true", "128"), "null"), 0, 0, 128, 1, 0},
+    {"w4a16-uint4-order", QC_QUARK("order", "[]", W4("uint4", "false", "128"), "null"), 0, 0, 128, 1, 0},
+    {"w4a16-int4-g32", QUARK(W4("int4", "true", "32"), "null"), 0, 0, 32, 1, 0},
+    {"fp8-block", QUARK(QC_FP8_BLOCK_W, QC_FP8_GROUP_A),
+     0, 0, 128, 1, 0},
+    {"fp8-block-e8m0", QUARK(QC_FP8_BLOCK_W_E8M0, QC_FP8_GROUP_A),
+     0, 0, 128, 1, 0},
+    {"hf-fp8-block", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"weight_block_size\":[128,128]}", 0, 0, 128, 1, 0},
+    /* power-of-two activation group scales (vLLM with DeepGEMM's E8M0 path) */
+    {"fp8-block-ue8m0", QUARK(QC_FP8_BLOCK_W_E8M0, QC_FP8_GROUP_A),
+     0, 0, 128, 1, 1},
+    {"mxfp4-w-only", QUARK(MX("fp4", "false"), "null"), 0, 0, 32, 1, 0},
+    {"mxfp4", QUARK(MX("fp4", "false"), MX("fp4", "true")), 0, 0, 32, 1, 0},
+    {"mxfp6-e3m2", QUARK(MX("fp6_e3m2", "false"), MX("fp6_e3m2", "true")), 0, 0, 32, 1, 0},
+    {"mxfp6-e2m3", QUARK(MX("fp6_e2m3", "false"), MX("fp6_e2m3", "true")), 0, 0, 32, 1, 0},
+    {"mxfp4-a-mxfp8", QUARK(MX("fp4", "false"), MX("fp8_e4m3", "true")), 0, 0, 32, 1, 0},
+    {"w4a8-mxfp4-fp8", QUARK(MX("fp4", "false"), T("fp8_e4m3", "per_tensor", "true", "false")), 0, 0, 32, 1, 0},
+    {"nvfp4", QUARK(QC_NVFP4_W, QC_NVFP4_A), 0, 0, 16, 1, 0},
+    /* MXFP4 with Quark's online input rotation (a 32x32 Hadamard) */
+    {"mxfp4-rotated", QUARK(MX("fp4", "false"), MX("fp4", "true")), 0, 0, 32, 1, 0},
+    /* an excluded layer: vLLM's UnquantizedLinearMethod */
+    {"unquantized", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"ignored_layers\":[\"model.layers.0.mlp.down_proj\"]}", 0, 0, 1, 1, 0},
 };
 const int n_case_schemes = (int)(sizeof case_schemes / sizeof *case_schemes);
 
@@ -85,7 +95,7 @@ void case_activations(case_dist d, qp_dtype dt, int M, int K, uint64_t seed, uin
 
 static void *own(case_layer *l, size_t bytes) {
     void *p = calloc(1, bytes ? bytes : 1);
-    for (int i = 0; i < 8; i++)
+    for (int i = 0; i < 10; i++)
         if (!l->owned[i]) { l->owned[i] = p; return p; }
     free(p);
     return NULL;
@@ -114,6 +124,103 @@ static void calib_range(const uint16_t *c, int cm, int K, qp_dtype dt, float *lo
 static int fp8_block(const case_layer *l) {
     return l->scheme.kind == QP_SCHEME_W8A8_FP8_BLOCK ||
            (l->scheme.kind == QP_SCHEME_HF_FP8 && l->scheme.weight.granularity == QP_GRAN_BLOCK);
+}
+
+
+static const qp_tensor *tensor_named(const case_layer *l, const char *name) {
+    for (size_t i = 0; i < l->n_tensors; i++)
+        if (!strcmp(l->tensors[i].name, name)) return &l->tensors[i];
+    return NULL;
+}
+
+/* Sylvester's Hadamard matrix of order r (a power of two): H[i][j] =
+ * (-1)^popcount(i & j). */
+static void hadamard(int r, int8_t *H) {
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < r; j++) H[(size_t)i * r + j] = (int8_t)(__builtin_popcount((unsigned)(i & j)) & 1 ? -1 : 1);
+}
+
+/* OCP-MX, W4A8-MXFP4-FP8, NVFP4 and unquantized layers through the library's
+ * exporter (qp_quantize_weights, as `qport quantize` writes them); w_deq is
+ * the exact dequantized weight (the device's rounding to the activation
+ * dtype changes it by at most one ulp, which the bound's 1.01 covers). */
+static int make_block_float(qp_context *ctx, case_layer *l, const float *w, const uint16_t *calib, int calib_m,
+                            char *err, size_t errcap) {
+    int N = l->N, K = l->K;
+    size_t NK = (size_t)N * K;
+    if (l->scheme.kind == QP_SCHEME_UNQUANTIZED) {
+        uint16_t *wa = own(l, NK * 2);
+        if (!wa) { snprintf(err, errcap, "out of memory"); return -1; }
+        for (size_t i = 0; i < NK; i++) {
+            wa[i] = (uint16_t)qp_format_encode(l->act_dtype, w[i] * 20.0f);
+            l->w_deq[i] = qp_format_decode(l->act_dtype, wa[i]);
+        }
+        add(l, "weight", l->act_dtype, 2, N, K, wa);
+        return 0;
+    }
+    float *cf = NULL;
+    qp_quantize_options qo;
+    qp_quantize_options_init(&qo);
+    qo.params_dtype = l->act_dtype;
+    if (calib && calib_m > 0) {
+        cf = malloc(sizeof(float) * (size_t)calib_m * K);
+        if (!cf) { snprintf(err, errcap, "out of memory"); return -1; }
+        for (size_t i = 0; i < (size_t)calib_m * K; i++) cf[i] = qp_format_decode(l->act_dtype, calib[i]);
+        qo.calib = cf;
+        qo.calib_rows = (size_t)calib_m;
+    }
+    qp_qweights *q = NULL;
+    int rc = 0;
+    if (qp_quantize_weights(ctx, &l->scheme, w, N, K, &qo, &q)) {
+        snprintf(err, errcap, "%s", qp_last_error(ctx));
+        rc = -1;
+    }
+    free(cf);
+    static const char *const names[] = {"weight", "weight_scale", "input_scale", "weight_scale_2", "input_scale_2"};
+    for (size_t i = 0; !rc && i < qp_qweights_count(q); i++) {
+        qp_tensor t;
+        qp_qweights_get(q, i, &t);
+        size_t bytes = qp_tensor_bytes(&t);
+        const char *nm = NULL;
+        for (int k = 0; k < 5; k++) if (!strcmp(t.name, names[k])) nm = names[k];
+        void *copy = own(l, bytes);
+        if (!nm || !copy || l->n_tensors >= 6) { snprintf(err, errcap, "unexpected tensor '%s'", t.name); rc = -1; break; }
+        memcpy(copy, t.data, bytes);
+        add(l, nm, t.dtype, t.ndim, t.shape[0], t.ndim > 1 ? t.shape[1] : 0, copy);
+    }
+    qp_qweights_destroy(q);
+    const qp_tensor *tw = tensor_named(l, "weight"), *ts = tensor_named(l, "weight_scale");
+    if (!rc && (!tw || !ts)) { snprintf(err, errcap, "the exporter wrote no weight / weight_scale"); rc = -1; }
+    uint8_t *codes = rc ? NULL : malloc(NK);
+    if (!rc && !codes) { snprintf(err, errcap, "out of memory"); rc = -1; }
+    qp_dtype we = l->scheme.kind == QP_SCHEME_OCP_MX ? l->scheme.weight.dtype : QP_DTYPE_F4_E2M1;
+    for (int n = 0; !rc && n < N; n++) {
+        const uint8_t *row = tw->data;
+        if (we == QP_DTYPE_F4_E2M1) qp_unpack_fp4(row + (size_t)n * (K / 2), (size_t)K, codes + (size_t)n * K);
+        else if (we == QP_DTYPE_F8_E4M3FN) memcpy(codes + (size_t)n * K, row + (size_t)n * K, (size_t)K);
+        else qp_unpack_fp6(row + (size_t)n * ((size_t)K * 3 / 4), (size_t)K, codes + (size_t)n * K);
+    }
+    if (!rc && l->scheme.kind == QP_SCHEME_NVFP4) {
+        const qp_tensor *t2 = tensor_named(l, "weight_scale_2");
+        float g = t2 ? ((const float *)t2->data)[0] : 1.0f;
+        for (size_t i = 0; i < NK; i++)
+            l->w_deq[i] = qp_format_decode(QP_DTYPE_F4_E2M1, codes[i]) *
+                          qp_format_decode(QP_DTYPE_F8_E4M3FN, ((const uint8_t *)ts->data)[i / 16]) * g;
+    } else if (!rc && qp_dequant_mx(ctx, we, codes, ts->data, (size_t)N, (size_t)K, l->w_deq)) {
+        snprintf(err, errcap, "%s", qp_last_error(ctx));
+        rc = -1;
+    }
+    free(codes);
+    if (!rc && !strcmp(l->cs->name, "mxfp4-rotated")) {
+        int r = 32;
+        l->rotation = own(l, (size_t)r * r);
+        if (!l->rotation) { snprintf(err, errcap, "out of memory"); return -1; }
+        hadamard(r, l->rotation);
+        l->rotation_size = r;
+        qp_tensor *t = &l->tensors[l->n_tensors++];
+        *t = (qp_tensor){"input_rotation", QP_DTYPE_I8, 2, {r, r, 0, 0}, l->rotation};
+    }
+    return rc;
 }
 
 int case_layer_make(qp_context *ctx, const case_scheme *cs, int N, int K, qp_dtype dt, uint64_t seed,
@@ -209,6 +316,9 @@ int case_layer_make(qp_context *ctx, const case_scheme *cs, int N, int K, qp_dty
         add(l, "B", QP_DTYPE_I32, 2, K / 16, 2 * N, B);
         add(l, "s_channel", QP_DTYPE_F32, 2, 1, N, scp);
         if (g == 128) add(l, "s_group", QP_DTYPE_F16, 2, K / 128, N, sgp);
+    } else if (kind == QP_SCHEME_OCP_MX || kind == QP_SCHEME_W4A8_MXFP4_FP8 || kind == QP_SCHEME_NVFP4 ||
+               kind == QP_SCHEME_UNQUANTIZED) {
+        rc = make_block_float(ctx, l, w, calib, calib_m, err, errcap);
     } else if (kind == QP_SCHEME_W4A16_INT4 || fp8_block(l)) {
         /* the library's exporter (qp_quantize_weights, as `qport quantize`);
          * the dequantized weights are rebuilt from the checkpoint tensors */
@@ -290,7 +400,10 @@ int case_layer_make(qp_context *ctx, const case_scheme *cs, int N, int K, qp_dty
 }
 
 void case_layer_free(case_layer *l) {
-    for (int i = 0; i < 8; i++) { free(l->owned[i]); l->owned[i] = NULL; }
+    for (int i = 0; i < 10; i++) { free(l->owned[i]); l->owned[i] = NULL; }
+    free(l->xq);
+    l->xq = NULL;
+    l->xq_src = NULL;
     l->n_tensors = 0;
 }
 
@@ -334,6 +447,53 @@ void case_layer_free(case_layer *l) {
  *     (132 + K/128) u 1.01 sum_k T_k |w_deq,k| + 2 ulp,
  * T_k the activation bound above: far tighter than K u for large K.
  */
+/* The row the GEMM of a fake-quantizing scheme sees: x, rotated when the
+ * layer carries a rotation, then quantized and dequantized exactly as the
+ * reference does; cached per (x, m). NULL for the other schemes. */
+static const float *qdq_row(const case_layer *cl, const uint16_t *x, int m) {
+    case_layer *l = (case_layer *)cl;
+    qp_scheme_kind kind = l->scheme.kind;
+    if (kind != QP_SCHEME_OCP_MX && kind != QP_SCHEME_W4A8_MXFP4_FP8 && kind != QP_SCHEME_NVFP4) return NULL;
+    int K = l->K;
+    if (l->xq && l->xq_src == x && l->xq_m == m) return l->xq;
+    if (!l->xq && !(l->xq = malloc(sizeof(float) * (size_t)K * 2 + (size_t)K * 2 + (size_t)K))) return NULL;
+    float *xr = l->xq + K;
+    uint16_t *rot = (uint16_t *)(xr + K);
+    uint8_t *codes = (uint8_t *)(rot + K);
+    uint8_t sc[4096];
+    const uint16_t *src = x + (size_t)m * K;
+    if (l->rotation) {
+        qp_ref_rotation_forward(NULL, l->act_dtype, src, 1, K, l->rotation, l->rotation_size, rot);
+        src = rot;
+    }
+    for (int k = 0; k < K; k++) xr[k] = qp_format_decode(l->act_dtype, src[k]);
+    const qp_qtensor *a = &l->scheme.activation;
+    if (K / 16 > (int)sizeof sc) return NULL;
+    if (kind == QP_SCHEME_OCP_MX && a->dtype != QP_DTYPE_NONE) {
+        qp_dtype ae = a->dtype;
+        qp_quant_mx(NULL, ae, xr, 1, (size_t)K, codes, sc);
+        qp_dequant_mx(NULL, ae, codes, sc, 1, (size_t)K, l->xq);
+    } else if (kind == QP_SCHEME_NVFP4) {
+        const qp_tensor *t = tensor_named(l, "input_scale_2");
+        float g = 1.0f / (t ? ((const float *)t->data)[0] : 1.0f);
+        qp_quant_nvfp4(NULL, xr, 1, (size_t)K, g, codes, sc);
+        for (int k = 0; k < K; k++)
+            l->xq[k] = qp_format_decode(QP_DTYPE_F4_E2M1, codes[k]) * (qp_format_decode(QP_DTYPE_F8_E4M3FN, sc[k / 16]) / g);
+    } else if (kind == QP_SCHEME_W4A8_MXFP4_FP8) {
+        const qp_tensor *t = tensor_named(l, "input_scale");
+        float s = t ? ((const float *)t->data)[0] : 1.0f;
+        for (int k = 0; k < K; k++) {
+            float v = fmaxf(-448.0f, fminf(xr[k] / s, 448.0f));
+            l->xq[k] = qp_format_decode(QP_DTYPE_F8_E4M3FN, qp_format_encode(QP_DTYPE_F8_E4M3FN, v)) * s;
+        }
+    } else {
+        memcpy(l->xq, xr, sizeof(float) * (size_t)K);
+    }
+    l->xq_src = x;
+    l->xq_m = m;
+    return l->xq;
+}
+
 double case_bound(const case_layer *l, const uint16_t *x, int m, double ref, qp_dtype out, int n) {
     double sum = 0;
     const uint16_t *xr = x + (size_t)m * l->K;
@@ -353,7 +513,17 @@ double case_bound(const case_layer *l, const uint16_t *x, int m, double ref, qp_
         }
         return (132.0 + l->K / 128.0) * 0x1p-24 * 1.01 * sum + 2.0 * ulp;
     }
+    const float *xq = qdq_row(l, x, m);
+    if (xq) {
+        /* qdq schemes: x' is bit-identical on both sides (exact fp32 steps);
+         * W4A16's argument with x' for x, the products exact (two 16-bit
+         * floats), and 1.01 also covering x' and W rounded to the activation
+         * dtype; NVFP4 rounds the sum before adding the bias: one ulp more */
+        for (int k = 0; k < l->K; k++) sum += 1.01 * fabs((double)xq[k]) * fabs((double)wr[k]);
+        return (l->K + 2.0) * 0x1p-24 * 1.01 * sum + (l->scheme.kind == QP_SCHEME_NVFP4 ? 3.0 : 2.0) * ulp;
+    }
     for (int k = 0; k < l->K; k++) sum += fabs((double)qp_format_decode(l->act_dtype, xr[k])) * fabs((double)wr[k]);
-    if (l->scheme.kind == QP_SCHEME_W4A16_INT4) return (l->K + 2.0) * 0x1p-24 * 1.01 * sum + 2.0 * ulp;
+    if (l->scheme.kind == QP_SCHEME_W4A16_INT4 || l->scheme.kind == QP_SCHEME_UNQUANTIZED)
+        return (l->K + 2.0) * 0x1p-24 * 1.01 * sum + 2.0 * ulp;
     return (double)l->K * 0x1p-24 * sum * 1.125 + 2.0 * ulp;
 }

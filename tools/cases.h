@@ -14,6 +14,7 @@ typedef struct case_scheme {
     int f16_only;        /* QQQ: fp16 activations only                       */
     int k_multiple;      /* K must be a multiple of this                     */
     int n_multiple;
+    int act_ue8m0;       /* qp_linear_options.act_ue8m0 (fp8 per-block)      */
 } case_scheme;
 
 extern const case_scheme case_schemes[];
@@ -40,8 +41,15 @@ typedef struct case_layer {
     qp_dtype act_dtype;
     qp_tensor tensors[8];
     size_t n_tensors;
-    void *owned[8];
+    void *owned[10];
     float *w_deq;        /* [N][K] dequantized weights                       */
+    int8_t *rotation;    /* [r][r] Hadamard of rotated cases, or NULL        */
+    int rotation_size;
+    /* case_bound's cache: the row (x, m) fake-quantized as the scheme's
+     * activation step does it */
+    float *xq;
+    const uint16_t *xq_src;
+    int xq_m;
 } case_layer;
 
 /* Builds the layer with seed `seed`; `calib` (M x K act_dtype bits, may be

@@ -230,6 +230,7 @@ int cmd_conform(int argc, char **argv) {
                 qp_linear_options_init(&o);
                 o.act_dtype = dt;
                 o.layer = cs->name;
+                o.act_ue8m0 = cs->act_ue8m0;
                 qp_linear *ref = NULL, *lin[MAX_DEV][N_PATHS] = {{0}};
                 char skip[MAX_DEV][N_PATHS][320];
                 if (qp_linear_create(refdev, &l.scheme, N, K, l.tensors, l.n_tensors, &o, &ref)) {

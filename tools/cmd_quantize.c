@@ -5,6 +5,8 @@
  * under their checkpoint names, dtypes and shapes. Other tensors (embeddings,
  * norms, biases, excluded layers) are copied unchanged. */
 #include <errno.h>
+#include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -88,11 +90,67 @@ static void out_free(out_list *o) {
     free(o->t); free(o->names); free(o->owned); free(o->q);
 }
 
+/* The Quark config with an fp8 KV cache, as Quark exports it: k_proj and
+ * v_proj in kv_cache_group, each with a layer entry that repeats the global
+ * weight / input configs and quantizes its output per tensor to fp8 (spec
+ * 1.2: those output_tensors become the cache's config). NULL when the config
+ * is not a plain Quark one. */
+static char *with_kv_cache(const char *qcfg) {
+    const char *g = strstr(qcfg, "\"global_quant_config\":{"), *e = g ? strstr(g, ",\"output_tensors\":null") : NULL;
+    if (!strstr(qcfg, "\"quant_method\":\"quark\"") || !g || !e || !strstr(qcfg, "\"layer_quant_config\":{}") ||
+        !strstr(qcfg, "\"kv_cache_group\":[]"))
+        return NULL;
+    g += strlen("\"global_quant_config\":{");
+    const char *fp8 = ",\"output_tensors\":{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"symmetric\":true,"
+                      "\"is_dynamic\":false},\"bias\":null}";
+    size_t cap = 2 * (size_t)(e - g) + 2 * strlen(fp8) + 128;
+    char *layers = malloc(cap);
+    if (!layers) return NULL;
+    snprintf(layers, cap, "\"layer_quant_config\":{\"*k_proj\":{%.*s%s,\"*v_proj\":{%.*s%s}", (int)(e - g), g, fp8,
+             (int)(e - g), g, fp8);
+    char *a = replace_once(qcfg, "\"kv_cache_group\":[]", "\"kv_cache_group\":[\"*k_proj\",\"*v_proj\"]");
+    char *b = a ? replace_once(a, "\"layer_quant_config\":{}", layers) : NULL;
+    free(a);
+    free(layers);
+    return b;
+}
+
+/* k_proj / v_proj output scales: absmax of the layer's output over a seeded
+ * N(0, 1) calibration batch, over 448 (Quark's static per-tensor fp8). */
+static float output_scale(const float *w, int N, int K) {
+    enum { ROWS = 32 };
+    uint64_t s = 0x5EEDull + (uint64_t)N * 31 + (uint64_t)K;
+    float *x = malloc(sizeof(float) * (size_t)K), amax = 0.0f;
+    if (!x) return 1.0f;
+    for (int r = 0; r < ROWS; r++) {
+        for (int k = 0; k < K; k++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            double u1 = ((double)(s >> 11) + 0.5) * 0x1p-53;
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            double u2 = (double)(s >> 11) * 0x1p-53;
+            x[k] = (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+        }
+        for (int n = 0; n < N; n++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++) acc += (double)x[k] * w[(size_t)n * K + k];
+            if (fabs(acc) > amax) amax = (float)fabs(acc);
+        }
+    }
+    free(x);
+    return amax > 0.0f ? amax / 448.0f : 1.0f;
+}
+
+static int is_kv_proj(const char *layer) {
+    size_t l = strlen(layer);
+    return l >= 7 && (!strcmp(layer + l - 7, ".k_proj") || !strcmp(layer + l - 7, ".v_proj"));
+}
+
 int cmd_quantize(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *scheme_name = NULL;
-    int group = 0;
+    int group = 0, kv = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--scheme") && i + 1 < argc) scheme_name = argv[++i];
+        else if (!strcmp(argv[i], "--kv-cache")) kv = 1;
         else if (!strcmp(argv[i], "--group-size") && i + 1 < argc) group = atoi(argv[++i]);
         else if (argv[i][0] != '-' && !in) in = argv[i];
         else if (argv[i][0] != '-' && !out) out = argv[i];
@@ -100,7 +158,7 @@ int cmd_quantize(int argc, char **argv) {
     }
     const quant_scheme *qs = scheme_name ? quant_scheme_find(scheme_name) : NULL;
     if (!in || !out || !qs) {
-        fprintf(stderr, "usage: qport quantize IN_DIR OUT_DIR --scheme NAME [--group-size G]\nschemes: ");
+        fprintf(stderr, "usage: qport quantize IN_DIR OUT_DIR --scheme NAME [--group-size G] [--kv-cache]\nschemes: ");
         quant_scheme_list(stderr);
         return 2;
     }
@@ -111,6 +169,16 @@ int cmd_quantize(int argc, char **argv) {
         char *r = strstr(qcfg, "\"group_size\":128") ? replace_once(qcfg, "\"group_size\":128", to) : NULL;
         if (!r) {
             fprintf(stderr, "qport quantize: scheme %s has no group size to set\n", qs->name);
+            free(qcfg);
+            return 2;
+        }
+        free(qcfg);
+        qcfg = r;
+    }
+    if (kv && qcfg) {
+        char *r = with_kv_cache(qcfg);
+        if (!r) {
+            fprintf(stderr, "qport quantize: --kv-cache needs a Quark scheme (%s is not one)\n", qs->name);
             free(qcfg);
             return 2;
         }
@@ -169,6 +237,7 @@ int cmd_quantize(int argc, char **argv) {
         }
         qp_qweights *q = NULL;
         qp_status st = qp_quantize_weights(ctx, &s, w, N, K, &qo, &q);
+        float oscale = kv && is_kv_proj(layer) ? output_scale(w, N, K) : 0.0f;
         free(w);
         if (st) { fprintf(stderr, "\nqport quantize: %s: %s\n", layer, qp_last_error(ctx)); goto done; }
         if (keep_q(&o, q)) { qp_qweights_destroy(q); goto oom; }
@@ -179,6 +248,15 @@ int cmd_quantize(int argc, char **argv) {
             char nm[1100];
             snprintf(nm, sizeof nm, "%s.%s", layer, qt.name);
             if (push(&o, nm, &qt, NULL)) goto oom;
+        }
+        if (oscale > 0.0f) { /* a 0-d fp32 tensor, as Quark writes output_scale */
+            float *v = malloc(sizeof(float));
+            if (!v) goto oom;
+            *v = oscale;
+            qp_tensor st0 = {NULL, QP_DTYPE_F32, 0, {0, 0, 0, 0}, v};
+            char nm[1100];
+            snprintf(nm, sizeof nm, "%s.output_scale", layer);
+            if (push(&o, nm, &st0, v)) { free(v); goto oom; }
         }
     }
     progress(n, n, "done");

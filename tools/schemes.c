@@ -5,13 +5,13 @@
 
 #include "tool.h"
 
-#define QK(W, I)                                                                                                  \
-    "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"reorder\"},"                 \
-    "\"global_quant_config\":{\"weight\":" W ",\"input_tensors\":" I ",\"output_tensors\":null,\"bias\":null},"      \
-    "\"layer_quant_config\":{},\"layer_type_quant_config\":{},\"exclude\":[\"lm_head\"]}"
-#define T4(dt, qs, sym, dyn) "{\"dtype\":\"" dt "\",\"qscheme\":\"" qs "\",\"symmetric\":" sym ",\"is_dynamic\":" dyn "}"
-#define MX(dt, dyn) "{\"dtype\":\"" dt "\",\"qscheme\":\"per_group\",\"group_size\":32,\"scale_format\":\"e8m0\",\"is_dynamic\":" dyn ",\"symmetric\":true}"
-#define W4(dt, sym, G) "{\"dtype\":\"" dt "\",\"qscheme\":\"per_group\",\"group_size\":" G ",\"symmetric\":" sym ",\"is_dynamic\":false}"
+#include "qconfigs.h"
+
+/* lm_head stays unquantized, as exporters leave it */
+#define QK(W, I) QC_QUARK("reorder", "[\"lm_head\"]", W, I)
+#define T4 QC_T
+#define MX QC_MX
+#define W4 QC_W4
 
 static const quant_scheme table[] = {
     {"int8-dyn-sym", QK(T4("int8", "per_channel", "true", "false"), T4("int8", "per_channel", "true", "true"))},
@@ -21,8 +21,7 @@ static const quant_scheme table[] = {
     {"fp8-static", QK(T4("fp8_e4m3", "per_tensor", "true", "false"), T4("fp8_e4m3", "per_tensor", "true", "false"))},
     {"fp8-dyn-tensor", QK(T4("fp8_e4m3", "per_tensor", "true", "false"), T4("fp8_e4m3", "per_tensor", "true", "true"))},
     {"fp8-dyn-token", QK(T4("fp8_e4m3", "per_channel", "true", "false"), T4("fp8_e4m3", "per_channel", "true", "true"))},
-    {"fp8-block", QK("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],\"is_dynamic\":false,\"symmetric\":true}",
-                     "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":128,\"is_dynamic\":true,\"symmetric\":true}")},
+    {"fp8-block", QK(QC_FP8_BLOCK_W, QC_FP8_GROUP_A)},
     {"w4a16-int4", QK(W4("int4", "true", "128"), "null")},
     {"w4a16-uint4", QK(W4("uint4", "false", "128"), "null")},
     {"mxfp4", QK(MX("fp4", "false"), "null")},
@@ -30,14 +29,9 @@ static const quant_scheme table[] = {
     {"mxfp6-e3m2", QK(MX("fp6_e3m2", "false"), MX("fp6_e3m2", "true"))},
     {"mxfp6-e2m3", QK(MX("fp6_e2m3", "false"), MX("fp6_e2m3", "true"))},
     {"w4a8-mxfp4-fp8", QK(MX("fp4", "false"), T4("fp8_e4m3", "per_tensor", "true", "false"))},
-    {"nvfp4", "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"reorder\"},"
-              "\"global_quant_config\":{\"weight\":[{\"dtype\":\"fp4\",\"qscheme\":\"per_group\",\"group_size\":16,\"scale_format\":\"fp8_e4m3\",\"is_dynamic\":false},"
-              "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"is_dynamic\":false}],"
-              "\"input_tensors\":[{\"dtype\":\"fp4\",\"qscheme\":\"per_group\",\"group_size\":16,\"scale_format\":\"fp8_e4m3\",\"is_dynamic\":true},"
-              "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"is_dynamic\":false}],\"output_tensors\":null,\"bias\":null},"
-              "\"layer_quant_config\":{},\"layer_type_quant_config\":{},\"exclude\":[\"lm_head\"]}"},
-    {"qqq", "{\"quant_method\":\"qqq\",\"wbits\":4,\"group_size\":128}"},
-    {"qqq-channel", "{\"quant_method\":\"qqq\",\"wbits\":4,\"group_size\":-1}"},
+    {"nvfp4", QK(QC_NVFP4_W, QC_NVFP4_A)},
+    {"qqq", QC_QQQ("128")},
+    {"qqq-channel", QC_QQQ("-1")},
     {"hf-fp8", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"ignored_layers\":[\"lm_head\"]}"},
     {"hf-fp8-static", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"static\",\"ignored_layers\":[\"lm_head\"]}"},
 };
