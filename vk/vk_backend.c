@@ -199,6 +199,14 @@ static const qp_backend_ops vk_ops = {
     .linear_forward = qp_vk_linear_forward,
     .linear_describe = qp_vk_linear_describe,
     .synchronize = vk_synchronize,
+    .rotation_prepare = qp_vk_rotation_prepare,
+    .rotation_destroy = qp_vk_rotation_destroy,
+    .rotation_forward = qp_vk_rotation_forward,
+    .kv_quantize = qp_vk_kv_quantize,
+    .kv_dequantize = qp_vk_kv_dequantize,
+    .linear_time = qp_vk_linear_time,
+    .buffer_copy = qp_vk_buffer_copy,
+    .buffer_copy_time = qp_vk_buffer_copy_time,
 };
 
 QP_VK_EXPORT const qp_backend_ops *qp_backend_entry(void) { return &vk_ops; }

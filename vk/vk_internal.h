@@ -142,6 +142,7 @@ typedef struct qp_vk_device {
     VkDevice dev;
     VkQueue queue;
     uint32_t queue_family;
+    uint32_t timestamp_bits; /* timestampValidBits of the queue family (0: none) */
     VkPhysicalDeviceProperties props;
     char driver_name[VK_MAX_DRIVER_NAME_SIZE];
     char driver_info[VK_MAX_DRIVER_INFO_SIZE];
@@ -226,5 +227,19 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
 void qp_vk_linear_destroy(void *dev, void *lin);
 qp_status qp_vk_linear_forward(void *dev, void *lin, void *x, int M, void *y);
 void qp_vk_linear_describe(void *dev, void *lin, int M, char *out, size_t cap);
+qp_status qp_vk_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms);
+/* Points the 8 bindings of `set` at bufs (NULL: the dummy buffer). */
+void qp_vk_write_set(qp_vk_device *d, VkDescriptorSet set, const qp_vk_buf *const bufs[QP_VK_BINDINGS]);
+/* compute -> compute memory barrier on d->cmd */
+void qp_vk_barrier(qp_vk_device *d);
+
+/* ---- vk_ops.c: rotation, fp8 KV cache, copies ---------------------------------- */
+qp_status qp_vk_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **rot);
+void qp_vk_rotation_destroy(void *dev, void *rot);
+qp_status qp_vk_rotation_forward(void *dev, void *rot, qp_dtype dt, void *x, int M, int K, void *y);
+qp_status qp_vk_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
+qp_status qp_vk_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
+qp_status qp_vk_buffer_copy(void *dev, void *src, size_t src_off, void *dst, size_t dst_off, size_t bytes);
+qp_status qp_vk_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms);
 
 #endif

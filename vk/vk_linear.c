@@ -555,7 +555,7 @@ static VkDescriptorBufferInfo bind_of(const qp_vk_device *d, const qp_vk_buf *b)
     return (VkDescriptorBufferInfo){.buffer = u->buf, .offset = 0, .range = range};
 }
 
-static void write_set(qp_vk_device *d, VkDescriptorSet set, const qp_vk_buf *const bufs[QP_VK_BINDINGS]) {
+void qp_vk_write_set(qp_vk_device *d, VkDescriptorSet set, const qp_vk_buf *const bufs[QP_VK_BINDINGS]) {
     VkDescriptorBufferInfo info[QP_VK_BINDINGS];
     VkWriteDescriptorSet w[QP_VK_BINDINGS];
     for (uint32_t i = 0; i < QP_VK_BINDINGS; i++) {
@@ -567,7 +567,7 @@ static void write_set(qp_vk_device *d, VkDescriptorSet set, const qp_vk_buf *con
     d->be->fn.vkUpdateDescriptorSets(d->dev, QP_VK_BINDINGS, w, 0, NULL);
 }
 
-static void barrier(qp_vk_device *d) {
+void qp_vk_barrier(qp_vk_device *d) {
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
     d->be->fn.vkCmdPipelineBarrier(d->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
@@ -595,7 +595,7 @@ static void dispatch(qp_vk_device *d, VkPipeline p, const qp_vk_push *pc, uint32
     f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
     f->vkCmdDispatch(d->cmd, gx, gy, 1);
-    barrier(d);
+    qp_vk_barrier(d);
 }
 
 /* Records the forward. With a query pool, timestamps q0 (start), q0 + 1
@@ -690,10 +690,10 @@ static qp_status forward_bind(qp_vk_device *d, qp_vk_linear *l, qp_vk_buf *x, in
 
     const qp_vk_buf *none = &d->dummy;
     const qp_vk_buf *act[QP_VK_BINDINGS] = {x, &d->xq, &d->st, none, none, none, none, none};
-    write_set(d, l->sets[0], act);
+    qp_vk_write_set(d, l->sets[0], act);
     for (int c = 0; c < l->n_chunks; c++) {
         const qp_vk_buf *g[QP_VK_BINDINGS] = {x, &d->xq, &d->st, &l->chunks[c].w, &l->ws, &l->azp, &l->bias, y};
-        write_set(d, l->sets[1 + c], g);
+        qp_vk_write_set(d, l->sets[1 + c], g);
     }
     return QP_OK;
 }
@@ -732,4 +732,54 @@ void qp_vk_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     if (l->n_chunks > 1) snprintf(chunks, sizeof chunks, ", %d weight chunks", l->n_chunks);
     if (gemv) snprintf(out, cap, "gemv %s%s wg%u%s", arith, wfmt, l->gemv_wg, chunks);
     else snprintf(out, cap, "tiled %dx%d %s%s%s", QP_VK_TILE, QP_VK_TILE, arith, wfmt, chunks);
+}
+
+/* linear_time (issue 10): `reps` forwards, each its own submission, with
+ * timestamps at the start, after the activation passes and at the end
+ * (VkQueryPool, timestampPeriod ns a tick): total_ms[i] = end - start,
+ * gemm_ms[i] = end - after-activations. */
+qp_status qp_vk_linear_time(void *dev, void *lin, void *x_, int M, void *y_, int reps, double *total_ms,
+                            double *gemm_ms) {
+    qp_vk_device *d = dev;
+    qp_vk_linear *l = lin;
+    qp_vk_fns *f = &d->be->fn;
+    if (!l || !x_ || !y_ || M <= 0 || reps <= 0 || !total_ms)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: linear_time: NULL argument, M <= 0 or reps <= 0",
+                         d->index);
+    if (!d->timestamp_bits || d->props.limits.timestampPeriod <= 0.0f)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d '%s': the compute queue has no timestamps "
+                         "(timestampValidBits 0)", d->index, d->props.deviceName);
+    qp_status st = forward_bind(d, l, x_, M, y_);
+    if (st != QP_OK) return st;
+    VkQueryPool pool;
+    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                .queryCount = 3};
+    VkResult r = f->vkCreateQueryPool(d->dev, &qi, NULL, &pool);
+    if (r != VK_SUCCESS)
+        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkCreateQueryPool failed: %s", d->index, qp_vk_result_str(r));
+    uint64_t mask = d->timestamp_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << d->timestamp_bits) - 1);
+    double ns = d->props.limits.timestampPeriod;
+    for (int i = 0; i < reps && st == QP_OK; i++) {
+        if ((st = qp_vk_cmd_begin(d)) != QP_OK) break;
+        f->vkCmdResetQueryPool(d->cmd, pool, 0, 3);
+        st = record(d, l, M, pool, 0);
+        if (st != QP_OK) {
+            f->vkEndCommandBuffer(d->cmd);
+            break;
+        }
+        char what[160];
+        snprintf(what, sizeof what, "the timed forward of layer '%s'", l->layer);
+        if ((st = qp_vk_cmd_submit(d, what)) != QP_OK) break;
+        uint64_t t[3];
+        r = f->vkGetQueryPoolResults(d->dev, pool, 0, 3, sizeof t, t, sizeof t[0],
+                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+        if (r != VK_SUCCESS) {
+            st = QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkGetQueryPoolResults failed: %s", d->index, qp_vk_result_str(r));
+            break;
+        }
+        total_ms[i] = (double)((t[2] - t[0]) & mask) * ns * 1e-6;
+        if (gemm_ms) gemm_ms[i] = (double)((t[2] - t[1]) & mask) * ns * 1e-6;
+    }
+    f->vkDestroyQueryPool(d->dev, pool, NULL);
+    return st;
 }
