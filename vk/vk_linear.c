@@ -550,7 +550,7 @@ fail:
 }
 
 static VkDescriptorBufferInfo bind_of(const qp_vk_device *d, const qp_vk_buf *b) {
-    const qp_vk_buf *u = b->buf ? b : &d->dummy;
+    const qp_vk_buf *u = b && b->buf ? b : &d->dummy;
     VkDeviceSize range = u->alloc_size < d->max_range ? u->alloc_size : d->max_range;
     return (VkDescriptorBufferInfo){.buffer = u->buf, .offset = 0, .range = range};
 }
