@@ -11,6 +11,12 @@
  *   - paths GEMV/tiled x int-dot/plain int32, fp16 and bf16, M in
  *     {1,2,3,5,8,16,17,64,256}, K/N around tile edges, a 4096x4096 layer,
  *     weights split over several bindings (QPORT_VK_MAX_BINDING);
+ *   - issue 9: W4A16 from the canonical fields; OCP-MX (fp4/fp6/fp8 weights,
+ *     none/MXFP4/MXFP6/MXFP8 activations), W4A8-MXFP4-FP8, NVFP4,
+ *     unquantized and W8A8-FP8 per-block: bit-exact activation qdq through
+ *     selection weights, random layers within the fp32-summation bound;
+ *     rotation and the fp8 KV cache bit-exact; linear_time, buffer_copy,
+ *     buffer_copy_time;
  *   - guard bands after every output, fault paths.
  * Exit 77 (skip) when there is no Vulkan device. Seed: QPORT_TEST_SEED. */
 #include <dlfcn.h>
@@ -404,8 +410,11 @@ static void time_forward(qp_lin_desc *desc, unsigned path, int M, int reps, cons
         double t = now_s();
         for (int r = 0; r < reps; r++) ops->linear_forward(dev, lin, xb, M, yb);
         t = (now_s() - t) / reps;
+        double wb = desc->kind == QP_SCHEME_QQQ_W4A8 || desc->kind == QP_SCHEME_NVFP4 ? 0.5
+                    : desc->kind == QP_SCHEME_OCP_MX && desc->w_elem == QP_DTYPE_F4_E2M1 ? 0.5
+                    : desc->kind == QP_SCHEME_UNQUANTIZED ? 2.0 : 1.0;
         printf("  %-28s M=%-4d %-34s %8.2f ms  %7.2f GB/s weights  %7.1f GOP/s\n", name, M, how, 1e3 * t,
-               (double)desc->N * desc->K * (desc->kind == QP_SCHEME_QQQ_W4A8 ? 0.5 : 1.0) / t * 1e-9,
+               (double)desc->N * desc->K * wb / t * 1e-9,
                2.0 * M * desc->N * desc->K / t * 1e-9);
     }
     ops->buffer_free(dev, xb);
@@ -1063,6 +1072,45 @@ static void test_timers(void) {
     fl_free(&L);
 }
 
+/* forward times of the issue-9 layers at 4096 x 4096, M = 1 (informational) */
+static void fl_timings(void) {
+    int N = 4096, K = 4096;
+    size_t nk = (size_t)N * K;
+    uint8_t *codes = malloc(nk), *w8 = malloc(nk);
+    uint16_t *wa = malloc(2 * nk);
+    float *blk = malloc(sizeof(float) * nk / 16), lut[256], bs[32 * 32];
+    for (size_t i = 0; i < nk; i++) {
+        uint32_t r = rnd();
+        codes[i] = (uint8_t)(r & 15);
+        w8[i] = (uint8_t)((r >> 8) & 0x77);
+        wa[i] = enc(QP_DTYPE_F16, frand() * 0.05f);
+    }
+    for (size_t i = 0; i < nk / 16; i++) blk[i] = 1.0f;
+    for (int i = 0; i < 256; i++) lut[i] = qp_format_decode(QP_DTYPE_F4_E2M1, (uint32_t)i & 15);
+    for (int i = 0; i < 32 * 32; i++) bs[i] = 1e-3f;
+    qp_lin_desc u = {.struct_size = sizeof u, .kind = QP_SCHEME_UNQUANTIZED, .act_dtype = QP_DTYPE_F16, .N = N, .K = K,
+                     .layer = "timing-unq", .act = QP_ACT_NONE, .w_act = wa};
+    qp_lin_desc mx = {.struct_size = sizeof mx, .kind = QP_SCHEME_OCP_MX, .act_dtype = QP_DTYPE_F16, .N = N, .K = K,
+                      .layer = "timing-mx", .act = QP_ACT_MX_QDQ, .act_elem = QP_DTYPE_F4_E2M1, .act_mbits = 1,
+                      .act_emax = 2, .w_elem = QP_DTYPE_F4_E2M1, .w_codes = codes, .w_lut = lut, .w_blk = 32,
+                      .w_blk_scale = blk};
+    qp_lin_desc nv = mx;
+    nv.kind = QP_SCHEME_NVFP4;
+    nv.layer = "timing-nvfp4";
+    nv.act = QP_ACT_NVFP4_QDQ;
+    nv.w_blk = 16;
+    nv.input_global_scale = 1.0f;
+    nv.bias_after_round = 1;
+    qp_lin_desc fb = {.struct_size = sizeof fb, .kind = QP_SCHEME_W8A8_FP8_BLOCK, .act_dtype = QP_DTYPE_F16, .N = N,
+                      .K = K, .layer = "timing-fp8b", .act = QP_ACT_FP8_GROUP128, .w_u8 = w8, .w_scale = bs,
+                      .w_per_channel = 1};
+    time_forward(&u, 0, 1, 5, "unquantized fp16");
+    time_forward(&mx, 0, 1, 5, "mxfp4 w+a (qdq)");
+    time_forward(&nv, 0, 1, 5, "nvfp4");
+    time_forward(&fb, 0, 1, 5, "fp8 per-block");
+    free(codes); free(w8); free(wa); free(blk);
+}
+
 /* issue-9 fault paths */
 static void test_fl_faults(void) {
     fl_case c = {FL_MX, QP_DTYPE_F16, QP_DTYPE_F4_E2M1, QP_OCP_MX_ACT_MXFP4, 64, 16, false, false, 0};
@@ -1101,8 +1149,11 @@ static void test_fl_faults(void) {
         CHECK(ops->device_supports(dev, &s, 1, 64, 64, &si) == QP_OK && si.level == QP_SUPPORT_EMULATED &&
               strstr(si.reason, "no native"), "supports kind %d: %d '%s'", (int)em[i], (int)si.level, si.reason);
     }
-    qp_scheme s = {.struct_size = sizeof s, .kind = QP_SCHEME_UNQUANTIZED};
+    qp_scheme s = {.struct_size = sizeof s, .kind = QP_SCHEME_NVFP4};
     qp_support_info si = {0};
+    CHECK(ops->device_supports(dev, &s, 1, 64, 40, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED &&
+          strstr(si.reason, "block size"), "nvfp4 K=40 support: %s", si.reason);
+    s.kind = QP_SCHEME_UNQUANTIZED;
     CHECK(ops->device_supports(dev, &s, 1, 64, 64, &si) == QP_OK && si.level == QP_SUPPORT_NATIVE, "supports unquantized");
     s.kind = QP_SCHEME_W8A8_FP8_BLOCK;
     CHECK(ops->device_supports(dev, &s, 1, 64, 256, &si) == QP_OK && si.level == QP_SUPPORT_EMULATED, "supports fp8-block");
@@ -1331,7 +1382,10 @@ int main(void) {
                (double)(clock() - t0) / CLOCKS_PER_SEC);
     }
 
-    if (!getenv("QPORT_TEST_SKIP_TIMING")) timings(have_dot);
+    if (!getenv("QPORT_TEST_SKIP_TIMING")) {
+        timings(have_dot);
+        fl_timings();
+    }
     test_split();
     test_faults();
     test_no_int_dot_device();

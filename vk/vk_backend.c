@@ -134,6 +134,11 @@ static qp_status vk_device_supports(void *dev, const qp_scheme *s, int M, int N,
     case QP_SCHEME_OCP_MX:
     case QP_SCHEME_W4A8_MXFP4_FP8:
     case QP_SCHEME_NVFP4:
+        if (K > 0 && K % (s->kind == QP_SCHEME_NVFP4 ? 16 : 32)) {
+            support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: K = %d is not a multiple of the %s block size (%d)", K,
+                    qp_vk_scheme_name(s->kind), s->kind == QP_SCHEME_NVFP4 ? 16 : 32);
+            break;
+        }
         support(out, QP_SUPPORT_EMULATED, "%s", s->kind == QP_SCHEME_NVFP4
                 ? "no native fp4 in Vulkan/lavapipe: activations fake-quantized (NVFP4 qdq) in fp32, fp4 weights "
                   "dequantized in registers, fp32 multiply-adds"
