@@ -662,7 +662,7 @@ static void make_fl_x(qp_dtype dt, uint16_t *x, int M, int K) {
             if (m == 3) v = 0.0f;
             if (m == 4) v = 0.75f;
             if (m == 7) v = frand() * (dt == QP_DTYPE_BF16 ? 1e30f : 60000.0f);
-            if (m == 8) v = frand() * 1e-4f;
+            if (m == 8) v = frand() * (dt == QP_DTYPE_BF16 ? 3e-39f : 1e-4f);
             if (m == 9) v = -0.0f;
             if (m == 10) v = (float)((int)(rnd() % 97) - 48) / 8.0f;
             x[(size_t)m * K + k] = enc(dt, v);

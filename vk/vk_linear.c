@@ -464,6 +464,9 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     case QP_SCHEME_NVFP4:
     case QP_SCHEME_UNQUANTIZED:
         if ((st = prepare_wf(d, l, desc)) != QP_OK || (st = wf_pack(d, l, desc, &wfh)) != QP_OK) goto fail;
+        if (sizeof(float) * wfh.n_sc > d->max_range)
+            FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': %zu weight scales exceed one binding "
+                 "(maxStorageBufferRange %llu bytes)", d->index, layer, wfh.n_sc, (unsigned long long)d->max_range);
         weights = wfh.w;
         wname = desc->kind == QP_SCHEME_UNQUANTIZED ? "weight" : "weight codes";
         break;
