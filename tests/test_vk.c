@@ -1264,6 +1264,13 @@ static void test_split(void) {
         test_fp8(QP_DTYPE_BF16, QP_ACT_FP8_DYNAMIC_TOKEN, true, 300, 129, false, paths, 2);
         test_qqq(128, true, 256, 192, paths, 2); /* int4 codes + tables: 160 bytes a row, 8 chunks */
         test_w4a16(QP_DTYPE_BF16, QP_PACK_REORDER, 0, 64, true, false, 200, 256); /* 128 bytes a row, 7 chunks */
+        static const fl_case fc[] = {
+            {FL_MX, QP_DTYPE_F16, QP_DTYPE_F4_E2M1, QP_OCP_MX_ACT_MXFP4, 192, 129, false, true, 0}, /* 4 chunks */
+            {FL_NVFP4, QP_DTYPE_BF16, QP_DTYPE_F4_E2M1, 0, 144, 100, false, true, 0},                /* 2 chunks */
+            {FL_FP8B, QP_DTYPE_BF16, 0, 0, 256, 130, false, true, 1},                                 /* 9 chunks */
+            {FL_UNQ, QP_DTYPE_F16, 0, 0, 96, 0, true, false, 0},                                      /* 5 chunks */
+        };
+        for (int i = 0; i < 4; i++) test_fl(&fc[i]);
     }
     dev = saved;
     ops->shutdown(st2);
