@@ -683,7 +683,7 @@ static qp_status forward_bind(qp_vk_device *d, qp_vk_linear *l, qp_vk_buf *x, in
                          "vulkan:%d: layer '%s': M=%d rows of activations exceed maxStorageBufferRange (%llu bytes); "
                          "split the batch", d->index, l->layer, M, (unsigned long long)d->max_range);
     uint64_t max_y = d->props.limits.maxComputeWorkGroupCount[1];
-    if ((uint64_t)M > d->props.limits.maxComputeWorkGroupCount[0] ||
+    if ((uint64_t)M > d->props.limits.maxComputeWorkGroupCount[0] || (l->fp8b && (uint64_t)M > max_y) ||
         (!use_gemv(d, l, M) && ((uint64_t)M + QP_VK_TILE - 1) / QP_VK_TILE > max_y))
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': M=%d exceeds the dispatch limit", d->index,
                          l->layer, M);
