@@ -23,6 +23,8 @@ shared float Bs[BK][BN];
 
 void main() {
     uint t = gl_LocalInvocationID.x, tx = t % 16u, ty = t / 16u;
+    wf_lut_load(t, 256u);
+
     uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
     uint Kc = pc.Kw / 32u;
     float acc[4][4];

@@ -26,6 +26,8 @@ shared float red[MMAX * NC * WG];
 void main() {
     uint t = gl_LocalInvocationID.x;
     uint n0 = gl_WorkGroupID.x * NC;
+    wf_lut_load(t, WG);
+
     uint Kc = pc.Kw / 32u;
     float acc[MMAX * NC];
     [[unroll]] for (uint i = 0u; i < MMAX * NC; i++) acc[i] = 0.0;

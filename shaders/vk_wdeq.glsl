@@ -24,8 +24,16 @@ layout(constant_id = 7) const uint WFMT = 0;
 
 uint wf_words() { return WFMT == WF_HALF ? 16u : WFMT == WF_BYTE ? 8u : 4u; }
 
+// The code table, copied into shared memory by wf_lut_load (LUT formats).
+shared float slut[256];
+void wf_lut_load(uint t, uint nthreads) {
+    if (WFMT == WF_NIB || WFMT == WF_BYTE)
+        for (uint i = t; i < 256u; i += nthreads) slut[i] = intBitsToFloat(azp[i]);
+    barrier();
+}
+
 float lut_deq(uint code, float bs) {
-    precise float p = intBitsToFloat(azp[code]) * bs;
+    precise float p = slut[code] * bs;
     return act_to_f32(f32_to_act(p, IS_BF16), IS_BF16);
 }
 
