@@ -7,7 +7,10 @@
 // whole groups of 128 (strided by the work-group size): the group's
 // products summed in fp32, then acc += (part * sx) * sw as the reference's
 // sum_g part_g * s_x * s_w; a shared-memory reduction across invocations,
-// y = rnd(acc + bias).
+// y = rnd(acc + bias). Whole groups per invocation (not coalesced 16-byte
+// pieces) because the group sum is what meets the scales: with an infinite
+// activation scale (a group holding an inf) the reference gives
+// part * inf, NaN exactly when the whole group's part is 0.
 #include "vk_layout.glsl"
 #include "vk_common.glsl"
 
