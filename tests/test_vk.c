@@ -917,6 +917,7 @@ static void test_fl_all(void) {
         {FL_UNQ, F, 0, 0, 96, 0, true, false, 0},
         {FL_FP8B, F, 0, 0, 128, 0, true, false, 0},
         {FL_FP8B, B, 0, 0, 128, 0, true, false, 1},
+        {FL_FP8B, F, 0, 0, 256, 0, true, false, 1}, /* two groups: an inf group scale meets a zero part */
         /* random layers within the bound (K not a multiple of the 32-chunk
          * for NVFP4, N around the tiles) */
         {FL_MX, F, F4, QP_OCP_MX_ACT_NONE, 160, 67, false, true, 0},
