@@ -4,17 +4,6 @@
 
 #include "registry.h"
 
-struct qp_linear {
-    qp_device *dev;
-    void *handle;
-    int N, K;
-    qp_dtype act_dtype, out_dtype;
-    qp_buffer *xbuf, *ybuf; /* host-forward staging, grown on demand */
-    void *rot;              /* the backend's input rotation, or NULL      */
-    qp_buffer *rbuf;        /* rotated activations, grown on demand        */
-    pthread_mutex_t lock;   /* guards the staging and rotation buffers */
-};
-
 QP_API void qp_linear_options_init(qp_linear_options *o) {
     if (!o) return;
     memset(o, 0, sizeof *o);

@@ -758,6 +758,39 @@ QP_API qp_status qp_kv_quantize(qp_device *dev, qp_dtype dtype, qp_buffer *src, 
 QP_API qp_status qp_kv_dequantize(qp_device *dev, qp_dtype dtype, qp_buffer *src, size_t n, float scale,
                                   qp_buffer *dst);
 
+/* -- Benchmarks (issue 10, `qport bench`) ---------------------------------- */
+/* Timings come from the backend's device timers (CUDA events, Vulkan
+ * timestamp queries, OpenCL profiling events); the `cpu` reference times on
+ * the host (clock_gettime) and says so. A backend without the op gives
+ * QP_ERR_UNSUPPORTED naming the backend (never a host-timed fallback).
+ * Each call is serialised with the device's other work. */
+
+/* Runs the layer `reps` times back to back on device buffers (as
+ * qp_linear_forward_buffers: x holds M*K elements of the act dtype, y M*N
+ * of the output dtype; M >= 1, 1 <= reps <= 100000) and writes each run's
+ * device time in milliseconds to total_ms[i] (activation quantization
+ * included) and to gemm_ms[i] the same run's GEMM kernels alone, or a
+ * negative value when the path fuses the activation step into the GEMM.
+ * gemm_ms may be NULL. A layer with an input rotation is rotated once,
+ * untimed, before the timed runs (the rotation is not part of the times). */
+QP_API qp_status qp_linear_time(qp_linear *lin, qp_buffer *x, int M, qp_buffer *y, int reps, double *total_ms,
+                                double *gemm_ms);
+/* Device-to-device copy of `bytes` between two buffers of one device
+ * (ranges inside the buffers; the same buffer only with disjoint ranges). */
+QP_API qp_status qp_buffer_copy(qp_buffer *src, size_t src_off, qp_buffer *dst, size_t dst_off, size_t bytes);
+/* Times `reps` copies of the first `bytes` of src into dst (two distinct
+ * buffers of one device, 1 <= reps <= 100000); ms[i] per copy. The copy
+ * reads and writes `bytes` each: the device's bandwidth limit is 2*bytes/ms. */
+QP_API qp_status qp_buffer_copy_time(qp_buffer *src, qp_buffer *dst, size_t bytes, int reps, double *ms);
+/* A vendor library's GEMM of shape M x N x K (y = x W^T) as a baseline:
+ * `in` is QP_DTYPE_I8, F8_E4M3FN or F16 (fp16 output; int32 / fp32
+ * accumulation), on buffers the backend allocates itself; `reps` timed runs
+ * after warm-up, ms each. `name` (cap bytes, may be NULL when cap is 0)
+ * gets the library and variant ("cuBLASLt 12.8 int8 TN"). Only CUDA has
+ * one (cuBLASLt); elsewhere QP_ERR_UNSUPPORTED naming the backend. */
+QP_API qp_status qp_vendor_gemm_time(qp_device *dev, qp_dtype in, int M, int N, int K, int reps, double *ms,
+                                     char *name, size_t cap);
+
 /* ------------------------------------------------------------------------ */
 /* safetensors checkpoints                                                   */
 /* ------------------------------------------------------------------------ */

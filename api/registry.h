@@ -61,6 +61,18 @@ struct qp_buffer {
     size_t size;
 };
 
+/* One layer on one device (linear.c; bench.c times it). */
+struct qp_linear {
+    qp_device *dev;
+    void *handle;
+    int N, K;
+    qp_dtype act_dtype, out_dtype;
+    qp_buffer *xbuf, *ybuf; /* host-forward staging, grown on demand */
+    void *rot;              /* the backend's input rotation, or NULL      */
+    qp_buffer *rbuf;        /* rotated activations, grown on demand        */
+    pthread_mutex_t lock;   /* guards the staging and rotation buffers */
+};
+
 typedef struct qp_registry {
     qp_settings settings;
     qp_host host;

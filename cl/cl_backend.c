@@ -68,6 +68,14 @@ static const qp_backend_ops cl_ops = {
     .linear_forward = qp_cl_linear_forward,
     .linear_describe = qp_cl_linear_describe,
     .synchronize = cl_synchronize,
+    .rotation_prepare = qp_cl_rotation_prepare,
+    .rotation_destroy = qp_cl_rotation_destroy,
+    .rotation_forward = qp_cl_rotation_forward,
+    .kv_quantize = qp_cl_kv_quantize,
+    .kv_dequantize = qp_cl_kv_dequantize,
+    .linear_time = qp_cl_linear_time,
+    .buffer_copy = qp_cl_buffer_copy,
+    .buffer_copy_time = qp_cl_buffer_copy_time,
 };
 
 QP_CL_EXPORT const qp_backend_ops *qp_backend_entry(void);

@@ -279,6 +279,39 @@ qp_status qp_cl_device_supports(void *dev, const qp_scheme *scheme, int M, int N
             set_support(out, QP_SUPPORT_EMULATED, "no cl_khr_fp16: fp16/bf16 activations widened by bit operations, "
                                                   "int4 dequantized in registers, fp32 multiply-adds");
         break;
+    case QP_SCHEME_OCP_MX:
+        if (K > 0 && K % 32)
+            set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: OCP MX needs K to be a multiple of 32");
+        else if (scheme->activation.dtype == QP_DTYPE_F8_E4M3FN && scheme->activation.granularity != QP_GRAN_GROUP)
+            set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: OCP MX weights with per-tensor fp8 activations "
+                                                     "(not an OCP_MX_Scheme)");
+        else
+            set_support(out, QP_SUPPORT_EMULATED, "no native MX/fp4/fp6/fp8 arithmetic in OpenCL C (PoCL): activation "
+                                                  "qdq by exact fp32 bit operations, fp4/fp6/fp8 weights dequantized "
+                                                  "in registers, fp32 multiply-adds");
+        break;
+    case QP_SCHEME_W4A8_MXFP4_FP8:
+        if (K > 0 && K % 32)
+            set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: MXFP4 weights need K to be a multiple of 32");
+        else
+            set_support(out, QP_SUPPORT_EMULATED, "no native MX/fp4/fp8 arithmetic in OpenCL C (PoCL): fp8 static "
+                                                  "activation qdq in fp32, fp4 weights dequantized in registers, fp32 "
+                                                  "multiply-adds");
+        break;
+    case QP_SCHEME_NVFP4:
+        if (K > 0 && K % 16)
+            set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: NVFP4 needs K to be a multiple of 16");
+        else
+            set_support(out, QP_SUPPORT_EMULATED, "no native fp4 arithmetic in OpenCL C (PoCL): NVFP4 activation qdq "
+                                                  "in fp32, fp4 weights dequantized in registers, fp32 multiply-adds");
+        break;
+    case QP_SCHEME_UNQUANTIZED:
+        if (d->has_fp16)
+            set_support(out, QP_SUPPORT_NATIVE, "fp16/bf16 weights and activations, fp32 multiply-adds");
+        else
+            set_support(out, QP_SUPPORT_EMULATED, "no cl_khr_fp16: fp16/bf16 widened to fp32 by bit operations, fp32 "
+                                                  "multiply-adds");
+        break;
     default:
         set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: not yet implemented on opencl");
     }
@@ -294,7 +327,11 @@ qp_status qp_cl_device_open(qp_cl_device *d) {
     if (!d->context)
         return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clCreateContext failed: %s (%d)", d->index, qp_cl_strerror(err),
                          (int)err);
-    d->queue = api->clCreateCommandQueue(d->context, d->id, 0, &err);
+    /* profiling on (linear_time, buffer_copy_time: device timers); a driver
+     * refusing it gets a plain queue and the timing ops say so */
+    d->queue = api->clCreateCommandQueue(d->context, d->id, CL_QUEUE_PROFILING_ENABLE, &err);
+    d->profiling = d->queue != NULL;
+    if (!d->queue) d->queue = api->clCreateCommandQueue(d->context, d->id, 0, &err);
     if (!d->queue) {
         api->clReleaseContext(d->context);
         d->context = NULL;

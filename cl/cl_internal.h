@@ -38,6 +38,12 @@ enum {
     QP_CL_K_QUANT_F8G,
     QP_CL_K_GEMV_F8B,
     QP_CL_K_TILED_F8B,
+    QP_CL_K_ACT_QDQ,
+    QP_CL_K_GEMV_FW,
+    QP_CL_K_TILED_FW,
+    QP_CL_K_ROTATE,
+    QP_CL_K_KV_QUANT,
+    QP_CL_K_KV_DEQUANT,
     QP_CL_K_COUNT
 };
 
@@ -67,6 +73,11 @@ typedef struct qp_cl_device {
     cl_kernel kernels[QP_CL_K_COUNT];
     qp_cl_div_mode div_mode;    /* a kernel argument: one program for every mode */
     char build_note[96];        /* "cached" / "built" ...                  */
+    int profiling;              /* the queue has CL_QUEUE_PROFILING_ENABLE  */
+    /* linear_time: while rec_on, the forward's kernels leave their events:
+     * the first launch, the first GEMM launch, the last launch */
+    int rec_on;
+    cl_event rec_first, rec_gemm, rec_last;
 } qp_cl_device;
 
 struct qp_cl_backend {
@@ -108,6 +119,18 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
 void qp_cl_linear_destroy(void *dev, void *lin);
 qp_status qp_cl_linear_forward(void *dev, void *lin, void *x, int M, void *y);
 void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap);
+qp_status qp_cl_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms);
+
+/* cl_ops.c: rotation, fp8 KV cache, copies */
+qp_status qp_cl_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **rot);
+void qp_cl_rotation_destroy(void *dev, void *rot);
+qp_status qp_cl_rotation_forward(void *dev, void *rot, qp_dtype dt, void *x, int M, int K, void *y);
+qp_status qp_cl_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
+qp_status qp_cl_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
+qp_status qp_cl_buffer_copy(void *dev, void *src, size_t src_off, void *dst, size_t dst_off, size_t bytes);
+qp_status qp_cl_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms);
+/* ms between the start of `a` and the end of `b` (profiling queue) */
+qp_status qp_cl_event_ms(qp_cl_device *d, cl_event a, cl_event b, double *ms);
 
 /* Helpers */
 #define QP_CL_ERR(d, st, ...) ((d)->be->host->error((d)->be->host->ctx, (st), __VA_ARGS__))

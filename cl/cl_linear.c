@@ -9,11 +9,10 @@
  * the core's; the QQQ epilogue follows. Scales fp32 [N] (per-tensor already
  * expanded by the core).
  *
- * W4A16 (issue 9): the Quark-packed checkpoint tensors (desc->tensors:
- * weight i32 [K][ceil(N/8)], weight_scale [K/g][N] or [K/g][8*ceil(N/8)] in
- * the act dtype, uint4: weight_zero_point i32 [K/g][ceil(N/8)]) repacked
- * into 4-bit codes [N][Kp/2] (shaders/cl_gemm_w4.cl), fp32 scales [K/g][N]
- * and 8-bit zero points [K/g][N] (int4: 8, the codes stored as c ^ 8).
+ * W4A16 (issue 9): the core's canonical fields (q4 codes [N][K], w4_signed,
+ * w4_zero [G][N], w4_scale [G][N] fp32) repacked into 4-bit codes [N][Kp/2]
+ * (shaders/cl_gemm_w4.cl), fp32 scales [G][N] and 8-bit zero points [G][N]
+ * (int4: 8, the codes stored as c ^ 8).
  * W8A8-FP8 per-block: e4m3 codes [N][K] and the core's fp32 block scales
  * [ceil(N/128)][K/128], per-token-group-128 fp8 activations. */
 #include <limits.h>
@@ -29,6 +28,7 @@
 #define EPI_BIAS 4
 #define EPI_BF16 8
 #define EPI_QQQ 16
+#define EPI_BIAS_RND 32 /* shaders/cl_gemm_fw.cl: y = rnd(rnd(sum) + bias) */
 
 #define GEMV_MAX_M 16
 #define MAX_CHUNKS 64
@@ -54,6 +54,11 @@ typedef struct qp_cl_linear {
                                  * W4A16: the group size (K per-channel)     */
     cl_mem wz;                  /* W4A16: zero points [K/g][N] uchar         */
     int ue8m0;                  /* FP8 block: power-of-two activation scales */
+    /* block-float / unquantized layers (shaders/cl_gemm_fw.cl) */
+    int fw;                     /* 1: runs qp_act_qdq + qp_gemv_fw / qp_tiled_fw */
+    int wfmt, blk;              /* weight format (0 act bits, 1 fp4 packed, 2 byte codes), k per block scale */
+    int qmode, elem, mbits, emax; /* qp_act_qdq mode and MX element format */
+    float g, inv_g;             /* NVFP4: 1 / input_global_scale and 1 / g */
     cl_mem xq, sx, szp, rowmax;
     int cap_m;
     char layer[96];
@@ -61,6 +66,7 @@ typedef struct qp_cl_linear {
 
 static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer);
 static qp_status w4a16_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer);
+static qp_status fw_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer);
 
 /* Uploads weights of `row_bytes` per column, split in column chunks that
  * fit one device allocation (multiples of the 32-column tile). */
@@ -88,6 +94,32 @@ static qp_status upload_weights(qp_cl_device *d, qp_cl_linear *l, const void *w,
 typedef struct { size_t size; const void *ptr; } karg;
 #define A(v) {sizeof(v), &(v)}
 
+/* the activation step of a forward (quantization, qdq, widening): what
+ * linear_time's gemm_ms leaves out */
+static int is_act_kernel(int which) {
+    return which == QP_CL_K_QUANT_I8 || which == QP_CL_K_QUANT_F8 || which == QP_CL_K_ROWMAX ||
+           which == QP_CL_K_ACT_F32 || which == QP_CL_K_QUANT_F8G || which == QP_CL_K_ACT_QDQ;
+}
+
+/* keeps the first, the first GEMM and the last event of a forward */
+static void record_event(qp_cl_device *d, cl_event ev, int act) {
+    if (!d->rec_first) d->rec_first = ev;
+    if (!act && !d->rec_gemm) d->rec_gemm = ev;
+    if (d->rec_last && d->rec_last != d->rec_first && d->rec_last != d->rec_gemm) d->be->api.clReleaseEvent(d->rec_last);
+    d->rec_last = ev;
+}
+
+static void release_recorded(qp_cl_device *d) {
+    cl_event e[3] = {d->rec_first, d->rec_gemm, d->rec_last};
+    for (int i = 0; i < 3; i++) {
+        int dup = 0;
+        for (int j = 0; j < i; j++) dup |= e[j] == e[i];
+        if (e[i] && !dup) d->be->api.clReleaseEvent(e[i]);
+    }
+    d->rec_first = d->rec_gemm = d->rec_last = NULL;
+    d->rec_on = 0;
+}
+
 static qp_status run_kernel(qp_cl_device *d, qp_cl_linear *l, int which, const char *name, const karg *args, int nargs,
                             cl_uint dims, const size_t *global, const size_t *local) {
     qp_cl_api *api = &d->be->api;
@@ -98,7 +130,9 @@ static qp_status run_kernel(qp_cl_device *d, qp_cl_linear *l, int which, const c
             return QP_CL_ERR(d, QP_ERR_INTERNAL, "opencl:%d: layer '%s': clSetKernelArg(%s, %d) failed: %s (%d)",
                              d->index, l->layer, name, i, qp_cl_strerror(err), (int)err);
     }
-    cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, dims, NULL, global, local, 0, NULL, NULL);
+    cl_event ev = NULL;
+    cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, dims, NULL, global, local, 0, NULL, d->rec_on ? &ev : NULL);
+    if (err == CL_SUCCESS && ev) record_event(d, ev, is_act_kernel(which));
     if (err != CL_SUCCESS)
         return QP_CL_ERR(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? QP_ERR_OUT_OF_MEMORY
                                                                                                  : QP_ERR_DEVICE,
@@ -130,7 +164,56 @@ static qp_status bad_desc(qp_cl_device *d, const char *layer, const char *why) {
     return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': %s", d->index, layer, why);
 }
 
-/* Checks the desc for the three schemes this backend runs. */
+static int elem_id(qp_dtype e) {
+    return e == QP_DTYPE_F4_E2M1 ? 1 : e == QP_DTYPE_F6_E3M2 ? 2 : e == QP_DTYPE_F6_E2M3 ? 3 : e == QP_DTYPE_F8_E4M3FN ? 4 : 0;
+}
+
+/* OCP-MX, W4A8-MXFP4-FP8, NVFP4, unquantized (the canonical fields of
+ * api/backend.h) */
+static qp_status check_fw(qp_cl_device *d, const qp_lin_desc *s, const char *layer) {
+    static const int mb[] = {0, 1, 2, 3, 3}, em[] = {0, 2, 4, 2, 8}; /* spec 3.4 step 1 */
+    if (s->kind == QP_SCHEME_UNQUANTIZED) {
+        if (!s->w_act) return bad_desc(d, layer, "an unquantized layer needs w_act");
+        if (s->act != QP_ACT_NONE) return unsupported(d, layer, "unquantized layer with an activation quantization mode");
+        return QP_OK;
+    }
+    if (!s->w_codes || !s->w_lut || !s->w_blk_scale)
+        return bad_desc(d, layer, "block-float weights need w_codes, w_lut and w_blk_scale");
+    if (!elem_id(s->w_elem)) return bad_desc(d, layer, "w_elem must be fp4_e2m1, fp6_e3m2, fp6_e2m3 or fp8_e4m3fn");
+    if (s->w_blk != 16 && s->w_blk != 32) return bad_desc(d, layer, "w_blk must be 16 or 32");
+    if (s->K % s->w_blk)
+        return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': K (%d) is not a multiple of the weight block %d",
+                         d->index, layer, s->K, s->w_blk);
+    switch (s->act) {
+    case QP_ACT_NONE:
+        return QP_OK;
+    case QP_ACT_MX_QDQ: {
+        int e = elem_id(s->act_elem);
+        if (!e || s->act_mbits != mb[e] || s->act_emax != em[e])
+            return bad_desc(d, layer, "QP_ACT_MX_QDQ needs act_elem fp4_e2m1/fp6_e3m2/fp6_e2m3/fp8_e4m3fn with its "
+                                      "act_mbits and act_emax");
+        if (s->K % 32)
+            return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': MX activations need K (%d) to be a multiple of 32",
+                             d->index, layer, s->K);
+        return QP_OK;
+    }
+    case QP_ACT_FP8_STATIC_QDQ:
+        if (!(s->input_scale > 0.0f) || s->input_scale > 3.4e38f)
+            return bad_desc(d, layer, "QP_ACT_FP8_STATIC_QDQ needs a finite input_scale > 0");
+        return QP_OK;
+    case QP_ACT_NVFP4_QDQ:
+        if (!(s->input_global_scale > 0.0f) || s->input_global_scale > 3.4e38f)
+            return bad_desc(d, layer, "QP_ACT_NVFP4_QDQ needs a finite input_global_scale > 0");
+        if (s->K % 16)
+            return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': NVFP4 activations need K (%d) to be a multiple "
+                             "of 16", d->index, layer, s->K);
+        return QP_OK;
+    default:
+        return unsupported(d, layer, "block-float weights with an integer or dynamic fp8 activation mode");
+    }
+}
+
+/* Checks the desc for the schemes this backend runs. */
 static qp_status check_desc(qp_cl_device *d, const qp_lin_desc *s, const char *layer) {
     if (s->N <= 0 || s->K <= 0) return bad_desc(d, layer, "N and K must be positive");
     if (s->act_dtype != QP_DTYPE_F16 && s->act_dtype != QP_DTYPE_BF16)
@@ -165,15 +248,25 @@ static qp_status check_desc(qp_cl_device *d, const qp_lin_desc *s, const char *l
                              "multiple of 128", d->index, layer, s->K);
         return QP_OK;
     case QP_SCHEME_W4A16_INT4:
-        if (!s->tensors || !s->n_tensors) return bad_desc(d, layer, "W4A16 needs the checkpoint tensors (desc->tensors)");
-        return QP_OK; /* the tensors are checked while packing */
+        if (!s->q4 || !s->w4_scale) return bad_desc(d, layer, "W4A16 needs q4 and w4_scale");
+        if (!s->w4_signed && !s->w4_zero) return bad_desc(d, layer, "uint4 W4A16 (w4_signed 0) needs w4_zero");
+        return QP_OK;
+    case QP_SCHEME_OCP_MX:
+    case QP_SCHEME_W4A8_MXFP4_FP8:
+    case QP_SCHEME_NVFP4:
+    case QP_SCHEME_UNQUANTIZED:
+        return check_fw(d, s, layer);
     default:
         return unsupported(d, layer, "not yet implemented on opencl");
     }
 }
 
+static int fw_kind(qp_scheme_kind k) {
+    return k == QP_SCHEME_OCP_MX || k == QP_SCHEME_W4A8_MXFP4_FP8 || k == QP_SCHEME_NVFP4 || k == QP_SCHEME_UNQUANTIZED;
+}
+
 static int float_kind(qp_scheme_kind k) {
-    return k == QP_SCHEME_W8A8_FP8 || k == QP_SCHEME_W8A8_FP8_BLOCK || k == QP_SCHEME_W4A16_INT4;
+    return k == QP_SCHEME_W8A8_FP8 || k == QP_SCHEME_W8A8_FP8_BLOCK || k == QP_SCHEME_W4A16_INT4 || fw_kind(k);
 }
 
 static qp_status check_path(qp_cl_device *d, const qp_lin_desc *s, unsigned path, const char *layer) {
@@ -185,8 +278,8 @@ static qp_status check_path(qp_cl_device *d, const qp_lin_desc *s, unsigned path
         return bad_desc(d, layer, "unknown QP_PATH_* bits");
     if (path & QP_PATH_INT_DOT) {
         if (float_kind(s->kind))
-            return unsupported(d, layer, "QP_PATH_INT_DOT forced on a float layer (fp8 / W4A16 run fp32 "
-                                         "multiply-adds: no integer dot product path)");
+            return unsupported(d, layer, "QP_PATH_INT_DOT forced on a float layer (fp8 / W4A16 / MX / NVFP4 / "
+                                         "unquantized run fp32 multiply-adds: no integer dot product path)");
         if (!d->has_int_dot)
             return unsupported(d, layer, "QP_PATH_INT_DOT forced but the device lacks cl_khr_integer_dot_product "
                                          "(4x8-bit input)");
@@ -246,6 +339,12 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     case QP_SCHEME_W4A16_INT4:
         l->act = QP_ACT_NONE;
         st = w4a16_pack(d, l, s, layer);
+        break;
+    case QP_SCHEME_OCP_MX:
+    case QP_SCHEME_W4A8_MXFP4_FP8:
+    case QP_SCHEME_NVFP4:
+    case QP_SCHEME_UNQUANTIZED:
+        st = fw_pack(d, l, s, layer);
         break;
     default: /* QQQ: dynamic per-token symmetric int8 activations (spec 5.5 step 1) */
         l->flags |= EPI_QQQ;
@@ -313,106 +412,113 @@ out:
     return st;
 }
 
-/* ---- W4A16 ---------------------------------------------------------------- */
-static const qp_tensor *named(const qp_lin_desc *s, const char *name) {
-    for (size_t i = 0; i < s->n_tensors; i++)
-        if (s->tensors[i].name && !strcmp(s->tensors[i].name, name)) return &s->tensors[i];
-    return NULL;
-}
-
-static size_t tensor_elems(const qp_tensor *t) {
-    size_t e = 1;
-    for (int i = 0; i < t->ndim; i++) e *= t->shape[i] > 0 ? (size_t)t->shape[i] : 0;
-    return e;
-}
-
-/* fp16 / bf16 bits to fp32 (exact; the plugin does not link libqport) */
-static float half_bits_to_float(uint16_t h, int bf16) {
-    uint32_t u;
-    if (bf16) {
-        u = (uint32_t)h << 16;
-    } else {
-        uint32_t sgn = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-        if (e == 0) {
-            float v = (float)m * 0x1p-24f;
-            memcpy(&u, &v, 4);
-            u |= sgn;
-        } else if (e == 31) {
-            u = sgn | 0x7F800000u | (m << 13);
-        } else {
-            u = sgn | ((e + 112u) << 23) | (m << 13);
-        }
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-static qp_status tensor_bad(qp_cl_device *d, const char *layer, const char *name, const char *rule) {
-    return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensor '%s' %s", d->index, layer, name, rule);
-}
-
-/* Quark-packed int4/uint4 (spec 6.7) -> the kernels' 4-bit layout. */
+/* ---- W4A16 ----------------------------------------------------------------
+ * The core's canonical fields (api/backend.h): q4 [N][K] codes 0..15,
+ * w4_signed, w4_zero [G][N], w4_scale [G][N] fp32, group_size. */
 static qp_status w4a16_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer) {
-    static const int order[8] = {0, 1, 2, 3, 4, 5, 6, 7}, reorder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-    int N = s->N, K = s->K, g = s->scheme.weight.group_size > 0 ? s->scheme.weight.group_size : K;
-    int sym = s->scheme.weight.symmetric;
-    const int *P = s->scheme.pack_method == QP_PACK_ORDER ? order : s->scheme.pack_method == QP_PACK_REORDER ? reorder : NULL;
-    if (!P) return bad_desc(d, layer, "W4A16 needs pack_method order or reorder");
+    int N = s->N, K = s->K, g = s->group_size > 0 ? s->group_size : K;
+    int sym = s->w4_signed;
     if (K % g)
         return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': input size %d is not divisible by the group size %d",
                          d->index, layer, K, g);
     if (g != K && g % 32)
         return unsupported(d, layer, "W4A16 group size not a multiple of 32 (the kernels take 32/64/128/... or per-channel)");
-    if (s->act_dtype != QP_DTYPE_F16 && s->act_dtype != QP_DTYPE_BF16) return bad_desc(d, layer, "W4A16 activations must be fp16 or bf16");
-    size_t G = (size_t)(K / g), nc = ((size_t)N + 7) / 8, Kp = ((size_t)K + 31) & ~(size_t)31, Kb = Kp / 2;
-    const qp_tensor *w = named(s, "weight"), *ws = named(s, "weight_scale"), *wz = sym ? NULL : named(s, "weight_zero_point");
-    char rule[160];
-    if (!w || w->dtype != QP_DTYPE_I32 || !w->data || tensor_elems(w) != (size_t)K * nc) {
-        snprintf(rule, sizeof rule, "must be int32 [%d, %zu] (Quark-packed int4)", K, nc);
-        return tensor_bad(d, layer, "weight", rule);
-    }
-    size_t nsc = ws && ws->data ? tensor_elems(ws) : 0;
-    if (!ws || ws->dtype != s->act_dtype || (nsc != G * (size_t)N && nsc != G * 8 * nc)) {
-        snprintf(rule, sizeof rule, "must be %s [%zu, %d] or [%zu, %zu]", s->act_dtype == QP_DTYPE_BF16 ? "bf16" : "fp16",
-                 G, N, G, 8 * nc);
-        return tensor_bad(d, layer, "weight_scale", rule);
-    }
-    if (!sym && (!wz || wz->dtype != QP_DTYPE_I32 || !wz->data || tensor_elems(wz) != G * nc)) {
-        snprintf(rule, sizeof rule, "must be int32 [%zu, %zu] (Quark-packed uint4 zero points)", G, nc);
-        return tensor_bad(d, layer, "weight_zero_point", rule);
-    }
-    size_t sstride = nsc == G * (size_t)N ? (size_t)N : 8 * nc;
+    size_t G = (size_t)(K / g), Kp = ((size_t)K + 31) & ~(size_t)31, Kb = Kp / 2;
     unsigned char *wq = calloc((size_t)N * Kb, 1), *zb = malloc(G * (size_t)N);
-    float *sc = malloc(sizeof(float) * G * (size_t)N);
     qp_status st = QP_OK;
-    if (!wq || !zb || !sc) {
+    if (!wq || !zb) {
         st = QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory packing W4A16 weights",
                        d->index, layer);
         goto out;
     }
-    const int32_t *W = w->data;
-    for (size_t k = 0; k < (size_t)K; k++)
-        for (size_t n = 0; n < (size_t)N; n++) {
-            uint32_t word = (uint32_t)W[k * nc + n / 8];
-            unsigned u = (word >> (4 * P[n % 8])) & 15u;
+    const uint8_t *Q = (const uint8_t *)s->q4;
+    for (size_t n = 0; n < (size_t)N && st == QP_OK; n++)
+        for (size_t k = 0; k < (size_t)K; k++) {
+            unsigned u = Q[n * (size_t)K + k];
+            if (u > 15u) {
+                st = QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensor q4: code %u at [%zu][%zu] "
+                               "outside 0..15", d->index, layer, u, n, k);
+                break;
+            }
             if (sym) u ^= 8u; /* two's complement c -> c + 8 (mod 16): u - 8 == c */
             size_t j = k % 32;
             wq[n * Kb + (k / 32) * 16 + (j & 15)] |= (unsigned char)(j < 16 ? u : u << 4);
         }
-    const uint16_t *S = ws->data;
-    const int32_t *Z = wz ? wz->data : NULL;
-    for (size_t gi = 0; gi < G; gi++)
-        for (size_t n = 0; n < (size_t)N; n++) {
-            sc[gi * N + n] = half_bits_to_float(S[gi * sstride + n], s->act_dtype == QP_DTYPE_BF16);
-            zb[gi * N + n] = sym ? 8 : (unsigned char)(((uint32_t)Z[gi * nc + n / 8] >> (4 * P[n % 8])) & 15u);
-        }
-    st = upload_weights(d, l, wq, Kb, "weight (int4)", layer);
-    if (st == QP_OK) st = qp_cl_buffer_from_host(d, sc, sizeof(float) * G * N, "weight_scale", layer, &l->wsc);
-    if (st == QP_OK) st = qp_cl_buffer_from_host(d, zb, G * N, sym ? "zero points (int4: 8)" : "weight_zero_point", layer, &l->wz);
+    for (size_t i = 0; i < G * (size_t)N && st == QP_OK; i++) {
+        zb[i] = sym ? 8 : s->w4_zero[i];
+        if (zb[i] > 15)
+            st = QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensor w4_zero: zero point %u at [%zu][%zu] "
+                           "outside 0..15", d->index, layer, zb[i], i / (size_t)N, i % (size_t)N);
+    }
+    if (st == QP_OK) st = upload_weights(d, l, wq, Kb, "q4 (packed int4)", layer);
+    if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w4_scale, sizeof(float) * G * N, "w4_scale", layer, &l->wsc);
+    if (st == QP_OK) st = qp_cl_buffer_from_host(d, zb, G * N, sym ? "zero points (int4: 8)" : "w4_zero", layer, &l->wz);
     l->gsz = g;
 out:
-    free(wq); free(zb); free(sc);
+    free(wq); free(zb);
+    return st;
+}
+
+/* ---- OCP-MX / W4A8-MXFP4-FP8 / NVFP4 / unquantized -------------------------
+ * Weights: fp4 codes packed two per byte in the 32-chunk layout of
+ * cl_gemm_w4.cl, fp6 / fp8 codes one per byte, unquantized act-dtype bits as
+ * given; the code table w_lut and the fp32 block multipliers w_blk_scale
+ * [N][K / w_blk] as the core made them. */
+static qp_status fw_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer) {
+    size_t N = (size_t)s->N, K = (size_t)s->K;
+    l->fw = 1;
+    l->blk = 16;
+    if (s->bias_after_round) l->flags |= EPI_BIAS_RND;
+    switch (s->act) {
+    case QP_ACT_MX_QDQ: l->qmode = 1; break;
+    case QP_ACT_FP8_STATIC_QDQ: l->qmode = 2; break;
+    case QP_ACT_NVFP4_QDQ: l->qmode = 3; break;
+    default: l->qmode = 0; break;
+    }
+    l->elem = elem_id(s->act_elem);
+    l->mbits = s->act_mbits;
+    l->emax = s->act_emax;
+    if (l->qmode == 3) {
+        l->g = 1.0f / s->input_global_scale; /* spec 4.2, one correctly rounded division */
+        l->inv_g = 1.0f / l->g;
+    }
+    if (s->kind == QP_SCHEME_UNQUANTIZED) {
+        l->wfmt = 0;
+        return upload_weights(d, l, s->w_act, 2 * K, "w_act", layer);
+    }
+    l->blk = s->w_blk;
+    qp_status st;
+    if (s->w_elem == QP_DTYPE_F4_E2M1) {
+        /* the GEMV builds e2m1 values from the code bits: w_lut must be them */
+        for (int c = 0; c < 16; c++) {
+            int e = (c >> 1) & 3, m = c & 1;
+            float v = e == 0 ? 0.5f * (float)m : (1.0f + 0.5f * (float)m) * (float)(1 << (e - 1));
+            if (c & 8) v = -v;
+            if (memcmp(&v, &s->w_lut[c], sizeof v))
+                return bad_desc(d, layer, "w_lut is not the fp4 e2m1 table for w_elem fp4_e2m1");
+        }
+        l->wfmt = 1;
+        size_t Kb = ((K + 31) & ~(size_t)31) / 2;
+        unsigned char *wq = calloc(N * Kb, 1);
+        if (!wq)
+            return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory packing fp4 weights",
+                             d->index, layer);
+        for (size_t n = 0; n < N; n++)
+            for (size_t k = 0; k < K; k++) {
+                unsigned c = s->w_codes[n * K + k] & 15u;
+                size_t j = k % 32;
+                wq[n * Kb + (k / 32) * 16 + (j & 15)] |= (unsigned char)(j < 16 ? c : c << 4);
+            }
+        st = upload_weights(d, l, wq, Kb, "w_codes (packed fp4)", layer);
+        free(wq);
+    } else {
+        l->wfmt = 2;
+        st = upload_weights(d, l, s->w_codes, K, "w_codes", layer);
+    }
+    if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w_lut, 256 * sizeof(float), "w_lut", layer, &l->lut);
+    if (st == QP_OK)
+        st = qp_cl_buffer_from_host(d, s->w_blk_scale, N * (K / (size_t)l->blk) * sizeof(float), "w_blk_scale", layer,
+                                    &l->wsc);
     return st;
 }
 
@@ -466,7 +572,17 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
     size_t qg[1] = {(size_t)M * WG}, ql[1] = {WG};
     int fp8 = l->kind == QP_SCHEME_W8A8_FP8, qqq = l->kind == QP_SCHEME_QQQ_W4A8;
     int f8b = l->kind == QP_SCHEME_W8A8_FP8_BLOCK, w4 = l->kind == QP_SCHEME_W4A16_INT4;
-    if (w4) {
+    if (l->fw) {
+        /* x' (fake-quantized, rounded to the act dtype) as fp32, once */
+        if ((size_t)M * (size_t)K > (size_t)INT_MAX - WG)
+            return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': M*K = %zu too large for one launch",
+                             d->index, l->layer, (size_t)M * (size_t)K);
+        int items = l->qmode == 1 ? M * (K / 32) : l->qmode == 3 ? M * (K / 16) : M * K;
+        size_t g[1] = {((size_t)items + WG - 1) / WG * WG};
+        karg a[] = {A(xb->mem), A(items), A(bf16), A(l->qmode), A(l->elem), A(l->mbits), A(l->emax),
+                    A(l->input_scale), A(l->g), A(l->inv_g), A(dm), A(l->xq)};
+        st = run_kernel(d, l, QP_CL_K_ACT_QDQ, "qp_act_qdq", a, 12, 1, g, ql);
+    } else if (w4) {
         /* activations widened to fp32 once (the GEMV reads each row N times) */
         if ((size_t)M * (size_t)K > (size_t)INT_MAX - WG)
             return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': M*K = %zu too large for one launch",
@@ -505,7 +621,12 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
             size_t g[1] = {(size_t)(ne - nb) * WG}, lo[1] = {WG};
             for (int m0 = 0; m0 < M && st == QP_OK; m0 += GEMV_MAX_M) {
                 int rows = M - m0 < GEMV_MAX_M ? M - m0 : GEMV_MAX_M;
-                if (w4) {
+                if (l->fw) {
+                    cl_mem lut = l->lut ? l->lut : d->dummy, bs = l->wsc ? l->wsc : d->dummy;
+                    karg a[] = {A(l->xq), A(w), A(lut), A(bs), A(K), A(N), A(nb), A(l->wfmt), A(l->blk), A(m0),
+                                A(rows), A(l->flags), A(bias), A(yb->mem)};
+                    st = run_kernel(d, l, QP_CL_K_GEMV_FW, "qp_gemv_fw", a, 14, 1, g, lo);
+                } else if (w4) {
                     karg a[] = {A(l->xq), A(w), A(l->wsc), A(l->wz), A(K), A(N), A(nb), A(l->gsz), A(m0), A(rows),
                                 A(l->flags), A(bias), A(yb->mem)};
                     st = run_kernel(d, l, QP_CL_K_GEMV_W4, "qp_gemv_w4", a, 13, 1, g, lo);
@@ -529,7 +650,12 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
         } else {
             size_t g[2] = {(size_t)((ne - nb + TILE - 1) / TILE) * 8, (size_t)((M + TILE - 1) / TILE) * 8};
             size_t lo[2] = {8, 8};
-            if (w4) {
+            if (l->fw) {
+                cl_mem lut = l->lut ? l->lut : d->dummy, bs = l->wsc ? l->wsc : d->dummy;
+                karg a[] = {A(l->xq), A(w), A(lut), A(bs), A(M), A(K), A(N), A(nb), A(ne), A(l->wfmt), A(l->blk),
+                            A(l->flags), A(bias), A(yb->mem)};
+                st = run_kernel(d, l, QP_CL_K_TILED_FW, "qp_tiled_fw", a, 14, 2, g, lo);
+            } else if (w4) {
                 karg a[] = {A(l->xq), A(w), A(l->wsc), A(l->wz), A(M), A(K), A(N), A(nb), A(ne), A(l->gsz),
                             A(l->flags), A(bias), A(yb->mem)};
                 st = run_kernel(d, l, QP_CL_K_TILED_W4, "qp_tiled_w4", a, 13, 2, g, lo);
@@ -571,15 +697,54 @@ void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     const char *arith = l->kind == QP_SCHEME_W8A8_FP8 ? "fp8->fp32"
                         : l->kind == QP_SCHEME_W8A8_FP8_BLOCK ? "fp8->fp32 128x128 blocks, act groups of 128"
                         : l->kind == QP_SCHEME_W4A16_INT4 ? "int4->fp32"
+                        : l->kind == QP_SCHEME_UNQUANTIZED ? "fp16/bf16->fp32"
+                        : l->fw ? (l->wfmt == 1 ? (l->blk == 16 ? "fp4->fp32 blocks of 16" : "fp4->fp32 blocks of 32")
+                                                : "fp6/fp8->fp32 blocks of 32")
                         : l->kind == QP_SCHEME_QQQ_W4A8
                             ? (l->use_dot ? (d->int_dot_emulated ? "int4->int8 int-dot (emulated)" : "int4->int8 int-dot")
                                           : "int4->int8 plain")
                         : l->use_dot ? (d->int_dot_emulated ? "int-dot (emulated: QPORT_CL_FAKE_INT_DOT)" : "int-dot")
                                      : "int8 plain";
-    char chunks[32] = "";
+    char chunks[64] = "";
     if (l->n_chunks > 1) snprintf(chunks, sizeof chunks, ", %d weight chunks", l->n_chunks);
+    if (l->fw && l->qmode) {
+        static const char *const q[] = {"", "mx-qdq", "fp8-static-qdq", "nvfp4-qdq"};
+        size_t u = strlen(chunks);
+        snprintf(chunks + u, sizeof chunks - u, ", act %s", q[l->qmode & 3]);
+    }
     if (use_gemv(l, M))
         snprintf(out, cap, "gemv wg%d %s, %s%s", WG, arith, div, chunks);
     else
         snprintf(out, cap, "tiled %dx%d %s, %s%s", TILE, TILE, arith, div, chunks);
+}
+
+/* Device time of `reps` forwards (profiling events): total from the first
+ * kernel's start to the last one's end; gemm_ms from the first GEMM kernel's
+ * start (the activation step excluded). One untimed forward first (PoCL
+ * compiles per launch shape). */
+qp_status qp_cl_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms) {
+    qp_cl_device *d = dev;
+    qp_cl_linear *l = lin;
+    if (!l || reps < 0 || (reps > 0 && (!total_ms || !gemm_ms)))
+        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: linear_time: NULL layer or output, or reps < 0", d->index);
+    if (!d->profiling)
+        return QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: linear_time: the driver refused a profiling queue "
+                         "(CL_QUEUE_PROFILING_ENABLE)", d->index);
+    qp_status st = reps > 0 ? qp_cl_linear_forward(dev, lin, x, M, y) : QP_OK;
+    for (int i = 0; i < reps && st == QP_OK; i++) {
+        d->rec_on = 1;
+        st = qp_cl_linear_forward(dev, lin, x, M, y);
+        d->rec_on = 0;
+        total_ms[i] = gemm_ms[i] = 0.0;
+        if (st == QP_OK && d->rec_first) {
+            st = qp_cl_event_ms(d, d->rec_first, d->rec_last, &total_ms[i]);
+            if (st == QP_OK) {
+                if (d->rec_gemm) st = qp_cl_event_ms(d, d->rec_gemm, d->rec_last, &gemm_ms[i]);
+                else gemm_ms[i] = -1.0;
+            }
+        }
+        release_recorded(d);
+    }
+    release_recorded(d);
+    return st;
 }

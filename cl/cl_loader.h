@@ -15,7 +15,8 @@
     X(clReleaseContext) X(clCreateCommandQueue) X(clReleaseCommandQueue) X(clCreateBuffer) X(clReleaseMemObject)     \
     X(clEnqueueWriteBuffer) X(clEnqueueReadBuffer) X(clCreateProgramWithSource) X(clCreateProgramWithBinary)        \
     X(clBuildProgram) X(clGetProgramBuildInfo) X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel)            \
-    X(clReleaseKernel) X(clSetKernelArg) X(clEnqueueNDRangeKernel) X(clFinish) X(clFlush)
+    X(clReleaseKernel) X(clSetKernelArg) X(clEnqueueNDRangeKernel) X(clFinish) X(clFlush)                           \
+    X(clEnqueueCopyBuffer) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents)
 
 typedef struct qp_cl_api {
     void *lib;

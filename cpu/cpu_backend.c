@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "registry.h"
 
@@ -298,7 +299,42 @@ static qp_status cpu_linear_forward(void *dev, void *lin, void *x, int M, void *
 
 static void cpu_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     (void)dev; (void)lin; (void)M;
-    snprintf(out, cap, "reference");
+    snprintf(out, cap, "reference, host-timed"); /* qport bench: clock_gettime, no device */
+}
+
+/* Benchmarks (issue 10): there is no device here, so the "device timers"
+ * are the host's monotonic clock around each run. They measure the
+ * reference loops (double / int64 accumulation, one thread), which are
+ * written for exactness, not speed: not representative of any GPU. */
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static qp_status cpu_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms,
+                                 double *gemm_ms) {
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_ms();
+        qp_status st = cpu_linear_forward(dev, lin, x, M, y);
+        double t1 = now_ms();
+        if (st) return st;
+        total_ms[i] = t1 - t0;
+        gemm_ms[i] = -1.0; /* the reference quantizes inside its forward */
+    }
+    return QP_OK;
+}
+
+static qp_status cpu_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms) {
+    (void)dev;
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_ms();
+        memcpy(dst, src, bytes);
+        /* keeps the copy from being elided or overlapped with the clock */
+        __asm__ __volatile__("" : : "r"(dst) : "memory");
+        ms[i] = now_ms() - t0;
+    }
+    return QP_OK;
 }
 
 typedef struct cpu_rot {
@@ -338,7 +374,9 @@ static const qp_backend_ops cpu_ops = {
     cpu_linear_destroy, cpu_linear_forward, cpu_describe, NULL,
     .rotation_prepare = cpu_rotation_prepare, .rotation_destroy = cpu_rotation_destroy,
     .rotation_forward = cpu_rotation_forward, .kv_quantize = cpu_kv_quantize, .kv_dequantize = cpu_kv_dequantize,
-    .buffer_copy = cpu_buffer_copy,
+    .buffer_copy = cpu_buffer_copy, .linear_time = cpu_linear_time, .buffer_copy_time = cpu_buffer_copy_time,
+    /* vendor_gemm_time: none (no vendor BLAS is linked; qport bench's
+     * arithmetic limit on the cpu device is its fp16 layer) */
 };
 
 const qp_backend_ops *qp_cpu_backend_ops(void) { return &cpu_ops; }

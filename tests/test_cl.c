@@ -32,6 +32,7 @@
 
 #include "backend.h"
 #include "qport.h"
+#include "registry.h"
 
 static int failures;
 static unsigned long long seed = 20261202ull, rng;
@@ -482,18 +483,17 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, int
             int c = codes[(size_t)k * N + n], v = sym ? c - 16 * (c >= 8) : c - zc[(size_t)(k / g) * N + n];
             wd[(size_t)n * K + k] = (float)v * dec(dt, sc[(size_t)(k / g) * 8 * nc + n]);
         }
-    /* the checkpoint's [K/g][N] scales, unless the padded form is tested */
-    uint16_t *sck = malloc(2 * (size_t)G * 8 * nc);
+    /* the canonical fields the core binds (api/linear_desc.c) */
+    uint8_t *q4 = malloc((size_t)N * K);
+    float *w4s = malloc(sizeof(float) * (size_t)G * N);
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) q4[(size_t)n * K + k] = codes[(size_t)k * N + n];
     for (int gi = 0; gi < G; gi++)
-        for (int n = 0; n < (padded ? 8 * nc : N); n++)
-            sck[(size_t)gi * (padded ? 8 * nc : N) + n] = sc[(size_t)gi * 8 * nc + n];
-    qp_tensor t[3] = {{"weight", QP_DTYPE_I32, 2, {K, nc}, W},
-                      {"weight_scale", dt, 2, {G, padded ? 8 * nc : N}, sck},
-                      {"weight_zero_point", QP_DTYPE_I32, 2, {G, nc}, Z}};
+        for (int n = 0; n < N; n++) w4s[(size_t)gi * N + n] = dec(dt, sc[(size_t)gi * 8 * nc + n]);
     char what[200];
     snprintf(what, sizeof what, "w4a16 %s %s %s g%d%s%s N=%d K=%d", dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
              sym ? "int4" : "uint4", pack == QP_PACK_ORDER ? "order" : "reorder", group, has_bias ? " bias" : "",
-             padded ? " padded-scales" : "", N, K);
+             padded ? " (padded)" : "", N, K);
     qp_lin_desc d = {0};
     d.struct_size = sizeof d;
     d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
@@ -506,8 +506,10 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, int
     d.layer = "test.w4a16";
     d.bias = has_bias ? bias : NULL;
     d.group_size = group;
-    d.tensors = t;
-    d.n_tensors = sym ? 2 : 3;
+    d.q4 = (const int8_t *)q4;
+    d.w4_signed = sym;
+    d.w4_zero = sym ? NULL : zc;
+    d.w4_scale = w4s;
     void *lins[3] = {0};
     for (int p = 0; p < 3; p++) {
         st = ops->linear_prepare(dev, &d, paths[p], &lins[p]);
@@ -544,7 +546,7 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, int
         time_forward(&d, 0, 16, "w4a16");
         time_forward(&d, 0, 64, "w4a16");
     }
-    free(codes); free(zc); free(W); free(Z); free(sc); free(sck); free(bias); free(wd);
+    free(codes); free(zc); free(W); free(Z); free(sc); free(bias); free(wd); free(q4); free(w4s);
 }
 
 /* ---- W8A8-FP8 per-block (spec 6.6) -----------------------------------------
@@ -638,6 +640,472 @@ static void test_fp8_block(qp_dtype dt, int ue8m0, int has_bias, int identity, i
     free(w); free(ws); free(bias);
 }
 
+/* ---- OCP-MX / W4A8-MXFP4-FP8 / NVFP4 / unquantized (issue 9) ---------------
+ * Layers built from checkpoint tensors by the core's own binder
+ * (qp_lin_desc_build), so the canonical fields are exactly the core's.
+ * `sel`: "selection" weights -- one weight 1.0 (block multiplier 1) per
+ * output row at k = n % K, zero elsewhere -- so y[m][n] = x'[m][n % K] (+
+ * bias) exactly: the activation qdq is compared bit for bit with the
+ * reference. Otherwise random codes and scales, judged within
+ * K 2^-24 sum_k |x'_k||W_k| + 2 ulp (+ 1 ulp of the pre-bias sum for NVFP4's
+ * rounded-then-biased output). */
+typedef enum { FW_MX, FW_W4A8, FW_NVFP4, FW_UNQ } fw_kind;
+
+/* rows of x for the block-float cases: m % 8 picks a pattern (`stress`:
+ * NaN, huge and inf rows) */
+static void make_x_fw(uint16_t *x, int M, int K, qp_dtype dt, int stress) {
+    int bf = dt == QP_DTYPE_BF16;
+    for (int m = 0; m < M; m++) {
+        uint16_t *r = x + (size_t)m * K;
+        int pat = m % 8;
+        if (!stress && (pat == 2 || pat == 5 || pat == 7)) pat = 0;
+        for (int k = 0; k < K; k++) {
+            float v = frand() * (0.05f + 4.0f * (float)((m * 7) % 11) / 11.0f);
+            if (pat == 1) v = frand() * ldexpf(1.0f, (k / 32) % 16 - 8);   /* blocks of mixed magnitudes */
+            if (pat == 3) v = 0.0f;                                         /* a zero row */
+            if (pat == 4) v = frand() * (bf ? 0x1p-128f : 0x1p-18f);       /* subnormal territory */
+            if (pat == 6) v = 1.5f;
+            if (pat == 5 && k / 16 == 1) v = (k % 2 ? -1.0f : 1.0f) * (bf ? 3.0e38f : 65504.0f); /* huge block */
+            r[k] = enc(dt, v);
+        }
+        if (pat == 2) r[K > 40 ? 40 : K - 1] = 0x7FFF;         /* NaN */
+        if (pat == 7) r[K > 3 ? 3 : 0] = bf ? 0x7F80 : 0x7C00;  /* +inf */
+    }
+}
+
+/* x' as the reference computes it (cpu/ref_*.c), for the bound */
+static void host_xq(fw_kind kind, qp_dtype ae, const qp_lin_desc *d, const uint16_t *x, int M, int K, float *xq) {
+    qp_dtype dt = d->act_dtype;
+    float *xr = malloc(sizeof(float) * (size_t)K);
+    uint8_t *codes = malloc((size_t)K), *sc = malloc((size_t)K / 16 + 1);
+    for (int m = 0; m < M; m++) {
+        float *o = xq + (size_t)m * K;
+        for (int k = 0; k < K; k++) xr[k] = dec(dt, x[(size_t)m * K + k]);
+        if (kind == FW_MX && ae != QP_DTYPE_NONE) {
+            qp_quant_mx(NULL, ae, xr, 1, (size_t)K, codes, sc);
+            qp_dequant_mx(NULL, ae, codes, sc, 1, (size_t)K, o);
+            for (int k = 0; k < K; k++) o[k] = dec(dt, enc(dt, o[k]));
+        } else if (kind == FW_W4A8) {
+            for (int k = 0; k < K; k++) {
+                float t = fmaxf(-448.0f, fminf(dec(dt, enc(dt, xr[k] / d->input_scale)), 448.0f));
+                float q = qp_format_decode(QP_DTYPE_F8_E4M3FN, qp_format_encode(QP_DTYPE_F8_E4M3FN, t));
+                o[k] = dec(dt, enc(dt, dec(dt, enc(dt, q)) * d->input_scale));
+            }
+        } else if (kind == FW_NVFP4) {
+            float g = 1.0f / d->input_global_scale;
+            qp_quant_nvfp4(NULL, xr, 1, (size_t)K, g, codes, sc);
+            for (int k = 0; k < K; k++) {
+                float s = qp_format_decode(QP_DTYPE_F8_E4M3FN, sc[k / 16]) / g;
+                o[k] = dec(dt, enc(dt, qp_format_decode(QP_DTYPE_F4_E2M1, codes[k]) * s));
+            }
+        } else {
+            memcpy(o, xr, sizeof(float) * (size_t)K);
+        }
+    }
+    free(xr); free(codes); free(sc);
+}
+
+static double fw_weight(const qp_lin_desc *d, int n, int k) {
+    size_t i = (size_t)n * d->K + k;
+    if (d->kind == QP_SCHEME_UNQUANTIZED) return dec(d->act_dtype, d->w_act[i]);
+    return dec(d->act_dtype, enc(d->act_dtype, d->w_lut[d->w_codes[i]] * d->w_blk_scale[(size_t)n * (d->K / d->w_blk) + k / d->w_blk]));
+}
+
+static long n_fw_exact;
+
+static void test_fw(fw_kind kind, qp_dtype dt, qp_dtype we, qp_ocp_mx_act act, int sel, int has_bias, int stress, int N,
+                    int K, const int *ms, int nms) {
+    static const qp_dtype aes[] = {QP_DTYPE_NONE, QP_DTYPE_F4_E2M1, QP_DTYPE_F6_E3M2, QP_DTYPE_F6_E2M3, QP_DTYPE_F8_E4M3FN};
+    if (kind != FW_MX) act = QP_OCP_MX_ACT_NONE;
+    if (kind == FW_W4A8 || kind == FW_NVFP4) we = QP_DTYPE_F4_E2M1;
+    qp_dtype ae = aes[act];
+    int blk = kind == FW_NVFP4 ? 16 : 32, nb = K / blk;
+    size_t nk = (size_t)N * K;
+    /* checkpoint tensors */
+    uint8_t *codes = calloc(nk, 1), *packed = calloc(nk, 1), *bsc = malloc((size_t)N * nb);
+    uint16_t *wact = malloc(2 * nk), *bias = malloc(2 * (size_t)N);
+    float one_code = 0;
+    if (kind != FW_UNQ) one_code = (float)qp_format_encode(we, 1.0f);
+    int bits = kind == FW_UNQ ? 16 : qp_format_bits(we);
+    for (int n = 0; n < N; n++) {
+        for (int k = 0; k < K; k++) {
+            size_t i = (size_t)n * K + k;
+            if (sel) {
+                codes[i] = k == n % K ? (uint8_t)one_code : 0;
+                wact[i] = enc(dt, k == n % K ? 1.0f : 0.0f);
+            } else {
+                unsigned c = (unsigned)irand(0, (1 << (bits > 8 ? 8 : bits)) - 1);
+                if (we == QP_DTYPE_F8_E4M3FN && (c & 0x7F) == 0x7F) c = 0x38; /* no NaN weights */
+                codes[i] = (uint8_t)c;
+                wact[i] = enc(dt, frand() * 0.5f);
+            }
+        }
+        for (int j = 0; j < nb; j++) {
+            if (kind == FW_NVFP4) /* e4m3 block scales; selection: 1.0 */
+                bsc[(size_t)n * nb + j] = sel ? 0x38 : (uint8_t)irand(0x20, 0x50);
+            else /* e8m0: 2^0 for selection, else 2^-6 .. 2^3, a few far ones (fp16 saturation / flush) */
+                bsc[(size_t)n * nb + j] = sel ? 127 : (n % 11 == 4 && j < 2) ? (uint8_t)(j ? 100 : 150)
+                                                                               : (uint8_t)irand(121, 130);
+        }
+        bias[n] = enc(dt, frand() * 2.0f);
+    }
+    if (kind != FW_UNQ) {
+        for (int n = 0; n < N; n++) {
+            if (we == QP_DTYPE_F4_E2M1) qp_pack_fp4(codes + (size_t)n * K, (size_t)K, packed + (size_t)n * (K / 2));
+            else if (we == QP_DTYPE_F8_E4M3FN) memcpy(packed + (size_t)n * K, codes + (size_t)n * K, (size_t)K);
+            else qp_pack_fp6(codes + (size_t)n * K, (size_t)K, packed + (size_t)n * (K * 3 / 4));
+        }
+    }
+    int64_t wcols = we == QP_DTYPE_F4_E2M1 ? K / 2 : we == QP_DTYPE_F8_E4M3FN ? K : K * 3 / 4;
+    float in_scale = sel ? 0.0625f : 0.013f, igs = sel ? 2.0f : 37.5f, ws2 = sel ? 1.0f : 0.75f;
+    qp_tensor t[6];
+    int nt = 0;
+    qp_scheme sch = {0};
+    if (kind == FW_UNQ) {
+        sch.kind = QP_SCHEME_UNQUANTIZED;
+        t[nt++] = (qp_tensor){"weight", dt, 2, {N, K}, wact};
+    } else {
+        sch.kind = kind == FW_MX ? QP_SCHEME_OCP_MX : kind == FW_W4A8 ? QP_SCHEME_W4A8_MXFP4_FP8 : QP_SCHEME_NVFP4;
+        sch.weight.dtype = we;
+        sch.activation.dtype = ae;
+        if (ae == QP_DTYPE_F8_E4M3FN) { sch.activation.granularity = QP_GRAN_GROUP; sch.activation.group_size = 32; sch.activation.dynamic = 1; }
+        t[nt++] = (qp_tensor){"weight", we == QP_DTYPE_F8_E4M3FN ? QP_DTYPE_F8_E4M3FN : QP_DTYPE_U8, 2, {N, wcols}, packed};
+        t[nt++] = (qp_tensor){"weight_scale", kind == FW_NVFP4 ? QP_DTYPE_F8_E4M3FN : QP_DTYPE_U8, 2, {N, nb}, bsc};
+        if (kind == FW_W4A8) t[nt++] = (qp_tensor){"input_scale", QP_DTYPE_F32, 0, {0}, &in_scale};
+        if (kind == FW_NVFP4) {
+            t[nt++] = (qp_tensor){"weight_scale_2", QP_DTYPE_F32, 0, {0}, &ws2};
+            t[nt++] = (qp_tensor){"input_scale_2", QP_DTYPE_F32, 0, {0}, &igs};
+        }
+    }
+    if (has_bias) t[nt++] = (qp_tensor){"bias", dt, 1, {N}, bias};
+    char what[200];
+    static const char *kn[] = {"ocp-mx", "w4a8-mxfp4", "nvfp4", "unquantized"};
+    snprintf(what, sizeof what, "%s %s w=%s a=%s%s%s%s N=%d K=%d", kn[kind], dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
+             kind == FW_UNQ ? "-" : qp_dtype_name(we), kind == FW_W4A8 ? "fp8-static" : kind == FW_NVFP4 ? "nvfp4" : ae == QP_DTYPE_NONE ? "none" : qp_dtype_name(ae),
+             sel ? " selection" : "", has_bias ? " bias" : "", stress ? " stress" : "", N, K);
+    qp_linear_options o;
+    qp_linear_options_init(&o);
+    o.act_dtype = dt;
+    o.layer = "test.fw";
+    qp_lin_desc d;
+    qp_lin_desc_store *store = NULL;
+    qp_status st = qp_lin_desc_build(NULL, &sch, N, K, t, (size_t)nt, &o, &d, &store);
+    CHECK(st == QP_OK, "%s: qp_lin_desc_build: %s", what, qp_last_error(NULL));
+    void *lins[2] = {0};
+    for (int p = 0; p < 2 && st == QP_OK; p++) {
+        qp_status s2 = ops->linear_prepare(dev, &d, paths[p + 1], &lins[p]);
+        CHECK(s2 == QP_OK, "%s: prepare %s: %s", what, path_name[p + 1], last_error);
+    }
+    for (int mi = 0; mi < nms && st == QP_OK; mi++) {
+        int M = ms[mi];
+        uint16_t *x = malloc(2 * (size_t)M * K), *yr = malloc(2 * (size_t)M * N), *y = malloc(2 * (size_t)M * N);
+        float *xq = malloc(sizeof(float) * (size_t)M * K);
+        double *tol = calloc((size_t)M * N, sizeof(double));
+        make_x_fw(x, M, K, dt, stress);
+        qp_status rs;
+        if (kind == FW_MX) {
+            qp_ref_ocp_mx_args a = {dt, x, M, K, N, we, packed, bsc, 1, act, has_bias ? bias : NULL};
+            rs = qp_ref_ocp_mx_forward(NULL, &a, yr);
+        } else if (kind == FW_W4A8) {
+            qp_ref_w4a8_mxfp4_args a = {dt, x, M, K, N, packed, bsc, in_scale, has_bias ? bias : NULL};
+            rs = qp_ref_w4a8_mxfp4_fp8_forward(NULL, &a, yr);
+        } else if (kind == FW_NVFP4) {
+            qp_ref_nvfp4_args a = {dt, x, M, K, N, packed, bsc, ws2, igs, has_bias ? bias : NULL};
+            rs = qp_ref_nvfp4_forward(NULL, &a, yr);
+        } else {
+            rs = qp_ref_unquantized_forward(NULL, dt, x, M, K, N, wact, has_bias ? bias : NULL, yr);
+        }
+        CHECK(rs == QP_OK, "%s: reference failed", what);
+        if (!sel) {
+            host_xq(kind, ae, &d, x, M, K, xq);
+            for (int n = 0; n < N; n++) {
+                for (int m = 0; m < M; m++) {
+                    double ts = 0.0;
+                    for (int k = 0; k < K; k++) {
+                        double v = fabs((double)xq[(size_t)m * K + k] * fw_weight(&d, n, k));
+                        if (!isnan(v)) ts += v;
+                    }
+                    double r = dec(dt, yr[(size_t)m * N + n]), b = has_bias ? dec(dt, bias[n]) : 0.0;
+                    double t2 = (K + 2.0) * ldexp(1.0, -24) * 1.01 * ts + 2.0 * ulp_of(dt, fabs(r));
+                    if (kind == FW_NVFP4 && has_bias) t2 += 2.0 * ulp_of(dt, fabs(r - b) + ts * ldexp(1.0, -20));
+                    tol[(size_t)m * N + n] = t2;
+                }
+            }
+        }
+        for (int p = 0; p < 2; p++) {
+            if (!lins[p]) continue;
+            char w2[260];
+            snprintf(w2, sizeof w2, "%s [%s]", what, path_name[p + 1]);
+            if (!run(lins[p], x, M, K, N, y, w2)) continue;
+            n_cases++;
+            n_outputs += (long)M * N;
+            if (sel) {
+                compare_exact(y, yr, M, N, w2, M);
+                n_fw_exact += (long)M * N;
+                continue;
+            }
+            int bad = 0;
+            for (size_t i = 0; i < (size_t)M * N; i++) {
+                double r = dec(dt, yr[i]), g = dec(dt, y[i]);
+                int ok = isnan(r) ? isnan(g) : isinf(r) ? g == r : fabs(g - r) <= tol[i];
+                if (!ok && bad++ < 3)
+                    fprintf(stderr, "  %s M=%d: y[%zu][%zu] = %g, reference %g, bound %g\n", w2, M, i / N, i % N, g, r,
+                            tol[i]);
+            }
+            CHECK(!bad, "%s M=%d: %d outputs outside the bound", w2, M, bad);
+        }
+        free(x); free(yr); free(y); free(xq); free(tol);
+    }
+    for (int p = 0; p < 2; p++)
+        if (lins[p]) ops->linear_destroy(dev, lins[p]);
+    if (N >= 4096 && st == QP_OK) {
+        time_forward(&d, 0, 1, kn[kind]);
+        time_forward(&d, 0, 16, kn[kind]);
+    }
+    if (store) qp_lin_desc_free(store);
+    free(codes); free(packed); free(bsc); free(wact); free(bias);
+}
+
+static void fw_matrix(void) {
+    static const int ms[] = {1, 3, 16, 17, 64};
+    const qp_dtype H = QP_DTYPE_F16, B = QP_DTYPE_BF16;
+    const qp_dtype F4 = QP_DTYPE_F4_E2M1, E23 = QP_DTYPE_F6_E2M3, E32 = QP_DTYPE_F6_E3M2, F8 = QP_DTYPE_F8_E4M3FN;
+    /* every OCP_MX_Scheme pair (spec 3.1), selection weights (bit-exact qdq)
+     * in fp16 and bf16 with the NaN / inf / huge rows, then random layers */
+    static const struct { qp_dtype w; qp_ocp_mx_act a; } pairs[] = {
+        {F4, QP_OCP_MX_ACT_NONE}, {F4, QP_OCP_MX_ACT_MXFP4}, {F4, QP_OCP_MX_ACT_MXFP6_E3M2},
+        {F4, QP_OCP_MX_ACT_MXFP6_E2M3}, {F4, QP_OCP_MX_ACT_MXFP8}, {E23, QP_OCP_MX_ACT_NONE},
+        {E23, QP_OCP_MX_ACT_MXFP6_E2M3}, {E23, QP_OCP_MX_ACT_MXFP8}, {E32, QP_OCP_MX_ACT_NONE},
+        {E32, QP_OCP_MX_ACT_MXFP6_E3M2}, {E32, QP_OCP_MX_ACT_MXFP8}, {F8, QP_OCP_MX_ACT_NONE}, {F8, QP_OCP_MX_ACT_MXFP8}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+        test_fw(FW_MX, i % 2 ? B : H, pairs[i].w, pairs[i].a, 1, (int)(i % 3 == 0), 1, 96, 96, ms, 5);
+        test_fw(FW_MX, i % 2 ? H : B, pairs[i].w, pairs[i].a, 1, 0, 1, 64, 64, ms, 5);
+        test_fw(FW_MX, i % 2 ? H : B, pairs[i].w, pairs[i].a, 0, (int)(i % 2), 0, 40, 160, ms, 5);
+    }
+    for (int t = 0; t < 2; t++) {
+        qp_dtype dt = t ? B : H;
+        test_fw(FW_W4A8, dt, F4, 0, 1, t, 1, 96, 96, ms, 5);
+        test_fw(FW_W4A8, dt, F4, 0, 0, !t, 0, 37, 224, ms, 5);
+        test_fw(FW_NVFP4, dt, F4, 0, 1, t, 1, 80, 80, ms, 5);   /* K = 80: half a 32-code chunk at the end */
+        test_fw(FW_NVFP4, dt, F4, 0, 1, !t, 1, 48, 48, ms, 5);
+        test_fw(FW_NVFP4, dt, F4, 0, 0, 1, 0, 41, 144, ms, 5);
+        test_fw(FW_NVFP4, dt, F4, 0, 0, 0, 0, 33, 64, ms, 5);
+        test_fw(FW_UNQ, dt, 0, 0, 1, t, 1, 100, 100, ms, 5);
+        test_fw(FW_UNQ, dt, 0, 0, 0, 1, 0, 33, 100, ms, 5);
+        test_fw(FW_UNQ, dt, 0, 0, 0, 0, 0, 70, 256, ms, 5);
+    }
+}
+
+/* ---- optional ops: rotation, fp8 KV cache, copies, device timers --------- */
+static void test_rotation(qp_dtype dt, int r, int hadamard, const int *ms, int nms) {
+    int K = 3 * r;
+    int8_t *H = malloc((size_t)r * r);
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < r; j++) /* Sylvester's Hadamard (r a power of two), or random signs */
+            H[(size_t)i * r + j] = hadamard ? (int8_t)(__builtin_popcount((unsigned)(i & j)) % 2 ? -1 : 1)
+                                            : (int8_t)(next() & 1 ? 1 : -1);
+    void *rot = NULL;
+    qp_status st = ops->rotation_prepare(dev, H, r, qp_rotation_norm(r), &rot);
+    CHECK(st == QP_OK, "rotation_prepare r=%d: %s", r, last_error);
+    for (int mi = 0; mi < nms && rot; mi++) {
+        int M = ms[mi];
+        size_t n = (size_t)M * K;
+        uint16_t *x = malloc(2 * n), *yr = malloc(2 * n), *y = malloc(2 * n + GUARD);
+        special = 1;
+        make_x(x, M, K, dt);
+        if (M > 5) x[5 * K + 1] = enc(dt, dt == QP_DTYPE_BF16 ? 3.0e38f : 65504.0f); /* overflow after the sum */
+        if (M > 4) x[4 * K + 2] = dt == QP_DTYPE_BF16 ? 0xFF80 : 0xFC00;             /* -inf */
+        st = qp_ref_rotation_forward(NULL, dt, x, M, K, H, r, yr);
+        CHECK(st == QP_OK, "rotation reference failed");
+        void *dx = dalloc(2 * n), *dy = dalloc(2 * n + GUARD);
+        memset(y, 0xA5, 2 * n + GUARD);
+        if (dx && dy && ops->buffer_upload(dev, dx, 0, x, 2 * n) == QP_OK &&
+            ops->buffer_upload(dev, dy, 0, y, 2 * n + GUARD) == QP_OK) {
+            st = ops->rotation_forward(dev, rot, dt, dx, M, K, dy);
+            CHECK(st == QP_OK, "rotation_forward r=%d M=%d: %s", r, M, last_error);
+            ops->buffer_download(dev, dy, 0, y, 2 * n + GUARD);
+            int gb = 0;
+            for (size_t i = 2 * n; i < 2 * n + GUARD; i++) gb += ((uint8_t *)y)[i] != 0xA5;
+            CHECK(!gb, "rotation r=%d M=%d: guard band overwritten", r, M);
+            char what[96];
+            snprintf(what, sizeof what, "rotation %s r=%d%s", dt == QP_DTYPE_BF16 ? "bf16" : "fp16", r,
+                     hadamard ? " hadamard" : " random signs");
+            compare_exact(y, yr, M, K, what, M);
+            n_cases++;
+            n_outputs += (long)n;
+            /* in place (x and y one buffer): rotated from a copy */
+            if (ops->buffer_upload(dev, dx, 0, x, 2 * n) == QP_OK) {
+                st = ops->rotation_forward(dev, rot, dt, dx, M, K, dx);
+                CHECK(st == QP_OK, "in-place rotation r=%d M=%d: %s", r, M, last_error);
+                ops->buffer_download(dev, dx, 0, y, 2 * n);
+                strcat(what, " in place");
+                compare_exact(y, yr, M, K, what, M);
+            }
+        }
+        if (dx) ops->buffer_free(dev, dx);
+        if (dy) ops->buffer_free(dev, dy);
+        free(x); free(yr); free(y);
+    }
+    if (rot) ops->rotation_destroy(dev, rot);
+    free(H);
+}
+
+/* every fp16 / bf16 pattern through kv_quantize, every code through
+ * kv_dequantize, bit-exact with the reference */
+static void test_kv(qp_dtype dt, float scale) {
+    size_t n = 65536;
+    uint16_t *x = malloc(2 * n), *back = malloc(2 * 256), *backr = malloc(2 * 256);
+    uint8_t *q = malloc(n + GUARD), *qr = malloc(n), codes[256];
+    for (size_t i = 0; i < n; i++) x[i] = (uint16_t)i;
+    for (int i = 0; i < 256; i++) codes[i] = (uint8_t)i;
+    void *dx = dalloc(2 * n), *dq = dalloc(n + GUARD), *dc = dalloc(256), *db = dalloc(2 * 256);
+    const char *dn = dt == QP_DTYPE_BF16 ? "bf16" : "fp16";
+    if (dx && dq && dc && db) {
+        memset(q, 0xA5, n + GUARD);
+        ops->buffer_upload(dev, dx, 0, x, 2 * n);
+        ops->buffer_upload(dev, dq, 0, q, n + GUARD);
+        qp_status st = ops->kv_quantize(dev, dt, dx, n, scale, dq);
+        CHECK(st == QP_OK, "kv_quantize %s: %s", dn, last_error);
+        ops->buffer_download(dev, dq, 0, q, n + GUARD);
+        qp_ref_kv_quantize(NULL, dt, x, n, scale, qr);
+        int bad = 0, gb = 0;
+        for (size_t i = 0; i < n; i++)
+            if (q[i] != qr[i] && bad++ < 3)
+                fprintf(stderr, "  kv_quantize %s scale %g: x=0x%04zx -> 0x%02x, reference 0x%02x\n", dn, (double)scale,
+                        i, q[i], qr[i]);
+        for (size_t i = n; i < n + GUARD; i++) gb += q[i] != 0xA5;
+        CHECK(!bad && !gb, "kv_quantize %s scale %g: %d of 65536 codes differ, %d guard bytes", dn, (double)scale, bad, gb);
+        ops->buffer_upload(dev, dc, 0, codes, 256);
+        st = ops->kv_dequantize(dev, dt, dc, 256, scale, db);
+        CHECK(st == QP_OK, "kv_dequantize %s: %s", dn, last_error);
+        ops->buffer_download(dev, db, 0, back, 2 * 256);
+        qp_ref_kv_dequantize(NULL, dt, codes, 256, scale, backr);
+        compare_exact(back, backr, 1, 256, dt == QP_DTYPE_BF16 ? "kv_dequantize bf16" : "kv_dequantize fp16", 1);
+        /* in place (src and dst one buffer) both ways */
+        ops->buffer_upload(dev, dx, 0, x, 2 * n);
+        st = ops->kv_quantize(dev, dt, dx, n, scale, dx);
+        CHECK(st == QP_OK, "in-place kv_quantize %s: %s", dn, last_error);
+        ops->buffer_download(dev, dx, 0, q, n);
+        bad = 0;
+        for (size_t i = 0; i < n; i++) bad += q[i] != qr[i];
+        CHECK(!bad, "in-place kv_quantize %s scale %g: %d codes differ", dn, (double)scale, bad);
+        ops->buffer_upload(dev, db, 0, codes, 256);
+        st = ops->kv_dequantize(dev, dt, db, 256, scale, db);
+        CHECK(st == QP_OK, "in-place kv_dequantize %s: %s", dn, last_error);
+        ops->buffer_download(dev, db, 0, back, 2 * 256);
+        compare_exact(back, backr, 1, 256, "in-place kv_dequantize", 1);
+        n_cases += 2;
+        n_outputs += (long)n + 256;
+    }
+    void *bufs[] = {dx, dq, dc, db};
+    for (int i = 0; i < 4; i++)
+        if (bufs[i]) ops->buffer_free(dev, bufs[i]);
+    free(x); free(back); free(backr); free(q); free(qr);
+}
+
+static void ops_matrix(void) {
+    static const int ms[] = {1, 3, 17};
+    test_rotation(QP_DTYPE_F16, 64, 1, ms, 3);
+    test_rotation(QP_DTYPE_BF16, 64, 1, ms, 3);
+    test_rotation(QP_DTYPE_F16, 32, 0, ms, 3);
+    test_rotation(QP_DTYPE_BF16, 128, 0, ms, 3);
+    test_rotation(QP_DTYPE_F16, 1, 1, ms, 3);
+    static const float scales[] = {1.0f, 0.0173f, 3.7e-3f, 240.5f};
+    for (int i = 0; i < 4; i++) {
+        test_kv(QP_DTYPE_F16, scales[i]);
+        test_kv(QP_DTYPE_BF16, scales[i]);
+    }
+    /* faults: dtypes, shapes, scales, short buffers */
+    int8_t H[4] = {1, 1, 1, -1}, Hb[4] = {1, 2, 1, -1};
+    void *rot = NULL;
+    qp_status st = ops->rotation_prepare(dev, Hb, 2, 0.70710677f, &rot);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "+1 or -1"), "rotation entry 2: %d '%s'", (int)st, last_error);
+    st = ops->rotation_prepare(dev, H, 2, 0.70710677f, &rot);
+    void *b1 = dalloc(64), *b2 = dalloc(64 + 16);
+    if (st == QP_OK && b1 && b2) {
+        st = ops->rotation_forward(dev, rot, QP_DTYPE_F16, b1, 1, 3, b2);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "multiple of the rotation size"), "rotation K=3: %d '%s'",
+              (int)st, last_error);
+        st = ops->rotation_forward(dev, rot, QP_DTYPE_F32, b1, 1, 4, b2);
+        CHECK(st == QP_ERR_UNSUPPORTED, "rotation f32: %d '%s'", (int)st, last_error);
+        st = ops->rotation_forward(dev, rot, QP_DTYPE_F16, b1, 2, 32, b2);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "smaller"), "rotation short x: %d '%s'", (int)st, last_error);
+        st = ops->kv_quantize(dev, QP_DTYPE_F16, b1, 32, 0.0f, b2);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT, "kv scale 0: %d '%s'", (int)st, last_error);
+        st = ops->kv_quantize(dev, QP_DTYPE_F16, b1, 33, 1.0f, b2);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "too small"), "kv short: %d '%s'", (int)st, last_error);
+        st = ops->kv_dequantize(dev, QP_DTYPE_F32, b1, 8, 1.0f, b2);
+        CHECK(st == QP_ERR_UNSUPPORTED, "kv f32: %d '%s'", (int)st, last_error);
+        /* copies: offsets, bounds, overlap */
+        uint8_t src[64], got[80];
+        for (int i = 0; i < 64; i++) src[i] = (uint8_t)(i * 7 + 1);
+        memset(got, 0xA5, sizeof got);
+        ops->buffer_upload(dev, b1, 0, src, 64);
+        ops->buffer_upload(dev, b2, 0, got, 80);
+        st = ops->buffer_copy(dev, b1, 8, b2, 3, 50);
+        CHECK(st == QP_OK, "buffer_copy: %s", last_error);
+        ops->buffer_download(dev, b2, 0, got, 80);
+        int bad = 0;
+        for (int i = 0; i < 80; i++) bad += got[i] != (i >= 3 && i < 53 ? src[i + 5] : 0xA5);
+        CHECK(!bad, "buffer_copy: %d bytes wrong", bad);
+        st = ops->buffer_copy(dev, b1, 20, b2, 0, 45);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "source"), "copy past the source: %d '%s'", (int)st, last_error);
+        st = ops->buffer_copy(dev, b1, 0, b1, 8, 16);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "overlapping"), "overlapping copy: %d '%s'", (int)st, last_error);
+        double ms[3] = {-1, -1, -1};
+        st = ops->buffer_copy_time(dev, b1, b2, 64, 3, ms);
+        CHECK(st == QP_OK && ms[0] >= 0 && ms[1] >= 0 && ms[2] >= 0, "buffer_copy_time: %d %g '%s'", (int)st, ms[0], last_error);
+        n_cases += 3;
+    }
+    if (rot) ops->rotation_destroy(dev, rot);
+    if (b1) ops->buffer_free(dev, b1);
+    if (b2) ops->buffer_free(dev, b2);
+    /* device timers: total >= gemm-only >= 0 on an MX layer (a qdq step) and
+     * an unquantized one; the layer still computes the right thing */
+    for (int kind = 0; kind < 2; kind++) {
+        int N = 64, K = 128, M = 5;
+        static uint8_t codes[64 * 128];
+        static float bs[64 * 4], lut[256];
+        static uint16_t wact[64 * 128];
+        for (int i = 0; i < 64 * 4; i++) bs[i] = 1.0f;
+        for (int i = 0; i < 16; i++) lut[i] = qp_format_decode(QP_DTYPE_F4_E2M1, (uint32_t)i);
+        for (int i = 0; i < N * K; i++) { codes[i] = (uint8_t)(i % 16); wact[i] = enc(QP_DTYPE_F16, 0.25f); }
+        qp_lin_desc d = {0};
+        d.struct_size = sizeof d;
+        d.kind = kind ? QP_SCHEME_UNQUANTIZED : QP_SCHEME_OCP_MX;
+        d.act_dtype = QP_DTYPE_F16;
+        d.N = N;
+        d.K = K;
+        d.layer = "timed";
+        d.w_elem = QP_DTYPE_F4_E2M1;
+        d.w_codes = codes;
+        d.w_lut = lut;
+        d.w_blk = 32;
+        d.w_blk_scale = bs;
+        d.w_act = wact;
+        d.act = kind ? QP_ACT_NONE : QP_ACT_MX_QDQ;
+        d.act_elem = QP_DTYPE_F4_E2M1;
+        d.act_mbits = 1;
+        d.act_emax = 2;
+        void *lin = NULL;
+        st = ops->linear_prepare(dev, &d, 0, &lin);
+        CHECK(st == QP_OK, "timed layer: %s", last_error);
+        void *dx = dalloc((size_t)M * K * 2), *dy = dalloc((size_t)M * N * 2);
+        if (lin && dx && dy) {
+            double tot[3] = {-1, -1, -1}, gm[3] = {-1, -1, -1};
+            st = ops->linear_time(dev, lin, dx, M, dy, 3, tot, gm);
+            CHECK(st == QP_OK, "linear_time: %s", last_error);
+            for (int i = 0; i < 3; i++)
+                CHECK(tot[i] > 0 && gm[i] > 0 && gm[i] <= tot[i], "linear_time rep %d: total %g gemm %g", i, tot[i], gm[i]);
+            printf("linear_time %s M=%d %dx%d: total %.3f ms, gemm %.3f ms\n", kind ? "unquantized" : "mxfp4", M, N, K,
+                   tot[2], gm[2]);
+        }
+        if (dx) ops->buffer_free(dev, dx);
+        if (dy) ops->buffer_free(dev, dy);
+        if (lin) ops->linear_destroy(dev, lin);
+    }
+}
+
 /* ---- matrices ----------------------------------------------------------- */
 static void full_matrix(void) {
     static const int shapes[][2] = {{33, 100}, {64, 160}}; /* N, K: odd tails / exact tiles */
@@ -714,6 +1182,7 @@ static void large_layer(void) {
     test_fp8(QP_DTYPE_BF16, 2, 1, 1, 0, 4096, 4096, m1, 1);
     test_w4a16(QP_DTYPE_F16, QP_PACK_REORDER, 0, 128, 1, 0, 4096, 4096, m1, 1);
     test_fp8_block(QP_DTYPE_BF16, 0, 1, 0, 4096, 4096, m1, 1);
+    test_fw(FW_MX, QP_DTYPE_BF16, QP_DTYPE_F4_E2M1, QP_OCP_MX_ACT_MXFP4, 0, 1, 0, 4096, 4096, m1, 1);
     /* timings on this device (PoCL: CPU threads, for the record only) */
     int N = 4096, K = 4096;
     int8_t *w = malloc((size_t)N * K);
@@ -755,6 +1224,36 @@ static void large_layer(void) {
         d.s_channel = ws;
         time_forward(&d, 0, 1, "qqq");
         time_forward(&d, 0, 16, "qqq");
+        /* the fp16 baseline of qport bench and NVFP4 (fp4 codes, blocks of 16) */
+        uint16_t *wa = malloc(2 * (size_t)N * K);
+        float *bs = malloc(sizeof(float) * (size_t)N * (K / 16)), lut[256] = {0};
+        if (wa && bs) {
+            for (size_t i = 0; i < (size_t)N * K; i++) wa[i] = enc(QP_DTYPE_F16, frand() * 0.05f);
+            for (size_t i = 0; i < (size_t)N * (K / 16); i++) bs[i] = 0.01f;
+            for (int i = 0; i < 16; i++) lut[i] = qp_format_decode(QP_DTYPE_F4_E2M1, (uint32_t)i);
+            qp_lin_desc u = {0};
+            u.struct_size = sizeof u;
+            u.act_dtype = QP_DTYPE_F16;
+            u.N = N;
+            u.K = K;
+            u.layer = "timing";
+            u.kind = QP_SCHEME_UNQUANTIZED;
+            u.w_act = wa;
+            time_forward(&u, 0, 1, "unquantized");
+            time_forward(&u, 0, 16, "unquantized");
+            u.kind = QP_SCHEME_NVFP4;
+            u.w_elem = QP_DTYPE_F4_E2M1;
+            u.w_codes = (const uint8_t *)wf;
+            u.w_lut = lut;
+            u.w_blk = 16;
+            u.w_blk_scale = bs;
+            u.act = QP_ACT_NVFP4_QDQ;
+            u.input_global_scale = 100.0f;
+            u.bias_after_round = 1;
+            time_forward(&u, 0, 1, "nvfp4");
+            time_forward(&u, 0, 16, "nvfp4");
+        }
+        free(wa); free(bs);
     }
     free(w); free(ws); free(wf); free(q4); free(w8);
 }
@@ -770,6 +1269,10 @@ static void div_subset(void) {
     test_fp8(QP_DTYPE_BF16, 0, 0, 1, 1, 0, 96, ms, 2);       /* 1/s */
     test_fp8_block(QP_DTYPE_F16, 0, 0, 1, 0, 128, ms, 2);    /* amax/448, x / s, exact via identity */
     test_fp8_block(QP_DTYPE_BF16, 1, 0, 1, 0, 128, ms, 2);   /* ue8m0: 1/s */
+    /* block-float qdq on selection weights: NVFP4 1/(sf/g), sf/g; W4A8 x / s */
+    test_fw(FW_NVFP4, QP_DTYPE_F16, QP_DTYPE_F4_E2M1, 0, 1, 0, 1, 48, 48, ms, 2);
+    test_fw(FW_W4A8, QP_DTYPE_BF16, QP_DTYPE_F4_E2M1, 0, 1, 1, 1, 64, 64, ms, 2);
+    test_kv(QP_DTYPE_F16, 0.0173f); /* x / scale */
 }
 
 /* The *_dot kernels (QPORT_CL_FAKE_INT_DOT on a device without the
@@ -816,6 +1319,9 @@ static void chunk_subset(void) {
     test_qqq(128, 1, 192, 256, ms, 3, 0);
     test_w4a16(QP_DTYPE_BF16, QP_PACK_REORDER, 0, 64, 1, 0, 200, 256, ms, 3); /* 32 columns of 128 bytes a chunk */
     test_fp8_block(QP_DTYPE_F16, 0, 1, 0, 200, 128, ms, 3);                     /* 32 columns of 128 bytes a chunk */
+    test_fw(FW_NVFP4, QP_DTYPE_BF16, QP_DTYPE_F4_E2M1, 0, 0, 1, 0, 200, 256, ms, 3); /* fp4: 128 bytes a row */
+    test_fw(FW_MX, QP_DTYPE_F16, QP_DTYPE_F8_E4M3FN, QP_OCP_MX_ACT_MXFP8, 0, 0, 0, 100, 128, ms, 3);
+    test_fw(FW_UNQ, QP_DTYPE_F16, 0, 0, 0, 1, 0, 100, 64, ms, 3);
     int8_t w[96 * 64] = {0};
     float ws[96];
     qp_lin_desc d = small_int8_desc(w, ws);
@@ -885,11 +1391,9 @@ static qp_status fresh_prepare_and_run(int check_output) {
 
 /* W4A16 / fp8 per-block: refused tensors, shapes and paths */
 static void w4a16_fp8b_faults(void) {
-    int32_t W[64 * 8] = {0}, Z[2 * 8] = {0};
-    uint16_t sc[64 * 2 * 64];
-    for (int i = 0; i < 64 * 2 * 64; i++) sc[i] = enc(QP_DTYPE_F16, 0.01f);
-    qp_tensor t[3] = {{"weight", QP_DTYPE_I32, 2, {64, 8}, W}, {"weight_scale", QP_DTYPE_F16, 2, {2, 64}, sc},
-                      {"weight_zero_point", QP_DTYPE_I32, 2, {2, 8}, Z}};
+    static uint8_t q4[64 * 64], Z[2 * 64];
+    static float sc[2 * 64];
+    for (int i = 0; i < 2 * 64; i++) sc[i] = 0.01f;
     qp_lin_desc d = {0};
     d.struct_size = sizeof d;
     d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
@@ -900,33 +1404,33 @@ static void w4a16_fp8b_faults(void) {
     d.N = 64;
     d.K = 64;
     d.layer = "fault.w4a16";
-    d.tensors = t;
-    d.n_tensors = 2; /* uint4 without its zero points */
+    d.group_size = 32;
+    d.q4 = (const int8_t *)q4;
+    d.w4_scale = sc;
+    d.w4_signed = 0; /* uint4 without its zero points */
     void *lin = NULL;
     qp_status st = ops->linear_prepare(dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "weight_zero_point") && strstr(last_error, "fault.w4a16"),
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "w4_zero") && strstr(last_error, "fault.w4a16"),
           "w4a16 without zero points: %d '%s'", (int)st, last_error);
-    t[2].shape[0] = 1; /* wrong zero-point shape */
-    d.n_tensors = 3;
+    d.w4_zero = Z;
+    Z[70] = 16; /* a zero point outside 0..15 */
     st = ops->linear_prepare(dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "weight_zero_point"), "w4a16 zp shape: %d '%s'", (int)st,
-          last_error);
-    t[2].shape[0] = 2;
-    t[1].dtype = QP_DTYPE_BF16; /* scales not in the act dtype */
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "w4_zero") && strstr(last_error, "[1][6]"),
+          "w4a16 zp range: %d '%s'", (int)st, last_error);
+    Z[70] = 0;
+    q4[5] = 0xF0; /* a code outside 0..15 */
     st = ops->linear_prepare(dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "weight_scale"), "w4a16 scale dtype: %d '%s'", (int)st,
-          last_error);
-    t[1].dtype = QP_DTYPE_F16;
-    d.scheme.weight.group_size = 48; /* K = 64 is not a multiple */
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "q4") && strstr(last_error, "[0][5]"),
+          "w4a16 code range: %d '%s'", (int)st, last_error);
+    q4[5] = 0;
+    d.group_size = 48; /* K = 64 is not a multiple */
     st = ops->linear_prepare(dev, &d, 0, &lin);
     CHECK(st == QP_ERR_VALUE && strstr(last_error, "not divisible by the group size 48"), "w4a16 g48: %d '%s'", (int)st,
           last_error);
-    d.scheme.weight.group_size = 16; d.K = 32; /* divides K, not a multiple of 32 */
-    t[0].shape[0] = 32;
+    d.group_size = 16; d.K = 32; /* divides K, not a multiple of 32 */
     st = ops->linear_prepare(dev, &d, 0, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "multiple of 32"), "w4a16 g16: %d '%s'", (int)st, last_error);
-    d.scheme.weight.group_size = 32; d.K = 64;
-    t[0].shape[0] = 64;
+    d.group_size = 32; d.K = 64;
     st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "no integer dot product path"), "w4a16 int-dot: %d '%s'",
           (int)st, last_error);
@@ -1004,6 +1508,100 @@ static void w4a16_fp8b_faults(void) {
     CHECK(si.level == QP_SUPPORT_UNSUPPORTED, "supports w4a16 g16: %d %s", (int)si.level, si.reason);
 }
 
+/* block-float / unquantized: refused descs, paths, describe, device_supports */
+static void fw_faults(void) {
+    static uint8_t codes[64 * 64];
+    static float bs[64 * 4], lut[256];
+    for (int i = 0; i < 64 * 4; i++) bs[i] = 1.0f;
+    for (int i = 0; i < 16; i++) lut[i] = qp_format_decode(QP_DTYPE_F4_E2M1, (uint32_t)i);
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.kind = d.scheme.kind = QP_SCHEME_OCP_MX;
+    d.act_dtype = QP_DTYPE_BF16;
+    d.N = 64;
+    d.K = 64;
+    d.layer = "fault.mx";
+    d.w_elem = QP_DTYPE_F4_E2M1;
+    d.w_codes = codes;
+    d.w_blk = 32;
+    d.w_blk_scale = bs;
+    d.act = QP_ACT_MX_QDQ;
+    d.act_elem = QP_DTYPE_F6_E3M2;
+    d.act_mbits = 2;
+    d.act_emax = 4;
+    void *lin = NULL;
+    qp_status st = ops->linear_prepare(dev, &d, 0, &lin); /* no w_lut */
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "w_lut") && strstr(last_error, "fault.mx"),
+          "mx without w_lut: %d '%s'", (int)st, last_error);
+    d.w_lut = lut;
+    lut[3] = 1.25f; /* not the e2m1 table */
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "e2m1 table"), "mx bad w_lut: %d '%s'", (int)st, last_error);
+    lut[3] = 1.5f;
+    d.act_emax = 2; /* not e3m2's */
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "act_emax"), "mx emax: %d '%s'", (int)st, last_error);
+    d.act_emax = 4;
+    d.act = QP_ACT_FP8_DYNAMIC_TOKEN;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED, "mx with dynamic fp8 activations: %d '%s'", (int)st, last_error);
+    d.act = QP_ACT_MX_QDQ;
+    d.K = 48; /* not a multiple of the block */
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_VALUE && strstr(last_error, "multiple"), "mx K=48: %d '%s'", (int)st, last_error);
+    d.K = 64;
+    st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "no integer dot product path"), "mx int-dot: %d '%s'", (int)st,
+          last_error);
+    const char *want[] = {"gemv", "tiled"};
+    for (int p = 0; p < 2; p++) {
+        lin = NULL;
+        st = ops->linear_prepare(dev, &d, paths[p + 1], &lin);
+        CHECK(st == QP_OK, "mx %s: %s", want[p], last_error);
+        if (lin) {
+            char desc[160];
+            ops->linear_describe(dev, lin, 1, desc, sizeof desc);
+            CHECK(strstr(desc, want[p]) && strstr(desc, "fp4->fp32") && strstr(desc, "mx-qdq"), "describe mx: '%s'", desc);
+            ops->linear_destroy(dev, lin);
+        }
+    }
+    d.kind = QP_SCHEME_NVFP4;
+    d.w_blk = 16;
+    d.act = QP_ACT_NVFP4_QDQ;
+    d.input_global_scale = 0.0f;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "input_global_scale"), "nvfp4 igs 0: %d '%s'", (int)st,
+          last_error);
+    d.kind = QP_SCHEME_W4A8_MXFP4_FP8;
+    d.w_blk = 32;
+    d.act = QP_ACT_FP8_STATIC_QDQ;
+    d.input_scale = -1.0f;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "input_scale"), "w4a8 scale: %d '%s'", (int)st, last_error);
+    d.kind = QP_SCHEME_UNQUANTIZED;
+    d.act = QP_ACT_NONE;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_error, "w_act"), "unquantized without w_act: %d '%s'", (int)st,
+          last_error);
+    qp_scheme sch = {0};
+    qp_support_info si;
+    static const qp_scheme_kind kinds[] = {QP_SCHEME_OCP_MX, QP_SCHEME_W4A8_MXFP4_FP8, QP_SCHEME_NVFP4};
+    for (int i = 0; i < 3; i++) {
+        sch.kind = kinds[i];
+        ops->device_supports(dev, &sch, 1, 64, 64, &si);
+        CHECK(si.level == QP_SUPPORT_EMULATED && strstr(si.reason, "no native"), "supports %d: %d %s", (int)kinds[i],
+              (int)si.level, si.reason);
+        if (i == 0) printf("supports: ocp-mx emulated (%s)\n", si.reason);
+        ops->device_supports(dev, &sch, 1, 64, 40, &si);
+        CHECK(si.level == QP_SUPPORT_UNSUPPORTED && strstr(si.reason, "multiple of"), "supports %d K=40: %d %s",
+              (int)kinds[i], (int)si.level, si.reason);
+    }
+    sch.kind = QP_SCHEME_UNQUANTIZED;
+    ops->device_supports(dev, &sch, 1, 64, 40, &si);
+    CHECK(si.level != QP_SUPPORT_UNSUPPORTED && strstr(si.reason, "fp32 multiply-adds"), "supports unquantized: %s",
+          si.reason);
+}
+
 static void faults(void) {
     qp_device_info info = {0};
     info.struct_size = sizeof info;
@@ -1059,17 +1657,18 @@ static void faults(void) {
     }
     /* unsupported schemes say so */
     qp_lin_desc u = d;
-    u.kind = QP_SCHEME_OCP_MX;
+    u.kind = QP_SCHEME_KV_CACHE;
     lin = NULL;
     st = ops->linear_prepare(dev, &u, 0, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "not yet implemented on opencl"), "ocp-mx: %d '%s'", (int)st,
-          last_error);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(last_error, "not yet implemented on opencl"), "kv-cache linear: %d '%s'",
+          (int)st, last_error);
     w4a16_fp8b_faults();
+    fw_faults();
     qp_scheme sch = {0};
-    sch.kind = QP_SCHEME_NVFP4;
+    sch.kind = QP_SCHEME_KV_CACHE;
     qp_support_info si;
     ops->device_supports(dev, &sch, 1, 64, 64, &si);
-    CHECK(si.level == QP_SUPPORT_UNSUPPORTED && strstr(si.reason, "not yet implemented on opencl"), "supports nvfp4");
+    CHECK(si.level == QP_SUPPORT_UNSUPPORTED && strstr(si.reason, "not yet implemented on opencl"), "supports kv-cache");
     sch.kind = QP_SCHEME_QQQ_W4A8;
     ops->device_supports(dev, &sch, 1, 64, 64, &si);
     /* PoCL has no cl_khr_integer_dot_product: int8 arithmetic is emulated
@@ -1223,11 +1822,30 @@ int main(int argc, char **argv) {
            info.driver, info.api_version, (int)info.kind, (unsigned long long)info.memory_bytes, info.caps.int_dot,
            info.caps.fp16_arith, info.has_uuid);
     CHECK(!strcmp(info.backend, "opencl") && info.index == 0 && info.name[0], "info fields");
+    const char *only = getenv("QP_TEST_ONLY"); /* iteration knobs: "fw" runs the block-float matrix and the optional ops alone, "large" the 4096x4096 layers */
+    if (only && !strcmp(only, "large")) {
+        large_layer();
+        ops->shutdown(state);
+        printf("test_cl: %s (%d failures, seed %llu)\n", failures ? "FAIL" : "ok", failures, seed);
+        return failures ? 1 : 0;
+    }
+    if (only && !strcmp(only, "fw")) {
+        fw_matrix();
+        ops_matrix();
+        printf("block-float only: %ld cases, %ld bit-exact outputs\n", n_cases, n_fw_exact);
+        ops->shutdown(state);
+        printf("test_cl: %s (%d failures, seed %llu)\n", failures ? "FAIL" : "ok", failures, seed);
+        return failures ? 1 : 0;
+    }
     double t0 = now();
     faults();
     double t1 = now();
     full_matrix();
+    double t2a = now();
+    fw_matrix();
+    ops_matrix();
     double t2 = now();
+    printf("block-float / unquantized / rotation / kv: %.1f s, %ld outputs bit-exact on selection weights\n", t2 - t2a, n_fw_exact);
     large_layer();
     double t3 = now();
     printf("matrix: %ld cases, %ld outputs compared\n", n_cases, n_outputs);

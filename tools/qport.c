@@ -18,6 +18,9 @@ static void usage(FILE *f) {
             "      list every device, its capabilities and which schemes run on it\n"
             "  conform [--device SPEC]... [--scheme NAME]... [--quick|--full] [--seed N] [--json FILE] [--csv FILE]\n"
             "      run every scheme on every device against the cpu reference\n"
+            "  bench [--device SPEC]... [--scheme NAME]... [--shapes decode|prefill|all] [--reps N] [--json FILE]\n"
+            "      time each scheme's layer on real sizes: bandwidth, arithmetic rate, their ratios to the\n"
+            "      device's limits and the speedup over fp16 (qport bench --help for every option)\n"
             "  demo-model OUT_DIR [--hidden N] [--intermediate N] [--layers N] [--seed N]\n"
             "      write a small Llama-style fp16 model with deterministic random weights\n"
             "  quantize IN_DIR OUT_DIR --scheme NAME [--group-size G]\n"
@@ -36,6 +39,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "devices")) return cmd_devices(argc - 1, argv + 1);
     if (!strcmp(cmd, "conform")) return cmd_conform(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench-resolve")) return cmd_bench_resolve(argc - 1, argv + 1);
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) { printf("qport %s\n", qp_version()); return 0; }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { usage(stdout); return 0; }
