@@ -966,6 +966,15 @@ static void test_rotation(qp_dtype dt, int r, int M, int K) {
         for (size_t i = 2 * (size_t)M * K; i < yb_bytes; i++)
             if (((uint8_t *)y)[i] != 0xA5) { CHECK(0, "%s: guard band overwritten", what); ok = false; break; }
         if (!ok) cases_failed++;
+        /* in place (x and y one buffer): the same bits */
+        ops->buffer_upload(dev, yb, 0, x, 2 * (size_t)M * K);
+        st = ops->rotation_forward(dev, rot, dt, yb, M, K, yb);
+        CHECK(st == QP_OK, "%s: in place: %s", what, last_err);
+        ops->buffer_download(dev, yb, 0, y, 2 * (size_t)M * K);
+        cases_run++;
+        char w2[120];
+        snprintf(w2, sizeof w2, "%s in place", what);
+        if (!same_bits(y, ref, M, K, dt, w2)) cases_failed++;
         /* K not a multiple of r */
         st = ops->rotation_forward(dev, rot, dt, xb, 1, K - 1, yb);
         CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_err, "multiple"), "%s: K %% r: %d '%s'", what, (int)st, last_err);
@@ -1016,6 +1025,26 @@ static void test_kv(qp_dtype dt, float scale) {
         for (size_t i = 512; i < 512 + GUARD; i++)
             if (((uint8_t *)xd)[i] != 0xA5) { CHECK(0, "%s: dequantize guard overwritten", what); ok = false; break; }
         if (!ok) cases_failed++;
+        /* in place: src and dst one buffer, both directions */
+        ops->buffer_upload(dev, xb, 0, x, 2 * n);
+        st = ops->kv_quantize(dev, dt, xb, n, scale, xb);
+        CHECK(st == QP_OK, "%s: in-place kv_quantize: %s", what, last_err);
+        ops->buffer_download(dev, xb, 0, q, n);
+        cases_run++;
+        bad = 0;
+        for (size_t i = 0; i < n; i++)
+            if (q[i] != qr[i] && bad++ < 3)
+                CHECK(0, "%s: in-place quantize 0x%04zx -> 0x%02x, reference 0x%02x", what, i & 0xFFFF, q[i], qr[i]);
+        if (bad) cases_failed++;
+        ops->buffer_upload(dev, db, 0, codes, 256);
+        st = ops->kv_dequantize(dev, dt, db, 256, scale, db);
+        CHECK(st == QP_OK, "%s: in-place kv_dequantize: %s", what, last_err);
+        ops->buffer_download(dev, db, 0, xd, 2 * 256);
+        cases_run++;
+        char w2[120];
+        snprintf(w2, sizeof w2, "%s in-place dequantize", what);
+        if (!same_bits(xd, xr, 1, 256, dt, w2)) cases_failed++;
+        ops->buffer_upload(dev, xb, 0, x, 2 * n);
         st = ops->kv_quantize(dev, dt, xb, n, 0.0f, qb);
         CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_err, "scale"), "%s: zero scale: %d '%s'", what, (int)st, last_err);
         st = ops->kv_quantize(dev, dt, xb, n + GUARD + 1, scale, qb);

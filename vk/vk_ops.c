@@ -60,6 +60,19 @@ static qp_status run_op(qp_vk_device *d, qp_vk_shader sh, uint32_t mode, const q
 
 static bool act_dt_ok(qp_dtype dt) { return dt == QP_DTYPE_F16 || dt == QP_DTYPE_BF16; }
 
+/* In-place ops (source and destination one buffer): every output reads
+ * inputs other invocations overwrite, so the op reads a device copy of the
+ * source's first `bytes` instead. */
+static qp_status source_copy(qp_vk_device *d, qp_vk_buf *src, size_t bytes, qp_vk_buf *tmp, const char *what) {
+    char w[96];
+    snprintf(w, sizeof w, "the in-place copy of %s", what);
+    qp_status st = qp_vk_buf_create(d, bytes, false, w, tmp);
+    if (st != QP_OK) return st;
+    st = qp_vk_buffer_copy(d, src, 0, tmp, 0, bytes);
+    if (st != QP_OK) qp_vk_buf_destroy(d, tmp);
+    return st;
+}
+
 qp_status qp_vk_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **out) {
     qp_vk_device *d = dev;
     *out = NULL;
@@ -121,8 +134,13 @@ qp_status qp_vk_rotation_forward(void *dev, void *rot_, qp_dtype dt, void *x_, i
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: rotation_forward: %d x %d exceeds one binding", d->index, M, K);
     qp_vk_push pc = {.M = (uint32_t)M, .K = (uint32_t)K, .N = (uint32_t)rot->r, .input_scale = rot->c, .input_zp = 0,
                      .flags = dt == QP_DTYPE_BF16 ? QP_VK_PC_BF16 : 0u};
-    const qp_vk_buf *b[QP_VK_BINDINGS] = {x, &rot->h, NULL, y, NULL, NULL, NULL, NULL};
-    return run_op(d, QP_VK_SH_ROT, 0, &pc, b, total, "the input rotation");
+    qp_vk_buf tmp = {0};
+    qp_status st = QP_OK;
+    if (x == y && (st = source_copy(d, x, 2 * total, &tmp, "the rotation input")) != QP_OK) return st;
+    const qp_vk_buf *b[QP_VK_BINDINGS] = {x == y ? &tmp : x, &rot->h, NULL, y, NULL, NULL, NULL, NULL};
+    st = run_op(d, QP_VK_SH_ROT, 0, &pc, b, total, "the input rotation");
+    qp_vk_buf_destroy(d, &tmp);
+    return st;
 }
 
 static qp_status kv_run(qp_vk_device *d, uint32_t mode, qp_dtype dt, qp_vk_buf *src, size_t n, float scale,
@@ -143,8 +161,14 @@ static qp_status kv_run(qp_vk_device *d, uint32_t mode, qp_dtype dt, qp_vk_buf *
     if (n > UINT32_MAX - 4 || 2 * n > d->max_range)
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: %s: %zu elements exceed one binding", d->index, op, n);
     qp_vk_push pc = {.M = (uint32_t)n, .input_scale = scale, .flags = dt == QP_DTYPE_BF16 ? QP_VK_PC_BF16 : 0u};
-    const qp_vk_buf *b[QP_VK_BINDINGS] = {src, dst, src, dst, NULL, NULL, NULL, NULL};
-    return run_op(d, QP_VK_SH_KV, mode, &pc, b, mode ? n : (n + 3) / 4, op);
+    qp_vk_buf tmp = {0};
+    qp_status st = QP_OK;
+    if (src == dst && (st = source_copy(d, src, sb, &tmp, op)) != QP_OK) return st;
+    const qp_vk_buf *s = src == dst ? &tmp : src;
+    const qp_vk_buf *b[QP_VK_BINDINGS] = {s, dst, s, dst, NULL, NULL, NULL, NULL};
+    st = run_op(d, QP_VK_SH_KV, mode, &pc, b, mode ? n : (n + 3) / 4, op);
+    qp_vk_buf_destroy(d, &tmp);
+    return st;
 }
 
 qp_status qp_vk_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
