@@ -17,6 +17,10 @@ layout(push_constant) uniform PC {
     uint m_base;     // GEMV: first row of this slice of at most 16 rows
     uint flags;      // PC_BF16 | PC_BIAS
     uint epi;        // epilogue (vk_epilogue.glsl)
+    uint aux0;       // qdq: element format (vk_act_qdq.comp); fp8-block: groups per row
+    uint aux1;       // qdq: MX scale mantissa bits | emax << 8
+    float aux2;      // NVFP4: 1 / g
+    float aux3;      // NVFP4: fp32(1 / 6)
 } pc;
 
 // Uniform per-dispatch choices are push constants, not specialization
@@ -24,6 +28,7 @@ layout(push_constant) uniform PC {
 // (on lavapipe each pipeline costs a compile of a second or so).
 #define IS_BF16 ((pc.flags & 1u) != 0u)
 #define HAS_BIAS ((pc.flags & 2u) != 0u)
+#define BIAS_AFTER ((pc.flags & 4u) != 0u) // y = rnd(rnd(sum) + bias)
 #define EPI (pc.epi)
 
 // Row statistics and activation scales, 8 words per row:

@@ -11,6 +11,12 @@
  *   - paths GEMV/tiled x int-dot/plain int32, fp16 and bf16, M in
  *     {1,2,3,5,8,16,17,64,256}, K/N around tile edges, a 4096x4096 layer,
  *     weights split over several bindings (QPORT_VK_MAX_BINDING);
+ *   - issue 9: W4A16 from the canonical fields; OCP-MX (fp4/fp6/fp8 weights,
+ *     none/MXFP4/MXFP6/MXFP8 activations), W4A8-MXFP4-FP8, NVFP4,
+ *     unquantized and W8A8-FP8 per-block: bit-exact activation qdq through
+ *     selection weights, random layers within the fp32-summation bound;
+ *     rotation and the fp8 KV cache bit-exact; linear_time, buffer_copy,
+ *     buffer_copy_time;
  *   - guard bands after every output, fault paths.
  * Exit 77 (skip) when there is no Vulkan device. Seed: QPORT_TEST_SEED. */
 #include <dlfcn.h>
@@ -404,8 +410,11 @@ static void time_forward(qp_lin_desc *desc, unsigned path, int M, int reps, cons
         double t = now_s();
         for (int r = 0; r < reps; r++) ops->linear_forward(dev, lin, xb, M, yb);
         t = (now_s() - t) / reps;
+        double wb = desc->kind == QP_SCHEME_QQQ_W4A8 || desc->kind == QP_SCHEME_NVFP4 ? 0.5
+                    : desc->kind == QP_SCHEME_OCP_MX && desc->w_elem == QP_DTYPE_F4_E2M1 ? 0.5
+                    : desc->kind == QP_SCHEME_UNQUANTIZED ? 2.0 : 1.0;
         printf("  %-28s M=%-4d %-34s %8.2f ms  %7.2f GB/s weights  %7.1f GOP/s\n", name, M, how, 1e3 * t,
-               (double)desc->N * desc->K * (desc->kind == QP_SCHEME_QQQ_W4A8 ? 0.5 : 1.0) / t * 1e-9,
+               (double)desc->N * desc->K * wb / t * 1e-9,
                2.0 * M * desc->N * desc->K / t * 1e-9);
     }
     ops->buffer_free(dev, xb);
@@ -514,9 +523,18 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, boo
     make_x(dt, x, MM, K, true);
     qp_ref_w4a16_args a = {dt, x, MM, K, N, W, sym ? NULL : Z, sc, group, sym, pack, has_bias ? bias : NULL};
     CHECK(qp_ref_w4a16_forward(NULL, &a, ref) == QP_OK, "w4a16 reference");
-    qp_tensor t[3] = {{"weight", QP_DTYPE_I32, 2, {K, nc}, W},
-                      {"weight_scale", dt, 2, {G, sw}, sck},
-                      {"weight_zero_point", QP_DTYPE_I32, 2, {G, nc}, Z}};
+    /* the canonical fields the core binds (api/linear_desc.c): q4 [N][K]
+     * stored codes, w4_zero / w4_scale [G][N] */
+    int8_t *q4 = malloc((size_t)K * N);
+    uint8_t *wz = malloc((size_t)G * N);
+    float *wsf = malloc(sizeof(float) * (size_t)G * N);
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++) q4[(size_t)n * K + k] = (int8_t)codes[(size_t)k * N + n];
+    for (int gi = 0; gi < G; gi++)
+        for (int n = 0; n < N; n++) {
+            wz[(size_t)gi * N + n] = zc[(size_t)gi * N + n];
+            wsf[(size_t)gi * N + n] = dec(dt, sck[(size_t)gi * sw + n]);
+        }
     qp_lin_desc d = {0};
     d.struct_size = sizeof d;
     d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
@@ -529,8 +547,10 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, boo
     d.layer = "w4a16";
     d.bias = has_bias ? bias : NULL;
     d.group_size = group;
-    d.tensors = t;
-    d.n_tensors = sym ? 2 : 3;
+    d.q4 = q4;
+    d.w4_signed = sym;
+    d.w4_zero = sym ? NULL : wz;
+    d.w4_scale = wsf;
     char name[200];
     snprintf(name, sizeof name, "w4a16 %s %s %s g%d%s%s K=%d N=%d", dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
              sym ? "int4" : "uint4", pack == QP_PACK_ORDER ? "order" : "reorder", group, has_bias ? " bias" : "",
@@ -546,14 +566,14 @@ static void test_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, boo
           "%s: forced int-dot: %d '%s'", name, (int)st, last_err);
     if (lin) ops->linear_destroy(dev, lin);
     free(codes); free(zc); free(W); free(Z); free(sc); free(sck); free(bias); free(x); free(ref); free(wd);
+    free(q4); free(wz); free(wsf);
 }
 
 static void test_w4a16_faults(void) {
-    /* group size not a multiple of 32; a missing zero point tensor */
-    int K = 96, N = 16, nc = 2;
-    int32_t *W = calloc((size_t)K * nc, 4), Z[6] = {0};
-    uint16_t sc[6 * 16] = {0};
-    qp_tensor t[2] = {{"weight", QP_DTYPE_I32, 2, {K, nc}, W}, {"weight_scale", QP_DTYPE_F16, 2, {6, N}, sc}};
+    /* group size not a multiple of 32; a uint4 layer without w4_zero */
+    int K = 96, N = 16;
+    int8_t q4[96 * 16] = {0};
+    float sc[6 * 16] = {0};
     qp_lin_desc d = {0};
     d.struct_size = sizeof d;
     d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
@@ -565,8 +585,9 @@ static void test_w4a16_faults(void) {
     d.K = K;
     d.layer = "w4a16-bad";
     d.group_size = 16;
-    d.tensors = t;
-    d.n_tensors = 2;
+    d.q4 = q4;
+    d.w4_signed = 1;
+    d.w4_scale = sc;
     void *lin = NULL;
     qp_status st = ops->linear_prepare(dev, &d, QP_PATH_AUTO, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "group size 16"), "w4a16 g16: %d '%s'", (int)st, last_err);
@@ -574,15 +595,601 @@ static void test_w4a16_faults(void) {
     CHECK(ops->device_supports(dev, &d.scheme, 1, N, K, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED,
           "w4a16 g16 support level %d '%s'", (int)si.level, si.reason);
     d.scheme.weight.group_size = d.group_size = 32;
-    d.scheme.weight.symmetric = 0; /* uint4 without weight_zero_point */
-    t[1].shape[0] = 3;
+    d.scheme.weight.symmetric = d.w4_signed = 0; /* uint4 without zero points */
     st = ops->linear_prepare(dev, &d, QP_PATH_AUTO, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && !lin && strstr(last_err, "weight_zero_point"), "w4a16 no zp: %d '%s'",
-          (int)st, last_err);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && !lin && strstr(last_err, "w4_zero"), "w4a16 no zp: %d '%s'", (int)st,
+          last_err);
     CHECK(ops->device_supports(dev, &d.scheme, 1, N, K, &si) == QP_OK && si.level == QP_SUPPORT_NATIVE,
           "w4a16 g32 support level %d '%s'", (int)si.level, si.reason);
-    (void)Z;
-    free(W);
+}
+
+/* ---- issue 9: float-weight layers (OCP-MX, W4A8-MXFP4-FP8, NVFP4,
+ * unquantized) and W8A8-FP8 per-block ------------------------------------------
+ * The canonical qp_lin_desc fields are built here the way api/linear_desc.c
+ * binds them (w_codes + w_lut + w_blk_scale; block scales kept where the
+ * reference's dequantization is an exact power of two or an fp32 product),
+ * the reference runs on the checkpoint tensors. Selection weights (one code
+ * of value 1 per row, block multiplier 1) make y[m][n] = x'[m][k_n], so the
+ * activation qdq is checked bit for bit; random layers within the bound
+ * (K + 2) u 1.01 sum |x'_k| |W_k| + 2 ulp (x' from the reference itself
+ * through an identity weight). */
+typedef enum fl_kind { FL_MX = 0, FL_W4A8, FL_NVFP4, FL_UNQ, FL_FP8B } fl_kind;
+
+typedef struct fl_case {
+    fl_kind kind;
+    qp_dtype dt, w_elem;
+    qp_ocp_mx_act act;
+    int K, N;
+    bool sel, bias;
+    int ue8m0;
+} fl_case;
+
+typedef struct fl_layer {
+    const fl_case *c;
+    int K, N;
+    uint8_t *codes;     /* [N][K] */
+    uint8_t *packed;    /* reference weight tensor */
+    uint8_t *sc8;       /* e8m0 [N][K/32] or e4m3 [N][K/16] */
+    float *blk;         /* canonical multipliers [N][K/blk]; FP8B: w_scale blocks */
+    float lut[256];
+    uint16_t *wact;     /* unquantized [N][K] */
+    uint16_t *bias;
+    float w2, in_scale, in_gscale;
+    double *wd;         /* exact dequantized weights [N][K] */
+} fl_layer;
+
+static const char *elem_name(qp_dtype e) {
+    return e == QP_DTYPE_F4_E2M1 ? "fp4" : e == QP_DTYPE_F6_E3M2 ? "fp6e3m2" : e == QP_DTYPE_F6_E2M3 ? "fp6e2m3" : "fp8";
+}
+
+static int elem_bits(qp_dtype e) { return e == QP_DTYPE_F4_E2M1 ? 4 : e == QP_DTYPE_F8_E4M3FN ? 8 : 6; }
+
+/* the code whose value is 1.0 */
+static uint8_t code_one(qp_dtype e) {
+    return e == QP_DTYPE_F4_E2M1 ? 0x2 : e == QP_DTYPE_F6_E2M3 ? 0x08 : e == QP_DTYPE_F6_E3M2 ? 0x0C : 0x38;
+}
+
+/* x rows for the qdq paths: random with wide and narrow blocks, then
+ * specials: 3 zero, 4 constant, 5 a NaN, 6 an inf, 7 huge (saturation),
+ * 8 tiny, 9 negative zeros, 10 ties-rich multiples of 1/8. */
+static void make_fl_x(qp_dtype dt, uint16_t *x, int M, int K) {
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++) {
+            float v = frand() * 2.0f;
+            if ((k / 32) % 3 == 1) v *= 40.0f;
+            if ((k / 32) % 5 == 2) v *= 0.001f;
+            if ((rnd() & 31) == 0) v *= 16.0f;
+            if (m == 3) v = 0.0f;
+            if (m == 4) v = 0.75f;
+            if (m == 7) v = frand() * (dt == QP_DTYPE_BF16 ? 1e30f : 60000.0f);
+            if (m == 8) v = frand() * (dt == QP_DTYPE_BF16 ? 3e-39f : 1e-4f);
+            if (m == 9) v = -0.0f;
+            if (m == 10) v = (float)((int)(rnd() % 97) - 48) / 8.0f;
+            x[(size_t)m * K + k] = enc(dt, v);
+        }
+    if (M > 6) {
+        x[(size_t)5 * K + K / 2] = dt == QP_DTYPE_BF16 ? 0x7FC0 : 0x7E00;
+        x[(size_t)5 * K + 1] = dt == QP_DTYPE_BF16 ? 0xFFC0 : 0xFE00; /* a negative NaN */
+        x[(size_t)6 * K + 3] = dt == QP_DTYPE_BF16 ? 0x7F80 : 0x7C00;
+        x[(size_t)6 * K + K - 1] = dt == QP_DTYPE_BF16 ? 0xFF80 : 0xFC00;
+    }
+}
+
+static void fl_free(fl_layer *L) {
+    free(L->codes); free(L->packed); free(L->sc8); free(L->blk); free(L->wact); free(L->bias); free(L->wd);
+}
+
+static void fl_make(const fl_case *c, int N, bool identity, fl_layer *L) {
+    memset(L, 0, sizeof *L);
+    L->c = c;
+    int K = c->K;
+    L->K = K;
+    L->N = N;
+    size_t nk = (size_t)N * K;
+    qp_dtype dt = c->dt;
+    L->codes = calloc(nk, 1);
+    L->wd = calloc(nk, sizeof(double));
+    L->bias = malloc(2 * (size_t)N);
+    for (int n = 0; n < N; n++) L->bias[n] = enc(dt, frand() * 2.0f);
+    bool sel = c->sel || identity;
+    int kn_mul = identity ? 1 : 7, kn_add = identity ? 0 : 3;
+    if (c->kind == FL_UNQ) {
+        L->wact = malloc(2 * nk);
+        for (size_t i = 0; i < nk; i++) {
+            int n = (int)(i / K), k = (int)(i % K);
+            L->wact[i] = sel ? enc(dt, k == (n * kn_mul + kn_add) % K ? 1.0f : 0.0f) : enc(dt, frand() * 0.1f);
+            L->wd[i] = dec(dt, L->wact[i]);
+        }
+        return;
+    }
+    if (c->kind == FL_FP8B) {
+        int gn = (N + 127) / 128, gk = K / 128;
+        L->blk = malloc(sizeof(float) * (size_t)gn * gk);
+        for (int i = 0; i < gn * gk; i++) L->blk[i] = sel ? 1.0f : 0.001f + 0.002f * fabsf(frand());
+        for (size_t i = 0; i < nk; i++) {
+            int n = (int)(i / K), k = (int)(i % K);
+            uint8_t b = (uint8_t)rnd();
+            if ((b & 0x7F) == 0x7F) b = 0x7E;
+            L->codes[i] = sel ? (k == (n * kn_mul + kn_add) % K ? 0x38 : 0) : b;
+            L->wd[i] = (double)qp_format_decode(QP_DTYPE_F8_E4M3FN, L->codes[i]) * L->blk[(n / 128) * gk + k / 128];
+        }
+        return;
+    }
+    qp_dtype we = c->kind == FL_MX ? c->w_elem : QP_DTYPE_F4_E2M1;
+    int bits = elem_bits(we), blk = c->kind == FL_NVFP4 ? 16 : 32, nb = K / blk;
+    uint32_t mask = (1u << bits) - 1u;
+    for (size_t i = 0; i < nk; i++) {
+        int n = (int)(i / K), k = (int)(i % K);
+        uint8_t r8 = (uint8_t)(rnd() & mask);
+        if (bits == 8 && (r8 & 0x7F) == 0x7F) r8 = 0x7E;
+        L->codes[i] = sel ? (k == (n * kn_mul + kn_add) % K ? code_one(we) : 0) : r8;
+    }
+    for (int i = 0; i < 256; i++) L->lut[i] = qp_format_decode(we, (uint32_t)i & mask);
+    L->sc8 = malloc((size_t)N * nb);
+    L->blk = malloc(sizeof(float) * (size_t)N * nb);
+    L->w2 = sel ? 1.0f : 0.75f;
+    for (int i = 0; i < N * nb; i++) {
+        if (c->kind == FL_NVFP4) {
+            L->sc8[i] = sel ? 0x38 : (uint8_t)(0x30 + rnd() % 17); /* e4m3 0.5 .. 2 */
+            L->blk[i] = qp_format_decode(QP_DTYPE_F8_E4M3FN, L->sc8[i]) * L->w2;
+        } else {
+            L->sc8[i] = sel ? 127 : (uint8_t)(124 + rnd() % 6); /* 2^-3 .. 2^2: exact in fp16 and bf16 */
+            L->blk[i] = ldexpf(1.0f, (int)L->sc8[i] - 127);
+        }
+    }
+    for (size_t i = 0; i < nk; i++)
+        L->wd[i] = dec(dt, enc(dt, L->lut[L->codes[i]] * L->blk[(i / K) * nb + (i % K) / blk]));
+    size_t pb = we == QP_DTYPE_F4_E2M1 ? nk / 2 : we == QP_DTYPE_F8_E4M3FN ? nk : nk * 3 / 4;
+    L->packed = malloc(pb);
+    if (we == QP_DTYPE_F4_E2M1) qp_pack_fp4(L->codes, nk, L->packed);
+    else if (we == QP_DTYPE_F8_E4M3FN) memcpy(L->packed, L->codes, nk);
+    else qp_pack_fp6(L->codes, nk, L->packed);
+    L->in_scale = 0.0123f;
+    L->in_gscale = 0.37f;
+}
+
+static qp_status fl_ref(const fl_layer *L, const uint16_t *x, int M, bool bias, uint16_t *y) {
+    const fl_case *c = L->c;
+    const void *b = bias ? L->bias : NULL;
+    switch (c->kind) {
+    case FL_MX: {
+        qp_ref_ocp_mx_args a = {c->dt, x, M, L->K, L->N, c->w_elem, L->packed, L->sc8, 1, c->act, b};
+        return qp_ref_ocp_mx_forward(NULL, &a, y);
+    }
+    case FL_W4A8: {
+        qp_ref_w4a8_mxfp4_args a = {c->dt, x, M, L->K, L->N, L->packed, L->sc8, L->in_scale, b};
+        return qp_ref_w4a8_mxfp4_fp8_forward(NULL, &a, y);
+    }
+    case FL_NVFP4: {
+        qp_ref_nvfp4_args a = {c->dt, x, M, L->K, L->N, L->packed, L->sc8, L->w2, L->in_gscale, b};
+        return qp_ref_nvfp4_forward(NULL, &a, y);
+    }
+    case FL_UNQ: return qp_ref_unquantized_forward(NULL, c->dt, x, M, L->K, L->N, L->wact, b, y);
+    default: {
+        qp_ref_fp8_args a = {.dtype = c->dt, .x = x, .M = M, .K = L->K, .N = L->N, .w = L->codes, .w_scale = L->blk,
+                             .w_per_channel = 1, .act = QP_FP8_ACT_GROUP128, .ue8m0 = c->ue8m0, .bias = b};
+        return qp_ref_w8a8_fp8_forward(NULL, &a, y);
+    }
+    }
+}
+
+static void fl_desc(const fl_layer *L, bool bias, qp_lin_desc *d) {
+    const fl_case *c = L->c;
+    memset(d, 0, sizeof *d);
+    d->struct_size = sizeof *d;
+    d->act_dtype = c->dt;
+    d->N = L->N;
+    d->K = L->K;
+    d->layer = "fl";
+    d->bias = bias ? L->bias : NULL;
+    switch (c->kind) {
+    case FL_UNQ: d->kind = QP_SCHEME_UNQUANTIZED; d->w_act = L->wact; d->act = QP_ACT_NONE; break;
+    case FL_FP8B:
+        d->kind = QP_SCHEME_W8A8_FP8_BLOCK; d->w_u8 = L->codes; d->w_scale = L->blk; d->w_per_channel = 1;
+        d->act = QP_ACT_FP8_GROUP128; d->ue8m0 = c->ue8m0;
+        break;
+    default:
+        d->kind = c->kind == FL_MX ? QP_SCHEME_OCP_MX : c->kind == FL_W4A8 ? QP_SCHEME_W4A8_MXFP4_FP8 : QP_SCHEME_NVFP4;
+        d->w_elem = c->kind == FL_MX ? c->w_elem : QP_DTYPE_F4_E2M1;
+        d->w_codes = L->codes;
+        d->w_lut = L->lut;
+        d->w_blk = c->kind == FL_NVFP4 ? 16 : 32;
+        d->w_blk_scale = L->blk;
+        if (c->kind == FL_W4A8) { d->act = QP_ACT_FP8_STATIC_QDQ; d->input_scale = L->in_scale; }
+        if (c->kind == FL_NVFP4) { d->act = QP_ACT_NVFP4_QDQ; d->input_global_scale = L->in_gscale; d->bias_after_round = 1; }
+        if (c->kind == FL_MX && c->act != QP_OCP_MX_ACT_NONE) {
+            static const qp_dtype ae[] = {QP_DTYPE_NONE, QP_DTYPE_F4_E2M1, QP_DTYPE_F6_E3M2, QP_DTYPE_F6_E2M3, QP_DTYPE_F8_E4M3FN};
+            static const int mb[] = {0, 1, 2, 3, 3}, em[] = {0, 2, 4, 2, 8};
+            d->act = QP_ACT_MX_QDQ;
+            d->act_elem = ae[c->act];
+            d->act_mbits = mb[c->act];
+            d->act_emax = em[c->act];
+        }
+        break;
+    }
+    d->scheme.kind = d->kind;
+}
+
+typedef struct fl_cmp {
+    const fl_layer *L;
+    const uint16_t *x, *ref;
+    double *xa;  /* |x'| [MM][K] (or the fp8-block activation term) */
+    bool bias;
+} fl_cmp;
+
+static bool fl_bound(const uint16_t *y, int M, int mi, void *ctx_, const char *what) {
+    (void)mi;
+    fl_cmp *c = ctx_;
+    const fl_layer *L = c->L;
+    qp_dtype dt = L->c->dt;
+    int K = L->K, N = L->N, bad = 0;
+    bool fp8b = L->c->kind == FL_FP8B;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            uint16_t g = y[(size_t)m * N + n], r = c->ref[(size_t)m * N + n];
+            if (g == r) continue;
+            double ts = 0;
+            for (int k = 0; k < K; k++) {
+                double t = c->xa[(size_t)m * K + k] * fabs(L->wd[(size_t)n * K + k]);
+                if (!isnan(t)) ts += t;
+            }
+            double rv = dec(dt, r), gv = dec(dt, g);
+            double gam = fp8b ? (132.0 + K / 128.0) : (K + 2.0);
+            double tol = gam * ldexp(1.0, -24) * 1.01 * ts + 2.0 * ulp_of(dt, fabs(rv));
+            if (L->c->kind == FL_NVFP4 && c->bias) tol += ulp_of(dt, fabs(rv - dec(dt, L->bias[n])));
+            bool ok = isnan(rv) ? isnan(gv) : isinf(rv) ? gv == rv : fabs(gv - rv) <= tol;
+            if (!ok && bad++ < 3) CHECK(0, "%s: y[%d][%d] = %.9g, reference %.9g, bound %.3g", what, m, n, gv, rv, tol);
+        }
+    return bad == 0;
+}
+
+static void test_fl(const fl_case *c) {
+    static const int ms[] = {1, 3, 16, 17, 64};
+    static const unsigned paths[] = {QP_PATH_AUTO, QP_PATH_GEMV, QP_PATH_TILED};
+    const int nms = 5, MM = 64;
+    int K = c->K, N = c->sel ? c->K : c->N;
+    fl_layer L;
+    fl_make(c, N, false, &L);
+    uint16_t *x = malloc(2 * (size_t)MM * K), *ref = malloc(2 * (size_t)MM * N);
+    make_fl_x(c->dt, x, MM, K);
+    CHECK(fl_ref(&L, x, MM, c->bias, ref) == QP_OK, "float-layer reference");
+    qp_lin_desc d;
+    fl_desc(&L, c->bias, &d);
+    char name[200];
+    static const char *const kn[] = {"ocp-mx", "w4a8-mxfp4-fp8", "nvfp4", "unquantized", "fp8-block"};
+    static const char *const an[] = {"none", "mxfp4", "mxfp6e3m2", "mxfp6e2m3", "mxfp8"};
+    snprintf(name, sizeof name, "%s %s%s%s%s%s%s%s K=%d N=%d", kn[c->kind], c->dt == QP_DTYPE_BF16 ? "bf16" : "fp16",
+             c->kind == FL_MX ? " w=" : "", c->kind == FL_MX ? elem_name(c->w_elem) : "", c->kind == FL_MX ? " a=" : "",
+             c->kind == FL_MX ? an[c->act] : "", c->ue8m0 ? " ue8m0" : "",
+             c->sel ? " selection (exact)" : c->bias ? " bias" : "", K, N);
+    uint16_t *refs[5] = {ref, ref, ref, ref, ref};
+    fl_cmp cc = {.L = &L, .x = x, .ref = ref, .bias = c->bias};
+    if (!c->sel) {
+        /* |x'| through an identity weight (the reference's own qdq) */
+        cc.xa = malloc(sizeof(double) * (size_t)MM * K);
+        if (c->kind == FL_FP8B) {
+            for (int m = 0; m < MM; m++)
+                for (int g0 = 0; g0 < K; g0 += 128) {
+                    double amax = 0;
+                    for (int k = g0; k < g0 + 128; k++) {
+                        double v = fabs((double)dec(c->dt, x[(size_t)m * K + k]));
+                        if (v > amax) amax = v;
+                    }
+                    double sg = 2.0 * fmax(1e-10, amax) / 448.0;
+                    for (int k = g0; k < g0 + 128; k++)
+                        cc.xa[(size_t)m * K + k] = fabs((double)dec(c->dt, x[(size_t)m * K + k])) * 1.0625 + 0x1p-10 * sg;
+                }
+        } else if (c->kind == FL_UNQ || (c->kind == FL_MX && c->act == QP_OCP_MX_ACT_NONE)) {
+            for (size_t i = 0; i < (size_t)MM * K; i++) cc.xa[i] = fabs((double)dec(c->dt, x[i]));
+        } else {
+            fl_layer I;
+            fl_case ci = *c;
+            ci.sel = true;
+            fl_make(&ci, K, true, &I);
+            uint16_t *xp = malloc(2 * (size_t)MM * K);
+            CHECK(fl_ref(&I, x, MM, false, xp) == QP_OK, "identity reference");
+            for (size_t i = 0; i < (size_t)MM * K; i++) cc.xa[i] = fabs((double)dec(c->dt, xp[i]));
+            free(xp);
+            fl_free(&I);
+        }
+    }
+    run_paths(&d, paths, 3, ms, nms, x, refs, c->dt, name, c->sel ? NULL : fl_bound, &cc);
+    free(cc.xa);
+    free(x); free(ref);
+    fl_free(&L);
+}
+
+static void test_fl_all(void) {
+    const qp_dtype F = QP_DTYPE_F16, B = QP_DTYPE_BF16, F4 = QP_DTYPE_F4_E2M1, E3 = QP_DTYPE_F6_E3M2,
+                   E2 = QP_DTYPE_F6_E2M3, F8 = QP_DTYPE_F8_E4M3FN;
+    const fl_case cases[] = {
+        /* bit-exact qdq through selection weights, fp16 and bf16 */
+        {FL_MX, F, F4, QP_OCP_MX_ACT_MXFP4, 96, 0, true, false, 0},
+        {FL_MX, B, F4, QP_OCP_MX_ACT_MXFP4, 96, 0, true, false, 0},
+        {FL_MX, F, E3, QP_OCP_MX_ACT_MXFP6_E3M2, 96, 0, true, false, 0},
+        {FL_MX, B, E2, QP_OCP_MX_ACT_MXFP6_E2M3, 96, 0, true, false, 0},
+        {FL_MX, F, F4, QP_OCP_MX_ACT_MXFP8, 96, 0, true, false, 0},
+        {FL_MX, B, F8, QP_OCP_MX_ACT_MXFP8, 96, 0, true, false, 0},
+        {FL_W4A8, F, F4, 0, 96, 0, true, false, 0},
+        {FL_W4A8, B, F4, 0, 96, 0, true, false, 0},
+        {FL_NVFP4, F, F4, 0, 144, 0, true, false, 0},
+        {FL_NVFP4, B, F4, 0, 144, 0, true, true, 0},
+        {FL_UNQ, F, 0, 0, 96, 0, true, false, 0},
+        {FL_FP8B, F, 0, 0, 128, 0, true, false, 0},
+        {FL_FP8B, B, 0, 0, 128, 0, true, false, 1},
+        {FL_FP8B, F, 0, 0, 256, 0, true, false, 1}, /* two groups: an inf group scale meets a zero part */
+        /* random layers within the bound (K not a multiple of the 32-chunk
+         * for NVFP4, N around the tiles) */
+        {FL_MX, F, F4, QP_OCP_MX_ACT_NONE, 160, 67, false, true, 0},
+        {FL_MX, B, F4, QP_OCP_MX_ACT_MXFP4, 192, 65, false, false, 0},
+        {FL_MX, F, E3, QP_OCP_MX_ACT_MXFP6_E3M2, 128, 33, false, true, 0},
+        {FL_MX, B, E2, QP_OCP_MX_ACT_MXFP6_E2M3, 96, 70, false, false, 0},
+        {FL_MX, F, F8, QP_OCP_MX_ACT_MXFP8, 128, 64, false, true, 0},
+        {FL_MX, B, F4, QP_OCP_MX_ACT_MXFP8, 64, 129, false, true, 0},
+        {FL_W4A8, F, F4, 0, 160, 66, false, true, 0},
+        {FL_W4A8, B, F4, 0, 96, 31, false, false, 0},
+        {FL_NVFP4, F, F4, 0, 208, 65, false, true, 0},
+        {FL_NVFP4, B, F4, 0, 48, 40, false, false, 0},
+        {FL_UNQ, F, 0, 0, 100, 67, false, true, 0},
+        {FL_UNQ, B, 0, 0, 257, 130, false, false, 0},
+        {FL_FP8B, F, 0, 0, 256, 130, false, true, 0},
+        {FL_FP8B, B, 0, 0, 384, 64, false, false, 1},
+        {FL_FP8B, F, 0, 0, 128, 257, false, true, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) test_fl(&cases[i]);
+}
+
+/* ---- rotation, fp8 KV cache, timing and copies ------------------------------------ */
+static void test_rotation(qp_dtype dt, int r, int M, int K) {
+    int8_t *H = malloc((size_t)r * r);
+    for (int i = 0; i < r; i++) /* Sylvester Hadamard: (-1)^popcount(i & j) */
+        for (int j = 0; j < r; j++) H[(size_t)i * r + j] = (int8_t)(__builtin_popcount((unsigned)(i & j)) & 1 ? -1 : 1);
+    uint16_t *x = malloc(2 * (size_t)M * K), *ref = malloc(2 * (size_t)M * K), *y = malloc(2 * (size_t)M * K + GUARD);
+    make_fl_x(dt, x, M, K);
+    CHECK(qp_ref_rotation_forward(NULL, dt, x, M, K, H, r, ref) == QP_OK, "rotation reference");
+    void *rot = NULL, *xb = NULL, *yb = NULL;
+    char what[96];
+    snprintf(what, sizeof what, "rotation %s r=%d M=%d K=%d", dt == QP_DTYPE_BF16 ? "bf16" : "fp16", r, M, K);
+    qp_status st = ops->rotation_prepare(dev, H, r, qp_rotation_norm(r), &rot);
+    CHECK(st == QP_OK, "%s: prepare: %s", what, last_err);
+    size_t yb_bytes = 2 * (size_t)M * K + GUARD;
+    if (st == QP_OK && ops->buffer_alloc(dev, 2 * (size_t)M * K, &xb) == QP_OK &&
+        ops->buffer_alloc(dev, yb_bytes, &yb) == QP_OK) {
+        memset(y, 0xA5, yb_bytes);
+        ops->buffer_upload(dev, yb, 0, y, yb_bytes);
+        ops->buffer_upload(dev, xb, 0, x, 2 * (size_t)M * K);
+        st = ops->rotation_forward(dev, rot, dt, xb, M, K, yb);
+        CHECK(st == QP_OK, "%s: forward: %s", what, last_err);
+        ops->buffer_download(dev, yb, 0, y, yb_bytes);
+        cases_run++;
+        bool ok = same_bits(y, ref, M, K, dt, what);
+        for (size_t i = 2 * (size_t)M * K; i < yb_bytes; i++)
+            if (((uint8_t *)y)[i] != 0xA5) { CHECK(0, "%s: guard band overwritten", what); ok = false; break; }
+        if (!ok) cases_failed++;
+        /* in place (x and y one buffer): the same bits */
+        ops->buffer_upload(dev, yb, 0, x, 2 * (size_t)M * K);
+        st = ops->rotation_forward(dev, rot, dt, yb, M, K, yb);
+        CHECK(st == QP_OK, "%s: in place: %s", what, last_err);
+        ops->buffer_download(dev, yb, 0, y, 2 * (size_t)M * K);
+        cases_run++;
+        char w2[120];
+        snprintf(w2, sizeof w2, "%s in place", what);
+        if (!same_bits(y, ref, M, K, dt, w2)) cases_failed++;
+        /* K not a multiple of r */
+        st = ops->rotation_forward(dev, rot, dt, xb, 1, K - 1, yb);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_err, "multiple"), "%s: K %% r: %d '%s'", what, (int)st, last_err);
+    }
+    ops->buffer_free(dev, xb);
+    ops->buffer_free(dev, yb);
+    ops->rotation_destroy(dev, rot);
+    free(H); free(x); free(ref); free(y);
+}
+
+/* every fp16 / bf16 pattern through kv_quantize, every code through
+ * kv_dequantize, bit-exact with the reference; guard bytes past n */
+static void test_kv(qp_dtype dt, float scale) {
+    const size_t n = 65536 + 3; /* a partial last word */
+    uint16_t *x = malloc(2 * n), *xd = malloc(2 * 256 + GUARD), *xr = malloc(2 * 256);
+    uint8_t *q = malloc(n + GUARD), *qr = malloc(n), codes[256];
+    for (size_t i = 0; i < n; i++) x[i] = (uint16_t)i;
+    char what[96];
+    snprintf(what, sizeof what, "kv %s scale %g", dt == QP_DTYPE_BF16 ? "bf16" : "fp16", (double)scale);
+    CHECK(qp_ref_kv_quantize(NULL, dt, x, n, scale, qr) == QP_OK, "kv reference");
+    void *xb = NULL, *qb = NULL, *db = NULL;
+    if (ops->buffer_alloc(dev, 2 * n, &xb) == QP_OK && ops->buffer_alloc(dev, n + GUARD, &qb) == QP_OK &&
+        ops->buffer_alloc(dev, 2 * 256 + GUARD, &db) == QP_OK) {
+        memset(q, 0xA5, n + GUARD);
+        ops->buffer_upload(dev, qb, 0, q, n + GUARD);
+        ops->buffer_upload(dev, xb, 0, x, 2 * n);
+        qp_status st = ops->kv_quantize(dev, dt, xb, n, scale, qb);
+        CHECK(st == QP_OK, "%s: kv_quantize: %s", what, last_err);
+        ops->buffer_download(dev, qb, 0, q, n + GUARD);
+        cases_run++;
+        size_t bad = 0;
+        for (size_t i = 0; i < n; i++)
+            if (q[i] != qr[i] && bad++ < 3)
+                CHECK(0, "%s: quantize 0x%04zx -> 0x%02x, reference 0x%02x", what, i & 0xFFFF, q[i], qr[i]);
+        for (size_t i = n; i < n + GUARD; i++)
+            if (q[i] != 0xA5) { CHECK(0, "%s: guard byte %zu overwritten", what, i - n); bad++; break; }
+        if (bad) cases_failed++;
+        for (int i = 0; i < 256; i++) codes[i] = (uint8_t)i;
+        CHECK(qp_ref_kv_dequantize(NULL, dt, codes, 256, scale, xr) == QP_OK, "kv dequant reference");
+        memset(xd, 0xA5, 2 * 256 + GUARD);
+        ops->buffer_upload(dev, db, 0, xd, 2 * 256 + GUARD);
+        ops->buffer_upload(dev, qb, 0, codes, 256);
+        st = ops->kv_dequantize(dev, dt, qb, 256, scale, db);
+        CHECK(st == QP_OK, "%s: kv_dequantize: %s", what, last_err);
+        ops->buffer_download(dev, db, 0, xd, 2 * 256 + GUARD);
+        cases_run++;
+        bool ok = same_bits(xd, xr, 1, 256, dt, what);
+        for (size_t i = 512; i < 512 + GUARD; i++)
+            if (((uint8_t *)xd)[i] != 0xA5) { CHECK(0, "%s: dequantize guard overwritten", what); ok = false; break; }
+        if (!ok) cases_failed++;
+        /* in place: src and dst one buffer, both directions */
+        ops->buffer_upload(dev, xb, 0, x, 2 * n);
+        st = ops->kv_quantize(dev, dt, xb, n, scale, xb);
+        CHECK(st == QP_OK, "%s: in-place kv_quantize: %s", what, last_err);
+        ops->buffer_download(dev, xb, 0, q, n);
+        cases_run++;
+        bad = 0;
+        for (size_t i = 0; i < n; i++)
+            if (q[i] != qr[i] && bad++ < 3)
+                CHECK(0, "%s: in-place quantize 0x%04zx -> 0x%02x, reference 0x%02x", what, i & 0xFFFF, q[i], qr[i]);
+        if (bad) cases_failed++;
+        ops->buffer_upload(dev, db, 0, codes, 256);
+        st = ops->kv_dequantize(dev, dt, db, 256, scale, db);
+        CHECK(st == QP_OK, "%s: in-place kv_dequantize: %s", what, last_err);
+        ops->buffer_download(dev, db, 0, xd, 2 * 256);
+        cases_run++;
+        char w2[120];
+        snprintf(w2, sizeof w2, "%s in-place dequantize", what);
+        if (!same_bits(xd, xr, 1, 256, dt, w2)) cases_failed++;
+        ops->buffer_upload(dev, xb, 0, x, 2 * n);
+        st = ops->kv_quantize(dev, dt, xb, n, 0.0f, qb);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_err, "scale"), "%s: zero scale: %d '%s'", what, (int)st, last_err);
+        st = ops->kv_quantize(dev, dt, xb, n + GUARD + 1, scale, qb);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_err, "too small"), "%s: overrun: %d '%s'", what, (int)st, last_err);
+    }
+    ops->buffer_free(dev, xb);
+    ops->buffer_free(dev, qb);
+    ops->buffer_free(dev, db);
+    free(x); free(xd); free(xr); free(q); free(qr);
+}
+
+/* linear_time (total and GEMM-only), buffer_copy, buffer_copy_time */
+static void test_timers(void) {
+    fl_case c = {FL_MX, QP_DTYPE_F16, QP_DTYPE_F4_E2M1, QP_OCP_MX_ACT_MXFP4, 256, 128, false, false, 0};
+    fl_layer L;
+    fl_make(&c, c.N, false, &L);
+    qp_lin_desc d;
+    fl_desc(&L, false, &d);
+    void *lin = NULL, *xb = NULL, *yb = NULL, *cb = NULL;
+    const int M = 16, reps = 3;
+    uint16_t *x = malloc(2 * (size_t)M * c.K), *y0 = malloc(2 * (size_t)M * c.N), *y1 = malloc(2 * (size_t)M * c.N);
+    make_fl_x(c.dt, x, M, c.K);
+    qp_status st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_OK, "timers: prepare: %s", last_err);
+    if (st == QP_OK && ops->buffer_alloc(dev, 2 * (size_t)M * c.K, &xb) == QP_OK &&
+        ops->buffer_alloc(dev, 2 * (size_t)M * c.N, &yb) == QP_OK && ops->buffer_alloc(dev, 2 * (size_t)M * c.N, &cb) == QP_OK) {
+        ops->buffer_upload(dev, xb, 0, x, 2 * (size_t)M * c.K);
+        double tot[3] = {-1, -1, -1}, gem[3] = {-1, -1, -1};
+        st = ops->linear_time(dev, lin, xb, M, yb, reps, tot, gem);
+        CHECK(st == QP_OK, "linear_time: %s", last_err);
+        for (int i = 0; i < reps && st == QP_OK; i++)
+            CHECK(tot[i] > 0 && gem[i] > 0 && gem[i] <= tot[i] && tot[i] < 1e4, "linear_time rep %d: total %g gemm %g", i,
+                  tot[i], gem[i]);
+        ops->buffer_download(dev, yb, 0, y0, 2 * (size_t)M * c.N);
+        /* the timed runs computed the layer: same bits as a plain forward */
+        st = ops->buffer_copy(dev, yb, 0, cb, 0, 2 * (size_t)M * c.N);
+        CHECK(st == QP_OK, "buffer_copy: %s", last_err);
+        ops->buffer_download(dev, cb, 0, y1, 2 * (size_t)M * c.N);
+        CHECK(!memcmp(y0, y1, 2 * (size_t)M * c.N), "buffer_copy: copy differs");
+        ops->linear_forward(dev, lin, xb, M, yb);
+        ops->buffer_download(dev, yb, 0, y1, 2 * (size_t)M * c.N);
+        CHECK(!memcmp(y0, y1, 2 * (size_t)M * c.N), "linear_time output differs from linear_forward");
+        double ms[3] = {-1, -1, -1};
+        st = ops->buffer_copy_time(dev, yb, cb, 2 * (size_t)M * c.N, reps, ms);
+        CHECK(st == QP_OK && ms[0] >= 0 && ms[2] >= 0 && ms[2] < 1e4, "buffer_copy_time: %d %g '%s'", (int)st, ms[2], last_err);
+        st = ops->buffer_copy(dev, yb, 1, cb, 0, 2 * (size_t)M * c.N);
+        CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(last_err, "overruns"), "buffer_copy overrun: %d '%s'", (int)st, last_err);
+        if (verbose) printf("linear_time mxfp4 16x128x256: total %.3f ms, gemm %.3f ms; copy %.3f ms\n", tot[2], gem[2], ms[2]);
+    }
+    ops->buffer_free(dev, xb);
+    ops->buffer_free(dev, yb);
+    ops->buffer_free(dev, cb);
+    if (lin) ops->linear_destroy(dev, lin);
+    free(x); free(y0); free(y1);
+    fl_free(&L);
+}
+
+/* forward times of the issue-9 layers at 4096 x 4096, M = 1 (informational) */
+static void fl_timings(void) {
+    int N = 4096, K = 4096;
+    size_t nk = (size_t)N * K;
+    uint8_t *codes = malloc(nk), *w8 = malloc(nk);
+    uint16_t *wa = malloc(2 * nk);
+    float *blk = malloc(sizeof(float) * nk / 16), lut[256], bs[32 * 32];
+    for (size_t i = 0; i < nk; i++) {
+        uint32_t r = rnd();
+        codes[i] = (uint8_t)(r & 15);
+        w8[i] = (uint8_t)((r >> 8) & 0x77);
+        wa[i] = enc(QP_DTYPE_F16, frand() * 0.05f);
+    }
+    for (size_t i = 0; i < nk / 16; i++) blk[i] = 1.0f;
+    for (int i = 0; i < 256; i++) lut[i] = qp_format_decode(QP_DTYPE_F4_E2M1, (uint32_t)i & 15);
+    for (int i = 0; i < 32 * 32; i++) bs[i] = 1e-3f;
+    qp_lin_desc u = {.struct_size = sizeof u, .kind = QP_SCHEME_UNQUANTIZED, .act_dtype = QP_DTYPE_F16, .N = N, .K = K,
+                     .layer = "timing-unq", .act = QP_ACT_NONE, .w_act = wa};
+    qp_lin_desc mx = {.struct_size = sizeof mx, .kind = QP_SCHEME_OCP_MX, .act_dtype = QP_DTYPE_F16, .N = N, .K = K,
+                      .layer = "timing-mx", .act = QP_ACT_MX_QDQ, .act_elem = QP_DTYPE_F4_E2M1, .act_mbits = 1,
+                      .act_emax = 2, .w_elem = QP_DTYPE_F4_E2M1, .w_codes = codes, .w_lut = lut, .w_blk = 32,
+                      .w_blk_scale = blk};
+    qp_lin_desc nv = mx;
+    nv.kind = QP_SCHEME_NVFP4;
+    nv.layer = "timing-nvfp4";
+    nv.act = QP_ACT_NVFP4_QDQ;
+    nv.w_blk = 16;
+    nv.input_global_scale = 1.0f;
+    nv.bias_after_round = 1;
+    qp_lin_desc fb = {.struct_size = sizeof fb, .kind = QP_SCHEME_W8A8_FP8_BLOCK, .act_dtype = QP_DTYPE_F16, .N = N,
+                      .K = K, .layer = "timing-fp8b", .act = QP_ACT_FP8_GROUP128, .w_u8 = w8, .w_scale = bs,
+                      .w_per_channel = 1};
+    time_forward(&u, 0, 1, 5, "unquantized fp16");
+    time_forward(&mx, 0, 1, 5, "mxfp4 w+a (qdq)");
+    time_forward(&nv, 0, 1, 5, "nvfp4");
+    time_forward(&fb, 0, 1, 5, "fp8 per-block");
+    free(codes); free(w8); free(wa); free(blk);
+}
+
+/* issue-9 fault paths */
+static void test_fl_faults(void) {
+    fl_case c = {FL_MX, QP_DTYPE_F16, QP_DTYPE_F4_E2M1, QP_OCP_MX_ACT_MXFP4, 64, 16, false, false, 0};
+    fl_layer L;
+    fl_make(&c, c.N, false, &L);
+    qp_lin_desc d;
+    fl_desc(&L, false, &d);
+    void *lin = NULL;
+    qp_status st = ops->linear_prepare(dev, &d, QP_PATH_INT_DOT, &lin);
+    CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "int-dot"), "mx forced int-dot: %d '%s'", (int)st, last_err);
+    d.K = 48; /* not whole MX blocks */
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_VALUE && !lin && strstr(last_err, "block size"), "mx K=48: %d '%s'", (int)st, last_err);
+    d.K = 64;
+    d.w_lut = NULL;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && !lin && strstr(last_err, "w_lut"), "mx no lut: %d '%s'", (int)st, last_err);
+    d.w_lut = L.lut;
+    d.kind = d.scheme.kind = QP_SCHEME_NVFP4;
+    d.act = QP_ACT_NVFP4_QDQ;
+    d.w_blk = 16;
+    d.input_global_scale = 0.0f;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && !lin && strstr(last_err, "input_global_scale"), "nvfp4 g=0: %d '%s'", (int)st,
+          last_err);
+    d.kind = d.scheme.kind = QP_SCHEME_W8A8_FP8_BLOCK;
+    d.w_u8 = L.codes;
+    d.w_scale = L.blk;
+    d.act = QP_ACT_FP8_GROUP128;
+    st = ops->linear_prepare(dev, &d, 0, &lin);
+    CHECK(st == QP_ERR_VALUE && !lin && strstr(last_err, "multiple of 128"), "fp8-block K=64: %d '%s'", (int)st, last_err);
+    static const qp_scheme_kind em[] = {QP_SCHEME_OCP_MX, QP_SCHEME_W4A8_MXFP4_FP8, QP_SCHEME_NVFP4};
+    for (int i = 0; i < 3; i++) {
+        qp_scheme s = {.struct_size = sizeof s, .kind = em[i]};
+        qp_support_info si = {0};
+        CHECK(ops->device_supports(dev, &s, 1, 64, 64, &si) == QP_OK && si.level == QP_SUPPORT_EMULATED &&
+              strstr(si.reason, "no native"), "supports kind %d: %d '%s'", (int)em[i], (int)si.level, si.reason);
+    }
+    qp_scheme s = {.struct_size = sizeof s, .kind = QP_SCHEME_NVFP4};
+    qp_support_info si = {0};
+    CHECK(ops->device_supports(dev, &s, 1, 64, 40, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED &&
+          strstr(si.reason, "block size"), "nvfp4 K=40 support: %s", si.reason);
+    s.kind = QP_SCHEME_UNQUANTIZED;
+    CHECK(ops->device_supports(dev, &s, 1, 64, 64, &si) == QP_OK && si.level == QP_SUPPORT_NATIVE, "supports unquantized");
+    s.kind = QP_SCHEME_W8A8_FP8_BLOCK;
+    CHECK(ops->device_supports(dev, &s, 1, 64, 256, &si) == QP_OK && si.level == QP_SUPPORT_EMULATED, "supports fp8-block");
+    CHECK(ops->device_supports(dev, &s, 1, 64, 200, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED,
+          "fp8-block K=200 support: %s", si.reason);
+    fl_free(&L);
 }
 
 /* ---- faults ---------------------------------------------------------------------- */
@@ -592,16 +1199,16 @@ static void test_faults(void) {
     CHECK(st == QP_ERR_OUT_OF_MEMORY && !b && strstr(last_err, "bytes"), "huge alloc: %d '%s'", (int)st, last_err);
     int8_t w[64] = {0};
     float ws[4] = {1, 1, 1, 1};
-    qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_NVFP4, .act_dtype = QP_DTYPE_F16, .N = 4, .K = 16,
+    qp_lin_desc d = {.struct_size = sizeof d, .kind = QP_SCHEME_KV_CACHE, .act_dtype = QP_DTYPE_F16, .N = 4, .K = 16,
                      .layer = "faults", .w_i8 = w, .w_scale = ws};
     void *lin = NULL;
     st = ops->linear_prepare(dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "not yet implemented on vulkan"), "NVFP4: %d '%s'", (int)st,
-          last_err);
-    qp_scheme s = {.struct_size = sizeof s, .kind = QP_SCHEME_NVFP4};
+    CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(last_err, "not yet implemented on vulkan"), "KV_CACHE layer: %d '%s'",
+          (int)st, last_err);
+    qp_scheme s = {.struct_size = sizeof s, .kind = QP_SCHEME_KV_CACHE};
     qp_support_info si;
     CHECK(ops->device_supports(dev, &s, 1, 4, 16, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED &&
-          strstr(si.reason, "not yet implemented on vulkan"), "supports NVFP4: %s", si.reason);
+          strstr(si.reason, "not yet implemented on vulkan"), "supports KV_CACHE layer: %s", si.reason);
     s.kind = QP_SCHEME_W8A8_INT8;
     qp_device_info info = {.struct_size = sizeof info};
     ops->device_info(dev, &info);
@@ -687,6 +1294,13 @@ static void test_split(void) {
         test_fp8(QP_DTYPE_BF16, QP_ACT_FP8_DYNAMIC_TOKEN, true, 300, 129, false, paths, 2);
         test_qqq(128, true, 256, 192, paths, 2); /* int4 codes + tables: 160 bytes a row, 8 chunks */
         test_w4a16(QP_DTYPE_BF16, QP_PACK_REORDER, 0, 64, true, false, 200, 256); /* 128 bytes a row, 7 chunks */
+        static const fl_case fc[] = {
+            {FL_MX, QP_DTYPE_F16, QP_DTYPE_F4_E2M1, QP_OCP_MX_ACT_MXFP4, 192, 129, false, true, 0}, /* 4 chunks */
+            {FL_NVFP4, QP_DTYPE_BF16, QP_DTYPE_F4_E2M1, 0, 144, 100, false, true, 0},                /* 2 chunks */
+            {FL_FP8B, QP_DTYPE_BF16, 0, 0, 256, 130, false, true, 1},                                 /* 9 chunks */
+            {FL_UNQ, QP_DTYPE_F16, 0, 0, 96, 0, true, false, 0},                                      /* 5 chunks */
+        };
+        for (int i = 0; i < 4; i++) test_fl(&fc[i]);
     }
     dev = saved;
     ops->shutdown(st2);
@@ -771,6 +1385,21 @@ int main(void) {
     test_w4a16_faults();
     printf("+w4a16: %d cases, %.1f s\n", cases_run, (double)(clock() - t0) / CLOCKS_PER_SEC);
 
+    /* issue 9: OCP-MX, W4A8-MXFP4-FP8, NVFP4, unquantized, fp8 per-block */
+    test_fl_all();
+    test_fl_faults();
+    printf("+float layers: %d cases, %.1f s\n", cases_run, (double)(clock() - t0) / CLOCKS_PER_SEC);
+    for (int dt = 0; dt < 2; dt++) {
+        qp_dtype t = dt ? QP_DTYPE_BF16 : QP_DTYPE_F16;
+        test_rotation(t, 32, 11, 96);
+        test_rotation(t, 128, 3, 256);
+        test_kv(t, 1.0f);
+        test_kv(t, 0.0371f);
+        test_kv(t, 3.5f);
+    }
+    test_timers();
+    printf("+rotation/kv/timers: %d cases, %.1f s\n", cases_run, (double)(clock() - t0) / CLOCKS_PER_SEC);
+
     /* one layer of 4096 x 4096, the decode and a prefill-ish M, auto path */
     {
         static const int ms[] = {1, 17};
@@ -790,7 +1419,10 @@ int main(void) {
                (double)(clock() - t0) / CLOCKS_PER_SEC);
     }
 
-    if (!getenv("QPORT_TEST_SKIP_TIMING")) timings(have_dot);
+    if (!getenv("QPORT_TEST_SKIP_TIMING")) {
+        timings(have_dot);
+        fl_timings();
+    }
     test_split();
     test_faults();
     test_no_int_dot_device();

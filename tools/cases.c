@@ -520,7 +520,15 @@ double case_bound(const case_layer *l, const uint16_t *x, int m, double ref, qp_
          * floats), and 1.01 also covering x' and W rounded to the activation
          * dtype; NVFP4 rounds the sum before adding the bias: one ulp more */
         for (int k = 0; k < l->K; k++) sum += 1.01 * fabs((double)xq[k]) * fabs((double)wr[k]);
-        return (l->K + 2.0) * 0x1p-24 * 1.01 * sum + (l->scheme.kind == QP_SCHEME_NVFP4 ? 3.0 : 2.0) * ulp;
+        double extra = 0;
+        if (l->scheme.kind == QP_SCHEME_NVFP4) {
+            /* the rounding before the bias is an ulp of the sum, which may be
+             * far larger than |y| when the bias cancels it: |sum| <= |y| + |b| */
+            const qp_tensor *b = tensor_named(l, "bias");
+            double bn = b ? fabs((double)qp_format_decode(l->act_dtype, ((const uint16_t *)b->data)[n])) : 0.0;
+            extra = fmax((fabs(ref) + bn) * ulp_rel, out == QP_DTYPE_BF16 ? 0x1p-133 : 0x1p-24);
+        }
+        return (l->K + 2.0) * 0x1p-24 * 1.01 * sum + 2.0 * ulp + extra;
     }
     for (int k = 0; k < l->K; k++) sum += fabs((double)qp_format_decode(l->act_dtype, xr[k])) * fabs((double)wr[k]);
     if (l->scheme.kind == QP_SCHEME_W4A16_INT4 || l->scheme.kind == QP_SCHEME_UNQUANTIZED)

@@ -1,5 +1,6 @@
 /* The Vulkan backend's ops table (api/backend.h): libqport-vk.so exports
  * only qp_backend_entry. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,9 +86,14 @@ static void *vk_device_get(void *state, int i) {
 
 static qp_status vk_device_info(void *dev, qp_device_info *out) { return qp_vk_device_info(dev, out); }
 
-static void support(qp_support_info *out, qp_support_level level, const char *fmt, const char *a) {
+static void support(qp_support_info *out, qp_support_level level, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void support(qp_support_info *out, qp_support_level level, const char *fmt, ...) {
     out->level = level;
-    snprintf(out->reason, sizeof out->reason, fmt, a);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out->reason, sizeof out->reason, fmt, ap);
+    va_end(ap);
 }
 
 static qp_status vk_device_supports(void *dev, const qp_scheme *s, int M, int N, int K, qp_support_info *out) {
@@ -107,17 +113,40 @@ static qp_status vk_device_supports(void *dev, const qp_scheme *s, int M, int N,
         break;
     case QP_SCHEME_W8A8_FP8:
     case QP_SCHEME_HF_FP8:
-        if (s->weight.granularity == QP_GRAN_BLOCK || s->activation.granularity == QP_GRAN_GROUP)
-            support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: %s per-block scales not yet implemented on vulkan",
-                    qp_vk_scheme_name(s->kind));
-        else
+    case QP_SCHEME_W8A8_FP8_BLOCK:
+        if (s->kind == QP_SCHEME_W8A8_FP8_BLOCK || s->weight.granularity == QP_GRAN_BLOCK ||
+            s->activation.granularity == QP_GRAN_GROUP) {
+            if (K > 0 && K % 128)
+                support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: per-block fp8 needs K (%d) to be a multiple of 128", K);
+            else
+                support(out, QP_SUPPORT_EMULATED, "%s", "no fp8 arithmetic in Vulkan: e4m3 decoded to fp32, fp32 multiply-adds "
+                        "per group of 128, block scales applied per group");
+        } else {
             support(out, QP_SUPPORT_EMULATED, "%s", "no fp8 arithmetic in Vulkan: e4m3 decoded to fp32, fp32 multiply-adds");
+        }
         break;
     case QP_SCHEME_W4A16_INT4:
         if (s->weight.group_size > 0 && s->weight.group_size % 32 && s->weight.group_size != K)
             support(out, QP_SUPPORT_UNSUPPORTED, "%s", "unsupported: W4A16 group sizes other than multiples of 32 or per-channel");
         else
             support(out, QP_SUPPORT_NATIVE, "%s", "int4 dequantized in registers, fp32 multiply-adds");
+        break;
+    case QP_SCHEME_OCP_MX:
+    case QP_SCHEME_W4A8_MXFP4_FP8:
+    case QP_SCHEME_NVFP4:
+        if (K > 0 && K % (s->kind == QP_SCHEME_NVFP4 ? 16 : 32)) {
+            support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: K = %d is not a multiple of the %s block size (%d)", K,
+                    qp_vk_scheme_name(s->kind), s->kind == QP_SCHEME_NVFP4 ? 16 : 32);
+            break;
+        }
+        support(out, QP_SUPPORT_EMULATED, "%s", s->kind == QP_SCHEME_NVFP4
+                ? "no native fp4 in Vulkan/lavapipe: activations fake-quantized (NVFP4 qdq) in fp32, fp4 weights "
+                  "dequantized in registers, fp32 multiply-adds"
+                : "no native MX/fp4/fp6/fp8 in Vulkan/lavapipe: activations fake-quantized (qdq) in fp32, weights "
+                  "dequantized in registers, fp32 multiply-adds");
+        break;
+    case QP_SCHEME_UNQUANTIZED:
+        support(out, QP_SUPPORT_NATIVE, "%s", "fp16/bf16 weights, fp32 multiply-adds");
         break;
     default:
         support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: %s not yet implemented on vulkan", qp_vk_scheme_name(s->kind));
@@ -175,6 +204,14 @@ static const qp_backend_ops vk_ops = {
     .linear_forward = qp_vk_linear_forward,
     .linear_describe = qp_vk_linear_describe,
     .synchronize = vk_synchronize,
+    .rotation_prepare = qp_vk_rotation_prepare,
+    .rotation_destroy = qp_vk_rotation_destroy,
+    .rotation_forward = qp_vk_rotation_forward,
+    .kv_quantize = qp_vk_kv_quantize,
+    .kv_dequantize = qp_vk_kv_dequantize,
+    .linear_time = qp_vk_linear_time,
+    .buffer_copy = qp_vk_buffer_copy,
+    .buffer_copy_time = qp_vk_buffer_copy_time,
 };
 
 QP_VK_EXPORT const qp_backend_ops *qp_backend_entry(void) { return &vk_ops; }

@@ -229,9 +229,12 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
     VkQueueFamilyProperties *qf = calloc(nq ? nq : 1, sizeof *qf);
     if (!qf) return NULL;
     f->vkGetPhysicalDeviceQueueFamilyProperties(phys, &nq, qf);
-    uint32_t qfam = UINT32_MAX;
+    uint32_t qfam = UINT32_MAX, ts_bits = 0;
     for (uint32_t i = 0; i < nq && qfam == UINT32_MAX; i++)
-        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) qfam = i;
+        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+            qfam = i;
+            ts_bits = qf[i].timestampValidBits;
+        }
     free(qf);
     if (qfam == UINT32_MAX) {
         QP_VK_LOG(be, QP_LOG_INFO, "vulkan: device '%s' has no compute queue", props.deviceName);
@@ -245,6 +248,7 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
     d->phys = phys;
     d->props = props;
     d->queue_family = qfam;
+    d->timestamp_bits = ts_bits;
     pin_icd_for_lsan(drv.driverID);
     memcpy(d->driver_name, drv.driverName, sizeof d->driver_name);
     memcpy(d->driver_info, drv.driverInfo, sizeof d->driver_info);

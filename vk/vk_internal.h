@@ -32,7 +32,8 @@
     X(vkCreateComputePipelines) X(vkDestroyPipeline) X(vkCreateDescriptorSetLayout) \
     X(vkDestroyDescriptorSetLayout) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) \
     X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) X(vkAllocateDescriptorSets) \
-    X(vkUpdateDescriptorSets) X(vkDeviceWaitIdle)
+    X(vkUpdateDescriptorSets) X(vkDeviceWaitIdle) \
+    X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdResetQueryPool) X(vkCmdWriteTimestamp) X(vkGetQueryPoolResults)
 
 /* Present only with VK_EXT_debug_utils (validation runs). */
 #define QP_VK_OPTIONAL_FNS(X) X(vkCreateDebugUtilsMessengerEXT) X(vkDestroyDebugUtilsMessengerEXT)
@@ -76,9 +77,15 @@ typedef enum qp_vk_shader {
     QP_VK_SH_GEMM_W4,
     QP_VK_SH_GEMV_W4_DOT,
     QP_VK_SH_GEMM_W4_DOT,
-    QP_VK_SH_ACT_F32,    /* W4A16: activations widened to fp32 */
-    QP_VK_SH_GEMV_W4A16, /* W4A16 GEMV, int4 dequantized in registers */
-    QP_VK_SH_GEMM_W4A16, /* W4A16 tiled, int4 dequantized into shared tiles */
+    QP_VK_SH_ACT_QDQ, /* float-weight layers: x' (qdq or plain) as fp32 */
+    QP_VK_SH_GEMV_WF, /* float-weight GEMV: W4A16 / MX / NVFP4 / fp16 weights
+                       * dequantized in registers */
+    QP_VK_SH_GEMM_WF, /* the tiled form, dequantized into shared tiles */
+    QP_VK_SH_ACT_FP8G, /* fp8 per-token-group-128 activation quantizer */
+    QP_VK_SH_GEMV_FP8B, /* W8A8-FP8 per-block GEMV */
+    QP_VK_SH_GEMM_FP8B, /* W8A8-FP8 per-block tiled */
+    QP_VK_SH_KV,        /* fp8 KV cache quantize / dequantize */
+    QP_VK_SH_ROT,       /* Hadamard input rotation */
     QP_VK_SH_COUNT
 } qp_vk_shader;
 
@@ -95,7 +102,8 @@ const qp_vk_spirv *qp_vk_spirv_get(qp_vk_shader id);
 /* ids 2-4 are retired (dtype, bias and epilogue are push constants) */
 #define QP_VK_SPEC_GROUPED 5
 #define QP_VK_SPEC_ROWS 6 /* GEMV rows per dispatch */
-#define QP_VK_SPEC_COUNT 7
+#define QP_VK_SPEC_WFMT 7 /* float-weight format of vk_g*_wf.comp (WF_*) */
+#define QP_VK_SPEC_COUNT 8
 
 /* Push constants: the PC block of shaders/vk_layout.glsl. */
 typedef struct qp_vk_push {
@@ -105,9 +113,12 @@ typedef struct qp_vk_push {
     uint32_t m_base;
     uint32_t flags; /* QP_VK_PC_BF16 | QP_VK_PC_BIAS */
     uint32_t epi;
+    uint32_t aux0, aux1;
+    float aux2, aux3;
 } qp_vk_push;
 #define QP_VK_PC_BF16 1u
 #define QP_VK_PC_BIAS 2u
+#define QP_VK_PC_BIAS_AFTER 4u
 
 #define QP_VK_BINDINGS 8
 #define QP_VK_ST_WORDS 8 /* per-row statistics words (vk_layout.glsl) */
@@ -131,6 +142,7 @@ typedef struct qp_vk_device {
     VkDevice dev;
     VkQueue queue;
     uint32_t queue_family;
+    uint32_t timestamp_bits; /* timestampValidBits of the queue family (0: none) */
     VkPhysicalDeviceProperties props;
     char driver_name[VK_MAX_DRIVER_NAME_SIZE];
     char driver_info[VK_MAX_DRIVER_INFO_SIZE];
@@ -215,5 +227,19 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
 void qp_vk_linear_destroy(void *dev, void *lin);
 qp_status qp_vk_linear_forward(void *dev, void *lin, void *x, int M, void *y);
 void qp_vk_linear_describe(void *dev, void *lin, int M, char *out, size_t cap);
+qp_status qp_vk_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms);
+/* Points the 8 bindings of `set` at bufs (NULL: the dummy buffer). */
+void qp_vk_write_set(qp_vk_device *d, VkDescriptorSet set, const qp_vk_buf *const bufs[QP_VK_BINDINGS]);
+/* compute -> compute memory barrier on d->cmd */
+void qp_vk_barrier(qp_vk_device *d);
+
+/* ---- vk_ops.c: rotation, fp8 KV cache, copies ---------------------------------- */
+qp_status qp_vk_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **rot);
+void qp_vk_rotation_destroy(void *dev, void *rot);
+qp_status qp_vk_rotation_forward(void *dev, void *rot, qp_dtype dt, void *x, int M, int K, void *y);
+qp_status qp_vk_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
+qp_status qp_vk_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
+qp_status qp_vk_buffer_copy(void *dev, void *src, size_t src_off, void *dst, size_t dst_off, size_t bytes);
+qp_status qp_vk_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms);
 
 #endif

@@ -7,13 +7,14 @@
  *   xq       [M][Kp] codes written by vk_act_quant.comp, same padding, so
  *            the padding contributes exact zeros;
  *   st       per-row statistics and activation scales (vk_layout.glsl).
- * W4A16 (issue 9): the Quark-packed checkpoint tensors (desc->tensors:
- * weight i32 [K][ceil(N/8)], weight_scale [K/g][N] or [K/g][8*ceil(N/8)] in
- * the act dtype, uint4: weight_zero_point i32 [K/g][ceil(N/8)]) repacked as
- * the OpenCL backend does into 4-bit codes [N][Kp/2] bytes, Kp = K rounded
- * up to 32 (shaders/vk_gemv_w4a16.comp), fp32 scales [K/g][N] (binding 4)
- * and int32 zero points [K/g][N] (binding 5; int4: 8, codes stored c ^ 8);
- * xq holds the activations widened to fp32, [M][Kp]. */
+ * Float-weight layers (issue 9: W4A16, OCP-MX, W4A8-MXFP4-FP8, NVFP4,
+ * unquantized): the canonical qp_lin_desc fields repacked by wf_pack below
+ * (layouts in shaders/vk_wdeq.glsl); vk_act_qdq.comp writes x' as fp32 rows
+ * [M][Kw] into xq, then vk_gemv_wf.comp / vk_gemm_wf.comp dequantize the
+ * weights in registers. W8A8-FP8 per-block: e4m3 codes [N][K], block scales
+ * [ceil(N/128)][K/128] (binding 4), vk_act_fp8g.comp writes the activation
+ * codes to xq and the per-group scales to st, vk_g*_fp8b.comp. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,9 @@ enum { ACT_I8_STATIC_SYM = 0, ACT_I8_STATIC_ASYM, ACT_I8_DYN_SYM, ACT_I8_DYN_ASY
        ACT_F8_DYN_TOKEN };
 /* Epilogues of vk_epilogue.glsl (EPI). */
 enum { EPI_I8_SYM = 0, EPI_I8_ASYM_STATIC, EPI_I8_ASYM_DYN, EPI_QQQ, EPI_FP8 };
+/* Weight formats of shaders/vk_wdeq.glsl (WFMT) and modes of vk_act_qdq.comp. */
+enum { WF_W4 = 0, WF_NIB, WF_BYTE, WF_HALF };
+enum { QDQ_NONE = 0, QDQ_MX, QDQ_FP8_STATIC, QDQ_NVFP4 };
 
 typedef struct vk_chunk {
     qp_vk_buf w;
@@ -37,8 +41,15 @@ typedef struct qp_vk_linear {
     uint32_t act, epi;
     bool bf16, has_bias, fp8;
     bool w4, grouped; /* QQQ from packed int4 codes (+ per-group tables) */
-    bool w4a16;       /* W4A16: int4 codes [N][Kw/2] bytes, Kw = K rounded to 32 */
-    int gsz;          /* W4A16 group size (K when per-channel)              */
+    bool wf;          /* float-weight layer (vk_wdeq.glsl), Kw = K rounded to 32 */
+    uint32_t wfmt;    /* WF_*                                                */
+    uint32_t qdq;     /* QDQ_*: the activation pass                          */
+    bool fp8b;        /* W8A8-FP8 per-block                                  */
+    bool bias_after;  /* y = rnd(rnd(sum) + bias)                            */
+    uint32_t aux0, aux1;
+    float aux2, aux3;
+    size_t src_row;   /* float-weight layers: bytes per repacked row         */
+    int gsz;          /* W4A16 group size (K when per-channel) or block size */
     int N, K;
     uint32_t Kw;
     bool use_dot, force_gemv, force_tiled;
@@ -93,7 +104,7 @@ static qp_status upload_vec(qp_vk_device *d, qp_vk_linear *l, qp_vk_buf *b, cons
  * of 16 bytes mapping each code to its exact int8 weight. */
 static void fill_row(const qp_vk_linear *l, const qp_lin_desc *desc, const uint8_t *w, uint32_t n, uint8_t *row,
                      uint8_t *lut) {
-    size_t K = l->w4a16 ? (size_t)l->Kw / 2 : (size_t)l->K; /* bytes per row */
+    size_t K = l->wf ? l->src_row : (size_t)l->K; /* bytes per row */
     if (!l->w4) {
         memcpy(row, w + (size_t)n * K, K);
         return;
@@ -111,7 +122,7 @@ static void fill_row(const qp_vk_linear *l, const qp_lin_desc *desc, const uint8
 
 static qp_status upload_weights(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc *desc, const uint8_t *w,
                                 const char *tensor) {
-    size_t row_b = l->w4a16 ? (size_t)l->Kw / 2 : l->w4 ? (size_t)l->Kw * 2 : (size_t)l->Kw * 4;
+    size_t row_b = l->wf ? l->src_row : l->w4 ? (size_t)l->Kw * 2 : (size_t)l->Kw * 4;
     size_t lut_b = l->grouped ? (size_t)(l->K / 128) * 16 : 0;
     uint64_t rows = d->weight_range / (row_b + lut_b);
     if (rows == 0)
@@ -173,103 +184,184 @@ static qp_status check_qqq_codes(qp_vk_device *d, const qp_vk_linear *l, const q
     return QP_OK;
 }
 
-/* ---- W4A16 ---------------------------------------------------------------- */
-static const qp_tensor *named(const qp_lin_desc *s, const char *name) {
-    for (size_t i = 0; i < s->n_tensors; i++)
-        if (s->tensors[i].name && !strcmp(s->tensors[i].name, name)) return &s->tensors[i];
-    return NULL;
+/* ---- float-weight layers (issue 9) -------------------------------------------
+ * W4A16, OCP-MX, W4A8-MXFP4-FP8, NVFP4 and unquantized layers from the
+ * canonical qp_lin_desc fields, repacked into the layouts of
+ * shaders/vk_wdeq.glsl: rows of Kw/32 chunks (Kw = K rounded up to 32, the
+ * padding codes 0), k = 32c + 8j + b in nibble b of word j (4-bit formats),
+ * byte k (8-bit codes) or half k (act-dtype weights); per-row scales [G][N]
+ * (W4A16: w4_scale, zero points w4_zero or 8 for int4, codes stored c ^ 8)
+ * or block multipliers [N][Kw / w_blk] (padding 1.0) with the 256-entry
+ * value table w_lut. */
+typedef struct wf_host {
+    uint8_t *w;   /* [N][src_row] */
+    float *sc;    /* W4A16 [G][N]; LUT formats [N][Kw / blk] */
+    int32_t *aux; /* W4A16 zero points [G][N]; LUT formats the table's bits */
+    size_t n_sc, n_aux;
+} wf_host;
+
+static void wf_free(wf_host *h) {
+    free(h->w); free(h->sc); free(h->aux);
+    memset(h, 0, sizeof *h);
 }
 
-static size_t tensor_elems(const qp_tensor *t) {
-    size_t e = 1;
-    for (int i = 0; i < t->ndim; i++) e *= t->shape[i] > 0 ? (size_t)t->shape[i] : 0;
-    return e;
-}
-
-/* fp16 / bf16 bits to fp32 (exact; the plugin does not link libqport) */
-static float half_bits_to_float(uint16_t h, int bf16) {
-    uint32_t u;
-    if (bf16) {
-        u = (uint32_t)h << 16;
-    } else {
-        uint32_t sgn = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
-        if (e == 0) {
-            float v = (float)m * 0x1p-24f;
-            memcpy(&u, &v, 4);
-            u |= sgn;
-        } else if (e == 31) {
-            u = sgn | 0x7F800000u | (m << 13);
-        } else {
-            u = sgn | ((e + 112u) << 23) | (m << 13);
-        }
-    }
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
-/* Quark-packed int4/uint4 (spec 6.7) -> the shader's 4-bit layout, fp32
- * scales and int32 zero points (as cl/cl_linear.c w4a16_pack). */
-static qp_status w4a16_pack(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc *s, uint8_t **wq_out, float **sc_out,
-                            int32_t **zp_out) {
-    static const int order[8] = {0, 1, 2, 3, 4, 5, 6, 7}, reorder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+static qp_status wf_pack(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc *s, wf_host *h) {
     const char *layer = l->layer;
-    int N = s->N, K = s->K, g = s->scheme.weight.group_size > 0 ? s->scheme.weight.group_size : K;
-    int sym = s->scheme.weight.symmetric;
-    const int *P = s->scheme.pack_method == QP_PACK_ORDER ? order : s->scheme.pack_method == QP_PACK_REORDER ? reorder : NULL;
-    if (!s->tensors || !s->n_tensors)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': W4A16 needs the checkpoint tensors (desc->tensors)",
-                         d->index, layer);
-    if (!P)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': W4A16 needs pack_method order or reorder",
-                         d->index, layer);
-    if (K % g)
-        return QP_VK_ERR(d, QP_ERR_VALUE, "vulkan:%d: layer '%s': input size %d is not divisible by the group size %d",
-                         d->index, layer, K, g);
-    if (g != K && g % 32)
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unsupported: W4A16 group size %d not a multiple "
-                         "of 32 (the shader takes 32/64/128/... or per-channel)", d->index, layer, g);
-    size_t G = (size_t)(K / g), nc = ((size_t)N + 7) / 8, Kp = ((size_t)K + 31) & ~(size_t)31, Kb = Kp / 2;
-    const qp_tensor *w = named(s, "weight"), *ws = named(s, "weight_scale"), *wz = sym ? NULL : named(s, "weight_zero_point");
-    if (!w || w->dtype != QP_DTYPE_I32 || !w->data || tensor_elems(w) != (size_t)K * nc)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': tensor 'weight' must be int32 [%d, %zu] "
-                         "(Quark-packed int4)", d->index, layer, K, nc);
-    size_t nsc = ws && ws->data ? tensor_elems(ws) : 0;
-    if (!ws || ws->dtype != s->act_dtype || (nsc != G * (size_t)N && nsc != G * 8 * nc))
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': tensor 'weight_scale' must be %s [%zu, %d] "
-                         "or [%zu, %zu]", d->index, layer, s->act_dtype == QP_DTYPE_BF16 ? "bf16" : "fp16", G, N, G, 8 * nc);
-    if (!sym && (!wz || wz->dtype != QP_DTYPE_I32 || !wz->data || tensor_elems(wz) != G * nc))
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': tensor 'weight_zero_point' must be int32 "
-                         "[%zu, %zu] (Quark-packed uint4 zero points)", d->index, layer, G, nc);
-    size_t sstride = nsc == G * (size_t)N ? (size_t)N : 8 * nc;
-    uint8_t *wq = calloc((size_t)N * Kb, 1);
-    int32_t *zp = malloc(sizeof(int32_t) * G * (size_t)N);
-    float *sc = malloc(sizeof(float) * G * (size_t)N);
-    if (!wq || !zp || !sc) {
-        free(wq); free(zp); free(sc);
-        return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: layer '%s': out of host memory packing W4A16 weights",
-                         d->index, layer);
+    size_t N = (size_t)s->N, K = (size_t)s->K, Kw = l->Kw;
+    l->src_row = l->wfmt == WF_HALF ? 2 * Kw : l->wfmt == WF_BYTE ? Kw : Kw / 2;
+    h->w = calloc(N * l->src_row, 1);
+    if (!h->w) goto oom;
+    if (l->wfmt == WF_W4 || l->wfmt == WF_NIB) {
+        const uint8_t *codes = l->wfmt == WF_W4 ? (const uint8_t *)s->q4 : s->w_codes;
+        uint8_t flip = l->wfmt == WF_W4 && s->w4_signed ? 8 : 0;
+        for (size_t n = 0; n < N; n++)
+            for (size_t k = 0; k < K; k++) {
+                uint8_t u = (uint8_t)((codes[n * K + k] & 15) ^ flip);
+                size_t c = k / 32, j = (k % 32) / 8, b = k % 8;
+                h->w[n * l->src_row + (c * 4 + j) * 4 + b / 2] |= (uint8_t)(u << (4 * (b % 2)));
+            }
+    } else if (l->wfmt == WF_BYTE) {
+        uint8_t mask = s->w_elem == QP_DTYPE_F8_E4M3FN ? 0xFF : 0x3F;
+        for (size_t n = 0; n < N; n++)
+            for (size_t k = 0; k < K; k++) h->w[n * l->src_row + k] = s->w_codes[n * K + k] & mask;
+    } else {
+        for (size_t n = 0; n < N; n++) memcpy(h->w + n * l->src_row, s->w_act + n * K, 2 * K);
     }
-    const int32_t *W = w->data;
-    for (size_t k = 0; k < (size_t)K; k++)
-        for (size_t n = 0; n < (size_t)N; n++) {
-            uint32_t word = (uint32_t)W[k * nc + n / 8];
-            unsigned u = (word >> (4 * P[n % 8])) & 15u;
-            if (sym) u ^= 8u; /* two's complement c -> c + 8 (mod 16): u - 8 == c */
-            size_t j = k % 32;
-            wq[n * Kb + (k / 32) * 16 + (j & 15)] |= (uint8_t)(j < 16 ? u : u << 4);
+    if (l->wfmt == WF_W4) {
+        size_t G = K / (size_t)l->gsz;
+        h->n_sc = h->n_aux = G * N;
+        h->sc = malloc(sizeof(float) * h->n_sc);
+        h->aux = malloc(sizeof(int32_t) * h->n_aux);
+        if (!h->sc || !h->aux) goto oom;
+        for (size_t i = 0; i < G * N; i++) {
+            h->sc[i] = s->w4_scale[i];
+            h->aux[i] = s->w4_signed ? 8 : (int32_t)(s->w4_zero[i] & 15);
         }
-    const uint16_t *S = ws->data;
-    const int32_t *Z = wz ? wz->data : NULL;
-    for (size_t gi = 0; gi < G; gi++)
-        for (size_t n = 0; n < (size_t)N; n++) {
-            sc[gi * N + n] = half_bits_to_float(S[gi * sstride + n], s->act_dtype == QP_DTYPE_BF16);
-            zp[gi * N + n] = sym ? 8 : (int32_t)(((uint32_t)Z[gi * nc + n / 8] >> (4 * P[n % 8])) & 15u);
-        }
-    l->gsz = g;
-    *wq_out = wq;
-    *sc_out = sc;
-    *zp_out = zp;
+    } else if (l->wfmt != WF_HALF) {
+        size_t blk = (size_t)l->gsz, nb = K / blk, nbw = Kw / blk;
+        h->n_sc = N * nbw;
+        h->n_aux = 256;
+        h->sc = malloc(sizeof(float) * h->n_sc);
+        h->aux = malloc(sizeof(int32_t) * h->n_aux);
+        if (!h->sc || !h->aux) goto oom;
+        for (size_t n = 0; n < N; n++)
+            for (size_t i = 0; i < nbw; i++) h->sc[n * nbw + i] = i < nb ? s->w_blk_scale[n * nb + i] : 1.0f;
+        memcpy(h->aux, s->w_lut, sizeof(float) * 256);
+    }
+    return QP_OK;
+oom:
+    wf_free(h);
+    return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: layer '%s': out of host memory repacking the weights", d->index,
+                     layer);
+}
+
+/* Activation element formats of vk_act_qdq.comp (pc.aux0). */
+static int qdq_elem(qp_dtype e) {
+    switch (e) {
+    case QP_DTYPE_F4_E2M1: return 0;
+    case QP_DTYPE_F6_E3M2: return 1;
+    case QP_DTYPE_F6_E2M3: return 2;
+    case QP_DTYPE_F8_E4M3FN: return 3;
+    default: return -1;
+    }
+}
+
+/* Checks and float-weight setup of the issue-9 schemes; sets l->wf. */
+static qp_status prepare_wf(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc *s) {
+    const char *layer = l->layer, *sn = qp_vk_scheme_name(s->kind);
+    int K = s->K;
+    l->wf = true;
+    l->fp8 = true; /* a float layer: no integer dot product */
+    l->Kw = (uint32_t)(((size_t)K + 31) / 32 * 32); /* fp32 words per x' row */
+    l->qdq = QDQ_NONE;
+    switch (s->kind) {
+    case QP_SCHEME_W4A16_INT4: {
+        int g = s->group_size > 0 ? s->group_size : K;
+        if (!s->q4 || !s->w4_scale || (!s->w4_signed && !s->w4_zero))
+            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': W4A16 needs q4, w4_scale and (uint4) "
+                             "w4_zero", d->index, layer);
+        if (K % g)
+            return QP_VK_ERR(d, QP_ERR_VALUE, "vulkan:%d: layer '%s': input size %d is not divisible by the group size %d",
+                             d->index, layer, K, g);
+        if (g != K && g % 32)
+            return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unsupported: W4A16 group size %d not a "
+                             "multiple of 32 (the shader takes 32/64/128/... or per-channel)", d->index, layer, g);
+        if (s->act != QP_ACT_NONE)
+            return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': W4A16 with activation mode %d", d->index,
+                             layer, (int)s->act);
+        l->wfmt = WF_W4;
+        l->gsz = g;
+        return QP_OK;
+    }
+    case QP_SCHEME_UNQUANTIZED:
+        if (!s->w_act)
+            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': unquantized layer needs w_act", d->index,
+                             layer);
+        if (s->act != QP_ACT_NONE)
+            return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unquantized layer with activation mode %d",
+                             d->index, layer, (int)s->act);
+        l->wfmt = WF_HALF;
+        l->gsz = 32;
+        return QP_OK;
+    case QP_SCHEME_OCP_MX:
+    case QP_SCHEME_W4A8_MXFP4_FP8:
+    case QP_SCHEME_NVFP4:
+        break;
+    default:
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unsupported: %s not yet implemented on vulkan",
+                         d->index, layer, sn);
+    }
+    if (!s->w_codes || !s->w_lut || !s->w_blk_scale || (s->w_blk != 16 && s->w_blk != 32))
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': %s needs w_codes, w_lut, w_blk_scale and "
+                         "w_blk 16 or 32 (got %d)", d->index, layer, sn, s->w_blk);
+    if (K % s->w_blk)
+        return QP_VK_ERR(d, QP_ERR_VALUE, "vulkan:%d: layer '%s': input size %d is not a multiple of the block size %d",
+                         d->index, layer, K, s->w_blk);
+    if (s->w_elem == QP_DTYPE_F4_E2M1) l->wfmt = WF_NIB;
+    else if (s->w_elem == QP_DTYPE_F6_E2M3 || s->w_elem == QP_DTYPE_F6_E3M2 || s->w_elem == QP_DTYPE_F8_E4M3FN)
+        l->wfmt = WF_BYTE;
+    else
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': %s weight element format %d", d->index, layer, sn,
+                         (int)s->w_elem);
+    l->gsz = s->w_blk;
+    switch (s->act) {
+    case QP_ACT_NONE: l->qdq = QDQ_NONE; break;
+    case QP_ACT_MX_QDQ: {
+        int e = qdq_elem(s->act_elem);
+        if (e < 0 || s->act_mbits < 1 || s->act_mbits > 22 || s->act_emax < 0 || s->act_emax > 255)
+            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': MX activation element %d (mbits %d, "
+                             "emax %d)", d->index, layer, (int)s->act_elem, s->act_mbits, s->act_emax);
+        l->qdq = QDQ_MX;
+        l->aux0 = (uint32_t)e;
+        l->aux1 = (uint32_t)s->act_mbits | (uint32_t)s->act_emax << 8;
+        break;
+    }
+    case QP_ACT_FP8_STATIC_QDQ:
+        if (!(s->input_scale > 0.0f) || isinf(s->input_scale))
+            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': input_scale must be finite and > 0",
+                             d->index, layer);
+        l->qdq = QDQ_FP8_STATIC;
+        break;
+    case QP_ACT_NVFP4_QDQ: {
+        if (!(s->input_global_scale > 0.0f) || isinf(s->input_global_scale))
+            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': input_global_scale must be finite and > 0",
+                             d->index, layer);
+        if (K % 16)
+            return QP_VK_ERR(d, QP_ERR_VALUE, "vulkan:%d: layer '%s': NVFP4 input size %d not a multiple of 16",
+                             d->index, layer, K);
+        volatile float one = 1.0f, six = 6.0f; /* correctly rounded fp32 divisions at run time */
+        float g = one / s->input_global_scale;
+        l->qdq = QDQ_NVFP4;
+        l->input_scale = g;
+        l->aux2 = one / g;
+        l->aux3 = one / six;
+        break;
+    }
+    default:
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': %s with activation mode %d", d->index, layer, sn,
+                         (int)s->act);
+    }
+    l->bias_after = s->bias_after_round != 0;
     return QP_OK;
 }
 
@@ -294,9 +386,7 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     const uint8_t *weights = NULL;
     const char *wname = "weight";
     const int32_t *azp_adj = NULL;
-    uint8_t *w4a16_w = NULL;      /* W4A16 host repack, freed at the end */
-    float *w4a16_s = NULL;
-    int32_t *w4a16_z = NULL;
+    wf_host wfh = {0}; /* float-weight host repack, freed at the end */
 
 #define FAIL(status, ...) do { st = QP_VK_ERR(d, status, __VA_ARGS__); goto fail; } while (0)
     if (desc->act_dtype != QP_DTYPE_F16 && desc->act_dtype != QP_DTYPE_BF16)
@@ -353,13 +443,32 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
         l->fp8 = true;
         weights = desc->w_u8;
         break;
+    case QP_SCHEME_W8A8_FP8_BLOCK:
+        if (!desc->w_u8 || !desc->w_scale)
+            FAIL(QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': W8A8-FP8 per-block needs w_u8 and w_scale", d->index,
+                 layer);
+        if (desc->act != QP_ACT_FP8_GROUP128)
+            FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': W8A8-FP8 per-block with activation mode %d", d->index, layer,
+                 (int)desc->act);
+        if (desc->K % 128)
+            FAIL(QP_ERR_VALUE, "vulkan:%d: layer '%s': per-block fp8 needs K (%d) to be a multiple of 128", d->index,
+                 layer, desc->K);
+        l->fp8 = l->fp8b = true;
+        l->aux0 = (uint32_t)(desc->K / 128);
+        l->aux1 = desc->ue8m0 != 0;
+        weights = desc->w_u8;
+        break;
     case QP_SCHEME_W4A16_INT4:
-        l->w4a16 = true;
-        l->fp8 = true; /* a float layer: no integer dot product */
-        l->Kw = (uint32_t)(((size_t)desc->K + 31) / 32 * 32); /* fp32 words per xq row */
-        if ((st = w4a16_pack(d, l, desc, &w4a16_w, &w4a16_s, &w4a16_z)) != QP_OK) goto fail;
-        weights = w4a16_w;
-        wname = "weight (int4)";
+    case QP_SCHEME_OCP_MX:
+    case QP_SCHEME_W4A8_MXFP4_FP8:
+    case QP_SCHEME_NVFP4:
+    case QP_SCHEME_UNQUANTIZED:
+        if ((st = prepare_wf(d, l, desc)) != QP_OK || (st = wf_pack(d, l, desc, &wfh)) != QP_OK) goto fail;
+        if (sizeof(float) * wfh.n_sc > d->max_range)
+            FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': %zu weight scales exceed one binding "
+                 "(maxStorageBufferRange %llu bytes)", d->index, layer, wfh.n_sc, (unsigned long long)d->max_range);
+        weights = wfh.w;
+        wname = desc->kind == QP_SCHEME_UNQUANTIZED ? "weight" : "weight codes";
         break;
     default:
         FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unsupported: %s not yet implemented on vulkan", d->index, layer,
@@ -380,7 +489,7 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     if (path & QP_PATH_INT_DOT) {
         if (l->fp8)
             FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': forced int-dot path: %s has no integer dot product",
-                 d->index, layer, l->w4a16 ? "W4A16 (fp32 multiply-adds)" : "W8A8-FP8");
+                 d->index, layer, l->wf ? "this float-weight layer (fp32 multiply-adds)" : "W8A8-FP8");
         if (!have_dot)
             FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d '%s': forced int-dot path: %s", d->index, d->props.deviceName,
                  d->int_dot ? "the OpSDot shaders were not built (glslang lacks GL_EXT_spirv_intrinsics)"
@@ -394,12 +503,14 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     /* uploads */
     st = upload_weights(d, l, desc, weights, wname);
     if (st != QP_OK) goto fail;
-    if (l->w4a16) {
-        size_t gn = (size_t)(l->K / l->gsz) * (size_t)l->N;
-        st = upload_vec(d, l, &l->ws, w4a16_s, sizeof(float) * gn, "weight_scale");
-        if (st == QP_OK)
-            st = upload_vec(d, l, &l->azp, w4a16_z, sizeof(int32_t) * gn,
-                            desc->scheme.weight.symmetric ? "zero points (int4: 8)" : "weight_zero_point");
+    if (l->wf) {
+        if (wfh.sc) st = upload_vec(d, l, &l->ws, wfh.sc, sizeof(float) * wfh.n_sc, "weight scales");
+        if (st == QP_OK && wfh.aux)
+            st = upload_vec(d, l, &l->azp, wfh.aux, sizeof(int32_t) * wfh.n_aux,
+                            l->wfmt == WF_W4 ? "zero points" : "code values (w_lut)");
+    } else if (l->fp8b) {
+        size_t nb = (size_t)(desc->N + 127) / 128 * (size_t)(desc->K / 128);
+        st = upload_vec(d, l, &l->ws, desc->w_scale, sizeof(float) * nb, "weight_scale (blocks)");
     } else {
         st = upload_vec(d, l, &l->ws, l->epi == EPI_QQQ ? desc->s_channel : desc->w_scale, sizeof(float) * (size_t)l->N,
                         l->epi == EPI_QQQ ? "s_channel" : "weight_scale");
@@ -432,22 +543,22 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     if (r != VK_SUCCESS)
         FAIL(QP_ERR_DEVICE, "vulkan:%d: layer '%s': vkAllocateDescriptorSets failed: %s", d->index, layer, qp_vk_result_str(r));
 #undef FAIL
-    free(w4a16_w); free(w4a16_s); free(w4a16_z);
+    wf_free(&wfh);
     *out = l;
     return QP_OK;
 fail:
-    free(w4a16_w); free(w4a16_s); free(w4a16_z);
+    wf_free(&wfh);
     qp_vk_linear_destroy(d, l);
     return st;
 }
 
 static VkDescriptorBufferInfo bind_of(const qp_vk_device *d, const qp_vk_buf *b) {
-    const qp_vk_buf *u = b->buf ? b : &d->dummy;
+    const qp_vk_buf *u = b && b->buf ? b : &d->dummy;
     VkDeviceSize range = u->alloc_size < d->max_range ? u->alloc_size : d->max_range;
     return (VkDescriptorBufferInfo){.buffer = u->buf, .offset = 0, .range = range};
 }
 
-static void write_set(qp_vk_device *d, VkDescriptorSet set, const qp_vk_buf *const bufs[QP_VK_BINDINGS]) {
+void qp_vk_write_set(qp_vk_device *d, VkDescriptorSet set, const qp_vk_buf *const bufs[QP_VK_BINDINGS]) {
     VkDescriptorBufferInfo info[QP_VK_BINDINGS];
     VkWriteDescriptorSet w[QP_VK_BINDINGS];
     for (uint32_t i = 0; i < QP_VK_BINDINGS; i++) {
@@ -459,7 +570,7 @@ static void write_set(qp_vk_device *d, VkDescriptorSet set, const qp_vk_buf *con
     d->be->fn.vkUpdateDescriptorSets(d->dev, QP_VK_BINDINGS, w, 0, NULL);
 }
 
-static void barrier(qp_vk_device *d) {
+void qp_vk_barrier(qp_vk_device *d) {
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
     d->be->fn.vkCmdPipelineBarrier(d->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
@@ -473,7 +584,8 @@ static bool use_gemv(const qp_vk_device *d, const qp_vk_linear *l, int M) {
 }
 
 static qp_vk_shader gemm_shader(const qp_vk_linear *l, bool gemv) {
-    if (l->w4a16) return gemv ? QP_VK_SH_GEMV_W4A16 : QP_VK_SH_GEMM_W4A16;
+    if (l->wf) return gemv ? QP_VK_SH_GEMV_WF : QP_VK_SH_GEMM_WF;
+    if (l->fp8b) return gemv ? QP_VK_SH_GEMV_FP8B : QP_VK_SH_GEMM_FP8B;
     if (l->fp8) return gemv ? QP_VK_SH_GEMV_FP8 : QP_VK_SH_GEMM_FP8;
     if (l->w4 && l->use_dot) return gemv ? QP_VK_SH_GEMV_W4_DOT : QP_VK_SH_GEMM_W4_DOT;
     if (l->w4) return gemv ? QP_VK_SH_GEMV_W4 : QP_VK_SH_GEMM_W4;
@@ -481,42 +593,51 @@ static qp_vk_shader gemm_shader(const qp_vk_linear *l, bool gemv) {
     return gemv ? QP_VK_SH_GEMV_I8 : QP_VK_SH_GEMM_I8;
 }
 
-static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M) {
+static void dispatch(qp_vk_device *d, VkPipeline p, const qp_vk_push *pc, uint32_t gx, uint32_t gy) {
+    qp_vk_fns *f = &d->be->fn;
+    f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+    f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
+    f->vkCmdDispatch(d->cmd, gx, gy, 1);
+    qp_vk_barrier(d);
+}
+
+/* Records the forward. With a query pool, timestamps q0 (start), q0 + 1
+ * (after the activation passes) and q0 + 2 (end) bracket the GEMM. */
+static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M, VkQueryPool qp, uint32_t q0) {
     qp_vk_fns *f = &d->be->fn;
     qp_vk_push pc = {.M = (uint32_t)M, .K = (uint32_t)l->K, .Kw = l->Kw, .N = (uint32_t)l->N,
-                     .input_scale = l->input_scale, .input_zp = l->input_zp,
-                     .flags = (l->bf16 ? QP_VK_PC_BF16 : 0u) | (l->has_bias ? QP_VK_PC_BIAS : 0u), .epi = l->epi};
+                     .input_scale = l->input_scale, .input_zp = l->wf ? l->gsz : l->input_zp,
+                     .flags = (l->bf16 ? QP_VK_PC_BF16 : 0u) | (l->has_bias ? QP_VK_PC_BIAS : 0u) |
+                              (l->bias_after ? QP_VK_PC_BIAS_AFTER : 0u),
+                     .epi = l->epi, .aux0 = l->aux0, .aux1 = l->aux1, .aux2 = l->aux2, .aux3 = l->aux3};
     uint32_t spec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64, [QP_VK_SPEC_MODE] = l->act};
     VkPipeline p;
     qp_status st;
+    if (qp) f->vkCmdWriteTimestamp(d->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, q0);
     f->vkCmdBindDescriptorSets(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &l->sets[0], 0, NULL);
-    if (l->w4a16) {
-        /* activations widened to fp32 once; the group size rides in input_zp */
-        pc.input_zp = l->gsz;
-        uint32_t sspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64};
-        if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_F32, sspec, &p)) != QP_OK) return st;
-        f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
-        f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
-        f->vkCmdDispatch(d->cmd, (uint32_t)M, 1, 1);
-        barrier(d);
-    } else if (act_is_dynamic(l->act)) {
-        uint32_t sspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64}; /* one pipeline for every mode */
-        if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_STATS, sspec, &p)) != QP_OK) return st;
-        f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
-        f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
-        f->vkCmdDispatch(d->cmd, (uint32_t)M, 1, 1);
-        barrier(d);
-    }
-    if (!l->w4a16) {
+    if (l->wf) {
+        /* x' as fp32 rows (plain or fake-quantized) */
+        uint32_t sspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64, [QP_VK_SPEC_MODE] = l->qdq};
+        if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_QDQ, sspec, &p)) != QP_OK) return st;
+        dispatch(d, p, &pc, (uint32_t)M, 1);
+    } else if (l->fp8b) {
+        uint32_t sspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 32};
+        if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_FP8G, sspec, &p)) != QP_OK) return st;
+        dispatch(d, p, &pc, l->aux0, (uint32_t)M);
+    } else {
+        if (act_is_dynamic(l->act)) {
+            uint32_t sspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64}; /* one pipeline for every mode */
+            if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_STATS, sspec, &p)) != QP_OK) return st;
+            dispatch(d, p, &pc, (uint32_t)M, 1);
+        }
         if ((st = qp_vk_pipeline_get(d, QP_VK_SH_ACT_QUANT, spec, &p)) != QP_OK) return st;
-        f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
-        f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof pc, &pc);
-        f->vkCmdDispatch(d->cmd, (uint32_t)M, 1, 1);
-        barrier(d);
+        dispatch(d, p, &pc, (uint32_t)M, 1);
     }
+    if (qp) f->vkCmdWriteTimestamp(d->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, qp, q0 + 1);
 
     bool gemv = use_gemv(d, l, M);
-    uint32_t gspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = l->gemv_wg, [QP_VK_SPEC_GROUPED] = l->grouped};
+    uint32_t gspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = l->gemv_wg, [QP_VK_SPEC_GROUPED] = l->grouped,
+                                        [QP_VK_SPEC_WFMT] = l->wf ? l->wfmt : 0};
     /* GEMV: rows per dispatch, the next power of two of M up to 16 */
     uint32_t rows = 1;
     while (gemv && rows < QP_VK_GEMV_MAX_M && rows < (uint32_t)M) rows *= 2;
@@ -543,6 +664,40 @@ static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M) {
             f->vkCmdDispatch(d->cmd, (ch->nc + QP_VK_TILE - 1) / QP_VK_TILE, ((uint32_t)M + QP_VK_TILE - 1) / QP_VK_TILE, 1);
         }
     }
+    if (qp) f->vkCmdWriteTimestamp(d->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, qp, q0 + 2);
+    return QP_OK;
+}
+
+/* Checks the buffers, grows the scratch and points the descriptor sets at
+ * x, y and the scratch. */
+static qp_status forward_bind(qp_vk_device *d, qp_vk_linear *l, qp_vk_buf *x, int M, qp_vk_buf *y) {
+    size_t xb = (size_t)M * (size_t)l->K * 2, yb = (size_t)M * (size_t)l->N * 2;
+    size_t qb = (size_t)M * l->Kw * 4, sb = (size_t)M * QP_VK_ST_WORDS * 4;
+    if (l->fp8b && l->aux0 > QP_VK_ST_WORDS) sb = (size_t)M * l->aux0 * 4; /* per-group scales */
+    if (x->size < xb || y->size < yb)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT,
+                         "vulkan:%d: layer '%s': buffers too small for M=%d (x %zu < %zu or y %zu < %zu bytes)", d->index,
+                         l->layer, M, x->size, xb, y->size, yb);
+    if (xb > d->max_range || yb > d->max_range || qb > d->max_range)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED,
+                         "vulkan:%d: layer '%s': M=%d rows of activations exceed maxStorageBufferRange (%llu bytes); "
+                         "split the batch", d->index, l->layer, M, (unsigned long long)d->max_range);
+    uint64_t max_y = d->props.limits.maxComputeWorkGroupCount[1];
+    if ((uint64_t)M > d->props.limits.maxComputeWorkGroupCount[0] || (l->fp8b && (uint64_t)M > max_y) ||
+        (!use_gemv(d, l, M) && ((uint64_t)M + QP_VK_TILE - 1) / QP_VK_TILE > max_y))
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': M=%d exceeds the dispatch limit", d->index,
+                         l->layer, M);
+    qp_status st = qp_vk_buf_reserve(d, &d->xq, qb, "quantized activations");
+    if (st == QP_OK) st = qp_vk_buf_reserve(d, &d->st, sb, "activation scales");
+    if (st != QP_OK) return st;
+
+    const qp_vk_buf *none = &d->dummy;
+    const qp_vk_buf *act[QP_VK_BINDINGS] = {x, &d->xq, &d->st, none, none, none, none, none};
+    qp_vk_write_set(d, l->sets[0], act);
+    for (int c = 0; c < l->n_chunks; c++) {
+        const qp_vk_buf *g[QP_VK_BINDINGS] = {x, &d->xq, &d->st, &l->chunks[c].w, &l->ws, &l->azp, &l->bias, y};
+        qp_vk_write_set(d, l->sets[1 + c], g);
+    }
     return QP_OK;
 }
 
@@ -553,34 +708,10 @@ qp_status qp_vk_linear_forward(void *dev, void *lin, void *x_, int M, void *y_) 
     if (!l || !x || !y || M < 0)
         return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: linear_forward: NULL argument or negative M", d->index);
     if (M == 0) return QP_OK;
-    size_t xb = (size_t)M * (size_t)l->K * 2, yb = (size_t)M * (size_t)l->N * 2;
-    size_t qb = (size_t)M * l->Kw * 4, sb = (size_t)M * QP_VK_ST_WORDS * 4;
-    if (x->size < xb || y->size < yb)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT,
-                         "vulkan:%d: layer '%s': buffers too small for M=%d (x %zu < %zu or y %zu < %zu bytes)", d->index,
-                         l->layer, M, x->size, xb, y->size, yb);
-    if (xb > d->max_range || yb > d->max_range || qb > d->max_range)
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED,
-                         "vulkan:%d: layer '%s': M=%d rows of activations exceed maxStorageBufferRange (%llu bytes); "
-                         "split the batch", d->index, l->layer, M, (unsigned long long)d->max_range);
-    uint64_t max_y = d->props.limits.maxComputeWorkGroupCount[1];
-    if ((uint64_t)M > d->props.limits.maxComputeWorkGroupCount[0] ||
-        (!use_gemv(d, l, M) && ((uint64_t)M + QP_VK_TILE - 1) / QP_VK_TILE > max_y))
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': M=%d exceeds the dispatch limit", d->index,
-                         l->layer, M);
-    qp_status st = qp_vk_buf_reserve(d, &d->xq, qb, "quantized activations");
-    if (st == QP_OK) st = qp_vk_buf_reserve(d, &d->st, sb, "activation scales");
+    qp_status st = forward_bind(d, l, x, M, y);
     if (st != QP_OK) return st;
-
-    const qp_vk_buf *none = &d->dummy;
-    const qp_vk_buf *act[QP_VK_BINDINGS] = {x, &d->xq, &d->st, none, none, none, none, none};
-    write_set(d, l->sets[0], act);
-    for (int c = 0; c < l->n_chunks; c++) {
-        const qp_vk_buf *g[QP_VK_BINDINGS] = {x, &d->xq, &d->st, &l->chunks[c].w, &l->ws, &l->azp, &l->bias, y};
-        write_set(d, l->sets[1 + c], g);
-    }
     if ((st = qp_vk_cmd_begin(d)) != QP_OK) return st;
-    st = record(d, l, M);
+    st = record(d, l, M, VK_NULL_HANDLE, 0);
     if (st != QP_OK) {
         d->be->fn.vkEndCommandBuffer(d->cmd);
         return st;
@@ -595,10 +726,63 @@ void qp_vk_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     qp_vk_linear *l = lin;
     if (!cap) return;
     bool gemv = use_gemv(d, l, M);
-    const char *arith = l->w4a16 ? "int4->fp32" : l->fp8 ? "fp8->fp32" : l->use_dot ? "int-dot" : "no-int-dot";
-    const char *wfmt = l->w4 ? (l->grouped ? " int4+lut" : " int4") : "";
+    static const char *const wf_names[] = {"int4->fp32", "fp4->fp32", "fp6/fp8->fp32", "fp16/bf16->fp32"};
+    static const char *const qdq_names[] = {"", " qdq-mx", " qdq-fp8", " qdq-nvfp4"};
+    const char *arith = l->wf ? wf_names[l->wfmt] : l->fp8b ? "fp8-block->fp32" : l->fp8 ? "fp8->fp32"
+                        : l->use_dot ? "int-dot" : "no-int-dot";
+    const char *wfmt = l->wf ? qdq_names[l->qdq] : l->w4 ? (l->grouped ? " int4+lut" : " int4") : "";
     char chunks[40] = "";
     if (l->n_chunks > 1) snprintf(chunks, sizeof chunks, ", %d weight chunks", l->n_chunks);
     if (gemv) snprintf(out, cap, "gemv %s%s wg%u%s", arith, wfmt, l->gemv_wg, chunks);
     else snprintf(out, cap, "tiled %dx%d %s%s%s", QP_VK_TILE, QP_VK_TILE, arith, wfmt, chunks);
+}
+
+/* linear_time (issue 10): `reps` forwards, each its own submission, with
+ * timestamps at the start, after the activation passes and at the end
+ * (VkQueryPool, timestampPeriod ns a tick): total_ms[i] = end - start,
+ * gemm_ms[i] = end - after-activations. */
+qp_status qp_vk_linear_time(void *dev, void *lin, void *x_, int M, void *y_, int reps, double *total_ms,
+                            double *gemm_ms) {
+    qp_vk_device *d = dev;
+    qp_vk_linear *l = lin;
+    qp_vk_fns *f = &d->be->fn;
+    if (!l || !x_ || !y_ || M <= 0 || reps <= 0 || !total_ms)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: linear_time: NULL argument, M <= 0 or reps <= 0",
+                         d->index);
+    if (!d->timestamp_bits || d->props.limits.timestampPeriod <= 0.0f)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d '%s': the compute queue has no timestamps "
+                         "(timestampValidBits 0)", d->index, d->props.deviceName);
+    qp_status st = forward_bind(d, l, x_, M, y_);
+    if (st != QP_OK) return st;
+    VkQueryPool pool;
+    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                .queryCount = 3};
+    VkResult r = f->vkCreateQueryPool(d->dev, &qi, NULL, &pool);
+    if (r != VK_SUCCESS)
+        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkCreateQueryPool failed: %s", d->index, qp_vk_result_str(r));
+    uint64_t mask = d->timestamp_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << d->timestamp_bits) - 1);
+    double ns = d->props.limits.timestampPeriod;
+    for (int i = 0; i < reps && st == QP_OK; i++) {
+        if ((st = qp_vk_cmd_begin(d)) != QP_OK) break;
+        f->vkCmdResetQueryPool(d->cmd, pool, 0, 3);
+        st = record(d, l, M, pool, 0);
+        if (st != QP_OK) {
+            f->vkEndCommandBuffer(d->cmd);
+            break;
+        }
+        char what[160];
+        snprintf(what, sizeof what, "the timed forward of layer '%s'", l->layer);
+        if ((st = qp_vk_cmd_submit(d, what)) != QP_OK) break;
+        uint64_t t[3];
+        r = f->vkGetQueryPoolResults(d->dev, pool, 0, 3, sizeof t, t, sizeof t[0],
+                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+        if (r != VK_SUCCESS) {
+            st = QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkGetQueryPoolResults failed: %s", d->index, qp_vk_result_str(r));
+            break;
+        }
+        total_ms[i] = (double)((t[2] - t[0]) & mask) * ns * 1e-6;
+        if (gemm_ms) gemm_ms[i] = (double)((t[2] - t[1]) & mask) * ns * 1e-6;
+    }
+    f->vkDestroyQueryPool(d->dev, pool, NULL);
+    return st;
 }

@@ -26,14 +26,29 @@ static const uint32_t gemv_w4[] = {
 static const uint32_t gemm_w4[] = {
 #include "vk_gemm_w4.spv.inc"
 };
-static const uint32_t act_f32[] = {
-#include "vk_act_f32.spv.inc"
+static const uint32_t act_qdq[] = {
+#include "vk_act_qdq.spv.inc"
 };
-static const uint32_t gemv_w4a16[] = {
-#include "vk_gemv_w4a16.spv.inc"
+static const uint32_t gemv_wf[] = {
+#include "vk_gemv_wf.spv.inc"
 };
-static const uint32_t gemm_w4a16[] = {
-#include "vk_gemm_w4a16.spv.inc"
+static const uint32_t gemm_wf[] = {
+#include "vk_gemm_wf.spv.inc"
+};
+static const uint32_t act_fp8g[] = {
+#include "vk_act_fp8g.spv.inc"
+};
+static const uint32_t gemv_fp8b[] = {
+#include "vk_gemv_fp8b.spv.inc"
+};
+static const uint32_t gemm_fp8b[] = {
+#include "vk_gemm_fp8b.spv.inc"
+};
+static const uint32_t kv[] = {
+#include "vk_kv.spv.inc"
+};
+static const uint32_t rot[] = {
+#include "vk_rot.spv.inc"
 };
 #if QP_VK_HAVE_DOT
 static const uint32_t gemv_i8_dot[] = {
@@ -66,9 +81,14 @@ static const qp_vk_spirv table[QP_VK_SH_COUNT] = {
     [QP_VK_SH_GEMM_W4] = {"vk_gemm_i8 (int4)", gemm_w4, sizeof gemm_w4},
     [QP_VK_SH_GEMV_W4_DOT] = {"vk_gemv_i8 (int4, OpSDot)", DOT(gemv_w4_dot)},
     [QP_VK_SH_GEMM_W4_DOT] = {"vk_gemm_i8 (int4, OpSDot)", DOT(gemm_w4_dot)},
-    [QP_VK_SH_ACT_F32] = {"vk_act_f32", act_f32, sizeof act_f32},
-    [QP_VK_SH_GEMV_W4A16] = {"vk_gemv_w4a16", gemv_w4a16, sizeof gemv_w4a16},
-    [QP_VK_SH_GEMM_W4A16] = {"vk_gemm_w4a16", gemm_w4a16, sizeof gemm_w4a16},
+    [QP_VK_SH_ACT_QDQ] = {"vk_act_qdq", act_qdq, sizeof act_qdq},
+    [QP_VK_SH_GEMV_WF] = {"vk_gemv_wf", gemv_wf, sizeof gemv_wf},
+    [QP_VK_SH_GEMM_WF] = {"vk_gemm_wf", gemm_wf, sizeof gemm_wf},
+    [QP_VK_SH_ACT_FP8G] = {"vk_act_fp8g", act_fp8g, sizeof act_fp8g},
+    [QP_VK_SH_GEMV_FP8B] = {"vk_gemv_fp8b", gemv_fp8b, sizeof gemv_fp8b},
+    [QP_VK_SH_GEMM_FP8B] = {"vk_gemm_fp8b", gemm_fp8b, sizeof gemm_fp8b},
+    [QP_VK_SH_KV] = {"vk_kv", kv, sizeof kv},
+    [QP_VK_SH_ROT] = {"vk_rot", rot, sizeof rot},
 };
 
 const qp_vk_spirv *qp_vk_spirv_get(qp_vk_shader id) {

@@ -1,12 +1,10 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-// Tiled W4A16 GEMM (M > 16): 64x64 output tiles, 256 invocations x 4x4
-// outputs as vk_gemm_fp8.comp; K in steps of one 32-weight chunk (one
-// group): the activations (fp32 from vk_act_f32.comp) and the weights,
-// dequantized once per chunk to (u - z) * s (exact in fp32), staged in
-// shared memory; fp32 accumulation, bias in one fp32 add. Layout and group
-// size (push constant input_zp) as vk_gemv_w4a16.comp.
+// Tiled float-weight GEMM (M > 16): 64x64 output tiles, 256 invocations x
+// 4x4 outputs; K in steps of one 32-weight chunk: the activations x' (fp32
+// from vk_act_qdq.comp) and the weights, dequantized once per chunk by
+// vk_wdeq.glsl (exact), staged in shared memory; fp32 accumulation.
 #include "vk_layout.glsl"
 #include "vk_common.glsl"
 
@@ -18,14 +16,17 @@ layout(local_size_x = 256) in;
 layout(std430, binding = 1) readonly buffer XF { float xf[]; };
 layout(std430, binding = 3) readonly buffer W { uint w[]; };
 #include "vk_epilogue.glsl"
+#include "vk_wdeq.glsl"
 
 shared float As[BK][BM];
 shared float Bs[BK][BN];
 
 void main() {
     uint t = gl_LocalInvocationID.x, tx = t % 16u, ty = t / 16u;
+    wf_lut_load(t, 256u);
+
     uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
-    uint Kc = pc.Kw / 32u, gsz = uint(pc.input_zp);
+    uint Kc = pc.Kw / 32u;
     float acc[4][4];
     [[unroll]] for (uint i = 0u; i < 4u; i++) [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = 0.0;
     for (uint c = 0u; c < Kc; c++) {
@@ -36,21 +37,13 @@ void main() {
         }
         {
             uint r = t / 4u, j = t % 4u, gn = n0 + r;
+            float v[8];
             if (gn < pc.n_count) {
-                uint word = w[(gn * Kc + c) * 4u + j];
-                uint gi = (k0 / gsz) * pc.N + pc.n_base + gn;
-                float s = ws[gi];
-                int z = azp[gi];
-                [[unroll]] for (uint b = 0u; b < 4u; b++) {
-                    Bs[4u * j + b][r] = float(int(bitfieldExtract(word, int(8u * b), 4)) - z) * s;
-                    Bs[16u + 4u * j + b][r] = float(int(bitfieldExtract(word, int(8u * b + 4u), 4)) - z) * s;
-                }
+                wpart(gn, pc.n_base + gn, c, j, Kc, v);
             } else {
-                [[unroll]] for (uint b = 0u; b < 4u; b++) {
-                    Bs[4u * j + b][r] = 0.0;
-                    Bs[16u + 4u * j + b][r] = 0.0;
-                }
+                [[unroll]] for (uint b = 0u; b < 8u; b++) v[b] = 0.0;
             }
+            [[unroll]] for (uint b = 0u; b < 8u; b++) Bs[8u * j + b][r] = v[b];
         }
         barrier();
         [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
@@ -66,11 +59,7 @@ void main() {
         uint m = m0 + ty + 16u * i;
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
             uint nl = n0 + tx + 16u * j;
-            if (m < pc.M && nl < pc.n_count) {
-                uint n = pc.n_base + nl;
-                precise float v = HAS_BIAS ? acc[i][j] + act_to_f32(uint(bias[n]), IS_BF16) : acc[i][j];
-                y[m * pc.N + n] = uint16_t(f32_to_act(v, IS_BF16));
-            }
+            if (m < pc.M && nl < pc.n_count) store_wf(m, pc.n_base + nl, acc[i][j]);
         }
     }
 }

@@ -1,0 +1,241 @@
+/* Optional ops of ABI 2 (issue 9/10): Quark's online input rotation, the fp8
+ * KV cache, device-to-device copies and their timing. Each op records one
+ * dispatch (or copy) with a descriptor set from a one-set pool of its own,
+ * then submits and waits, as linear_forward does. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk_internal.h"
+
+typedef struct qp_vk_rot {
+    qp_vk_buf h; /* [r][r] int32 +-1 */
+    int r;
+    float c;
+} qp_vk_rot;
+
+/* Grid-stride dispatch of `sh` over `items` invocations with bufs bound. */
+static qp_status run_op(qp_vk_device *d, qp_vk_shader sh, uint32_t mode, const qp_vk_push *pc,
+                        const qp_vk_buf *const bufs[QP_VK_BINDINGS], size_t items, const char *what) {
+    qp_vk_fns *f = &d->be->fn;
+    uint32_t spec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64, [QP_VK_SPEC_MODE] = mode};
+    VkPipeline p;
+    qp_status st = qp_vk_pipeline_get(d, sh, spec, &p);
+    if (st != QP_OK) return st;
+    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = QP_VK_BINDINGS};
+    VkDescriptorPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1,
+                                      .poolSizeCount = 1, .pPoolSizes = &ps};
+    VkDescriptorPool pool;
+    VkResult r = f->vkCreateDescriptorPool(d->dev, &pci, NULL, &pool);
+    if (r != VK_SUCCESS)
+        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: %s: vkCreateDescriptorPool failed: %s", d->index, what,
+                         qp_vk_result_str(r));
+    VkDescriptorSet set;
+    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = pool,
+                                      .descriptorSetCount = 1, .pSetLayouts = &d->dsl};
+    r = f->vkAllocateDescriptorSets(d->dev, &ai, &set);
+    if (r != VK_SUCCESS) {
+        f->vkDestroyDescriptorPool(d->dev, pool, NULL);
+        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: %s: vkAllocateDescriptorSets failed: %s", d->index, what,
+                         qp_vk_result_str(r));
+    }
+    qp_vk_write_set(d, set, bufs);
+    st = qp_vk_cmd_begin(d);
+    if (st == QP_OK) {
+        size_t groups = (items + 63) / 64;
+        uint32_t gmax = d->props.limits.maxComputeWorkGroupCount[0];
+        if (gmax > 65535) gmax = 65535;
+        if (groups > gmax) groups = gmax;
+        if (groups == 0) groups = 1;
+        f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+        f->vkCmdBindDescriptorSets(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &set, 0, NULL);
+        f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
+        f->vkCmdDispatch(d->cmd, (uint32_t)groups, 1, 1);
+        st = qp_vk_cmd_submit(d, what);
+    }
+    f->vkDestroyDescriptorPool(d->dev, pool, NULL);
+    return st;
+}
+
+static bool act_dt_ok(qp_dtype dt) { return dt == QP_DTYPE_F16 || dt == QP_DTYPE_BF16; }
+
+/* In-place ops (source and destination one buffer): every output reads
+ * inputs other invocations overwrite, so the op reads a device copy of the
+ * source's first `bytes` instead. */
+static qp_status source_copy(qp_vk_device *d, qp_vk_buf *src, size_t bytes, qp_vk_buf *tmp, const char *what) {
+    char w[96];
+    snprintf(w, sizeof w, "the in-place copy of %s", what);
+    qp_status st = qp_vk_buf_create(d, bytes, false, w, tmp);
+    if (st != QP_OK) return st;
+    st = qp_vk_buffer_copy(d, src, 0, tmp, 0, bytes);
+    if (st != QP_OK) qp_vk_buf_destroy(d, tmp);
+    return st;
+}
+
+qp_status qp_vk_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **out) {
+    qp_vk_device *d = dev;
+    *out = NULL;
+    if (!H || r <= 0 || r > 65536)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: rotation_prepare: NULL matrix or size %d", d->index, r);
+    size_t rr = (size_t)r * (size_t)r;
+    int32_t *h = malloc(sizeof(int32_t) * rr);
+    qp_vk_rot *rot = calloc(1, sizeof *rot);
+    if (!h || !rot) {
+        free(h); free(rot);
+        return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: rotation_prepare: out of host memory", d->index);
+    }
+    for (size_t i = 0; i < rr; i++) {
+        if (H[i] != 1 && H[i] != -1) {
+            free(h); free(rot);
+            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: rotation entries must be +1 or -1 (entry %zu is %d)",
+                             d->index, i, H[i]);
+        }
+        h[i] = H[i];
+    }
+    rot->r = r;
+    rot->c = c;
+    qp_status st = qp_vk_buf_create(d, sizeof(int32_t) * rr, false, "the input rotation", &rot->h);
+    if (st == QP_OK) st = qp_vk_upload(d, &rot->h, 0, h, sizeof(int32_t) * rr);
+    free(h);
+    if (st != QP_OK) {
+        qp_vk_buf_destroy(d, &rot->h);
+        free(rot);
+        return st;
+    }
+    *out = rot;
+    return QP_OK;
+}
+
+void qp_vk_rotation_destroy(void *dev, void *rot_) {
+    qp_vk_rot *rot = rot_;
+    if (!rot) return;
+    qp_vk_buf_destroy(dev, &rot->h);
+    free(rot);
+}
+
+qp_status qp_vk_rotation_forward(void *dev, void *rot_, qp_dtype dt, void *x_, int M, int K, void *y_) {
+    qp_vk_device *d = dev;
+    qp_vk_rot *rot = rot_;
+    qp_vk_buf *x = x_, *y = y_;
+    if (!rot || !x || !y || M < 0 || K <= 0)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: rotation_forward: NULL argument or bad shape", d->index);
+    if (!act_dt_ok(dt))
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: rotation_forward: activations must be fp16 or bf16", d->index);
+    if (K % rot->r)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: rotation_forward: K = %d is not a multiple of the "
+                         "rotation size %d", d->index, K, rot->r);
+    size_t total = (size_t)M * (size_t)K;
+    if (total == 0) return QP_OK;
+    if (x->size < 2 * total || y->size < 2 * total)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: rotation_forward: buffers too small for %d x %d",
+                         d->index, M, K);
+    if (total > UINT32_MAX / 2 || 2 * total > d->max_range)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: rotation_forward: %d x %d exceeds one binding", d->index, M, K);
+    qp_vk_push pc = {.M = (uint32_t)M, .K = (uint32_t)K, .N = (uint32_t)rot->r, .input_scale = rot->c, .input_zp = 0,
+                     .flags = dt == QP_DTYPE_BF16 ? QP_VK_PC_BF16 : 0u};
+    qp_vk_buf tmp = {0};
+    qp_status st = QP_OK;
+    if (x == y && (st = source_copy(d, x, 2 * total, &tmp, "the rotation input")) != QP_OK) return st;
+    const qp_vk_buf *b[QP_VK_BINDINGS] = {x == y ? &tmp : x, &rot->h, NULL, y, NULL, NULL, NULL, NULL};
+    st = run_op(d, QP_VK_SH_ROT, 0, &pc, b, total, "the input rotation");
+    qp_vk_buf_destroy(d, &tmp);
+    return st;
+}
+
+static qp_status kv_run(qp_vk_device *d, uint32_t mode, qp_dtype dt, qp_vk_buf *src, size_t n, float scale,
+                        qp_vk_buf *dst) {
+    const char *op = mode ? "kv_dequantize" : "kv_quantize";
+    if (!src || !dst)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: %s: NULL buffer", d->index, op);
+    if (!act_dt_ok(dt))
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: %s: the unquantized side must be fp16 or bf16", d->index, op);
+    if (!(scale > 0.0f) || isinf(scale))
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: %s: the KV-cache scale must be finite and > 0 (got %g)",
+                         d->index, op, (double)scale);
+    if (n == 0) return QP_OK;
+    size_t sb = mode ? n : 2 * n, db = mode ? 2 * n : n;
+    if (src->size < sb || dst->size < db)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: %s: buffers too small for %zu elements (src %zu < %zu or "
+                         "dst %zu < %zu bytes)", d->index, op, n, src->size, sb, dst->size, db);
+    if (n > UINT32_MAX - 4 || 2 * n > d->max_range)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: %s: %zu elements exceed one binding", d->index, op, n);
+    qp_vk_push pc = {.M = (uint32_t)n, .input_scale = scale, .flags = dt == QP_DTYPE_BF16 ? QP_VK_PC_BF16 : 0u};
+    qp_vk_buf tmp = {0};
+    qp_status st = QP_OK;
+    if (src == dst && (st = source_copy(d, src, sb, &tmp, op)) != QP_OK) return st;
+    const qp_vk_buf *s = src == dst ? &tmp : src;
+    const qp_vk_buf *b[QP_VK_BINDINGS] = {s, dst, s, dst, NULL, NULL, NULL, NULL};
+    st = run_op(d, QP_VK_SH_KV, mode, &pc, b, mode ? n : (n + 3) / 4, op);
+    qp_vk_buf_destroy(d, &tmp);
+    return st;
+}
+
+qp_status qp_vk_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
+    return kv_run(dev, 0, dt, src, n, scale, dst);
+}
+
+qp_status qp_vk_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
+    return kv_run(dev, 1, dt, src, n, scale, dst);
+}
+
+static bool range_ok(const qp_vk_buf *b, size_t off, size_t bytes) { return off <= b->size && bytes <= b->size - off; }
+
+qp_status qp_vk_buffer_copy(void *dev, void *src_, size_t src_off, void *dst_, size_t dst_off, size_t bytes) {
+    qp_vk_device *d = dev;
+    qp_vk_buf *src = src_, *dst = dst_;
+    if (!src || !dst) return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: buffer_copy: NULL buffer", d->index);
+    if (!range_ok(src, src_off, bytes) || !range_ok(dst, dst_off, bytes))
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: buffer_copy of %zu bytes overruns a buffer (src %zu at "
+                         "%zu, dst %zu at %zu)", d->index, bytes, src->size, src_off, dst->size, dst_off);
+    if (src == dst && src_off < dst_off + bytes && dst_off < src_off + bytes)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: buffer_copy: overlapping ranges of one buffer", d->index);
+    if (bytes == 0) return QP_OK;
+    qp_status st = qp_vk_cmd_begin(d);
+    if (st != QP_OK) return st;
+    VkBufferCopy c = {.srcOffset = src_off, .dstOffset = dst_off, .size = bytes};
+    d->be->fn.vkCmdCopyBuffer(d->cmd, src->buf, dst->buf, 1, &c);
+    return qp_vk_cmd_submit(d, "a device-to-device copy");
+}
+
+qp_status qp_vk_buffer_copy_time(void *dev, void *src_, void *dst_, size_t bytes, int reps, double *ms) {
+    qp_vk_device *d = dev;
+    qp_vk_buf *src = src_, *dst = dst_;
+    qp_vk_fns *f = &d->be->fn;
+    if (!src || !dst || reps <= 0 || !ms || bytes == 0 || src == dst)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: buffer_copy_time: NULL or equal buffers, no bytes or "
+                         "reps <= 0", d->index);
+    if (!range_ok(src, 0, bytes) || !range_ok(dst, 0, bytes))
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: buffer_copy_time: %zu bytes overrun a buffer", d->index,
+                         bytes);
+    if (!d->timestamp_bits || d->props.limits.timestampPeriod <= 0.0f)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d '%s': the queue has no timestamps (timestampValidBits 0)",
+                         d->index, d->props.deviceName);
+    VkQueryPool pool;
+    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                .queryCount = 2};
+    VkResult r = f->vkCreateQueryPool(d->dev, &qi, NULL, &pool);
+    if (r != VK_SUCCESS)
+        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkCreateQueryPool failed: %s", d->index, qp_vk_result_str(r));
+    uint64_t mask = d->timestamp_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << d->timestamp_bits) - 1);
+    qp_status st = QP_OK;
+    for (int i = 0; i < reps && st == QP_OK; i++) {
+        if ((st = qp_vk_cmd_begin(d)) != QP_OK) break;
+        f->vkCmdResetQueryPool(d->cmd, pool, 0, 2);
+        f->vkCmdWriteTimestamp(d->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, pool, 0);
+        VkBufferCopy c = {.srcOffset = 0, .dstOffset = 0, .size = bytes};
+        f->vkCmdCopyBuffer(d->cmd, src->buf, dst->buf, 1, &c);
+        f->vkCmdWriteTimestamp(d->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, pool, 1);
+        if ((st = qp_vk_cmd_submit(d, "a timed device-to-device copy")) != QP_OK) break;
+        uint64_t t[2];
+        r = f->vkGetQueryPoolResults(d->dev, pool, 0, 2, sizeof t, t, sizeof t[0],
+                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+        if (r != VK_SUCCESS) {
+            st = QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkGetQueryPoolResults failed: %s", d->index, qp_vk_result_str(r));
+            break;
+        }
+        ms[i] = (double)((t[1] - t[0]) & mask) * d->props.limits.timestampPeriod * 1e-6;
+    }
+    f->vkDestroyQueryPool(d->dev, pool, NULL);
+    return st;
+}
