@@ -44,7 +44,20 @@ typedef struct qp_host {
     const char *version;
     /* QPORT_VK_VALIDATION etc.: the settings table (env.c) as parsed. */
     int validation;      /* 1: enable API validation layers where available */
+    /* A backend setting of the environment table (api/env.c: QPORT_VK_*,
+     * QPORT_CL_*, QPORT_CUDA_* test knobs), read once when the context's
+     * registry loads and already validated there (an invalid value fails
+     * the load with an error naming the variable): the value, or NULL when
+     * unset or not a known setting. Plugins never call getenv. */
+    const char *(*setting)(const struct qp_host *host, const char *name);
 } qp_host;
+
+/* host->setting(host, name) where the core offers it (an older or test
+ * host may not): NULL otherwise. */
+static inline const char *qp_host_setting(const qp_host *h, const char *name) {
+    if (!h || h->struct_size < offsetof(qp_host, setting) + sizeof h->setting || !h->setting) return NULL;
+    return h->setting(h, name);
+}
 
 /* Activation modes a backend must implement (spec 6.1, 6.2). */
 typedef enum qp_act_mode {

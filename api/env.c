@@ -1,6 +1,7 @@
 /* Every environment variable qport reads, parsed in one place (DESIGN.md 4).
  * An invalid value is a QP_ERR_INVALID_ARGUMENT naming the variable, never
  * an exit. README "Environment" lists the same table. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -82,6 +83,68 @@ qp_status qp_device_spec_parse(const char *spec, qp_device_spec *out) {
     return QP_OK;
 }
 
+/* Backend settings, for tests and debugging (README "Environment"): read
+ * and validated here, handed to plugins through qp_host.setting. */
+typedef enum knob_kind { K_BOOL, K_BYTES, K_PATH, K_ENUM } knob_kind;
+static const struct {
+    const char *name;
+    knob_kind kind;
+    const char *values; /* K_ENUM: '|'-separated */
+} knobs[] = {
+    {"QPORT_VK_LOADER", K_PATH, NULL},
+    {"QPORT_VK_MAX_BINDING", K_BYTES, NULL},
+    {"QPORT_VK_NO_INT_DOT", K_BOOL, NULL},
+    {"QPORT_VK_SYNC_VALIDATION", K_BOOL, NULL},
+    {"QPORT_CL_LIBRARY", K_PATH, NULL},
+    {"QPORT_CL_DIV", K_ENUM, "native|fp64|fma|fma-test"},
+    {"QPORT_CL_FAKE_INT_DOT", K_ENUM, "0|1|ext"},
+    {"QPORT_CL_WEIGHT_CHUNK", K_BYTES, NULL},
+    {"QPORT_CL_BREAK_SOURCE", K_BOOL, NULL},
+    {"QPORT_CUDA_QQQ_W8", K_BOOL, NULL},
+};
+#define N_KNOBS (sizeof knobs / sizeof *knobs)
+
+const char *qp_settings_knob(const qp_settings *s, const char *name) {
+    for (size_t i = 0; name && i < N_KNOBS; i++)
+        if (!strcmp(knobs[i].name, name)) return s->knobs[i];
+    return NULL;
+}
+
+static qp_status read_knobs(const qp_context *ctx, qp_settings *s) {
+    _Static_assert(N_KNOBS <= sizeof s->knobs / sizeof *s->knobs, "knob table larger than qp_settings.knobs");
+    for (size_t i = 0; i < N_KNOBS; i++) {
+        const char *v = getenv(knobs[i].name);
+        if (!v || !*v) continue;
+        if (knobs[i].kind == K_BOOL) {
+            int b;
+            qp_status st = parse_bool(ctx, knobs[i].name, 0, &b);
+            if (st) return st;
+            v = b ? "1" : "0";
+        } else if (knobs[i].kind == K_BYTES) {
+            char *end;
+            unsigned long long x = strtoull(v, &end, 0);
+            if (*end || !x || v[0] == '-') return bad(ctx, knobs[i].name, v, "a positive byte count");
+        } else if (knobs[i].kind == K_ENUM) {
+            const char *p = knobs[i].values;
+            size_t n = strlen(v);
+            int ok = 0;
+            while (p && *p && !ok) {
+                const char *e = strchr(p, '|');
+                size_t l = e ? (size_t)(e - p) : strlen(p);
+                ok = l == n && !strncmp(p, v, n);
+                p = e ? e + 1 : NULL;
+            }
+            if (!ok) {
+                char rule[96];
+                snprintf(rule, sizeof rule, "one of %s", knobs[i].values);
+                return bad(ctx, knobs[i].name, v, rule);
+            }
+        }
+        s->knobs[i] = v;
+    }
+    return QP_OK;
+}
+
 qp_status qp_settings_read(const qp_context *ctx, qp_settings *s) {
     memset(s, 0, sizeof *s);
     qp_status st = parse_backends(ctx, s);
@@ -115,6 +178,7 @@ qp_status qp_settings_read(const qp_context *ctx, qp_settings *s) {
     }
     st = parse_bool(ctx, "QPORT_VK_VALIDATION", 0, &s->validation);
     if (st) return st;
+    if ((st = read_knobs(ctx, s))) return st;
     const char *f = getenv("QPORT_TEST_FLIP_BIT");
     s->flip_bit = -1;
     if (f && *f) {

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,13 +179,18 @@ static qp_status add_devices(qp_context *ctx, qp_registry *r, qp_backend_slot *s
     return QP_OK;
 }
 
+static const char *host_setting(const qp_host *h, const char *name) {
+    const qp_registry *r = (const qp_registry *)((const char *)h - offsetof(qp_registry, host));
+    return qp_settings_knob(&r->settings, name);
+}
+
 static qp_status registry_load(qp_context *ctx, qp_registry **out) {
     qp_registry *r = calloc(1, sizeof *r);
     if (!r) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, NULL, "out of memory");
     qp_status st = qp_settings_read(ctx, &r->settings);
     if (st) { free(r); return st; }
     r->host = (qp_host){QP_BACKEND_ABI_VERSION, sizeof(qp_host), ctx, host_error, host_log,
-                        r->settings.cache_dir, qp_version(), r->settings.validation};
+                        r->settings.cache_dir, qp_version(), r->settings.validation, host_setting};
     for (int i = 0; i < r->settings.n_backends; i++) {
         qp_backend_slot *s = &r->slots[r->n_slots++];
         s->kind = r->settings.backend_order[i];

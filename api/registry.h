@@ -20,7 +20,10 @@ typedef struct qp_settings {
     char cache_dir[512];       /* "" = caching off                         */
     int validation;            /* QPORT_VK_VALIDATION                      */
     int flip_bit;              /* QPORT_TEST_FLIP_BIT (test-hook builds)   */
+    const char *knobs[16];     /* backend settings, env.c's knob table     */
 } qp_settings;
+/* The value of backend setting `name` (env.c's knob table), or NULL. */
+const char *qp_settings_knob(const qp_settings *s, const char *name);
 
 typedef struct qp_device_spec {
     int backend;               /* -1: any                                  */

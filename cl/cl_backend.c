@@ -14,7 +14,7 @@ static qp_status cl_init(const qp_host *host, void **state) {
     if (!be) return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "opencl: out of host memory at init");
     be->host = host;
     char why[512];
-    if (!qp_cl_load(&be->api, why, sizeof why)) {
+    if (!qp_cl_load(&be->api, qp_host_setting(host, "QPORT_CL_LIBRARY"), why, sizeof why)) {
         host->log(host->ctx, QP_LOG_INFO, "opencl: 0 devices: %s", why);
     } else {
         be->loaded = 1;

@@ -93,7 +93,7 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
     /* weights larger than one allocation are split in column chunks; the
      * test knob makes chunks small enough to test that on small layers */
     d->weight_chunk_max = alloc;
-    const char *wc = getenv("QPORT_CL_WEIGHT_CHUNK");
+    const char *wc = qp_host_setting(be->host, "QPORT_CL_WEIGHT_CHUNK");
     if (wc && wc[0]) {
         unsigned long long v = strtoull(wc, NULL, 10);
         if (v > 0 && v < d->weight_chunk_max) d->weight_chunk_max = v;
@@ -124,7 +124,7 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
     }
     /* Test knob: run the *_dot kernels with a plain-C dot on devices
      * without the extension, so their indexing is proven on PoCL too. */
-    const char *fake = getenv("QPORT_CL_FAKE_INT_DOT");
+    const char *fake = qp_host_setting(be->host, "QPORT_CL_FAKE_INT_DOT");
     if (!d->has_int_dot && fake && !strcmp(fake, "ext")) {
         /* pretend the extension exists: dot() then fails to compile, which
          * tests the rebuild without int-dot (cl_program.c) */
@@ -141,7 +141,7 @@ static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
                   "reference", in->name);
     /* divisions: the device's correctly rounded '/' where it has one, else
      * through double, else fma-corrected; QPORT_CL_DIV forces one (tests) */
-    const char *dv = getenv("QPORT_CL_DIV");
+    const char *dv = qp_host_setting(be->host, "QPORT_CL_DIV");
     if (dv && !strcmp(dv, "fp64") && d->has_fp64) d->div_mode = QP_CL_DIV_FP64;
     else if (dv && !strcmp(dv, "fma")) d->div_mode = QP_CL_DIV_FMA;
     else if (dv && !strcmp(dv, "fma-test")) d->div_mode = QP_CL_DIV_FMA_TEST;

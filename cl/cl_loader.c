@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-int qp_cl_load(qp_cl_api *api, char *why, size_t why_cap) {
+int qp_cl_load(qp_cl_api *api, const char *library, char *why, size_t why_cap) {
     memset(api, 0, sizeof *api);
-    const char *names[] = {getenv("QPORT_CL_LIBRARY"), "libOpenCL.so.1", "libOpenCL.so"};
+    const char *names[] = {library, "libOpenCL.so.1", "libOpenCL.so"};
     const char *err = "no library name";
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (!names[i] || !names[i][0]) continue;

@@ -28,7 +28,8 @@ typedef struct qp_cl_api {
 /* Opens the ICD loader and resolves every entry point. On failure returns
  * 0 and writes the reason (dlerror text) into `why`. QPORT_CL_LIBRARY
  * overrides the library name (tests use it to simulate a missing runtime). */
-int qp_cl_load(qp_cl_api *api, char *why, size_t why_cap);
+/* `library`: QPORT_CL_LIBRARY (tests), tried first; NULL: the system loader. */
+int qp_cl_load(qp_cl_api *api, const char *library, char *why, size_t why_cap);
 void qp_cl_unload(qp_cl_api *api);
 
 /* "CL_OUT_OF_RESOURCES" for a cl_int result code. */

@@ -61,8 +61,8 @@ static void build_options(qp_cl_device *d, char *out, size_t cap) {
 
 /* The source, or (debug knob QPORT_CL_BREAK_SOURCE=1, for the compile
  * failure test) the source with a syntax error appended. */
-static char *make_source(size_t *len) {
-    const char *brk = getenv("QPORT_CL_BREAK_SOURCE");
+static char *make_source(const qp_host *host, size_t *len) {
+    const char *brk = qp_host_setting(host, "QPORT_CL_BREAK_SOURCE");
     const char *tail = (brk && brk[0] && strcmp(brk, "0")) ? "\nkernel void qp_broken(void) { qp_injected_syntax_error; }\n" : "";
     size_t n = qp_cl_source_len + strlen(tail);
     char *s = malloc(n + 1);
@@ -204,7 +204,7 @@ static qp_status build_program(qp_cl_device *d, cl_program *out) {
     char opts[256];
     build_options(d, opts, sizeof opts);
     size_t src_len = 0;
-    char *src = make_source(&src_len);
+    char *src = make_source(host, &src_len);
     if (!src) return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: out of memory for the kernel source", d->index);
 
     key128 key = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};

@@ -428,8 +428,8 @@ static qp_status upload_float(cu_dev *d, cu_lin *l, const qp_lin_desc *desc) {
     return s;
 }
 
-static int env_flag(const char *name) {
-    const char *v = getenv(name);
+static int env_flag(const qp_host *h, const char *name) {
+    const char *v = qp_host_setting(h, name);
     return v && *v && strcmp(v, "0") != 0;
 }
 
@@ -502,7 +502,7 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
         l->act = QPCU_ACT_I8_DYN_SYM;
         /* QPORT_CUDA_QQQ_W8=1: run the exact int8 weights of spec 5.5 step 2
          * (desc->w8) through the int8 kernels instead of expanding nibbles */
-        l->wkind = env_flag("QPORT_CUDA_QQQ_W8") ? QPCU_W_I8 : desc->group_size == 128 ? QPCU_W_Q4G : QPCU_W_Q4CH;
+        l->wkind = env_flag(h, "QPORT_CUDA_QQQ_W8") ? QPCU_W_I8 : desc->group_size == 128 ? QPCU_W_Q4G : QPCU_W_Q4CH;
         break;
     case QP_SCHEME_W4A16_INT4: {
         l->kname = "w4a16";

@@ -30,6 +30,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "plugin_host.h"
 #include "backend.h"
 #include "qport.h"
 #include "registry.h"
@@ -73,7 +74,8 @@ static void h_log(const qp_context *ctx, qp_log_level lvl, const char *fmt, ...)
 }
 
 static char cache_dir[1024] = "";
-static qp_host host = {QP_BACKEND_ABI_VERSION, sizeof(qp_host), NULL, h_error, h_log, cache_dir, "test-0.1.0", 0};
+static qp_host host = {QP_BACKEND_ABI_VERSION, sizeof(qp_host), NULL, h_error, h_log, cache_dir, "test-0.1.0", 0,
+                       tu_host_setting};
 
 static const qp_backend_ops *ops;
 static void *state;

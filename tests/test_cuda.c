@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "plugin_host.h"
 #include "backend.h"
 #include "testutil.h"
 
@@ -79,6 +80,7 @@ static int load_plugin(void) {
     host.log = h_log;
     host.cache_dir = "";
     host.version = "test";
+    host.setting = tu_host_setting;
     CHECK(ops->init(&host, &state) == QP_OK, "init: %s", last_err);
     return 1;
 }

@@ -222,7 +222,9 @@ static void env_and_specs(void) {
     struct { const char *var, *val; } bad[] = {
         {"QPORT_BACKENDS", "cpu,vulkn"}, {"QPORT_BACKENDS", "cpu,cpu"}, {"QPORT_DEVICE", "vulkan:x"},
         {"QPORT_DEVICE", "vulkn:0"}, {"QPORT_VISIBLE_DEVICES", "cpu,:3"}, {"QPORT_VK_VALIDATION", "maybe"},
-        {"QPORT_TEST_FLIP_BIT", "99"},
+        {"QPORT_TEST_FLIP_BIT", "99"}, {"QPORT_CL_DIV", "fastest"}, {"QPORT_CL_FAKE_INT_DOT", "yes"},
+        {"QPORT_VK_MAX_BINDING", "-4096"}, {"QPORT_CL_WEIGHT_CHUNK", "12k"}, {"QPORT_VK_NO_INT_DOT", "maybe"},
+        {"QPORT_CUDA_QQQ_W8", "2"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         setenv(bad[i].var, bad[i].val, 1);

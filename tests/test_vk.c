@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "plugin_host.h"
 #include "backend.h"
 #include "testutil.h"
 
@@ -72,6 +73,7 @@ static qp_host host = {
     .cache_dir = cache_dir,
     .version = "test",
     .validation = 1,
+    .setting = tu_host_setting,
 };
 
 static const qp_backend_ops *ops;

@@ -44,7 +44,7 @@ static qp_status vk_init(const qp_host *host, void **state) {
     be->host = host;
     *state = be;
     char why[256];
-    if (!qp_vk_load_library(&be->fn, why, sizeof why)) {
+    if (!qp_vk_load_library(&be->fn, qp_host_setting(host, "QPORT_VK_LOADER"), why, sizeof why)) {
         QP_VK_LOG(be, QP_LOG_INFO, "vulkan: 0 devices: %s", why);
         return QP_OK;
     }

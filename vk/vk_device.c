@@ -92,7 +92,7 @@ qp_status qp_vk_instance_create(qp_vk_backend *be) {
     VkValidationFeatureEnableEXT sync_enable = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
     VkValidationFeaturesEXT vfeat = {.sType = VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT,
                                      .enabledValidationFeatureCount = 1, .pEnabledValidationFeatures = &sync_enable};
-    const char *sv = getenv("QPORT_VK_SYNC_VALIDATION");
+    const char *sv = qp_host_setting(be->host, "QPORT_VK_SYNC_VALIDATION");
     bool sync_val = be->validation && sv && !strcmp(sv, "1") &&
                     has_instance_ext(be, VALIDATION_LAYER, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
     if (sync_val) exts[n_exts++] = VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME;
@@ -153,8 +153,8 @@ static bool has_device_ext(qp_vk_backend *be, VkPhysicalDevice p, const char *na
 
 /* Debug knobs (README "Vulkan backend"): a lower per-binding limit to test
  * weight splitting, and a device that pretends to lack integer dot product. */
-static uint64_t env_u64(const char *name, uint64_t dflt) {
-    const char *v = getenv(name);
+static uint64_t env_u64(const qp_host *h, const char *name, uint64_t dflt) {
+    const char *v = qp_host_setting(h, name);
     if (!v || !*v) return dflt;
     char *end;
     unsigned long long x = strtoull(v, &end, 0);
@@ -258,12 +258,12 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
     d->storage8 = v12.storageBuffer8BitAccess;
     d->int8_arith = v12.shaderInt8;
     d->fp16_arith = v12.shaderFloat16;
-    d->int_dot = (core13 || dot_ext) && dotf.shaderIntegerDotProduct && !env_u64("QPORT_VK_NO_INT_DOT", 0);
+    d->int_dot = (core13 || dot_ext) && dotf.shaderIntegerDotProduct && !env_u64(be->host, "QPORT_VK_NO_INT_DOT", 0);
     d->int_dot_accel = d->int_dot && dotp.integerDotProduct4x8BitPackedSignedAccelerated;
     d->subgroup_min = (core13 || sgc_ext) ? sgc.minSubgroupSize : sgp.subgroupSize;
     d->subgroup_max = (core13 || sgc_ext) ? sgc.maxSubgroupSize : sgp.subgroupSize;
     d->max_range = props.limits.maxStorageBufferRange;
-    uint64_t knob = env_u64("QPORT_VK_MAX_BINDING", 0);
+    uint64_t knob = env_u64(be->host, "QPORT_VK_MAX_BINDING", 0);
     d->weight_range = knob && knob < d->max_range ? knob & ~(uint64_t)15 : d->max_range;
     d->max_alloc = m3.maxMemoryAllocationSize;
     d->max_wg_invocations = props.limits.maxComputeWorkGroupInvocations;

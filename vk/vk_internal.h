@@ -49,7 +49,7 @@ typedef struct qp_vk_fns {
 } qp_vk_fns;
 
 /* Opens the loader; false with a reason when it is absent. */
-bool qp_vk_load_library(qp_vk_fns *f, char *why, size_t cap);
+bool qp_vk_load_library(qp_vk_fns *f, const char *name, char *why, size_t cap);
 /* Instance-level entry points (false and the first missing name). */
 bool qp_vk_load_instance(qp_vk_fns *f, VkInstance inst, char *why, size_t cap);
 void qp_vk_unload(qp_vk_fns *f);

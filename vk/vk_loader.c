@@ -7,10 +7,9 @@
 
 #include "vk_internal.h"
 
-bool qp_vk_load_library(qp_vk_fns *f, char *why, size_t cap) {
+bool qp_vk_load_library(qp_vk_fns *f, const char *name, char *why, size_t cap) {
     memset(f, 0, sizeof *f);
-    /* QPORT_VK_LOADER: another loader file (tests use a missing one) */
-    const char *name = getenv("QPORT_VK_LOADER");
+    /* `name`: QPORT_VK_LOADER, another loader file (tests use a missing one) */
     if (!name || !*name) name = "libvulkan.so.1";
     f->lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
     if (!f->lib) {
