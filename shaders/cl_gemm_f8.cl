@@ -52,6 +52,20 @@ void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N,
 
 #define QP_TKF 16
 
+/* One k-tile of the 32x32 tiled kernels: each lane's 4x4 outputs (rows ty +
+ * 8i, columns tx + 8j) accumulate As x Bs over the tile's QP_TKF columns in
+ * increasing k, one rounding per add (the products of two 16-bit-exact
+ * values are exact in fp32). */
+inline void qp_tile_mac(__local const float *As, __local const float *Bs, int ty, int tx, float acc[4][4]) {
+    for (int kk = 0; kk < QP_TKF; kk++) {
+        float a[4], b[4];
+        for (int i = 0; i < 4; i++) a[i] = As[(ty + 8 * i) * QP_TKF + kk];
+        for (int j = 0; j < 4; j++) b[j] = Bs[(tx + 8 * j) * QP_TKF + kk];
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) acc[i][j] += a[i] * b[j];
+    }
+}
+
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K, int N, int nb, int ne, int flags,
                  __global const float *sx, __global const float *wsc, __global const ushort *bias,
@@ -76,13 +90,7 @@ void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K
             Bs[lr * QP_TKF + lc + i] = gn < ne && gk < K ? dec[w[(size_t)(gn - nb) * K + gk]] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int kk = 0; kk < QP_TKF; kk++) {
-            float a[4], b[4];
-            for (int i = 0; i < 4; i++) a[i] = As[(ty + 8 * i) * QP_TKF + kk];
-            for (int j = 0; j < 4; j++) b[j] = Bs[(tx + 8 * j) * QP_TKF + kk];
-            for (int i = 0; i < 4; i++)
-                for (int j = 0; j < 4; j++) acc[i][j] += a[i] * b[j]; /* exact product, one rounding */
-        }
+        qp_tile_mac(As, Bs, ty, tx, acc);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     for (int i = 0; i < 4; i++)

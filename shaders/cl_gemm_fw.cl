@@ -283,13 +283,7 @@ void qp_tiled_fw(__global const float *xf, __global const uchar *w, __global con
             Bs[lr * QP_TKF + lc + i] = gn < ne && gk < K ? qp_fw_weight(wr, gk, wfmt, blk, lut, bs, bf16) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int kk = 0; kk < QP_TKF; kk++) {
-            float a[4], bb[4];
-            for (int i = 0; i < 4; i++) a[i] = As[(ty + 8 * i) * QP_TKF + kk];
-            for (int j = 0; j < 4; j++) bb[j] = Bs[(tx + 8 * j) * QP_TKF + kk];
-            for (int i = 0; i < 4; i++)
-                for (int j = 0; j < 4; j++) acc[i][j] += a[i] * bb[j];
-        }
+        qp_tile_mac(As, Bs, ty, tx, acc);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     for (int i = 0; i < 4; i++)

@@ -115,13 +115,7 @@ void qp_tiled_w4(__global const float *xf, __global const uchar *wq, __global co
             for (int i = 0; i < 8; i++) Bs[lr * QP_TKF + lc + i] = 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int kk = 0; kk < QP_TKF; kk++) {
-            float a[4], bb[4];
-            for (int i = 0; i < 4; i++) a[i] = As[(ty + 8 * i) * QP_TKF + kk];
-            for (int j = 0; j < 4; j++) bb[j] = Bs[(tx + 8 * j) * QP_TKF + kk];
-            for (int i = 0; i < 4; i++)
-                for (int j = 0; j < 4; j++) acc[i][j] += a[i] * bb[j];
-        }
+        qp_tile_mac(As, Bs, ty, tx, acc);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     for (int i = 0; i < 4; i++)
@@ -194,13 +188,7 @@ void qp_tiled_f8b(__global const float *xf, __global const uchar *w, int M, int 
             Bs[lr * QP_TKF + lc + i] = gn < ne ? dec[w[(size_t)(gn - nb) * K + gk]] : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int kk = 0; kk < QP_TKF; kk++) {
-            float a[4], b[4];
-            for (int i = 0; i < 4; i++) a[i] = As[(ty + 8 * i) * QP_TKF + kk];
-            for (int j = 0; j < 4; j++) b[j] = Bs[(tx + 8 * j) * QP_TKF + kk];
-            for (int i = 0; i < 4; i++)
-                for (int j = 0; j < 4; j++) part[i][j] += a[i] * b[j]; /* exact product, one rounding */
-        }
+        qp_tile_mac(As, Bs, ty, tx, part);
         barrier(CLK_LOCAL_MEM_FENCE);
         if (((k0 + QP_TKF) & 127) == 0) { /* end of a 128-group: scale and fold */
             int g = k0 >> 7;
