@@ -136,6 +136,20 @@ static qp_status bind_bias(const binder *b, qp_lin_desc *d) {
     return s;
 }
 
+/* The largest of a scalar-per-shard fp32 tensor (process-after-loading takes
+ * the max over fused shards: spec 3.8, 4.2, 6.5). */
+static qp_status max_scalar(const binder *b, const char *name, float *out) {
+    const qp_tensor *t;
+    qp_status s;
+    if ((s = find(b, name, true, &t)) || (s = expect(b, t, QP_DTYPE_F32, 0, ""))) return s;
+    size_t n = elem_count(t);
+    if (!n) return fail(b, name, "%s is empty", name);
+    const float *v = t->data;
+    *out = v[0];
+    for (size_t i = 1; i < n; i++) *out = fmaxf(*out, v[i]);
+    return QP_OK;
+}
+
 static qp_status bind_int8(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
     const qp_tensor *w, *ws, *is = NULL, *iz = NULL, *wz;
     size_t NK = (size_t)d->N * (size_t)d->K;
@@ -186,7 +200,7 @@ static qp_status bind_int8(const binder *b, qp_lin_desc_store *st, const qp_line
 }
 
 static qp_status bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
-    const qp_tensor *w, *ws, *is;
+    const qp_tensor *w, *ws;
     size_t NK = (size_t)d->N * (size_t)d->K;
     qp_status s;
     if ((s = find(b, "weight", true, &w)) || (s = expect(b, w, QP_DTYPE_F8_E4M3FN, NK, "expected [N, K]"))) return s;
@@ -238,12 +252,7 @@ static qp_status bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linea
     }
     if (!a->dynamic) {
         d->act = QP_ACT_FP8_STATIC;
-        if ((s = find(b, "input_scale", true, &is)) || (s = expect(b, is, QP_DTYPE_F32, 0, ""))) return s;
-        size_t ns = elem_count(is);
-        if (!ns) return fail(b, "input_scale", "%s", "input_scale is empty");
-        const float *sv = is->data;
-        d->input_scale = sv[0];
-        for (size_t i = 1; i < ns; i++) d->input_scale = fmaxf(d->input_scale, sv[i]);
+        if ((s = max_scalar(b, "input_scale", &d->input_scale))) return s;
     } else {
         d->act = a->granularity == QP_GRAN_TOKEN || a->granularity == QP_GRAN_CHANNEL ? QP_ACT_FP8_DYNAMIC_TOKEN
                                                                                         : QP_ACT_FP8_DYNAMIC_TENSOR;
@@ -301,20 +310,6 @@ static qp_status bind_qqq(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d
     return QP_OK;
 }
 
-
-/* The largest of a scalar-per-shard fp32 tensor (process-after-loading takes
- * the max over fused shards: spec 3.8, 4.2). */
-static qp_status max_scalar(const binder *b, const char *name, float *out) {
-    const qp_tensor *t;
-    qp_status s;
-    if ((s = find(b, name, true, &t)) || (s = expect(b, t, QP_DTYPE_F32, 0, ""))) return s;
-    size_t n = elem_count(t);
-    if (!n) return fail(b, name, "tensor '%s' is empty", name);
-    const float *v = t->data;
-    *out = v[0];
-    for (size_t i = 1; i < n; i++) *out = fmaxf(*out, v[i]);
-    return QP_OK;
-}
 
 /* W4A16 (spec 6.7): Quark's packed int32 words -> codes [N][K], scales and
  * zero points [G][N]; the scale tensor may carry vLLM's 8*ceil(N/8) pad. */
