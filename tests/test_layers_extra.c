@@ -128,8 +128,7 @@ static void kv_devices(void) {
 static void rotation_reference(void) {
     int r = 64, K = 128, M = 3;
     int8_t *H = malloc((size_t)r * r);
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < r; j++) H[i * r + j] = (int8_t)(__builtin_popcount((unsigned)(i & j)) & 1 ? -1 : 1);
+    case_hadamard(r, H);
     uint16_t x[3 * 128], y[3 * 128];
     case_activations(DIST_OUTLIERS, QP_DTYPE_F16, M, K, 5, x);
     CHECK(!qp_ref_rotation_forward(ctx, QP_DTYPE_F16, x, M, K, H, r, y), "%s", qp_last_error(ctx));
@@ -231,8 +230,7 @@ static void rotation_layer(void) {
     case_layer w;
     CHECK(!case_layer_make(ctx, case_scheme_find("w4a16-int4-g32"), 32, 64, QP_DTYPE_F16, 1, NULL, 0, &w, err, sizeof err), "%s", err);
     int8_t H[32 * 32];
-    for (int i = 0; i < 32; i++)
-        for (int j = 0; j < 32; j++) H[i * 32 + j] = (int8_t)(__builtin_popcount((unsigned)(i & j)) & 1 ? -1 : 1);
+    case_hadamard(32, H);
     memcpy(t, w.tensors, sizeof t);
     t[w.n_tensors] = (qp_tensor){"input_rotation", QP_DTYPE_I8, 2, {32, 32, 0, 0}, H};
     CHECK(make(cpu, &w, t, w.n_tensors + 1, &lin) == QP_ERR_UNSUPPORTED &&

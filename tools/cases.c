@@ -135,9 +135,53 @@ static const qp_tensor *tensor_named(const case_layer *l, const char *name) {
 
 /* Sylvester's Hadamard matrix of order r (a power of two): H[i][j] =
  * (-1)^popcount(i & j). */
-static void hadamard(int r, int8_t *H) {
+void case_hadamard(int r, int8_t *H) {
     for (int i = 0; i < r; i++)
         for (int j = 0; j < r; j++) H[(size_t)i * r + j] = (int8_t)(__builtin_popcount((unsigned)(i & j)) & 1 ? -1 : 1);
+}
+
+/* The layer's checkpoint tensors from the library's exporter
+ * (qp_quantize_weights, as `qport quantize` writes them), copied into the
+ * layer under the exporter's names; `calib` (may be NULL) sets static
+ * activation scales. */
+static int export_tensors(qp_context *ctx, case_layer *l, const float *w, const uint16_t *calib, int calib_m,
+                          char *err, size_t errcap) {
+    static const char *const names[] = {"weight", "weight_scale", "weight_zero_point", "weight_scale_inv",
+                                        "input_scale", "weight_scale_2", "input_scale_2"};
+    int K = l->K, rc = 0;
+    float *cf = NULL;
+    qp_quantize_options qo;
+    qp_quantize_options_init(&qo);
+    qo.params_dtype = l->act_dtype;
+    if (calib && calib_m > 0) {
+        cf = malloc(sizeof(float) * (size_t)calib_m * K);
+        if (!cf) { snprintf(err, errcap, "out of memory"); return -1; }
+        for (size_t i = 0; i < (size_t)calib_m * K; i++) cf[i] = qp_format_decode(l->act_dtype, calib[i]);
+        qo.calib = cf;
+        qo.calib_rows = (size_t)calib_m;
+    }
+    qp_qweights *q = NULL;
+    if (qp_quantize_weights(ctx, &l->scheme, w, l->N, K, &qo, &q)) {
+        snprintf(err, errcap, "%s", qp_last_error(ctx));
+        rc = -1;
+    }
+    free(cf);
+    for (size_t i = 0; !rc && i < qp_qweights_count(q); i++) {
+        qp_tensor t;
+        qp_qweights_get(q, i, &t);
+        /* the names are the library's static strings, but the layer keeps
+         * its own (the qweights owns t.name) */
+        const char *nm = NULL;
+        for (size_t k = 0; k < sizeof names / sizeof *names; k++) if (!strcmp(t.name, names[k])) nm = names[k];
+        if (!nm) { snprintf(err, errcap, "unexpected tensor '%s'", t.name); rc = -1; break; }
+        size_t bytes = qp_tensor_bytes(&t);
+        void *copy = own(l, bytes);
+        if (!copy || l->n_tensors >= 6) { snprintf(err, errcap, "out of memory"); rc = -1; break; }
+        memcpy(copy, t.data, bytes);
+        add(l, nm, t.dtype, t.ndim, t.shape[0], t.ndim > 1 ? t.shape[1] : 0, copy);
+    }
+    qp_qweights_destroy(q);
+    return rc;
 }
 
 /* OCP-MX, W4A8-MXFP4-FP8, NVFP4 and unquantized layers through the library's
@@ -158,37 +202,7 @@ static int make_block_float(qp_context *ctx, case_layer *l, const float *w, cons
         add(l, "weight", l->act_dtype, 2, N, K, wa);
         return 0;
     }
-    float *cf = NULL;
-    qp_quantize_options qo;
-    qp_quantize_options_init(&qo);
-    qo.params_dtype = l->act_dtype;
-    if (calib && calib_m > 0) {
-        cf = malloc(sizeof(float) * (size_t)calib_m * K);
-        if (!cf) { snprintf(err, errcap, "out of memory"); return -1; }
-        for (size_t i = 0; i < (size_t)calib_m * K; i++) cf[i] = qp_format_decode(l->act_dtype, calib[i]);
-        qo.calib = cf;
-        qo.calib_rows = (size_t)calib_m;
-    }
-    qp_qweights *q = NULL;
-    int rc = 0;
-    if (qp_quantize_weights(ctx, &l->scheme, w, N, K, &qo, &q)) {
-        snprintf(err, errcap, "%s", qp_last_error(ctx));
-        rc = -1;
-    }
-    free(cf);
-    static const char *const names[] = {"weight", "weight_scale", "input_scale", "weight_scale_2", "input_scale_2"};
-    for (size_t i = 0; !rc && i < qp_qweights_count(q); i++) {
-        qp_tensor t;
-        qp_qweights_get(q, i, &t);
-        size_t bytes = qp_tensor_bytes(&t);
-        const char *nm = NULL;
-        for (int k = 0; k < 5; k++) if (!strcmp(t.name, names[k])) nm = names[k];
-        void *copy = own(l, bytes);
-        if (!nm || !copy || l->n_tensors >= 6) { snprintf(err, errcap, "unexpected tensor '%s'", t.name); rc = -1; break; }
-        memcpy(copy, t.data, bytes);
-        add(l, nm, t.dtype, t.ndim, t.shape[0], t.ndim > 1 ? t.shape[1] : 0, copy);
-    }
-    qp_qweights_destroy(q);
+    int rc = export_tensors(ctx, l, w, calib, calib_m, err, errcap);
     const qp_tensor *tw = tensor_named(l, "weight"), *ts = tensor_named(l, "weight_scale");
     if (!rc && (!tw || !ts)) { snprintf(err, errcap, "the exporter wrote no weight / weight_scale"); rc = -1; }
     uint8_t *codes = rc ? NULL : malloc(NK);
@@ -215,7 +229,7 @@ static int make_block_float(qp_context *ctx, case_layer *l, const float *w, cons
         int r = 32;
         l->rotation = own(l, (size_t)r * r);
         if (!l->rotation) { snprintf(err, errcap, "out of memory"); return -1; }
-        hadamard(r, l->rotation);
+        case_hadamard(r, l->rotation);
         l->rotation_size = r;
         qp_tensor *t = &l->tensors[l->n_tensors++];
         *t = (qp_tensor){"input_rotation", QP_DTYPE_I8, 2, {r, r, 0, 0}, l->rotation};
@@ -320,38 +334,11 @@ int case_layer_make(qp_context *ctx, const case_scheme *cs, int N, int K, qp_dty
                kind == QP_SCHEME_UNQUANTIZED) {
         rc = make_block_float(ctx, l, w, calib, calib_m, err, errcap);
     } else if (kind == QP_SCHEME_W4A16_INT4 || fp8_block(l)) {
-        /* the library's exporter (qp_quantize_weights, as `qport quantize`);
-         * the dequantized weights are rebuilt from the checkpoint tensors */
-        qp_quantize_options qo;
-        qp_quantize_options_init(&qo);
-        qo.params_dtype = dt;
-        qp_qweights *q = NULL;
-        if (qp_quantize_weights(ctx, &l->scheme, w, N, K, &qo, &q)) {
-            snprintf(err, errcap, "%s", qp_last_error(ctx));
-            rc = -1;
-        }
-        for (size_t i = 0; !rc && i < qp_qweights_count(q); i++) {
-            qp_tensor t;
-            qp_qweights_get(q, i, &t);
-            size_t bytes = qp_tensor_bytes(&t);
-            void *copy = own(l, bytes);
-            if (!copy || l->n_tensors >= 7) { snprintf(err, errcap, "out of memory"); rc = -1; break; }
-            memcpy(copy, t.data, bytes);
-            /* names are static strings of the library's tables, but a copy
-             * does not depend on it: the qweights owns them */
-            static const char *const names[] = {"weight", "weight_scale", "weight_zero_point", "weight_scale_inv"};
-            const char *nm = NULL;
-            for (int k = 0; k < 4; k++) if (!strcmp(t.name, names[k])) nm = names[k];
-            if (!nm) { snprintf(err, errcap, "unexpected tensor '%s'", t.name); rc = -1; break; }
-            add(l, nm, t.dtype, t.ndim, t.shape[0], t.ndim > 1 ? t.shape[1] : 0, copy);
-        }
-        qp_qweights_destroy(q);
-        const qp_tensor *tw = NULL, *ts = NULL, *tz = NULL;
-        for (size_t i = 0; i < l->n_tensors; i++) {
-            if (!strcmp(l->tensors[i].name, "weight")) tw = &l->tensors[i];
-            else if (!strcmp(l->tensors[i].name, "weight_zero_point")) tz = &l->tensors[i];
-            else ts = &l->tensors[i];
-        }
+        /* the library's exporter; the dequantized weights are rebuilt from
+         * the checkpoint tensors */
+        rc = export_tensors(ctx, l, w, NULL, 0, err, errcap);
+        const qp_tensor *tw = tensor_named(l, "weight"), *tz = tensor_named(l, "weight_zero_point");
+        const qp_tensor *ts = tensor_named(l, "weight_scale") ? tensor_named(l, "weight_scale") : tensor_named(l, "weight_scale_inv");
         if (!rc && (!tw || !ts)) { snprintf(err, errcap, "the exporter wrote no weight / weight_scale"); rc = -1; }
         if (!rc && kind == QP_SCHEME_W4A16_INT4) {
             /* int4: two's-complement codes times the group scale; uint4:

@@ -66,4 +66,7 @@ void case_activations(case_dist d, qp_dtype act_dtype, int M, int K, uint64_t se
 double case_bound(const case_layer *l, const uint16_t *x, int m, double ref, qp_dtype out_dtype, int n);
 
 uint64_t case_rng(uint64_t *state);
+/* Sylvester's Hadamard matrix of order r (a power of two), r x r of +-1:
+ * H[i][j] = (-1)^popcount(i & j) (symmetric, H H = r I). */
+void case_hadamard(int r, int8_t *H);
 #endif
