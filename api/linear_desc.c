@@ -100,13 +100,59 @@ static qp_status oom(const binder *b) {
     return qp_error_set(b->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, b->layer, "out of memory preparing the layer");
 }
 
+static bool is_float(qp_dtype d) { return d == QP_DTYPE_F32 || d == QP_DTYPE_F16 || d == QP_DTYPE_BF16; }
+
+/* A float tensor as fp32 values. vLLM creates its scale parameters in fp32
+ * and its weight loaders copy_ whatever float dtype the checkpoint holds
+ * into them: f16 and bf16 widen exactly (Quark writes scales in the model
+ * dtype). `want` 0 skips the count. */
+static qp_status widen(const binder *b, qp_lin_desc_store *st, const qp_tensor *t, size_t want, const char *rule,
+                       const float **out) {
+    if (!is_float(t->dtype)) {
+        char m[200];
+        snprintf(m, sizeof m, "tensor '%s' must be a float tensor (f32, f16 or bf16), got %s", t->name,
+                 qp_dtype_name(t->dtype));
+        return fail(b, t->name, "%s", m);
+    }
+    qp_status s = expect(b, t, t->dtype, want, rule);
+    if (s) return s;
+    if (t->dtype == QP_DTYPE_F32) { *out = t->data; return QP_OK; }
+    size_t n = elem_count(t);
+    float *f = keep(st, malloc(sizeof(float) * (n ? n : 1)));
+    if (!f) return oom(b);
+    for (size_t i = 0; i < n; i++) f[i] = qp_ref_load(t->dtype, t->data, i);
+    *out = f;
+    return QP_OK;
+}
+
+/* A float tensor in the params dtype `dt` (fp16/bf16 bits or fp32), as
+ * torch's copy_ into a params-dtype parameter makes it: exact when the
+ * checkpoint holds `dt`, otherwise rounded to nearest even. */
+static qp_status to_params(const binder *b, qp_lin_desc_store *st, const qp_tensor *t, qp_dtype dt, size_t want,
+                           const char *rule, const void **out) {
+    if (!is_float(t->dtype)) {
+        char m[200];
+        snprintf(m, sizeof m, "tensor '%s' must be a float tensor (the params dtype %s, or f32/f16/bf16), got %s",
+                 t->name, qp_dtype_name(dt), qp_dtype_name(t->dtype));
+        return fail(b, t->name, "%s", m);
+    }
+    qp_status s = expect(b, t, t->dtype, want, rule);
+    if (s) return s;
+    if (t->dtype == dt) { *out = t->data; return QP_OK; }
+    size_t n = elem_count(t);
+    void *o = keep(st, malloc(qp_ref_elem_size(dt) * (n ? n : 1)));
+    if (!o) return oom(b);
+    for (size_t i = 0; i < n; i++) qp_ref_store(dt, o, i, qp_ref_load(t->dtype, t->data, i));
+    *out = o;
+    return QP_OK;
+}
+
 /* Per-shard scalars → one per row (convert_to_channelwise, spec 6.4.3). */
-static qp_status channelwise(const binder *b, qp_lin_desc_store *st, const qp_tensor *ws, int N,
+static qp_status channelwise(const binder *b, qp_lin_desc_store *st, const qp_tensor *ws, const float *v, int N,
                              const qp_linear_options *o, const float **out, int *per_channel) {
     size_t n = elem_count(ws);
     float *sc = keep(st, malloc(sizeof(float) * (size_t)N));
     if (!sc) return oom(b);
-    const float *v = ws->data;
     if (n == (size_t)N && (N > 1 || ws->ndim >= 1)) {
         memcpy(sc, v, sizeof(float) * (size_t)N);
         *per_channel = n > 1 || (ws->ndim == 2 && ws->shape[1] == 1);
@@ -127,24 +173,25 @@ static qp_status channelwise(const binder *b, qp_lin_desc_store *st, const qp_te
     return QP_OK;
 }
 
-static qp_status bind_bias(const binder *b, qp_lin_desc *d) {
+static qp_status bind_bias(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
     const qp_tensor *t;
     qp_status s = find(b, "bias", false, &t);
     if (s || !t) return s;
-    s = expect(b, t, d->act_dtype, (size_t)d->N, "bias must have N elements");
-    if (!s) d->bias = t->data;
+    const void *v;
+    s = to_params(b, st, t, d->act_dtype, (size_t)d->N, "bias must have N elements", &v);
+    if (!s) d->bias = v;
     return s;
 }
 
 /* The largest of a scalar-per-shard fp32 tensor (process-after-loading takes
  * the max over fused shards: spec 3.8, 4.2, 6.5). */
-static qp_status max_scalar(const binder *b, const char *name, float *out) {
+static qp_status max_scalar(const binder *b, qp_lin_desc_store *st, const char *name, float *out) {
     const qp_tensor *t;
+    const float *v;
     qp_status s;
-    if ((s = find(b, name, true, &t)) || (s = expect(b, t, QP_DTYPE_F32, 0, ""))) return s;
+    if ((s = find(b, name, true, &t)) || (s = widen(b, st, t, 0, "", &v))) return s;
     size_t n = elem_count(t);
     if (!n) return fail(b, name, "%s is empty", name);
-    const float *v = t->data;
     *out = v[0];
     for (size_t i = 1; i < n; i++) *out = fmaxf(*out, v[i]);
     return QP_OK;
@@ -155,19 +202,19 @@ static qp_status bind_int8(const binder *b, qp_lin_desc_store *st, const qp_line
     size_t NK = (size_t)d->N * (size_t)d->K;
     qp_status s;
     if ((s = find(b, "weight", true, &w)) || (s = expect(b, w, QP_DTYPE_I8, NK, "expected [N, K]"))) return s;
-    if ((s = find(b, "weight_scale", true, &ws)) || (s = expect(b, ws, QP_DTYPE_F32, 0, ""))) return s;
+    const float *wsv, *sv;
+    if ((s = find(b, "weight_scale", true, &ws)) || (s = widen(b, st, ws, 0, "", &wsv))) return s;
     if ((s = find(b, "weight_zero_point", false, &wz))) return s; /* dropped unvalidated, spec 6.4.1 */
-    if ((s = channelwise(b, st, ws, d->N, o, &d->w_scale, &d->w_per_channel))) return s;
+    if ((s = channelwise(b, st, ws, wsv, d->N, o, &d->w_scale, &d->w_per_channel))) return s;
     d->w_i8 = w->data;
     d->act_symmetric = d->scheme.activation.symmetric;
     if (d->scheme.activation.dynamic) {
         d->act = QP_ACT_INT8_DYNAMIC_TOKEN;
     } else {
         d->act = QP_ACT_INT8_STATIC;
-        if ((s = find(b, "input_scale", true, &is)) || (s = expect(b, is, QP_DTYPE_F32, 0, ""))) return s;
+        if ((s = find(b, "input_scale", true, &is)) || (s = widen(b, st, is, 0, "", &sv))) return s;
         size_t ns = elem_count(is);
         if (!ns) return fail(b, "input_scale", "%s", "input_scale is empty");
-        const float *sv = is->data;
         if (d->act_symmetric) {
             if ((s = find(b, "input_zero_point", false, &iz))) return s; /* dropped, spec 6.4.1 */
             float mx = sv[0]; /* spec 6.4.4: max over shards */
@@ -220,8 +267,7 @@ static qp_status bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linea
             qp_format_decode_array(QP_DTYPE_E8M0, ws->data, nb, f);
             d->w_scale = f;
         } else {
-            if ((s = expect(b, ws, QP_DTYPE_F32, nb, "expected [ceil(N/128), ceil(K/128)]"))) return s;
-            d->w_scale = ws->data;
+            if ((s = widen(b, st, ws, nb, "expected [ceil(N/128), ceil(K/128)]", &d->w_scale))) return s;
         }
         if (d->K % 128) return fail(b, "weight", "%s", "per-block fp8 needs K to be a multiple of 128 (per-token-group activations)");
         d->w_u8 = w->data;
@@ -230,7 +276,8 @@ static qp_status bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linea
         d->w_per_channel = 1;
         return QP_OK;
     }
-    if ((s = expect(b, ws, QP_DTYPE_F32, 0, ""))) return s;
+    const float *wsv;
+    if ((s = widen(b, st, ws, 0, "", &wsv))) return s;
     size_t nws = elem_count(ws);
     d->w_u8 = w->data;
     if (nws > 1 && nws != (size_t)d->N && d->scheme.weight.granularity != QP_GRAN_CHANNEL) {
@@ -242,17 +289,17 @@ static qp_status bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linea
         if (!wq || !sc) return oom(b);
         memcpy(wq, w->data, NK);
         float smax;
-        if ((s = qp_fp8_requantize_max_scale(b->ctx, wq, d->K, o->shard_rows, nws, ws->data, &smax))) return s;
+        if ((s = qp_fp8_requantize_max_scale(b->ctx, wq, d->K, o->shard_rows, nws, wsv, &smax))) return s;
         for (int i = 0; i < d->N; i++) sc[i] = smax;
         d->w_u8 = wq;
         d->w_scale = sc;
         d->w_per_channel = 0;
-    } else if ((s = channelwise(b, st, ws, d->N, o, &d->w_scale, &d->w_per_channel))) {
+    } else if ((s = channelwise(b, st, ws, wsv, d->N, o, &d->w_scale, &d->w_per_channel))) {
         return s;
     }
     if (!a->dynamic) {
         d->act = QP_ACT_FP8_STATIC;
-        if ((s = max_scalar(b, "input_scale", &d->input_scale))) return s;
+        if ((s = max_scalar(b, st, "input_scale", &d->input_scale))) return s;
     } else {
         d->act = a->granularity == QP_GRAN_TOKEN || a->granularity == QP_GRAN_CHANNEL ? QP_ACT_FP8_DYNAMIC_TOKEN
                                                                                         : QP_ACT_FP8_DYNAMIC_TENSOR;
@@ -326,19 +373,21 @@ static qp_status bind_w4a16(const binder *b, qp_lin_desc_store *st, qp_lin_desc 
     if ((s = find(b, "weight", true, &w)) || (s = expect(b, w, QP_DTYPE_I32, (size_t)K * nc, "expected [K, ceil(N/8)]")))
         return s;
     if ((s = find(b, "weight_scale", true, &sc))) return s;
-    bool dt_ok = sc->dtype == d->act_dtype ||
-                 (d->act_dtype == QP_DTYPE_F32 && (sc->dtype == QP_DTYPE_F16 || sc->dtype == QP_DTYPE_BF16));
+    /* the scale parameter is [G, 8*ceil(N/8)] in the params dtype; a float
+     * checkpoint scale of another dtype is copy_'d into it (rounded) */
     size_t ns = elem_count(sc);
-    if (!dt_ok || (ns != (size_t)G * N && ns != (size_t)G * 8 * nc)) {
-        char sh[96], m[320];
+    if (!is_float(sc->dtype) || (ns != (size_t)G * N && ns != (size_t)G * 8 * nc)) {
+        char sh[96], pad[32] = "", m[320];
         shape_str(sc, sh, sizeof sh);
-        snprintf(m, sizeof m, "tensor 'weight_scale' must be %s [%d, %d] or [%d, %d] (the params dtype), got %s %s",
-                 qp_dtype_name(d->act_dtype), G, N, G, 8 * nc, qp_dtype_name(sc->dtype), sh);
+        if (8 * nc != N) snprintf(pad, sizeof pad, " or [%d, %d]", G, 8 * nc);
+        snprintf(m, sizeof m, "tensor 'weight_scale' must be a float tensor [%d, %d]%s (loaded into the params dtype %s), got %s %s",
+                 G, N, pad, qp_dtype_name(d->act_dtype), qp_dtype_name(sc->dtype), sh);
         return fail(b, "weight_scale", "%s", m);
     }
+    /* vLLM creates weight_zero_point for symmetric layers too and ignores
+     * it (Quark writes zeros there); it must still fit the parameter */
     if ((s = find(b, "weight_zero_point", !sym, &zp))) return s;
-    if (sym && zp) return fail(b, "weight_zero_point", "%s", "a symmetric int4 layer has no weight_zero_point");
-    if (!sym && (s = expect(b, zp, QP_DTYPE_I32, (size_t)G * nc, "expected [K/group_size, ceil(N/8)]"))) return s;
+    if (zp && (s = expect(b, zp, QP_DTYPE_I32, (size_t)G * nc, "expected [K/group_size, ceil(N/8)]"))) return s;
     size_t nk = (size_t)N * K, gn = (size_t)G * N;
     uint8_t *kn = malloc(nk > gn ? nk : gn);
     uint8_t *q4 = keep(st, malloc(nk)), *z = sym ? NULL : keep(st, malloc(gn));
@@ -355,7 +404,8 @@ static qp_status bind_w4a16(const binder *b, qp_lin_desc_store *st, qp_lin_desc 
     if (s) return fail(b, "weight", "%s", "cannot unpack the int4 words (pack_method must be order or reorder)");
     size_t stride = ns == gn ? (size_t)N : (size_t)8 * nc;
     for (int gi = 0; gi < G; gi++)
-        for (int n = 0; n < N; n++) f[(size_t)gi * N + n] = qp_ref_load(sc->dtype, sc->data, (size_t)gi * stride + n);
+        for (int n = 0; n < N; n++)
+            f[(size_t)gi * N + n] = qp_ref_round(d->act_dtype, qp_ref_load(sc->dtype, sc->data, (size_t)gi * stride + n));
     d->q4 = (const int8_t *)q4;
     d->w4_signed = sym;
     d->w4_zero = z;
@@ -466,7 +516,7 @@ static qp_status bind_w4a8_mxfp4(const binder *b, qp_lin_desc_store *st, qp_lin_
         (s = expect(b, w, QP_DTYPE_U8, (size_t)d->N * d->K / 2, "expected [N, K/2] (two fp4 codes per byte)")))
         return s;
     if ((s = unpack_codes(b, st, w, QP_DTYPE_F4_E2M1, d)) || (s = mx_scales(b, st, QP_DTYPE_F4_E2M1, 1, d)) ||
-        (s = max_scalar(b, "input_scale", &d->input_scale)))
+        (s = max_scalar(b, st, "input_scale", &d->input_scale)))
         return s;
     if (!(d->input_scale > 0.0f) || isinf(d->input_scale))
         return fail(b, "input_scale", "input_scale must be finite and > 0 (got %s)", d->input_scale != d->input_scale ? "nan" : "<= 0 or inf");
@@ -488,7 +538,7 @@ static qp_status bind_nvfp4(const binder *b, qp_lin_desc_store *st, qp_lin_desc 
     if ((s = find(b, "weight_scale", true, &ws)) ||
         (s = expect(b, ws, QP_DTYPE_F8_E4M3FN, (size_t)N * K / 16, "expected [N, K/16]")))
         return s;
-    if ((s = max_scalar(b, "weight_scale_2", &w2)) || (s = max_scalar(b, "input_scale_2", &d->input_global_scale)))
+    if ((s = max_scalar(b, st, "weight_scale_2", &w2)) || (s = max_scalar(b, st, "input_scale_2", &d->input_global_scale)))
         return s;
     if (isnan(w2)) return fail(b, "weight_scale_2", "%s", "weight_scale_2 is NaN");
     if (!(d->input_global_scale > 0.0f) || isinf(d->input_global_scale))
@@ -507,13 +557,14 @@ static qp_status bind_nvfp4(const binder *b, qp_lin_desc_store *st, qp_lin_desc 
     return QP_OK;
 }
 
-static qp_status bind_unquantized(const binder *b, qp_lin_desc *d) {
+static qp_status bind_unquantized(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
     const qp_tensor *w;
     qp_status s;
+    const void *v;
     if ((s = find(b, "weight", true, &w)) ||
-        (s = expect(b, w, d->act_dtype, (size_t)d->N * d->K, "expected [N, K] in the activation dtype")))
+        (s = to_params(b, st, w, d->act_dtype, (size_t)d->N * d->K, "expected [N, K]", &v)))
         return s;
-    d->w_act = w->data;
+    d->w_act = v;
     d->act = QP_ACT_NONE;
     return QP_OK;
 }
@@ -593,14 +644,14 @@ qp_status qp_lin_desc_build(qp_context *ctx, const qp_scheme *scheme, int N, int
     case QP_SCHEME_OCP_MX: s = bind_ocp_mx(&b, st, d); break;
     case QP_SCHEME_W4A8_MXFP4_FP8: s = bind_w4a8_mxfp4(&b, st, d); break;
     case QP_SCHEME_NVFP4: s = bind_nvfp4(&b, st, d); break;
-    case QP_SCHEME_UNQUANTIZED: s = bind_unquantized(&b, d); break;
+    case QP_SCHEME_UNQUANTIZED: s = bind_unquantized(&b, st, d); break;
     default:
         s = qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "scheme %s is not a linear layer qport runs",
                          qp_scheme_kind_name(scheme->kind));
         break;
     }
     if (!s) s = bind_rotation(&b, d);
-    if (!s) s = bind_bias(&b, d);
+    if (!s) s = bind_bias(&b, st, d);
     for (size_t i = 0; !s && i < n; i++)
         if (!used[i])
             s = qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, t[i].name ? t[i].name : "(null)", layer,

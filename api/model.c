@@ -76,6 +76,72 @@ static qp_status open_weights(qp_model *m) {
     return st;
 }
 
+/* A config dtype string as transformers writes it ("float16", "torch.float16",
+ * "bfloat16", "float32", "half", "float", "bf16"...). NONE: not a float dtype. */
+QP_API qp_dtype qp_dtype_from_torch_name(const char *s) {
+    if (!s) return QP_DTYPE_NONE;
+    if (!strncmp(s, "torch.", 6)) s += 6;
+    static const struct { const char *name; qp_dtype d; } names[] = {
+        {"float16", QP_DTYPE_F16}, {"half", QP_DTYPE_F16}, {"fp16", QP_DTYPE_F16},
+        {"bfloat16", QP_DTYPE_BF16}, {"bf16", QP_DTYPE_BF16},
+        {"float32", QP_DTYPE_F32}, {"float", QP_DTYPE_F32}, {"fp32", QP_DTYPE_F32},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!strcmp(s, names[i].name)) return names[i].d;
+    return QP_DTYPE_NONE;
+}
+
+/* vLLM's model dtype for dtype="auto" (ModelConfig: _find_dtype, then
+ * _resolve_auto_dtype): config.json's "dtype" (transformers >= 5) or
+ * "torch_dtype", also under text_config; absent, the common dtype of the
+ * checkpoint's float tensors (mixed f16/bf16 broadcast to f32); absent too,
+ * float32. float32 is then downcast to the platform's first supported dtype:
+ * bfloat16 on CUDA devices of capability 8.0 and up, the GPUs vLLM targets. */
+static qp_status find_dtype(qp_model *m, const char *path) {
+    qp_dtype d = QP_DTYPE_NONE;
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        qp_buf b = {0};
+        char chunk[65536];
+        size_t n;
+        while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < ((size_t)64 << 20)) qp_buf_putn(&b, chunk, n);
+        fclose(f);
+        char err[256];
+        qj_doc *doc = qj_parse(b.p ? b.p : "", b.len, err, sizeof err);
+        qp_buf_free(&b);
+        if (!doc) return qp_error_set(m->ctx, QP_ERR_PARSE, path, NULL, NULL, "%s", err);
+        const qj *root = qj_root(doc), *tc = qj_get(root, "text_config");
+        const qj *cands[] = {qj_get(root, "dtype"), qj_get(root, "torch_dtype"), tc ? qj_get(tc, "dtype") : NULL,
+                             tc ? qj_get(tc, "torch_dtype") : NULL};
+        qp_status st = QP_OK;
+        for (size_t i = 0; i < 4 && d == QP_DTYPE_NONE && !st; i++) {
+            if (!cands[i] || cands[i]->type == QJ_NULL || (cands[i]->type == QJ_STRING && !strcmp(cands[i]->s, "auto"))) continue;
+            if (cands[i]->type != QJ_STRING || (d = qp_dtype_from_torch_name(cands[i]->s)) == QP_DTYPE_NONE)
+                st = qp_error_set(m->ctx, QP_ERR_PARSE, path, i % 2 ? "torch_dtype" : "dtype", NULL,
+                                  "the model dtype must be float16, bfloat16 or float32, got %s",
+                                  cands[i]->type == QJ_STRING ? cands[i]->s : "a non-string");
+        }
+        qj_free(doc);
+        if (st) return st;
+    }
+    if (d == QP_DTYPE_NONE) {
+        int seen16 = 0, seenbf = 0, seen32 = 0;
+        for (size_t i = 0; i < m->n_files; i++)
+            for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++) {
+                qp_tensor t;
+                if (qp_safetensors_get(m->files[i], j, &t, NULL)) continue;
+                seen16 |= t.dtype == QP_DTYPE_F16;
+                seenbf |= t.dtype == QP_DTYPE_BF16;
+                seen32 |= t.dtype == QP_DTYPE_F32;
+            }
+        d = seen32 || (seen16 && seenbf) ? QP_DTYPE_F32 : seenbf ? QP_DTYPE_BF16 : seen16 ? QP_DTYPE_F16 : QP_DTYPE_F32;
+    }
+    m->dtype = d == QP_DTYPE_F32 ? QP_DTYPE_BF16 : d;
+    return QP_OK;
+}
+
+QP_API qp_dtype qp_model_dtype(const qp_model *m) { return m ? m->dtype : QP_DTYPE_NONE; }
+
 QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out) {
     if (!ctx || !dir || !out) return QP_ERR_INVALID_ARGUMENT;
     *out = NULL;
@@ -98,6 +164,7 @@ QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out)
         if (strstr(head, "quantization_config") || n == sizeof head - 1) st = qp_config_load_file(ctx, path, &m->cfg);
     }
     if (!st) st = open_weights(m);
+    if (!st) st = find_dtype(m, path);
     if (st) { qp_model_close(m); return st; }
     *out = m;
     return QP_OK;

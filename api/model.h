@@ -15,5 +15,6 @@ struct qp_model {
     char **layers;
     size_t n_layers;
     int layers_listed;
+    qp_dtype dtype;              /* vLLM's dtype="auto" (qp_model_dtype)     */
 };
 #endif

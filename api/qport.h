@@ -831,6 +831,19 @@ QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out)
 QP_API void qp_model_close(qp_model *m);
 /* NULL when config.json has no quantization_config. */
 QP_API const qp_config *qp_model_config(const qp_model *m);
+/* The model's activation and params dtype (F16 or BF16; F32 never comes
+ * back, as vLLM's dtype="auto" downcasts it) as vLLM picks it with
+ * dtype="auto": config.json's "dtype" (transformers 5) or "torch_dtype"
+ * (also under "text_config"); without one, the common dtype of the
+ * checkpoint's float tensors; float32 becomes bfloat16 (vLLM's first
+ * supported dtype on CUDA devices of capability 8.0+). Pass it as
+ * qp_linear_options.act_dtype; an explicit choice (vLLM's --dtype) may
+ * override it. A config dtype that is not a float dtype fails
+ * qp_model_open with QP_ERR_PARSE. */
+QP_API qp_dtype qp_model_dtype(const qp_model *m);
+/* "float16", "torch.bfloat16", "half", "float", "float32", "bf16"... as
+ * transformers and vLLM's --dtype spell them; QP_DTYPE_NONE otherwise. */
+QP_API qp_dtype qp_dtype_from_torch_name(const char *name);
 QP_API qp_status qp_model_find_tensor(const qp_model *m, const char *name, qp_tensor *out);
 /* Every tensor of every shard file, in file then header order. */
 QP_API size_t qp_model_tensor_count(const qp_model *m);

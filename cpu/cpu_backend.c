@@ -118,22 +118,41 @@ static qp_status take(void *dev, const qp_lin_desc *d, cpu_lin *l, int slot, con
     return l->blob[slot] ? QP_OK : h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
 }
 
+static bool is_float(qp_dtype d) { return d == QP_DTYPE_F32 || d == QP_DTYPE_F16 || d == QP_DTYPE_BF16; }
+
+/* The largest entry of a per-shard scalar scale (max over shards, spec 3.8,
+ * 4.2), in whichever float dtype the checkpoint holds (vLLM copies it into
+ * an fp32 parameter: exact). */
+static qp_status max_scale(void *dev, const qp_lin_desc *d, const char *name, float *out) {
+    const qp_tensor *t = named(d, name);
+    const qp_host *h = host_of(dev);
+    size_t n = t && is_float(t->dtype) ? qp_tensor_bytes(t) / (size_t)(qp_format_bits(t->dtype) / 8) : 0;
+    if (!n)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "layer '%s': %s must be a float tensor (f32, f16 or bf16) with one entry per shard",
+                        d->layer, name);
+    *out = qp_ref_load(t->dtype, t->data, 0);
+    for (size_t i = 1; i < n; i++) {
+        float v = qp_ref_load(t->dtype, t->data, i);
+        *out = v > *out ? v : *out;
+    }
+    return QP_OK;
+}
+
 /* W4A16 weight_scale (spec 6.7) into blob 1 as the params-dtype tensor
  * [K/g][8*ceil(N/8)] the reference reads: the checkpoint's [K/g][N] is
  * zero-padded as vLLM's loader pads it; the params dtype is act_dtype, and
- * fp16/bf16 checkpoint scales of an fp32 model are widened (exactly), as
- * vLLM's copy into the fp32 parameter does. */
+ * a checkpoint scale of another float dtype is converted as vLLM's copy_
+ * into the parameter converts it (exact when wider, RNE when narrower). */
 static qp_status take_w4a16_scale(void *dev, const qp_lin_desc *d, cpu_lin *l, size_t ng, size_t nc) {
     const qp_tensor *t = named(d, "weight_scale");
     const qp_host *h = host_of(dev);
     size_t N = (size_t)d->N, n = 0, es = qp_ref_elem_size(d->act_dtype);
-    bool dt_ok = t && (t->dtype == d->act_dtype ||
-                       (d->act_dtype == QP_DTYPE_F32 && (t->dtype == QP_DTYPE_F16 || t->dtype == QP_DTYPE_BF16)));
+    bool dt_ok = t && is_float(t->dtype); /* copy_ into the params dtype: rounded if narrower */
     if (t && dt_ok) n = qp_tensor_bytes(t) / (size_t)(qp_format_bits(t->dtype) / 8);
     if (!t || !dt_ok || (n != ng * N && n != ng * 8 * nc))
         return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT,
-                        "layer '%s': tensor 'weight_scale' must be %s [%zu, %zu] or [%zu, %zu], got %s of %zu elements",
-                        d->layer, qp_dtype_name(d->act_dtype), ng, N, ng, 8 * nc, t ? qp_dtype_name(t->dtype) : "none", n);
+                        "layer '%s': tensor 'weight_scale' must be a float tensor [%zu, %zu] or [%zu, %zu], got %s of %zu elements",
+                        d->layer, ng, N, ng, 8 * nc, t ? qp_dtype_name(t->dtype) : "none", n);
     size_t stride = n == ng * N ? N : 8 * nc;
     l->blob[1] = calloc(ng * 8 * nc, es);
     if (!l->blob[1]) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
@@ -186,16 +205,10 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
     }
     case QP_SCHEME_W4A8_MXFP4_FP8: {
         if (K % 32) { st = h->error(h->ctx, QP_ERR_VALUE, "layer '%s': K = %zu is not a multiple of 32", d->layer, K); break; }
-        const qp_tensor *ws = named(d, "weight_scale"), *is = named(d, "input_scale");
+        const qp_tensor *ws = named(d, "weight_scale");
         st = take(dev, d, l, 0, "weight", QP_DTYPE_U8, N * K / 2);
         if (!st) st = take(dev, d, l, 1, "weight_scale", ws && ws->dtype == QP_DTYPE_E8M0 ? QP_DTYPE_E8M0 : QP_DTYPE_U8, N * K / 32);
-        if (!st && (!is || is->dtype != QP_DTYPE_F32 || !qp_tensor_bytes(is)))
-            st = h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "layer '%s': input_scale must be fp32 with one entry per shard", d->layer);
-        if (!st) { /* spec 3.8: max over shards */
-            const float *v = is->data;
-            l->input_scale = v[0];
-            for (size_t i = 1; i < qp_tensor_bytes(is) / 4; i++) l->input_scale = v[i] > l->input_scale ? v[i] : l->input_scale;
-        }
+        if (!st) st = max_scale(dev, d, "input_scale", &l->input_scale); /* spec 3.8: max over shards */
         break;
     }
     case QP_SCHEME_OCP_MX: {
@@ -228,17 +241,7 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
         if (!st) st = take(dev, d, l, 1, "weight_scale", QP_DTYPE_F8_E4M3FN, N * K / 16);
         const char *gname[2] = {"weight_scale_2", "input_scale_2"};
         float *gout[2] = {&l->weight_scale_2, &l->input_scale};
-        for (int g = 0; g < 2 && !st; g++) {
-            const qp_tensor *t = named(d, gname[g]);
-            size_t nb = t ? qp_tensor_bytes(t) : 0;
-            if (!t || t->dtype != QP_DTYPE_F32 || !nb) {
-                st = h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "layer '%s': %s must be fp32 with one entry per shard", d->layer, gname[g]);
-                break;
-            }
-            const float *v = t->data;
-            *gout[g] = v[0];
-            for (size_t i = 1; i < nb / 4; i++) *gout[g] = v[i] > *gout[g] ? v[i] : *gout[g];
-        }
+        for (int g = 0; g < 2 && !st; g++) st = max_scale(dev, d, gname[g], gout[g]);
         break;
     }
     default:

@@ -42,7 +42,7 @@ static void vllm_layer(const qp_config *cfg, const char *name, char *out, size_t
  * both directions compared bit for bit with the reference. 0 ok, 1 failed,
  * -1 skipped (the backend has no KV kernel: printed with the reason). */
 static int run_kv(qp_context *ctx, qp_device *dev, const char *dn, const char *prefix, float ks, float vs, uint64_t seed,
-                  int is_ref) {
+                  int is_ref, qp_dtype dt) {
     enum { N = 8192 };
     uint16_t *x = malloc(N * 2), *y = malloc(N * 2), *yr = malloc(N * 2);
     uint8_t *q = malloc(N), *qr = malloc(N);
@@ -51,7 +51,7 @@ static int run_kv(qp_context *ctx, qp_device *dev, const char *dn, const char *p
     char what[64] = "";
     double ms = 0;
     if (!x || !y || !yr || !q || !qr) goto out;
-    case_activations(DIST_OUTLIERS, QP_DTYPE_F16, 1, N, seed, x);
+    case_activations(DIST_OUTLIERS, dt, 1, N, seed, x);
     if (qp_buffer_create(dev, N * 2, &bx) || qp_buffer_create(dev, N, &bq) || qp_buffer_create(dev, N * 2, &by) ||
         qp_buffer_upload(bx, 0, x, N * 2))
         goto err;
@@ -59,18 +59,18 @@ static int run_kv(qp_context *ctx, qp_device *dev, const char *dn, const char *p
     for (int kv = 0; kv < 2 && !rc; kv++) {
         float sc = kv ? vs : ks;
         double t0 = now_ms();
-        qp_status st = qp_kv_quantize(dev, QP_DTYPE_F16, bx, N, sc, bq);
+        qp_status st = qp_kv_quantize(dev, dt, bx, N, sc, bq);
         if (st == QP_ERR_UNSUPPORTED) {
             printf("%-40s %-16s %-12s %-26.26s %9s %10s %-7s\n", prefix, "kv-cache fp8", dn, qp_last_error(ctx), "-", "-", "skip");
             rc = -1;
             goto out;
         }
-        if (st || qp_kv_dequantize(dev, QP_DTYPE_F16, bq, N, sc, by) || qp_buffer_download(bq, 0, q, N) ||
+        if (st || qp_kv_dequantize(dev, dt, bq, N, sc, by) || qp_buffer_download(bq, 0, q, N) ||
             qp_buffer_download(by, 0, y, N * 2))
             goto err;
         ms += now_ms() - t0;
-        qp_ref_kv_quantize(ctx, QP_DTYPE_F16, x, N, sc, qr);
-        qp_ref_kv_dequantize(ctx, QP_DTYPE_F16, qr, N, sc, yr);
+        qp_ref_kv_quantize(ctx, dt, x, N, sc, qr);
+        qp_ref_kv_dequantize(ctx, dt, qr, N, sc, yr);
         if (memcmp(q, qr, N) || memcmp(y, yr, N * 2)) rc = 1;
     }
     snprintf(what, sizeof what, "k %.3g, v %.3g", (double)ks, (double)vs);
@@ -86,20 +86,31 @@ out:
     return rc;
 }
 
+static double out_at(qp_dtype od, const void *p, size_t i) {
+    if (od == QP_DTYPE_F32) { float v; memcpy(&v, (const char *)p + 4 * i, 4); return v; }
+    return qp_format_decode(od, ((const uint16_t *)p)[i]);
+}
+
 static int usage(void) {
     fprintf(stderr, "usage: qport run MODEL_DIR [--layer NAME]... [--device SPEC]... [--tokens M] [--seed N]\n"
-                    "                 [--input FILE.safetensors] [--output FILE.safetensors] [--tp-size N --tp-rank R]\n");
+                    "                 [--input FILE.safetensors] [--output FILE.safetensors] [--tp-size N --tp-rank R]\n"
+                    "                 [--dtype auto|float16|bfloat16|float32]\n");
     return 2;
 }
 
 int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *layers_arg[MAX_LAYERS], *dev_specs[MAX_DEV], *in_path = NULL, *out_path = NULL;
-    int nl_arg = 0, nd_arg = 0, M = 4, tp = 1, rank = 0;
+    const char *dtype_arg = "auto";
+    int nl_arg = 0, nd_arg = 0, M_arg = 0, tp = 1, rank = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--layer") && i + 1 < argc && nl_arg < MAX_LAYERS) layers_arg[nl_arg++] = argv[++i];
         else if (!strcmp(argv[i], "--device") && i + 1 < argc && nd_arg < MAX_DEV) dev_specs[nd_arg++] = argv[++i];
-        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) M = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tokens") && i + 1 < argc) {
+            M_arg = atoi(argv[++i]);
+            if (M_arg <= 0 || M_arg > 65536) return usage();
+        }
+        else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) dtype_arg = argv[++i];
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--input") && i + 1 < argc) in_path = argv[++i];
         else if (!strcmp(argv[i], "--output") && i + 1 < argc) out_path = argv[++i];
@@ -108,7 +119,13 @@ int cmd_run(int argc, char **argv) {
         else if (argv[i][0] != '-' && !dir) dir = argv[i];
         else return usage();
     }
-    if (!dir || M <= 0 || M > 65536) return usage();
+    if (!dir) return usage();
+    /* vLLM's --dtype: auto is the model's own (qp_model_dtype) */
+    qp_dtype dt = QP_DTYPE_NONE;
+    if (strcmp(dtype_arg, "auto") && (dt = qp_dtype_from_torch_name(dtype_arg)) == QP_DTYPE_NONE) {
+        fprintf(stderr, "qport run: --dtype must be auto, float16 (half), bfloat16 or float32 (float), got '%s'\n", dtype_arg);
+        return 2;
+    }
     qp_context *ctx;
     if (qp_context_create(&ctx)) return 1;
     tool_install_log(ctx);
@@ -126,6 +143,10 @@ int cmd_run(int argc, char **argv) {
     if (qp_model_open(ctx, dir, &m)) { fprintf(stderr, "qport run: %s\n", qp_last_error(ctx)); goto done; }
     const qp_config *cfg = qp_model_config(m);
     if (!cfg) { fprintf(stderr, "qport run: %s has no quantization_config (qport quantize makes one)\n", dir); goto done; }
+    if (dt == QP_DTYPE_NONE) dt = qp_model_dtype(m);
+    const size_t es = dt == QP_DTYPE_F32 ? 4 : 2;
+    printf("model %s: dtype %s%s\n", dir, dt == QP_DTYPE_F16 ? "float16" : dt == QP_DTYPE_BF16 ? "bfloat16" : "float32",
+           strcmp(dtype_arg, "auto") ? " (--dtype)" : " (dtype=auto, as vLLM picks it)");
     if (in_path && qp_safetensors_open(ctx, in_path, &inf)) { fprintf(stderr, "qport run: %s\n", qp_last_error(ctx)); goto done; }
     if (qp_device_find(ctx, "cpu", &refdev)) { fprintf(stderr, "qport run: %s\n", qp_last_error(ctx)); goto done; }
     if (nd_arg) {
@@ -164,19 +185,49 @@ int cmd_run(int argc, char **argv) {
             continue;
         }
         if (st) { printf("%-40s error: %s\n", layers[li], qp_last_error(ctx)); n_fail++; continue; }
-        qp_dtype dt = b.scheme.kind == QP_SCHEME_QQQ_W4A8 ? QP_DTYPE_F16 : QP_DTYPE_F16;
-        uint16_t *x = malloc(sizeof(uint16_t) * (size_t)M * b.K), *yr = malloc(sizeof(uint16_t) * (size_t)M * b.N),
-                 *yd = malloc(sizeof(uint16_t) * (size_t)M * b.N);
-        if (!x || !yr || !yd) { free(x); free(yr); free(yd); qp_layer_binding_free(&b); goto done; }
+        /* M: the input tensor's rows with --input, else --tokens (4) */
+        int M = M_arg ? M_arg : 4;
         qp_tensor xt;
-        if (inf && !qp_safetensors_find(inf, layers[li], &xt)) {
-            if (xt.dtype != QP_DTYPE_F16 || xt.ndim != 2 || xt.shape[1] != b.K || xt.shape[0] < M) {
-                printf("%-40s error: input tensor must be f16 [>=%d, %d]\n", layers[li], M, b.K);
+        int have_x = 0;
+        if (inf) {
+            char why[400] = "";
+            if (qp_safetensors_find(inf, layers[li], &xt))
+                snprintf(why, sizeof why, "no input tensor '%s' in %s", layers[li], in_path);
+            else if (xt.ndim != 2 || xt.shape[1] != b.K || (xt.dtype != dt && xt.dtype != QP_DTYPE_F32))
+                snprintf(why, sizeof why, "input tensor '%s' is %s [%lld%s%lld]; the layer takes %s or f32 [M, %d]",
+                         layers[li], qp_dtype_name(xt.dtype), xt.ndim > 0 ? (long long)xt.shape[0] : 0LL,
+                         xt.ndim > 1 ? ", " : "", xt.ndim > 1 ? (long long)xt.shape[1] : 0LL, qp_dtype_name(dt), b.K);
+            else if (xt.shape[0] < 1 || xt.shape[0] > 65536)
+                snprintf(why, sizeof why, "input tensor '%s' has %lld rows (1 to 65536)", layers[li], (long long)xt.shape[0]);
+            else if (M_arg && xt.shape[0] != M_arg)
+                snprintf(why, sizeof why, "input tensor '%s' is [%lld, %d] but --tokens is %d", layers[li],
+                         (long long)xt.shape[0], b.K, M_arg);
+            if (why[0]) {
+                printf("%-40s error: %s\n", layers[li], why);
                 n_fail++;
-                free(x); free(yr); free(yd); qp_layer_binding_free(&b);
+                qp_layer_binding_free(&b);
                 continue;
             }
-            memcpy(x, xt.data, sizeof(uint16_t) * (size_t)M * b.K);
+            M = (int)xt.shape[0];
+            have_x = 1;
+        }
+        void *x = malloc(es * (size_t)M * b.K), *yr = malloc(es * (size_t)M * b.N), *yd = malloc(es * (size_t)M * b.N);
+        if (!x || !yr || !yd) { free(x); free(yr); free(yd); qp_layer_binding_free(&b); goto done; }
+        if (have_x && xt.dtype == dt) {
+            memcpy(x, xt.data, es * (size_t)M * b.K);
+        } else if (have_x) { /* f32 input: rounded to the model dtype, as x.to(dtype) */
+            for (size_t i = 0; i < (size_t)M * b.K; i++) {
+                float v;
+                memcpy(&v, (const char *)xt.data + 4 * i, 4);
+                if (dt == QP_DTYPE_F32) memcpy((char *)x + 4 * i, &v, 4);
+                else ((uint16_t *)x)[i] = (uint16_t)qp_format_encode(dt, v);
+            }
+        } else if (dt == QP_DTYPE_F32) { /* the fp16 distribution, widened */
+            uint16_t *h = malloc(2 * (size_t)M * b.K);
+            if (!h) { free(x); free(yr); free(yd); qp_layer_binding_free(&b); goto done; }
+            case_activations(DIST_OUTLIERS, QP_DTYPE_F16, M, b.K, seed + (uint64_t)li, h);
+            for (size_t i = 0; i < (size_t)M * b.K; i++) ((float *)x)[i] = qp_format_decode(QP_DTYPE_F16, h[i]);
+            free(h);
         } else {
             case_activations(DIST_OUTLIERS, dt, M, b.K, seed + (uint64_t)li, x);
         }
@@ -224,17 +275,19 @@ int cmd_run(int argc, char **argv) {
             qp_dtype od = qp_linear_out_dtype(lin);
             double maxe = 0, se = 0, sr = 0;
             long bad = 0;
+            size_t oes = od == QP_DTYPE_F32 ? 4 : 2;
             for (size_t i = 0; i < (size_t)M * b.N; i++) {
-                double a = qp_format_decode(od, yr[i]), v = qp_format_decode(od, yd[i]);
-                if (exact ? yr[i] != yd[i] : !(fabs(a - v) <= fmax(fabs(a), 1.0) * 1e-2)) bad++;
+                double a = out_at(od, yr, i), v = out_at(od, yd, i);
+                int same = !memcmp((const char *)yr + oes * i, (const char *)yd + oes * i, oes);
+                if (exact ? !same : !(fabs(a - v) <= fmax(fabs(a), 1.0) * 1e-2)) bad++;
                 if (isfinite(a) && isfinite(v)) { maxe = fmax(maxe, fabs(a - v)); se += (a - v) * (a - v); sr += a * a; }
             }
             int pass = !bad && (exact || se <= sr * 0x1p-20 + 1e-30), is_ref = devs[d] == refdev;
             printf("%-40s %-16s %-12s %-26.26s %9.3f %10.3g %-7s\n", layers[li], qp_scheme_kind_name(b.scheme.kind), dn,
                    path[0] ? path : "-", ms, maxe, is_ref ? "(ref)" : pass ? "ok" : "FAIL");
             if (is_ref) {} else if (pass) n_ok++; else n_fail++;
-            if (out_path && nouts < MAX_LAYERS * 2 && (outdata[nouts] = malloc(sizeof(uint16_t) * (size_t)M * b.N))) {
-                memcpy(outdata[nouts], yd, sizeof(uint16_t) * (size_t)M * b.N);
+            if (out_path && nouts < MAX_LAYERS * 2 && (outdata[nouts] = malloc(oes * (size_t)M * b.N))) {
+                memcpy(outdata[nouts], yd, oes * (size_t)M * b.N);
                 snprintf(outnames[nouts], sizeof outnames[0], "%s@%s", layers[li], dn);
                 outs[nouts] = (qp_tensor){outnames[nouts], od, 2, {M, b.N}, outdata[nouts]};
                 nouts++;
@@ -262,7 +315,8 @@ int cmd_run(int argc, char **argv) {
             qp_device_get_info(devs[d], &di);
             char dn[32];
             snprintf(dn, sizeof dn, "%s:%d", di.backend, di.index);
-            int r = run_kv(ctx, devs[d], dn, prefix, ks, vs, seed + (uint64_t)li, devs[d] == refdev);
+            int r = run_kv(ctx, devs[d], dn, prefix, ks, vs, seed + (uint64_t)li, devs[d] == refdev,
+                           dt == QP_DTYPE_F32 ? QP_DTYPE_F16 : dt);
             if (devs[d] == refdev || r < 0) continue;
             if (r) n_fail++; else n_ok++;
         }

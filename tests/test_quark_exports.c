@@ -1,0 +1,181 @@
+/* Checkpoints written by AMD's own quantizer (amd-quark, tests/quark_exports,
+ * made by make_fixtures.py) load as vLLM loads them, and every quantized
+ * module computes what Quark's own frozen fake-quantized module computes:
+ *
+ *  - MX schemes (MXFP4/MXFP6 weights, with or without MX activations, with
+ *    Quark's online rotation): bit for bit on Quark's own input x.
+ *  - every other scheme: fed Quark's own quantized activation xq (so that
+ *    both sides quantize the same values), qport's output is within
+ *        (u + K 2^-23) |xq| |wq| + 2u |y| + 2 tiny
+ *    of Quark's, u the model dtype's unit roundoff: Quark dequantizes the
+ *    weight into the model dtype (one rounding, u |w|), torch's CPU matmul
+ *    accumulates K products in fp32 (K 2^-24 each side) and both round y
+ *    once (u |y| each); tiny is the dtype's smallest subnormal. On x itself
+ *    the two differ where the activation quantizers differ (vLLM quantizes
+ *    in fp32, Quark in the model dtype; docs/loading.md): that difference
+ *    is printed and held to the scheme's quantization step instead.
+ *  - int4_fp8: refused with vLLM's message.
+ * Also: the model dtype comes from config.json (fp16 and bf16 exports). */
+#include <dirent.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "testutil.h"
+
+static qp_context *ctx;
+static qp_device *cpu;
+static int n_layers, n_exact, n_bounded;
+
+static int has(const char *s, const char *part) { return strstr(s, part) != NULL; }
+
+/* Schemes whose qport output equals Quark's bit for bit on x (the MX
+ * emulation is the same arithmetic on both sides, spec 3). */
+static int mx_exact(const char *scheme) {
+    static const char *const mx[] = {"mxfp4", "mxfp4_weight_only", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_mxfp6_e2m3",
+                                     "mxfp4_rotation"};
+    for (size_t i = 0; i < sizeof mx / sizeof *mx; i++)
+        if (!strcmp(scheme, mx[i])) return 1;
+    return 0;
+}
+
+static double tiny(qp_dtype d) { return d == QP_DTYPE_F16 ? 0x1p-24 : d == QP_DTYPE_BF16 ? 0x1p-133 : 0x1p-149; }
+
+static void run_layer(qp_model *m, qp_safetensors *ref, const char *scheme, const char *layer, qp_dtype dt,
+                      const char *where) {
+    char nx[300], ny[300], nq[300], na[300];
+    snprintf(nx, sizeof nx, "%s.x", layer);
+    snprintf(ny, sizeof ny, "%s.y", layer);
+    snprintf(nq, sizeof nq, "%s.xq", layer);
+    snprintf(na, sizeof na, "%s.yabs", layer);
+    qp_tensor x, y, xq, ya;
+    if (qp_safetensors_find(ref, nx, &x) || qp_safetensors_find(ref, ny, &y) || qp_safetensors_find(ref, nq, &xq) ||
+        qp_safetensors_find(ref, na, &ya)) {
+        CHECK(0, "%s: %s: reference tensors missing", where, layer);
+        return;
+    }
+    qp_layer_binding b;
+    qp_status st = qp_model_bind_layer(m, layer, NULL, &b);
+    CHECK(!st, "%s: bind %s: %s", where, layer, qp_last_error(ctx));
+    if (st) return;
+    int M = (int)x.shape[0];
+    CHECK(x.dtype == dt && y.dtype == dt && x.shape[1] == b.K && y.shape[1] == b.N, "%s: %s: reference shapes", where,
+          layer);
+    qp_linear_options lo;
+    qp_linear_options_init(&lo);
+    lo.act_dtype = dt;
+    lo.layer = layer;
+    lo.shard_rows = b.n_shards ? b.shard_rows : NULL;
+    lo.n_shards = b.n_shards;
+    qp_linear *lin = NULL;
+    st = qp_linear_create(cpu, &b.scheme, b.N, b.K, b.tensors, b.n_tensors, &lo, &lin);
+    CHECK(!st, "%s: create %s: %s", where, layer, qp_last_error(ctx));
+    size_t es = tu_esize(dt), n = (size_t)M * b.N;
+    void *yx = calloc(n, es), *yq = calloc(n, es);
+    if (!st && yx && yq && x.dtype == dt && y.dtype == dt) {
+        n_layers++;
+        CHECK(!qp_linear_forward(lin, x.data, M, yx), "%s: forward %s: %s", where, layer, qp_last_error(ctx));
+        CHECK(!qp_linear_forward(lin, xq.data, M, yq), "%s: forward(xq) %s: %s", where, layer, qp_last_error(ctx));
+        double u = tu_unit(dt), worst = 0, worst_x = 0;
+        size_t bits_differ = 0;
+        for (size_t i = 0; i < n; i++) {
+            double r = tu_get(dt, y.data, i), a = tu_get(dt, yx, i), q = tu_get(dt, yq, i);
+            double abs_acc = ((const float *)ya.data)[i];
+            double bound = (u + b.K * 0x1p-23) * abs_acc + 2 * u * fabs(r) + 2 * tiny(dt);
+            bits_differ += memcmp((const char *)y.data + i * es, (const char *)yx + i * es, es) != 0;
+            worst = fmax(worst, fabs(q - r) / bound);
+            if (!(fabs(q - r) <= bound)) worst = INFINITY;
+            worst_x = fmax(worst_x, fabs(a - r) / fmax(abs_acc, 1e-30));
+        }
+        if (mx_exact(scheme)) {
+            CHECK(bits_differ == 0, "%s: %s: %zu of %zu outputs differ from Quark's (MX: bit-exact expected)", where,
+                  layer, bits_differ, n);
+            n_exact++;
+        } else {
+            CHECK(worst <= 1.0, "%s: %s: on Quark's xq, |y - y_quark| is %.3g x the rounding bound", where, layer, worst);
+            n_bounded++;
+        }
+        if (getenv("QP_TEST_VERBOSE"))
+            printf("  %-44s %-8s on xq: %.3f of bound; on x: %zu/%zu bits differ, max |dy|/(|xq||wq|) %.2e\n", layer,
+                   mx_exact(scheme) ? "exact" : "bounded", worst, bits_differ, n, worst_x);
+    }
+    free(yx);
+    free(yq);
+    qp_linear_destroy(lin);
+    qp_layer_binding_free(&b);
+}
+
+static void run_fixture(const char *root, const char *dname, const char *scheme) {
+    char path[1024], where[128];
+    snprintf(path, sizeof path, "%s/%s/%s", root, dname, scheme);
+    snprintf(where, sizeof where, "%s/%s", dname, scheme);
+    qp_model *m = NULL;
+    qp_status st = qp_model_open(ctx, path, &m);
+    CHECK(!st, "%s: open: %s", where, qp_last_error(ctx));
+    if (st) return;
+    qp_dtype want = !strcmp(dname, "bf16") ? QP_DTYPE_BF16 : QP_DTYPE_F16;
+    CHECK(qp_model_dtype(m) == want, "%s: model dtype %s", where, qp_dtype_name(qp_model_dtype(m)));
+    if (!strcmp(scheme, "int4_fp8")) {
+        /* vLLM refuses it at scheme dispatch (spec 1.5) */
+        qp_layer_binding b;
+        st = qp_model_bind_layer(m, "model.layers.0.mlp.down_proj", NULL, &b);
+        CHECK(st == QP_ERR_NOT_IMPLEMENTED || st == QP_ERR_UNSUPPORTED || st == QP_ERR_VALUE, "%s: refused (%d)", where, st);
+        CHECK(has(qp_last_error(ctx), "No quark compatible scheme was found") || has(qp_last_error(ctx), "Unsupported"),
+              "%s: refusal message: %s", where, qp_last_error(ctx));
+        if (!st) qp_layer_binding_free(&b);
+        qp_model_close(m);
+        return;
+    }
+    snprintf(path, sizeof path, "%s/%s/%s/quark_reference/outputs.safetensors", root, dname, scheme);
+    qp_safetensors *ref = NULL;
+    st = qp_safetensors_open(ctx, path, &ref);
+    CHECK(!st, "%s: %s", where, qp_last_error(ctx));
+    if (getenv("QP_TEST_VERBOSE")) printf("%s\n", where);
+    size_t nl = 0;
+    for (size_t i = 0; !st && i < qp_safetensors_count(ref); i++) {
+        qp_tensor t;
+        qp_safetensors_get(ref, i, &t, NULL);
+        size_t l = strlen(t.name);
+        if (l < 3 || strcmp(t.name + l - 2, ".x")) continue;
+        char layer[256];
+        snprintf(layer, sizeof layer, "%.*s", (int)(l - 2), t.name);
+        run_layer(m, ref, scheme, layer, want, where);
+        nl++;
+    }
+    CHECK(st || nl == 14, "%s: %zu quantized modules in Quark's outputs (2 layers x 7 expected)", where, nl);
+    qp_safetensors_close(ref);
+    qp_model_close(m);
+}
+
+static int cmp(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+int main(int argc, char **argv) {
+    if (argc < 2) { fprintf(stderr, "usage: test_quark_exports DIR\n"); return 2; }
+    if (qp_context_create(&ctx) || qp_device_find(ctx, "cpu", &cpu)) return 1;
+    int n_fixtures = 0;
+    static const char *const dtypes[] = {"fp16", "bf16"};
+    for (int d = 0; d < 2; d++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", argv[1], dtypes[d]);
+        DIR *dir = opendir(path);
+        CHECK(dir != NULL, "no fixtures in %s", path);
+        if (!dir) continue;
+        char *names[64];
+        int nn = 0;
+        for (struct dirent *e; (e = readdir(dir)) && nn < 64;)
+            if (e->d_name[0] != '.') names[nn++] = strdup(e->d_name);
+        closedir(dir);
+        qsort(names, (size_t)nn, sizeof *names, cmp);
+        for (int i = 0; i < nn; i++) {
+            run_fixture(argv[1], dtypes[d], names[i]);
+            free(names[i]);
+            n_fixtures++;
+        }
+    }
+    CHECK(n_fixtures >= 32, "%d fixtures (16 schemes x 2 dtypes expected)", n_fixtures);
+    printf("%d fixtures, %d modules: %d bit-exact against Quark, %d within the rounding bound on Quark's xq\n",
+           n_fixtures, n_layers, n_exact, n_bounded);
+    qp_context_destroy(ctx);
+    return tu_finish("quark-exports");
+}
