@@ -1032,6 +1032,19 @@ typedef struct qp_quantize_options {
     const float *calib;   /* optional calibration activations [calib_rows][K] */
     size_t calib_rows;
     float input_absmax;   /* without calib: assumed max|x| (default 1.0)      */
+    /* The checkpoint layout of AMD Quark's exporter (what `qport quantize`
+     * writes, so that its models exercise the loading paths of real
+     * exports). scale_dtype F16 or BF16 (the model dtype): the float
+     * scales Quark writes in the model dtype -- W8A8-FP8 per-tensor and
+     * per-channel weight_scale and static input_scale, W8A8-INT8
+     * per-channel weight_scale, W4A8-MXFP4-FP8 input_scale -- are rounded
+     * to it (RNE) before the codes are made from them, as Quark's
+     * observers compute them in the model dtype; a scale that overflows it
+     * is QP_ERR_VALUE. QP_DTYPE_NONE or F32 (the default): fp32 scales.
+     * sym_zero_points 1: symmetric W4A16 gets the all-zero int32
+     * weight_zero_point Quark writes (vLLM loads and ignores it). */
+    qp_dtype scale_dtype;
+    int sym_zero_points;
 } qp_quantize_options;
 
 QP_API void qp_quantize_options_init(qp_quantize_options *opts);

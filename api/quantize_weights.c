@@ -57,7 +57,20 @@ QP_API qp_status qp_quantize_weights(qp_context *ctx, const qp_scheme *scheme, c
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "shape [%d][%d] must be positive", N, K);
     qp_quantize_options def;
     qp_quantize_options_init(&def);
-    if (!opts) opts = &def;
+    if (opts) { /* fields past an older caller's struct_size keep their defaults */
+        size_t n = opts->struct_size < sizeof def ? opts->struct_size : sizeof def;
+        if (n < offsetof(qp_quantize_options, input_absmax) + sizeof def.input_absmax)
+            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "opts", NULL,
+                                "qp_quantize_options.struct_size %zu is too small (use qp_quantize_options_init)",
+                                opts->struct_size);
+        memcpy(&def, opts, n);
+        def.struct_size = sizeof def;
+    }
+    opts = &def;
+    if (opts->scale_dtype != QP_DTYPE_NONE && opts->scale_dtype != QP_DTYPE_F32 && opts->scale_dtype != QP_DTYPE_F16 &&
+        opts->scale_dtype != QP_DTYPE_BF16)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "scale_dtype", NULL,
+                            "scale_dtype must be f32, f16 or bf16, got %s", qp_dtype_name(opts->scale_dtype));
     if (opts->params_dtype != QP_DTYPE_F16 && opts->params_dtype != QP_DTYPE_BF16)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "params_dtype", NULL,
                             "params_dtype must be f16 or bf16, got %s", qp_dtype_name(opts->params_dtype));

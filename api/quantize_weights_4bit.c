@@ -35,7 +35,8 @@ qp_status qp_qw_w4a16(qp_qw_job *j) {
     uint8_t *codes = malloc((size_t)K * N), *zc = malloc((size_t)G * N);
     int32_t *wq = qp_qw_add(j, "weight", QP_DTYPE_I32, 2, K, C);
     uint16_t *sc = wq ? qp_qw_add(j, "weight_scale", pd, 2, G, N) : NULL;
-    int32_t *zq = sc && !sym ? qp_qw_add(j, "weight_zero_point", QP_DTYPE_I32, 2, G, C) : NULL;
+    /* Quark writes the zero point of symmetric layers too, all zero */
+    int32_t *zq = sc && (!sym || j->opts->sym_zero_points) ? qp_qw_add(j, "weight_zero_point", QP_DTYPE_I32, 2, G, C) : NULL;
     qp_status st = QP_OK;
     if (!codes || !zc || !sc || (!sym && !zq)) {
         st = qp_error_set(j->ctx, QP_ERR_OUT_OF_MEMORY, NULL, "weight", NULL, "out of memory");
@@ -122,9 +123,9 @@ qp_status qp_qw_mx(qp_qw_job *j) {
     if (s->kind == QP_SCHEME_W4A8_MXFP4_FP8) {
         float amax;
         if ((st = qp_qw_calib_absmax(j, &amax)) != QP_OK) goto done;
-        float *is = qp_qw_add(j, "input_scale", QP_DTYPE_F32, 1, 1);
+        void *is = qp_qw_add_scale(j, "input_scale", 1);
         if (!is) { st = QP_ERR_OUT_OF_MEMORY; goto done; }
-        is[0] = amax / 448.0f;
+        if (isnan(qp_qw_put_scale(j, is, 0, amax / 448.0f))) st = QP_ERR_VALUE;
     }
 done:
     free(codes);

@@ -27,7 +27,10 @@ static bool static_act(const qp_scheme *s) { return s->activation.dtype != QP_DT
 qp_status qp_qw_int8(qp_qw_job *j) {
     int N = j->N, K = j->K, ns = j->scheme->weight.granularity == QP_GRAN_CHANNEL ? N : 1;
     int8_t *q = qp_qw_add(j, "weight", QP_DTYPE_I8, 2, N, K);
-    float *sc = q ? qp_qw_add(j, "weight_scale", QP_DTYPE_F32, 1, ns) : NULL;
+    /* Quark writes a per-channel int8 weight_scale in the model dtype and
+     * the per-tensor one in fp32 */
+    bool quark16 = ns > 1 && (j->opts->scale_dtype == QP_DTYPE_F16 || j->opts->scale_dtype == QP_DTYPE_BF16);
+    void *sc = q ? (quark16 ? qp_qw_add_scale(j, "weight_scale", ns) : qp_qw_add(j, "weight_scale", QP_DTYPE_F32, 1, ns)) : NULL;
     /* vLLM drops weight_zero_point without looking (spec 6.4, 9.5); Quark
      * exports it, zero for symmetric weights */
     void *zp = sc ? qp_qw_add(j, "weight_zero_point", QP_DTYPE_I8, 1, ns) : NULL;
@@ -35,7 +38,9 @@ qp_status qp_qw_int8(qp_qw_job *j) {
     for (int i = 0; i < ns; i++) {
         int r0 = ns == 1 ? 0 : i, r1 = ns == 1 ? N : i + 1;
         float s = block_absmax(j, r0, r1, 0, K) / 127.0f;
-        sc[i] = s;
+        if (quark16) s = qp_qw_put_scale(j, sc, (size_t)i, s);
+        else ((float *)sc)[i] = s;
+        if (isnan(s)) return QP_ERR_VALUE;
         for (int r = r0; r < r1; r++)
             for (int c = 0; c < K; c++) q[(size_t)r * K + c] = int8_code(j->w[(size_t)r * K + c], s);
     }
@@ -95,7 +100,7 @@ qp_status qp_qw_fp8(qp_qw_job *j) {
      * multiplier weight_scale_inv (DeepSeek's name, not inverted) */
     const char *sname = block && s->kind == QP_SCHEME_HF_FP8 ? "weight_scale_inv" : "weight_scale";
     void *sc = block ? qp_qw_add(j, sname, e8m0 ? QP_DTYPE_E8M0 : QP_DTYPE_F32, 2, nr, nc)
-                     : qp_qw_add(j, sname, QP_DTYPE_F32, 1, pc ? N : 1);
+                     : qp_qw_add_scale(j, sname, pc ? N : 1);
     if (!sc) return QP_ERR_OUT_OF_MEMORY;
     for (int bi = 0; bi < nr; bi++)
         for (int bj = 0; bj < nc; bj++) {
@@ -104,8 +109,10 @@ qp_status qp_qw_fp8(qp_qw_job *j) {
                 uint8_t code = e8m0_ceil(scale);
                 ((uint8_t *)sc)[(size_t)bi * nc + bj] = code;
                 scale = scale == 0.0f ? 0.0f : ldexpf(1.0f, (int)code - 127);
-            } else {
+            } else if (block) {
                 ((float *)sc)[(size_t)bi * nc + bj] = scale;
+            } else if (isnan(scale = qp_qw_put_scale(j, sc, (size_t)bi * nc + bj, scale))) {
+                return QP_ERR_VALUE;
             }
             for (int r = bi * rb; r < (bi + 1) * rb && r < N; r++)
                 for (int c = bj * cb; c < (bj + 1) * cb && c < K; c++) {
@@ -117,8 +124,7 @@ qp_status qp_qw_fp8(qp_qw_job *j) {
     float amax;
     qp_status st = qp_qw_calib_absmax(j, &amax);
     if (st != QP_OK) return st;
-    float *is = qp_qw_add(j, "input_scale", QP_DTYPE_F32, 1, 1);
+    void *is = qp_qw_add_scale(j, "input_scale", 1);
     if (!is) return QP_ERR_OUT_OF_MEMORY;
-    is[0] = amax / FP8_MAX;
-    return QP_OK;
+    return isnan(qp_qw_put_scale(j, is, 0, amax / FP8_MAX)) ? QP_ERR_VALUE : QP_OK;
 }

@@ -1,5 +1,6 @@
 /* The qp_qweights container: named checkpoint tensors a weight quantizer
  * made (issue 3), and their accessors. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,36 @@ size_t qp_qw_elem_bytes(qp_dtype d) {
     }
 }
 
+static qp_dtype scale_dtype(const qp_qw_job *j) {
+    qp_dtype d = j->opts->scale_dtype;
+    return d == QP_DTYPE_F16 || d == QP_DTYPE_BF16 ? d : QP_DTYPE_F32;
+}
+
+/* Quark writes a per-tensor scale as a 0-d tensor in the model dtype; the
+ * fp32 default keeps qport's [1]. */
+void *qp_qw_add_scale(qp_qw_job *j, const char *name, int n) {
+    qp_dtype d = scale_dtype(j);
+    if (d != QP_DTYPE_F32 && n == 1) return qp_qw_add(j, name, d, 0);
+    return qp_qw_add(j, name, d, 1, n);
+}
+
+float qp_qw_put_scale(qp_qw_job *j, void *arr, size_t i, float s) {
+    qp_dtype d = scale_dtype(j);
+    if (d == QP_DTYPE_F32) { ((float *)arr)[i] = s; return s; }
+    uint16_t b = (uint16_t)qp_format_encode(d, s);
+    float v = qp_format_decode(d, b);
+    if (isinf(v) && !isinf(s)) {
+        qp_error_set(j->ctx, QP_ERR_VALUE, NULL, "weight_scale", NULL, "scale %g overflows the scale dtype %s", (double)s,
+                     qp_dtype_name(d));
+        return NAN;
+    }
+    ((uint16_t *)arr)[i] = b;
+    return v;
+}
+
 void *qp_qw_add(qp_qw_job *j, const char *name, qp_dtype dtype, int ndim, ...) {
     qp_qweights *q = j->out;
-    if (q->n >= QP_QW_MAX || ndim < 1 || ndim > 4) {
+    if (q->n >= QP_QW_MAX || ndim < 0 || ndim > 4) {
         qp_error_set(j->ctx, QP_ERR_INTERNAL, NULL, name, NULL, "too many tensors or dims");
         return NULL;
     }

@@ -37,6 +37,14 @@ void *qp_qw_add(qp_qw_job *j, const char *name, qp_dtype dtype, int ndim, ...);
 /* Bytes per element of a stored dtype (U8 for packed data). */
 size_t qp_qw_elem_bytes(qp_dtype d);
 
+/* Quark-layout scales (qp_quantize_options.scale_dtype): appends tensor
+ * `name` of n elements in the scale dtype (fp32 by default). */
+void *qp_qw_add_scale(qp_qw_job *j, const char *name, int n);
+/* Stores scale s as element i of such a tensor and returns the value the
+ * codes must be made from (s rounded to the scale dtype); NAN (error
+ * recorded) when it overflows that dtype. */
+float qp_qw_put_scale(qp_qw_job *j, void *arr, size_t i, float s);
+
 /* Static activation scales from the calibration data or input_absmax:
  * absmax, and for asymmetric int8 the range (min <= 0 <= max). */
 qp_status qp_qw_calib_absmax(qp_qw_job *j, float *amax);

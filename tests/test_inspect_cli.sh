@@ -38,10 +38,25 @@ sum=$("$Q" inspect "$C/gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json")
 check "summary method" 'printf "%s" "$sum" | grep -q "quant_method: quark"'
 check "summary global" 'printf "%s" "$sum" | grep -q "QuarkOCP_MX"'
 check "summary excludes" 'printf "%s" "$sum" | grep -q "re:.\*self_attn.\*"'
+# every shipped config resolves, except the one vLLM itself refuses (no
+# export key): the summary prints the refusal and exits 1
 for f in "$C"/*.json; do
   "$Q" inspect "$f" >/dev/null 2>&1; rc=$?
-  check "summary of $f (rc=$rc)" '[ $rc -eq 0 ]'
+  case "$f" in
+    *nvfp4-two-stage*) check "refused config $f exits 1 (rc=$rc)" '[ $rc -eq 1 ]' ;;
+    *) check "summary of $f (rc=$rc)" '[ $rc -eq 0 ]' ;;
+  esac
 done
+"$Q" inspect --json "$C/fixture-quarkparser-nvfp4-two-stage.quant.json" >/dev/null 2>&1; rc=$?
+check "refused config exits 1 with --json too (rc=$rc)" '[ $rc -eq 1 ]'
+# a real Quark export that vLLM refuses (int4_fp8: two weight specs)
+X="$SRC/tests/quark_exports/fp16/int4_fp8/config.json"
+out=$("$Q" inspect "$X" 2>&1); rc=$?
+check "int4_fp8 export refused, exit 1 (rc=$rc)" '[ $rc -eq 1 ]'
+check "int4_fp8 refusal names vLLM's error" 'printf "%s" "$out" | grep -q "NotImplementedError: Multi-entry weight or activation quantization configs are only supported for NVFP4"'
+"$Q" inspect "$SRC/tests/quark_exports/bf16/fp8_kv/config.json" >/dev/null 2>&1; rc=$?
+check "fp8_kv export resolves (rc=$rc)" '[ $rc -eq 0 ]'
+
 # the bundled copies are the published configs, byte for byte, where ../shared is present
 if [ -d "$SRC/../shared/configs" ]; then
   for f in "$SRC/../shared/configs"/*.json; do

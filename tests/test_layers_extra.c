@@ -267,8 +267,23 @@ static void unquantized_and_binding(void) {
     qp_linear_destroy(lin);
     qp_tensor t[8];
     memcpy(t, l.tensors, sizeof t);
+    /* a weight of another float dtype is rounded into the params dtype (as
+     * vLLM's copy_): the same bits read as fp16 give the bf16 of each value */
     t[0].dtype = QP_DTYPE_F16;
-    CHECK(make(cpu, &l, t, l.n_tensors, &lin) == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(ctx), "must be bf16"),
+    CHECK(!make(cpu, &l, t, l.n_tensors, &lin), "%s", qp_last_error(ctx));
+    CHECK(!qp_linear_forward(lin, x, M, y1), "%s", qp_last_error(ctx));
+    {
+        uint16_t *wb = malloc(sizeof(uint16_t) * (size_t)N * K);
+        for (int i = 0; wb && i < N * K; i++)
+            wb[i] = (uint16_t)qp_format_encode(QP_DTYPE_BF16, qp_format_decode(QP_DTYPE_F16, ((const uint16_t *)l.tensors[0].data)[i]));
+        CHECK(wb && !qp_ref_unquantized_forward(ctx, QP_DTYPE_BF16, x, M, K, N, wb, l.tensors[1].data, y2) &&
+                  !memcmp(y1, y2, sizeof y1), "f16 weight of a bf16 layer: not the bf16-rounded weight");
+        free(wb);
+    }
+    qp_linear_destroy(lin);
+    lin = NULL;
+    t[0].dtype = QP_DTYPE_I8;
+    CHECK(make(cpu, &l, t, l.n_tensors, &lin) == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(ctx), "must be a float tensor"),
           "%s", qp_last_error(ctx));
     case_layer_free(&l);
 

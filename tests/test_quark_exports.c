@@ -3,7 +3,17 @@
  * module computes what Quark's own frozen fake-quantized module computes:
  *
  *  - MX schemes (MXFP4/MXFP6 weights, with or without MX activations, with
- *    Quark's online rotation): bit for bit on Quark's own input x.
+ *    Quark's online rotation): the same arithmetic on Quark's own input x
+ *    (the dequantized weights and the qdq activations are exact in the
+ *    model dtype on both sides), so the outputs differ only by the order
+ *    of torch's fp32 accumulation: within K 2^-23 |xq||wq| + 2u |y| + 2 tiny;
+ *    nearly all are bit for bit equal (the count is printed).
+ *  - int8 with dynamic per-token activations: Quark's quantizer divides by
+ *    amax/127.5 and may store code +-128, so re-quantizing its xq with
+ *    vLLM's amax/127 moves codes; there both quantize x itself, each
+ *    activation within half a step of x (vLLM's step s = amax/127, Quark's
+ *    smaller, plus Quark's rounding of xq to the model dtype, u |x|), so
+ *        |y - y_quark| <= s_m sum_k |wq[n,k]| + (2u + K 2^-23) |x||wq| + 2u |y| + 2 tiny.
  *  - every other scheme: fed Quark's own quantized activation xq (so that
  *    both sides quantize the same values), qport's output is within
  *        (u + K 2^-23) |xq| |wq| + 2u |y| + 2 tiny
@@ -14,7 +24,7 @@
  *    the two differ where the activation quantizers differ (vLLM quantizes
  *    in fp32, Quark in the model dtype; docs/loading.md): that difference
  *    is printed and held to the scheme's quantization step instead.
- *  - int4_fp8: refused with vLLM's message.
+ *  - int4_fp8 (a list of two weight specs): refused with vLLM's message.
  * Also: the model dtype comes from config.json (fp16 and bf16 exports). */
 #include <dirent.h>
 #include <math.h>
@@ -27,6 +37,7 @@
 static qp_context *ctx;
 static qp_device *cpu;
 static int n_layers, n_exact, n_bounded;
+static size_t n_out, n_out_same;
 
 static int has(const char *s, const char *part) { return strstr(s, part) != NULL; }
 
@@ -44,14 +55,15 @@ static double tiny(qp_dtype d) { return d == QP_DTYPE_F16 ? 0x1p-24 : d == QP_DT
 
 static void run_layer(qp_model *m, qp_safetensors *ref, const char *scheme, const char *layer, qp_dtype dt,
                       const char *where) {
-    char nx[300], ny[300], nq[300], na[300];
+    char nx[300], ny[300], nq[300], na[300], nw[300];
     snprintf(nx, sizeof nx, "%s.x", layer);
     snprintf(ny, sizeof ny, "%s.y", layer);
     snprintf(nq, sizeof nq, "%s.xq", layer);
     snprintf(na, sizeof na, "%s.yabs", layer);
-    qp_tensor x, y, xq, ya;
+    snprintf(nw, sizeof nw, "%s.wsum", layer);
+    qp_tensor x, y, xq, ya, ws;
     if (qp_safetensors_find(ref, nx, &x) || qp_safetensors_find(ref, ny, &y) || qp_safetensors_find(ref, nq, &xq) ||
-        qp_safetensors_find(ref, na, &ya)) {
+        qp_safetensors_find(ref, na, &ya) || qp_safetensors_find(ref, nw, &ws)) {
         CHECK(0, "%s: %s: reference tensors missing", where, layer);
         return;
     }
@@ -79,26 +91,40 @@ static void run_layer(qp_model *m, qp_safetensors *ref, const char *scheme, cons
         CHECK(!qp_linear_forward(lin, xq.data, M, yq), "%s: forward(xq) %s: %s", where, layer, qp_last_error(ctx));
         double u = tu_unit(dt), worst = 0, worst_x = 0;
         size_t bits_differ = 0;
+        int int8_dyn = !strcmp(scheme, "int8_pc_dyn_token");
         for (size_t i = 0; i < n; i++) {
             double r = tu_get(dt, y.data, i), a = tu_get(dt, yx, i), q = tu_get(dt, yq, i);
-            double abs_acc = ((const float *)ya.data)[i];
-            double bound = (u + b.K * 0x1p-23) * abs_acc + 2 * u * fabs(r) + 2 * tiny(dt);
+            double abs_acc = ((const float *)ya.data)[i], bound;
+            if (mx_exact(scheme)) { /* on x: accumulation order only */
+                bound = b.K * 0x1p-23 * abs_acc + 2 * u * fabs(r) + 2 * tiny(dt);
+                q = a;
+            } else if (int8_dyn) { /* on x: one activation step of each side */
+                double amax = 0;
+                for (int k = 0; k < b.K; k++) amax = fmax(amax, fabs(tu_get(dt, x.data, (i / b.N) * b.K + k)));
+                bound = amax / 127 * ((const float *)ws.data)[i % b.N] + (2 * u + b.K * 0x1p-23) * abs_acc +
+                        2 * u * fabs(r) + 2 * tiny(dt);
+                q = a;
+            } else {
+                bound = (u + b.K * 0x1p-23) * abs_acc + 2 * u * fabs(r) + 2 * tiny(dt);
+            }
             bits_differ += memcmp((const char *)y.data + i * es, (const char *)yx + i * es, es) != 0;
             worst = fmax(worst, fabs(q - r) / bound);
             if (!(fabs(q - r) <= bound)) worst = INFINITY;
             worst_x = fmax(worst_x, fabs(a - r) / fmax(abs_acc, 1e-30));
         }
+        CHECK(worst <= 1.0, "%s: %s: |y - y_quark| is %.3g x its bound (%s)", where, layer, worst,
+              mx_exact(scheme) ? "MX on x, accumulation order" : int8_dyn ? "on x, one activation step" : "on Quark's xq, rounding");
         if (mx_exact(scheme)) {
-            CHECK(bits_differ == 0, "%s: %s: %zu of %zu outputs differ from Quark's (MX: bit-exact expected)", where,
-                  layer, bits_differ, n);
             n_exact++;
+            n_out += n;
+            n_out_same += n - bits_differ;
         } else {
-            CHECK(worst <= 1.0, "%s: %s: on Quark's xq, |y - y_quark| is %.3g x the rounding bound", where, layer, worst);
             n_bounded++;
         }
         if (getenv("QP_TEST_VERBOSE"))
-            printf("  %-44s %-8s on xq: %.3f of bound; on x: %zu/%zu bits differ, max |dy|/(|xq||wq|) %.2e\n", layer,
-                   mx_exact(scheme) ? "exact" : "bounded", worst, bits_differ, n, worst_x);
+            printf("  %-44s %-8s %s: %.3f of bound; on x: %zu/%zu bits differ, max |dy|/(|xq||wq|) %.2e\n", layer,
+                   mx_exact(scheme) ? "mx" : "bounded", int8_dyn || mx_exact(scheme) ? "on x" : "on xq", worst, bits_differ, n,
+                   worst_x);
     }
     free(yx);
     free(yq);
@@ -120,8 +146,9 @@ static void run_fixture(const char *root, const char *dname, const char *scheme)
         /* vLLM refuses it at scheme dispatch (spec 1.5) */
         qp_layer_binding b;
         st = qp_model_bind_layer(m, "model.layers.0.mlp.down_proj", NULL, &b);
-        CHECK(st == QP_ERR_NOT_IMPLEMENTED || st == QP_ERR_UNSUPPORTED || st == QP_ERR_VALUE, "%s: refused (%d)", where, st);
-        CHECK(has(qp_last_error(ctx), "No quark compatible scheme was found") || has(qp_last_error(ctx), "Unsupported"),
+        CHECK(st == QP_ERR_NOT_IMPLEMENTED, "%s: refused with NotImplementedError (%s)", where, qp_status_str(st));
+        CHECK(has(qp_last_error(ctx), "NotImplementedError: Multi-entry weight or activation quantization configs are "
+                                      "only supported for NVFP4."),
               "%s: refusal message: %s", where, qp_last_error(ctx));
         if (!st) qp_layer_binding_free(&b);
         qp_model_close(m);
@@ -174,8 +201,9 @@ int main(int argc, char **argv) {
         }
     }
     CHECK(n_fixtures >= 32, "%d fixtures (16 schemes x 2 dtypes expected)", n_fixtures);
-    printf("%d fixtures, %d modules: %d bit-exact against Quark, %d within the rounding bound on Quark's xq\n",
-           n_fixtures, n_layers, n_exact, n_bounded);
+    printf("%d fixtures, %d modules: %d MX modules within the accumulation-order bound on x (%zu of %zu outputs bit "
+           "for bit equal to Quark's), %d others within their bounds (on Quark's xq; int8 per-token on x)\n",
+           n_fixtures, n_layers, n_exact, n_out_same, n_out, n_bounded);
     qp_context_destroy(ctx);
     return tu_finish("quark-exports");
 }

@@ -72,7 +72,13 @@ static void error_json(FILE *f, qp_context *ctx, qp_status st) {
     fputs(",\"key_path\":", f); json_str(f, nz(e.key_path));
 }
 
-static void summary(qp_context *ctx, const qp_config *cfg, const qp_resolve_options *o) {
+/* 1 when vLLM would refuse the config (a resolution error other than "no
+ * such part"), as a --layer query that fails exits 1. */
+static int refused(qp_status st) { return st != QP_OK && st != QP_ERR_NOT_FOUND; }
+
+static int summary(qp_context *ctx, const qp_config *cfg, const qp_resolve_options *o) {
+    int rc = 0;
+    qp_status st;
     qp_config_summary sm;
     qp_config_summarize(cfg, &sm);
     printf("config:       %s\n", sm.file);
@@ -81,20 +87,21 @@ static void summary(qp_context *ctx, const qp_config *cfg, const qp_resolve_opti
     if (sm.pack_method) printf("pack_method:  %s\n", sm.pack_method);
     qp_scheme s;
     printf("global:       ");
-    if (qp_config_resolve_global(cfg, o, &s) == QP_OK) scheme_human(stdout, &s);
-    else printf("error: %s\n", qp_last_error(ctx));
+    if ((st = qp_config_resolve_global(cfg, o, &s)) == QP_OK) scheme_human(stdout, &s);
+    else { printf("error: %s\n", qp_last_error(ctx)); rc |= refused(st); }
     for (size_t i = 0; i < sm.n_layer_patterns; i++) {
         printf("pattern %-40s ", qp_config_layer_pattern(cfg, i));
-        if (qp_config_resolve_pattern(cfg, i, o, &s) == QP_OK) scheme_human(stdout, &s);
-        else printf("error: %s\n", qp_last_error(ctx));
+        if ((st = qp_config_resolve_pattern(cfg, i, o, &s)) == QP_OK) scheme_human(stdout, &s);
+        else { printf("error: %s\n", qp_last_error(ctx)); rc |= refused(st); }
     }
     printf("excludes:     %zu\n", sm.n_excludes);
     for (size_t i = 0; i < sm.n_excludes && i < 20; i++) printf("    %s\n", qp_config_exclude(cfg, i));
     if (sm.n_excludes > 20) printf("    ... (%zu more)\n", sm.n_excludes - 20);
     qp_qtensor kv;
-    if (qp_config_kv_cache(cfg, &kv) != QP_OK) printf("kv cache:     error: %s\n", qp_last_error(ctx));
+    if ((st = qp_config_kv_cache(cfg, &kv)) != QP_OK) { printf("kv cache:     error: %s\n", qp_last_error(ctx)); rc |= refused(st); }
     else if (kv.dtype == QP_DTYPE_NONE) printf("kv cache:     not quantized\n");
     else { printf("kv cache:\n"); qtensor_human(stdout, "kv-cache", &kv); }
+    return rc;
 }
 
 int cmd_inspect(int argc, char **argv) {
@@ -162,13 +169,14 @@ int cmd_inspect(int argc, char **argv) {
         if (json) {
             qp_scheme s;
             qp_status st = qp_config_resolve_global(cfg, &o, &s);
+            rc |= refused(st);
             printf("{\"config\":"); json_str(stdout, path);
             printf(",\"quant_method\":\"%s\",\"global\":{\"result\":\"%s\"", qp_method_name(qp_config_method(cfg)),
                    st == QP_OK ? "ok" : "error");
             if (st == QP_OK) scheme_json(stdout, &s); else error_json(stdout, ctx, st);
             printf("}}\n");
         } else {
-            summary(ctx, cfg, &o);
+            rc |= summary(ctx, cfg, &o);
         }
     }
     for (size_t i = 0; i < n_layers; i++) {

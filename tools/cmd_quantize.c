@@ -202,7 +202,14 @@ int cmd_quantize(int argc, char **argv) {
     if (qp_config_load_buffer(ctx, qs->name, qcfg, strlen(qcfg), &cfg)) { fprintf(stderr, "qport quantize: %s\n", qp_last_error(ctx)); goto done; }
     qp_quantize_options qo;
     qp_quantize_options_init(&qo);
-    if (strstr(ctext, "\"bfloat16\"")) qo.params_dtype = QP_DTYPE_BF16;
+    /* the model dtype, and Quark's checkpoint layout (scales in the model
+     * dtype, zero points of symmetric int4) for Quark configs */
+    qp_dtype mdt = qp_model_dtype(m);
+    qo.params_dtype = mdt == QP_DTYPE_BF16 ? QP_DTYPE_BF16 : QP_DTYPE_F16;
+    if (qp_config_method(cfg) == QP_METHOD_QUARK) {
+        qo.scale_dtype = qo.params_dtype;
+        qo.sym_zero_points = 1;
+    }
     size_t n = qp_model_tensor_count(m), nq_layers = 0;
     for (size_t i = 0; i < n; i++) {
         qp_tensor t;
@@ -249,11 +256,11 @@ int cmd_quantize(int argc, char **argv) {
             snprintf(nm, sizeof nm, "%s.%s", layer, qt.name);
             if (push(&o, nm, &qt, NULL)) goto oom;
         }
-        if (oscale > 0.0f) { /* a 0-d fp32 tensor, as Quark writes output_scale */
-            float *v = malloc(sizeof(float));
+        if (oscale > 0.0f) { /* a 0-d tensor in the model dtype, as Quark writes output_scale */
+            uint16_t *v = malloc(sizeof(uint16_t));
             if (!v) goto oom;
-            *v = oscale;
-            qp_tensor st0 = {NULL, QP_DTYPE_F32, 0, {0, 0, 0, 0}, v};
+            *v = (uint16_t)qp_format_encode(qo.params_dtype, oscale);
+            qp_tensor st0 = {NULL, qo.params_dtype, 0, {0, 0, 0, 0}, v};
             char nm[1100];
             snprintf(nm, sizeof nm, "%s.output_scale", layer);
             if (push(&o, nm, &st0, v)) { free(v); goto oom; }

@@ -21,6 +21,7 @@ for every quantized linear module L (the names Quark keeps, q_proj/k_proj/...):
   L.xq    Quark's quantized-dequantized activation (its input quantizer's
           output; x itself for weight-only schemes; after the online rotation)
   L.yabs  |xq| @ |wq|^T (fp64, stored f32): the accumulation scale, for bounds
+  L.wsum  sum_k |wq[n, k]| (fp64, stored f32): how far an activation step moves y
 
 A scheme Quark can export but vLLM refuses (int4_fp8) gets the export and no
 outputs file. versions.json records what made the files.
@@ -159,6 +160,7 @@ def module_outputs(model, dtype):
         out[outer_name + ".y"] = y[0].contiguous()
         out[outer_name + ".xq"] = xq[0].to(dtype).clone().contiguous()
         out[outer_name + ".yabs"] = yabs[0].contiguous()
+        out[outer_name + ".wsum"] = wq.abs().double().sum(1).float().contiguous()
     return out
 
 
