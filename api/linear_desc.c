@@ -1,7 +1,15 @@
 /* From checkpoint tensors to the canonical layer description every backend
  * prepares from (backend.h qp_lin_desc): binding by checkpoint name, dtype
  * and shape checks that name the tensor and the rule, and vLLM's
- * process_weights_after_loading (spec 5.2-5.5, 6.4-6.6). */
+ * process_weights_after_loading (spec 5.2-5.5, 6.4-6.6).
+ *
+ * What is accepted follows vLLM's parameter creation and weight loaders,
+ * proven on amd-quark's own exports (tests/quark_exports): float scales in
+ * f32, f16 or bf16 are widened exactly (copy_ into fp32 parameters),
+ * params-dtype tensors (unquantized weights, biases, W4A16 scales) are
+ * converted into the model dtype, scalars are [] or [1], per-channel
+ * scales [N] or [N, 1], and the zero points vLLM creates and ignores are
+ * accepted. The per-scheme tables: docs/loading.md. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
