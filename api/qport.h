@@ -188,6 +188,9 @@ typedef enum qp_scheme_kind {
     QP_SCHEME_HF_FP8,
     QP_SCHEME_KV_CACHE,   /* attention layer with a quantized KV cache       */
     QP_SCHEME_NONE,       /* vLLM assigns no quant method to this layer      */
+    QP_SCHEME_W4A8_INT4_FP8, /* MoE only: int4 per-channel weights with an fp8
+                              * per-tensor stage, fp8 activations
+                              * (QuarkW4A8Fp8MoEMethod, ROCm AITER only)   */
     QP_SCHEME_KIND_COUNT_
 } qp_scheme_kind;
 

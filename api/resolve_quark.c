@@ -515,6 +515,154 @@ qp_status qp_resolve_quark_config(const qp_resolve_ctx *rc, const qj *c, const c
     return no_scheme(rc, key, w, in);
 }
 
+/* _is_fp8_w4a8 (MoE only): weight [fp8_e4m3 per_tensor, int4 per_channel
+ * sym ch_axis 0], both static; input fp8_e4m3 (a one-entry list is
+ * unwrapped), dynamic (per-token key) or static per_tensor. */
+static match is_fp8_w4a8(const qj *w, const qj *in) {
+    if (in && in->type == QJ_ARRAY) {
+        if (in->n != 1) return no_match;
+        in = in->items[0];
+    }
+    if (!w || w->type != QJ_ARRAY || w->n != 2 || !is_obj(in) || !is_obj(w->items[0]) || !is_obj(w->items[1]))
+        return no_match;
+    const qj *w0 = w->items[0], *w1 = w->items[1];
+    bool dt = qj_str_eq(G(w0, "dtype"), "fp8_e4m3") && qj_str_eq(G(w1, "dtype"), "int4") && qj_str_eq(G(in, "dtype"), "fp8_e4m3");
+    bool st = !qj_truthy(G(w0, "is_dynamic")) && !qj_truthy(G(w1, "is_dynamic"));
+    bool sh = qj_str_eq(G(w0, "qscheme"), "per_tensor") && qj_str_eq(G(w1, "qscheme"), "per_channel") &&
+              qj_is_true(G(w1, "symmetric")) && qj_int_eq(G(w1, "ch_axis"), 0);
+    if (!(dt && st && sh)) return no_match;
+    if (qj_truthy(G(in, "is_dynamic"))) return (match){true, "kInt4W4A8StaticChannelSym", "kFp8DynamicTokenSym"};
+    if (!qj_str_eq(G(in, "qscheme"), "per_tensor")) return no_match;
+    return (match){true, "kInt4W4A8StaticChannelSym", "kFp8StaticTensorSym"};
+}
+
+static bool key_in(const char *k, const char *const *list, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (k ? list[i] && !strcmp(k, list[i]) : !list[i]) return true;
+    return false;
+}
+
+/* QuarkMoEMethod.__init__: the method's supported keys (activation first). */
+static qp_status moe_keys(const qp_resolve_ctx *rc, const char *key, const match *m, const char *const *acts, size_t na,
+                          const char *const *ws, size_t nw) {
+    if (!key_in(m->akey, acts, na))
+        return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported activation quant key: %s", m->akey ? m->akey : "None");
+    if (!key_in(m->wkey, ws, nw))
+        return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported weight quant key: %s", m->wkey);
+    return QP_OK;
+}
+#define KEYS(a) a, sizeof a / sizeof *a
+
+static void set_moe(qp_scheme *s, qp_scheme_kind kind, const char *cls, match m, int min_cap) {
+    qp_scheme_init(s, kind);
+    qp_scheme_set_names(s, "QuarkMoEMethod", cls, m.wkey, m.akey);
+    s->min_capability = min_cap;
+}
+
+/* vLLM's QuarkMoEMethod.get_moe_method_target + get_moe_method + the
+ * chosen method's __init__ (shared/reference/vllm-quark_moe.py): lists
+ * of more than one entry are W4A8-FP8 (int4) or NVFP4, then fp8 w8a8,
+ * OCP MX (static fp8 activations allowed), int8 w8a8; anything else is
+ * RuntimeError("Unsupported FusedMoe scheme"). The MoE methods run no
+ * capability check of their own (their kernels fall back or emulate);
+ * min_capability is the matching linear scheme's, for information.
+ * W4A16 int4 experts have no Quark MoE method in that revision. */
+static qp_status vllm_moe(const qp_resolve_ctx *rc, const char *key, const qj *w, const qj *in, qp_scheme *out) {
+    static const char *const fp8_acts[] = {"kFp8StaticTensorSym", "kFp8DynamicTensorSym", "kFp8DynamicTokenSym"};
+    static const char *const fp8_ws[] = {"kFp8StaticChannelSym", "kFp8StaticTensorSym"};
+    static const char *const int8_acts[] = {"kInt8StaticTensorSym",  "kInt8StaticTensorAsym", "kInt8DynamicTensorSym",
+                                            "kInt8DynamicTensorAsym", "kInt8DynamicTokenSym",  "kInt8DynamicTokenAsym"};
+    static const char *const int8_ws[] = {"kInt8StaticChannelSym", "kInt8StaticTensorSym"};
+    static const char *const mx_acts[] = {"kMxfp4Dynamic",       "kMxfp6E3M2Dynamic",   "kMxfp6E2M3Dynamic", "kMxfp8Dynamic",
+                                          "kFp8DynamicTensorSym", "kFp8StaticTensorSym", NULL};
+    static const char *const mx_ws[] = {"kMxfp4Static", "kMxfp6E3M2Static", "kMxfp6E2M3Static", "kMxfp8Static"};
+    match m;
+    qp_status st;
+    if ((w && w->type == QJ_ARRAY && w->n > 1) || (in && in->type == QJ_ARRAY && in->n > 1)) {
+        if ((m = is_fp8_w4a8(w, in)).ok) {
+            /* QuarkW4A8Fp8MoEMethod.__init__ asserts ROCm AITER fused MoE,
+             * which no platform qport models provides */
+            set_moe(out, QP_SCHEME_W4A8_INT4_FP8, "QuarkW4A8Fp8MoEMethod", m, 0);
+            return qp_resolve_fail(rc, QP_ERR_UNSUPPORTED, key,
+                                   "AssertionError: W4A8 FP8 MoE requires ROCm AITER fused MoE support.");
+        }
+        if ((m = is_nvfp4(w, in)).ok) {
+            set_moe(out, QP_SCHEME_NVFP4, "QuarkNvfp4MoEMethod", m, 75);
+            return QP_OK;
+        }
+        return qp_resolve_fail(rc, QP_ERR_CAPABILITY, key, "Unsupported FusedMoe scheme");
+    }
+    w = unwrap_single(w);
+    in = unwrap_single(in);
+    if ((m = is_fp8_w8a8(w, in)).ok) {
+        if ((st = moe_keys(rc, key, &m, KEYS(fp8_acts), KEYS(fp8_ws)))) return st;
+        bool wch = !strcmp(m.wkey, "kFp8StaticChannelSym"), ach = !strcmp(m.akey, "kFp8DynamicTokenSym");
+        if (wch != ach)
+            return qp_resolve_fail(rc, QP_ERR_VALUE, key,
+                                   "For FP8 Fused MoE layers, only per-tensor and per-channel scales for weights and "
+                                   "activations are supported. Found %s, %s",
+                                   wch ? "per_channel" : "per_tensor", ach ? "per_channel" : "per_tensor");
+        set_moe(out, QP_SCHEME_W8A8_FP8, "QuarkW8A8Fp8MoEMethod", m, 89);
+        return QP_OK;
+    }
+    int rows = 1;
+    if ((st = is_ocp_mx(rc, key, w, in, true, &m, &rows))) return st;
+    if (m.ok) {
+        if ((st = moe_keys(rc, key, &m, KEYS(mx_acts), KEYS(mx_ws)))) return st;
+        /* OCP_MX_Scheme.from_quant_dtype(input_dtype, weight_dtype) */
+        static const struct { const char *wkey, *name; qp_dtype elem; } wd[] = {
+            {"kMxfp4Static", "mxfp4", QP_DTYPE_F4_E2M1}, {"kMxfp6E3M2Static", "mxfp6_e3m2", QP_DTYPE_F6_E3M2},
+            {"kMxfp6E2M3Static", "mxfp6_e2m3", QP_DTYPE_F6_E2M3}, {"kMxfp8Static", "mxfp8_e4m3", QP_DTYPE_F8_E4M3FN}};
+        static const struct { const char *akey, *name; qp_ocp_mx_act act; } ad[] = {
+            {NULL, "None", QP_OCP_MX_ACT_NONE}, {"kMxfp4Dynamic", "mxfp4", QP_OCP_MX_ACT_MXFP4},
+            {"kMxfp6E3M2Dynamic", "mxfp6_e3m2", QP_OCP_MX_ACT_MXFP6_E3M2},
+            {"kMxfp6E2M3Dynamic", "mxfp6_e2m3", QP_OCP_MX_ACT_MXFP6_E2M3}, {"kMxfp8Dynamic", "mxfp8_e4m3", QP_OCP_MX_ACT_MXFP8},
+            {"kFp8DynamicTensorSym", "fp8", QP_OCP_MX_ACT_FP8_DYNAMIC}, {"kFp8StaticTensorSym", "fp8", QP_OCP_MX_ACT_FP8_STATIC}};
+        size_t wi = 0, ai = 0;
+        while (wi < 3 && strcmp(wd[wi].wkey, m.wkey)) wi++;
+        while (ai < 6 && (m.akey ? !ad[ai].akey || strcmp(ad[ai].akey, m.akey) : ad[ai].akey != NULL)) ai++;
+        /* the linear pairs, plus w_mxfp4_a_fp8 (MoE only) */
+        bool fp8_act = ad[ai].act == QP_OCP_MX_ACT_FP8_DYNAMIC || ad[ai].act == QP_OCP_MX_ACT_FP8_STATIC;
+        qp_context *quiet = NULL; /* the pair check's own message is not vLLM's */
+        bool pair_ok = fp8_act ? wd[wi].elem == QP_DTYPE_F4_E2M1
+                               : !qp_context_create(&quiet) && !qp_ref_ocp_mx_check_pair(quiet, wd[wi].elem, ad[ai].act);
+        qp_context_destroy(quiet);
+        if (!pair_ok)
+            return qp_resolve_fail(rc, QP_ERR_VALUE, key,
+                                   "Unsupported OCP MX dtype combination for MoE: input_dtype=%s, weight_dtype=%s. "
+                                   "Please check that the combination is supported in OCP_MX_Scheme.",
+                                   ad[ai].name, wd[wi].name);
+        if (ad[ai].act == QP_OCP_MX_ACT_FP8_DYNAMIC)
+            return qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, key,
+                                   "QuarkOCP_MX_MoEMethod with dynamic input scales is currently not implemented for "
+                                   "OCP MX scheme w_%s_a_fp8. Please open an issue.", wd[wi].name);
+        set_moe(out, ad[ai].act == QP_OCP_MX_ACT_FP8_STATIC ? QP_SCHEME_W4A8_MXFP4_FP8 : QP_SCHEME_OCP_MX,
+                "QuarkOCP_MX_MoEMethod", m, 70);
+        if (rows > 1) {
+            out->weight.granularity = QP_GRAN_BLOCK;
+            out->weight.block[0] = rows;
+            out->weight.block[1] = 32;
+        }
+        return QP_OK;
+    }
+    if ((m = is_w8a8_int8(w, in)).ok) {
+        if ((st = moe_keys(rc, key, &m, KEYS(int8_acts), KEYS(int8_ws)))) return st;
+        /* QuarkW8A8Int8MoEMethod maps asymmetric activation keys to their
+         * symmetric ones ("oracle needs to support asym int8"): the
+         * experts run symmetric whatever the config says */
+        if (strstr(m.akey, "Asym")) {
+            static const char *const sym[][2] = {{"kInt8StaticTensorAsym", "kInt8StaticTensorSym"},
+                                                 {"kInt8DynamicTensorAsym", "kInt8DynamicTensorSym"},
+                                                 {"kInt8DynamicTokenAsym", "kInt8DynamicTokenSym"}};
+            for (size_t i = 0; i < 3; i++)
+                if (!strcmp(m.akey, sym[i][0])) m.akey = sym[i][1];
+        }
+        set_moe(out, QP_SCHEME_W8A8_INT8, "QuarkW8A8Int8MoEMethod", m, 75);
+        return QP_OK;
+    }
+    return qp_resolve_fail(rc, QP_ERR_CAPABILITY, key, "Unsupported FusedMoe scheme");
+}
+
 /* The MoE path: the matched config decides the experts' method. vLLM's
  * QuarkMoEMethod targets are reported with their weight/activation keys. */
 static qp_status resolve_moe(const qp_resolve_ctx *rc, const found *f, qp_scheme *out) {
@@ -524,41 +672,26 @@ static qp_status resolve_moe(const qp_resolve_ctx *rc, const found *f, qp_scheme
     if (qj_truthy(G(c, "output_tensors")) || qj_truthy(G(c, "bias")))
         return qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, f->key,
                                "Currently, Quark models with output_tensors and bias quantized are not supported");
+    if (is_vllm(rc)) return vllm_moe(rc, f->key, G(c, "weight"), G(c, "input_tensors"), out);
+    /* SGLang's QuarkMoEMethod.get_moe_method: MXFP4 (W4A4), W4A8 MXFP4-FP8,
+     * FP8 W8A8, with a capability check; nothing else */
     const qj *w = unwrap_single(G(c, "weight")), *in = unwrap_single(G(c, "input_tensors"));
     match m;
-    if (!is_vllm(rc)) {
-        if (sg_is_mx_fp4(w, in)) {
-            qp_scheme_init(out, QP_SCHEME_OCP_MX);
-            qp_scheme_set_names(out, "QuarkFusedMoEMethod", "QuarkW4A4MXFp4MoE", "kMxfp4Static", "kMxfp4Dynamic");
-        } else if (is_w4a8_mxfp4_fp8(w, in).ok ||
-                   (is_obj(w) && is_obj(in) && qj_str_eq(G(w, "dtype"), "fp4") && qj_str_eq(G(in, "dtype"), "fp8_e4m3fn"))) {
-            qp_scheme_init(out, QP_SCHEME_W4A8_MXFP4_FP8);
-            qp_scheme_set_names(out, "QuarkFusedMoEMethod", "QuarkW4A8MXFp4MoE", "kMxfp4Static", "kFp8StaticTensorSym");
-        } else if ((m = sg_is_fp8_w8a8(w, in)).ok) {
-            qp_scheme_init(out, QP_SCHEME_W8A8_FP8);
-            qp_scheme_set_names(out, "QuarkFusedMoEMethod", "QuarkW8A8FP8MoE", m.wkey, m.akey);
-            out->min_capability = 89;
-        } else {
-            return qp_resolve_fail(rc, QP_ERR_CAPABILITY, f->key, "Unsupported FusedMoe scheme");
-        }
-        return qp_capability_check(rc, out->min_capability);
-    }
-    if ((m = is_fp8_w8a8(w, in)).ok) {
-        qp_scheme_init(out, QP_SCHEME_W8A8_FP8);
-        qp_scheme_set_names(out, "QuarkMoEMethod", "QuarkW8A8Fp8MoEMethod", m.wkey, m.akey);
-        out->min_capability = 89;
-        return qp_capability_check(rc, 89);
-    }
-    int rows = 1;
-    qp_status st = is_ocp_mx(rc, f->key, w, in, true, &m, &rows);
-    if (st != QP_OK) return st;
-    if (m.ok) {
+    if (sg_is_mx_fp4(w, in)) {
         qp_scheme_init(out, QP_SCHEME_OCP_MX);
-        qp_scheme_set_names(out, "QuarkMoEMethod", "QuarkOCP_MX_MoEMethod", m.wkey, m.akey);
-        out->min_capability = 70;
-        return qp_capability_check(rc, 70);
+        qp_scheme_set_names(out, "QuarkFusedMoEMethod", "QuarkW4A4MXFp4MoE", "kMxfp4Static", "kMxfp4Dynamic");
+    } else if (is_w4a8_mxfp4_fp8(w, in).ok ||
+               (is_obj(w) && is_obj(in) && qj_str_eq(G(w, "dtype"), "fp4") && qj_str_eq(G(in, "dtype"), "fp8_e4m3fn"))) {
+        qp_scheme_init(out, QP_SCHEME_W4A8_MXFP4_FP8);
+        qp_scheme_set_names(out, "QuarkFusedMoEMethod", "QuarkW4A8MXFp4MoE", "kMxfp4Static", "kFp8StaticTensorSym");
+    } else if ((m = sg_is_fp8_w8a8(w, in)).ok) {
+        qp_scheme_init(out, QP_SCHEME_W8A8_FP8);
+        qp_scheme_set_names(out, "QuarkFusedMoEMethod", "QuarkW8A8FP8MoE", m.wkey, m.akey);
+        out->min_capability = 89;
+    } else {
+        return qp_resolve_fail(rc, QP_ERR_CAPABILITY, f->key, "Unsupported FusedMoe scheme");
     }
-    return no_scheme(rc, f->key, w, in);
+    return qp_capability_check(rc, out->min_capability);
 }
 
 qp_status qp_resolve_quark(const qp_resolve_ctx *rc, qp_scheme *out) {
