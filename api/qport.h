@@ -890,6 +890,58 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
                                      qp_layer_binding *out);
 QP_API void qp_layer_binding_free(qp_layer_binding *b);
 
+/* === Mixture of experts (FusedMoE) ======================================= */
+/* A routed-experts layer as vLLM's FusedMoE runs it: route each token to
+ * top_k experts, then per (token, expert) w13 GEMM -> silu(gate) * up ->
+ * the scheme's activation quantization -> w2 GEMM, weighted by the routing
+ * weight, summed over the k experts. The arithmetic order is vLLM's Triton
+ * fused_experts (docs/moe.md). Runs on the cpu reference; the GPU backends
+ * come with the fused kernels. */
+typedef enum qp_moe_scoring { QP_MOE_SOFTMAX = 0, QP_MOE_SIGMOID } qp_moe_scoring;
+
+typedef struct qp_moe_options {
+    size_t struct_size;         /* sizeof(qp_moe_options)                       */
+    qp_dtype act_dtype;         /* F16 (default) or BF16: x, y, unquantized w  */
+    const char *layer;          /* for messages                                 */
+    int top_k;                  /* experts per token (default 2)                */
+    int renormalize;            /* 1: the k weights divided by their sum        */
+    /* grouped top-k (DeepSeek): experts in num_expert_group groups, only the
+     * topk_group best groups compete; 0: plain top-k */
+    int num_expert_group, topk_group;
+    qp_moe_scoring scoring;     /* softmax (default) or sigmoid (grouped only)  */
+    float routed_scaling_factor;/* grouped: weights times it (default 1)        */
+    const float *e_score_correction_bias; /* grouped: [E] or NULL            */
+} qp_moe_options;
+QP_API void qp_moe_options_init(qp_moe_options *o);
+
+/* Routing alone (vLLM's fused_topk / grouped_topk): router logits [M][E]
+ * fp32 -> topk_ids [M][top_k], topk_weights [M][top_k]. Softmax in fp32
+ * (exp(x - max) * (1/sum)); top-k picks the largest, the lower expert index
+ * on ties, in descending order; renormalize divides by the fp32 sum. */
+QP_API qp_status qp_moe_route(qp_context *ctx, const float *logits, int M, int E, const qp_moe_options *o,
+                              int32_t *topk_ids, float *topk_weights);
+
+typedef struct qp_moe qp_moe;
+/* E experts, hidden size H, intermediate size I. Tensors with vLLM's
+ * FusedMoE parameter names (qp_model_bind_moe stacks them from a
+ * checkpoint's per-expert ones):
+ *   w13_weight [E, 2I, H] (gate rows then up rows), w2_weight [E, H, I];
+ *   fp8/int8: w13_weight_scale [E, 2] per tensor (one per shard) or
+ *   [E, 2I(, 1)] per channel, w2_weight_scale [E] or [E, H(, 1)], static
+ *   activations w13_input_scale [E], w2_input_scale [E] (float dtypes).
+ * Process-after-loading as vLLM's: per-tensor fp8 w13 shards requantized
+ * to the larger scale, static input scales the max over experts.
+ * QP_ERR_UNSUPPORTED for schemes without an MoE reference yet and for
+ * devices other than cpu. */
+QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, int H, int I, const qp_tensor *tensors,
+                               size_t n_tensors, const qp_moe_options *opts, qp_moe **out);
+/* y [M][H] = MoE(x [M][H]) routed by router_logits [M][E] (fp32). */
+QP_API qp_status qp_moe_forward(qp_moe *moe, const void *x, int M, const float *router_logits, void *y);
+/* The same with explicit routing: topk_ids [M][k] in [0, E), weights. */
+QP_API qp_status qp_moe_forward_topk(qp_moe *moe, const void *x, int M, const int32_t *topk_ids,
+                                     const float *topk_weights, void *y);
+QP_API void qp_moe_destroy(qp_moe *moe);
+
 /* === MX / NVFP4 block quantization (spec 3.4-3.6, 4.3) ==================== */
 /* OCP MX: blocks of 32 consecutive elements along k share one e8m0 scale.
  * `elem` is QP_DTYPE_F4_E2M1, F6_E3M2, F6_E2M3 or F8_E4M3FN; codes are one

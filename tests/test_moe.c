@@ -1,0 +1,419 @@
+/* The MoE core: vLLM's routing (fused_topk, grouped_topk with a correction
+ * bias), the fused MoE reference against an fp64 model with a bound derived
+ * from its roundings (unquantized, fp8) and bit for bit against an
+ * independent integer model (int8), process-after-loading (fp8 w13 shards
+ * requantized to the larger scale, static input scales max over experts),
+ * and the error paths. Seeded random inputs. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+static qp_context *ctx;
+static qp_device *cpu;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static double urand(void) { /* [0, 1) */
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (double)(rng >> 11) / 9007199254740992.0;
+}
+static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.283185307179586 * urand()); }
+
+/* ---- routing --------------------------------------------------------- */
+
+static void test_route(void) {
+    enum { M = 64, E = 16, K = 4 };
+    float logits[M * E], w[M * K];
+    int32_t ids[M * K];
+    for (int i = 0; i < M * E; i++) logits[i] = (float)(2 * nrand());
+    qp_moe_options o;
+    qp_moe_options_init(&o);
+    o.top_k = K;
+    for (int renorm = 0; renorm < 2; renorm++) {
+        o.renormalize = renorm;
+        CHECK(!qp_moe_route(ctx, logits, M, E, &o, ids, w), "%s", qp_last_error(ctx));
+        for (int m = 0; m < M; m++) {
+            double p[E], z = 0, mx = -1e300, sel = 0;
+            for (int e = 0; e < E; e++) mx = fmax(mx, logits[m * E + e]);
+            for (int e = 0; e < E; e++) z += (p[e] = exp((double)logits[m * E + e] - mx));
+            for (int j = 0; j < K; j++) sel += p[ids[m * K + j]] / z;
+            for (int j = 0; j < K; j++) {
+                int e = ids[m * K + j];
+                /* the j-th largest: exactly j experts score higher */
+                int higher = 0;
+                for (int f = 0; f < E; f++) higher += logits[m * E + f] > logits[m * E + e];
+                CHECK(higher == j, "token %d slot %d: expert %d is not the %d-th largest", m, j, e, j);
+                double want = p[e] / z / (renorm ? sel : 1.0);
+                CHECK(fabs(w[m * K + j] - want) <= 8 * E * 0x1p-24 * want, "token %d slot %d: weight %g vs %g", m, j,
+                      (double)w[m * K + j], want);
+            }
+        }
+    }
+    /* ties go to the lower expert index */
+    float tie[E] = {0};
+    o.top_k = 3;
+    CHECK(!qp_moe_route(ctx, tie, 1, E, &o, ids, w) && ids[0] == 0 && ids[1] == 1 && ids[2] == 2, "ties: %d %d %d",
+          ids[0], ids[1], ids[2]);
+    /* grouped top-k with a correction bias: 8 experts in 4 groups, 2 groups
+     * kept; the bias decides the choice, the unbiased scores the weights */
+    float lg[8] = {0, 0, 0, 0, 3.0f, -3.0f, 0.5f, 0.4f};
+    float bias[8] = {0, 0, 2.0f, 2.0f, 0, 0, 0, 0};
+    qp_moe_options g;
+    qp_moe_options_init(&g);
+    g.top_k = 2;
+    g.num_expert_group = 4;
+    g.topk_group = 2;
+    g.scoring = QP_MOE_SIGMOID;
+    g.e_score_correction_bias = bias;
+    g.routed_scaling_factor = 2.5f;
+    CHECK(!qp_moe_route(ctx, lg, 1, 8, &g, ids, w), "%s", qp_last_error(ctx));
+    /* biased group scores (top-2 sums): g0 = 1.0, g1 = 5.0, g2 = 0.95+0.05 ~ 1.0..., g3 = 1.22 + ... */
+    double s[8], b[8], gs[4];
+    for (int e = 0; e < 8; e++) { s[e] = 1 / (1 + exp(-(double)lg[e])); b[e] = s[e] + bias[e]; }
+    for (int q = 0; q < 4; q++) gs[q] = b[2 * q] + b[2 * q + 1];
+    int g1 = 0, g2 = -1;
+    for (int q = 1; q < 4; q++) if (gs[q] > gs[g1]) g1 = q;
+    for (int q = 0; q < 4; q++) if (q != g1 && (g2 < 0 || gs[q] > gs[g2])) g2 = q;
+    int e1 = -1, e2 = -1;
+    for (int e = 0; e < 8; e++) if ((e / 2 == g1 || e / 2 == g2) && (e1 < 0 || b[e] > b[e1])) e1 = e;
+    for (int e = 0; e < 8; e++) if (e != e1 && (e / 2 == g1 || e / 2 == g2) && (e2 < 0 || b[e] > b[e2])) e2 = e;
+    CHECK(ids[0] == e1 && ids[1] == e2, "grouped: experts %d %d, want %d %d", ids[0], ids[1], e1, e2);
+    CHECK(fabs(w[0] - 2.5 * s[e1]) <= 1e-6 && fabs(w[1] - 2.5 * s[e2]) <= 1e-6, "grouped weights %g %g", (double)w[0],
+          (double)w[1]);
+    CHECK(e1 == 2 || e2 == 2 || e1 == 3 || e2 == 3, "the bias must pull group 1 in");
+    /* bad routing arguments */
+    o.top_k = E + 1;
+    CHECK(qp_moe_route(ctx, logits, M, E, &o, ids, w) == QP_ERR_INVALID_ARGUMENT && strstr(qp_last_error(ctx), "top_k"),
+          "top_k > E: %s", qp_last_error(ctx));
+    g.num_expert_group = 3;
+    CHECK(qp_moe_route(ctx, lg, 1, 8, &g, ids, w) == QP_ERR_INVALID_ARGUMENT &&
+              strstr(qp_last_error(ctx), "divisible by num_expert_group"),
+          "groups: %s", qp_last_error(ctx));
+    o.top_k = 2;
+    o.scoring = QP_MOE_SIGMOID;
+    CHECK(qp_moe_route(ctx, logits, M, E, &o, ids, w) == QP_ERR_INVALID_ARGUMENT, "sigmoid without groups");
+}
+
+/* ---- the fused forward ------------------------------------------------ */
+
+typedef struct layer {
+    int E, H, I;
+    qp_dtype dt;
+    float *w13, *w2; /* fp32 master weights [E][2I][H], [E][H][I] */
+} layer;
+
+static void layer_make(layer *L, int E, int H, int I, qp_dtype dt) {
+    *L = (layer){E, H, I, dt, malloc(sizeof(float) * (size_t)E * 2 * I * H), malloc(sizeof(float) * (size_t)E * H * I)};
+    for (size_t i = 0; i < (size_t)E * 2 * I * H; i++) L->w13[i] = (float)(nrand() / sqrt(H));
+    for (size_t i = 0; i < (size_t)E * H * I; i++) L->w2[i] = (float)(nrand() / sqrt(I));
+}
+
+/* fp64 model of one token's MoE output row given dequantized weights, plus
+ * the bound of qport's roundings (docs/moe.md): every rounding to the
+ * activation dtype (cache1, silu, cache2, cache3, the k-sum) is one u of
+ * its value, propagated; fp32 sums K 2^-24 of their absolute sums. */
+static void model_row(const layer *L, const double *w13, const double *w2, const double *x, const int32_t *ids,
+                      const float *wt, int k, double act_err, double *y, double *bound) {
+    int H = L->H, I = L->I;
+    double u = tu_unit(L->dt);
+    double *h = malloc(sizeof(double) * I), *hb = malloc(sizeof(double) * I), *hab = malloc(sizeof(double) * I);
+    for (int n = 0; n < H; n++) y[n] = bound[n] = 0;
+    double *c3 = calloc((size_t)k * H, sizeof(double));
+    for (int j = 0; j < k; j++) {
+        int e = ids[j];
+        for (int i = 0; i < I; i++) {
+            double g = 0, up = 0, ga = 0, ua = 0;
+            for (int t = 0; t < H; t++) {
+                g += w13[((size_t)e * 2 * I + i) * H + t] * x[t];
+                up += w13[((size_t)e * 2 * I + I + i) * H + t] * x[t];
+                ga += fabs(w13[((size_t)e * 2 * I + i) * H + t] * x[t]);
+                ua += fabs(w13[((size_t)e * 2 * I + I + i) * H + t] * x[t]);
+            }
+            double eg = (u + H * 0x1p-24 + act_err) * ga + u * fabs(g), eu = (u + H * 0x1p-24 + act_err) * ua + u * fabs(up);
+            double sg = g / (1 + exp(-g));
+            h[i] = sg * up;
+            /* silu' <= 1.1: an error eg in g moves silu by <= 1.1 eg; silu and
+             * the product are rounded once each */
+            double es = 1.1 * eg + u * (fabs(sg) + 1.1 * eg);
+            hb[i] = es * (fabs(up) + eu) + fabs(sg) * eu + u * (fabs(h[i]) + es * (fabs(up) + eu) + fabs(sg) * eu);
+            hab[i] = fabs(h[i]) + hb[i];
+        }
+        for (int n = 0; n < H; n++) {
+            double acc = 0, ab = 0, eb = 0;
+            for (int i = 0; i < I; i++) {
+                acc += w2[((size_t)e * H + n) * I + i] * h[i];
+                ab += fabs(w2[((size_t)e * H + n) * I + i]) * hab[i];
+                eb += fabs(w2[((size_t)e * H + n) * I + i]) * hb[i];
+            }
+            c3[(size_t)j * H + n] = wt[j] * acc;
+            bound[n] += fabs(wt[j]) * (eb + (I * 0x1p-24 + act_err) * ab) + u * fabs(wt[j]) * (fabs(acc) + eb + ab * 0x1p-20);
+        }
+    }
+    for (int n = 0; n < H; n++) {
+        double s = 0, sa = 0;
+        for (int j = 0; j < k; j++) { s += c3[(size_t)j * H + n]; sa += fabs(c3[(size_t)j * H + n]); }
+        y[n] = s;
+        /* k roundings of the sum, and a subnormal step per rounding */
+        bound[n] += k * u * (sa + bound[n]) + (2.0 * k + 6) * (L->dt == QP_DTYPE_F16 ? 0x1p-24 : 0x1p-133);
+    }
+    free(h); free(hb); free(hab); free(c3);
+}
+
+static int run_unquantized(qp_dtype dt) {
+    layer L;
+    layer_make(&L, 8, 64, 32, dt);
+    int E = L.E, H = L.H, I = L.I, M = 17, k = 2;
+    size_t es = 2;
+    uint16_t *w13 = malloc(es * E * 2 * I * H), *w2 = malloc(es * E * H * I), *x = malloc(es * M * H), *y = malloc(es * M * H);
+    double *d13 = malloc(sizeof(double) * E * 2 * I * H), *d2 = malloc(sizeof(double) * E * H * I);
+    for (size_t i = 0; i < (size_t)E * 2 * I * H; i++) { tu_put(dt, w13, i, L.w13[i]); d13[i] = tu_get(dt, w13, i); }
+    for (size_t i = 0; i < (size_t)E * H * I; i++) { tu_put(dt, w2, i, L.w2[i]); d2[i] = tu_get(dt, w2, i); }
+    for (size_t i = 0; i < (size_t)M * H; i++) tu_put(dt, x, i, (float)nrand());
+    qp_tensor t[2] = {{"w13_weight", dt, 3, {E, 2 * I, H}, w13}, {"w2_weight", dt, 3, {E, H, I}, w2}};
+    qp_scheme s;
+    memset(&s, 0, sizeof s);
+    s.kind = QP_SCHEME_UNQUANTIZED;
+    qp_moe_options o;
+    qp_moe_options_init(&o);
+    o.act_dtype = dt;
+    o.top_k = k;
+    o.renormalize = 1;
+    o.layer = "model.layers.0.mlp.experts";
+    qp_moe *moe = NULL;
+    CHECK(!qp_moe_create(cpu, &s, E, H, I, t, 2, &o, &moe), "%s", qp_last_error(ctx));
+    float *logits = malloc(sizeof(float) * M * E), *wt = malloc(sizeof(float) * M * k);
+    int32_t *ids = malloc(sizeof(int32_t) * M * k);
+    for (int i = 0; i < M * E; i++) logits[i] = (float)nrand();
+    /* expert 7 gets no token; token 0 is routed to expert 3 only through
+     * explicit ids below */
+    for (int m = 0; m < M; m++) logits[m * E + 7] = -30;
+    int worst_i = -1;
+    double worst = 0;
+    if (moe) {
+        CHECK(!qp_moe_forward(moe, x, M, logits, y), "%s", qp_last_error(ctx));
+        CHECK(!qp_moe_route(ctx, logits, M, E, &o, ids, wt), "%s", qp_last_error(ctx));
+        double xr[64], yr[64], b[64];
+        for (int m = 0; m < M; m++) {
+            for (int t2 = 0; t2 < H; t2++) xr[t2] = tu_get(dt, x, (size_t)m * H + t2);
+            model_row(&L, d13, d2, xr, ids + m * k, wt + m * k, k, 0, yr, b);
+            for (int n = 0; n < H; n++) {
+                double r = fabs(tu_get(dt, y, (size_t)m * H + n) - yr[n]) / b[n];
+                if (!(r <= worst)) { worst = r; worst_i = m * H + n; }
+            }
+        }
+        CHECK(worst <= 1.0, "%s unquantized MoE: |y - y64| is %.3g x the bound at %d", qp_dtype_name(dt), worst, worst_i);
+        /* explicit routing: every token to expert 3 with weight 1 equals k = 1 */
+        for (int m = 0; m < M * k; m++) { ids[m] = 3; wt[m] = m % k ? 0.0f : 1.0f; }
+        uint16_t *y2 = malloc(es * M * H);
+        CHECK(!qp_moe_forward_topk(moe, x, M, ids, wt, y2), "%s", qp_last_error(ctx));
+        double xr2[64], yr2[64], b2[64];
+        double w2worst = 0;
+        for (int m = 0; m < M; m++) {
+            for (int t2 = 0; t2 < H; t2++) xr2[t2] = tu_get(dt, x, (size_t)m * H + t2);
+            model_row(&L, d13, d2, xr2, ids + m * k, wt + m * k, k, 0, yr2, b2);
+            for (int n = 0; n < H; n++) w2worst = fmax(w2worst, fabs(tu_get(dt, y2, (size_t)m * H + n) - yr2[n]) / b2[n]);
+        }
+        CHECK(w2worst <= 1.0, "one expert for every token: %.3g x the bound", w2worst);
+        /* bad ids are an error naming them */
+        ids[5] = E;
+        CHECK(qp_moe_forward_topk(moe, x, M, ids, wt, y2) == QP_ERR_INVALID_ARGUMENT &&
+                  strstr(qp_last_error(ctx), "topk_ids[2][1] = 8"),
+              "bad id: %s", qp_last_error(ctx));
+        free(y2);
+    }
+    printf("moe unquantized %s: worst %.3f of the derived bound\n", qp_dtype_name(dt), worst);
+    qp_moe_destroy(moe);
+    free(w13); free(w2); free(x); free(y); free(d13); free(d2); free(logits); free(wt); free(ids);
+    free(L.w13); free(L.w2);
+    return 0;
+}
+
+/* int8 experts, per-channel weights, dynamic per-token activations: an
+ * independent integer model of the same steps, bit for bit. */
+static void run_int8(void) {
+    int E = 4, H = 64, I = 32, M = 5, k = 2;
+    qp_dtype dt = QP_DTYPE_BF16;
+    int8_t *w13 = malloc((size_t)E * 2 * I * H), *w2 = malloc((size_t)E * H * I);
+    float *s13 = malloc(sizeof(float) * E * 2 * I), *s2 = malloc(sizeof(float) * E * H);
+    for (int i = 0; i < E * 2 * I * H; i++) w13[i] = (int8_t)(urand() * 255 - 127);
+    for (int i = 0; i < E * H * I; i++) w2[i] = (int8_t)(urand() * 255 - 127);
+    for (int i = 0; i < E * 2 * I; i++) s13[i] = (float)(0.5 + urand()) / 127 / 8;
+    for (int i = 0; i < E * H; i++) s2[i] = (float)(0.5 + urand()) / 127 / 4;
+    uint16_t x[5 * 64], y[5 * 64];
+    for (int i = 0; i < M * H; i++) tu_put(dt, x, (size_t)i, (float)nrand());
+    qp_tensor t[4] = {{"w13_weight", QP_DTYPE_I8, 3, {E, 2 * I, H}, w13}, {"w2_weight", QP_DTYPE_I8, 3, {E, H, I}, w2},
+                      {"w13_weight_scale", QP_DTYPE_F32, 3, {E, 2 * I, 1}, s13}, {"w2_weight_scale", QP_DTYPE_F32, 2, {E, H}, s2}};
+    qp_config *cfg = tu_load(ctx, "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"reorder\"},"
+                                  "\"global_quant_config\":{\"weight\":{\"dtype\":\"int8\",\"qscheme\":\"per_channel\",\"ch_axis\":0,"
+                                  "\"symmetric\":true,\"is_dynamic\":false},\"input_tensors\":{\"dtype\":\"int8\",\"qscheme\":"
+                                  "\"per_channel\",\"ch_axis\":1,\"symmetric\":true,\"is_dynamic\":true},\"output_tensors\":null,"
+                                  "\"bias\":null},\"layer_quant_config\":{},\"layer_type_quant_config\":{},\"exclude\":[]}");
+    qp_scheme s;
+    CHECK(cfg && !qp_config_resolve(cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, NULL, &s) &&
+              !strcmp(s.scheme_class, "QuarkW8A8Int8MoEMethod"),
+          "%s", qp_last_error(ctx));
+    qp_moe_options o;
+    qp_moe_options_init(&o);
+    o.act_dtype = dt;
+    o.top_k = k;
+    qp_moe *moe = NULL;
+    CHECK(!qp_moe_create(cpu, &s, E, H, I, t, 4, &o, &moe), "%s", qp_last_error(ctx));
+    int32_t ids[10] = {0, 1, 2, 2, 3, 0, 1, 1, 0, 3};
+    float wt[10];
+    for (int i = 0; i < 10; i++) wt[i] = (float)urand();
+    if (moe) CHECK(!qp_moe_forward_topk(moe, x, M, ids, wt, y), "%s", qp_last_error(ctx));
+    /* the model: quantize per token with the public quantizer, exact dots */
+    float xf[5 * 64], c2f[10 * 32];
+    int8_t xq[5 * 64], hq[10 * 32];
+    float xs[5], hs[10];
+    for (int i = 0; i < M * H; i++) xf[i] = (float)tu_get(dt, x, (size_t)i);
+    qp_quant_int8_dynamic(ctx, xf, (size_t)M, (size_t)H, 1, xq, xs, NULL);
+    for (int tk = 0; tk < M * k; tk++) {
+        int m = tk / k, e = ids[tk];
+        uint16_t c1[64];
+        for (int n = 0; n < 2 * I; n++) {
+            int32_t acc = 0;
+            for (int h = 0; h < H; h++) acc += xq[m * H + h] * w13[((size_t)e * 2 * I + n) * H + h];
+            tu_put(dt, c1, (size_t)n, (float)acc * xs[m] * s13[e * 2 * I + n]);
+        }
+        for (int i = 0; i < I; i++) {
+            float g = (float)tu_get(dt, c1, (size_t)i), u = (float)tu_get(dt, c1, (size_t)(I + i));
+            uint16_t sb;
+            tu_put(dt, &sb, 0, g / (1.0f + expf(-g)));
+            uint16_t hb;
+            tu_put(dt, &hb, 0, (float)tu_get(dt, &sb, 0) * u);
+            c2f[tk * I + i] = (float)tu_get(dt, &hb, 0);
+        }
+    }
+    qp_quant_int8_dynamic(ctx, c2f, (size_t)(M * k), (size_t)I, 1, hq, hs, NULL);
+    size_t differ = 0;
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < H; n++) {
+            float sum = 0;
+            for (int j = 0; j < k; j++) {
+                int tk = m * k + j, e = ids[tk];
+                int32_t acc = 0;
+                for (int i = 0; i < I; i++) acc += hq[tk * I + i] * w2[((size_t)e * H + n) * I + i];
+                uint16_t c3, sb;
+                tu_put(dt, &c3, 0, (float)acc * hs[tk] * s2[e * H + n] * wt[tk]);
+                tu_put(dt, &sb, 0, sum + (float)tu_get(dt, &c3, 0));
+                sum = (float)tu_get(dt, &sb, 0);
+            }
+            uint16_t want;
+            tu_put(dt, &want, 0, sum);
+            differ += want != y[m * H + n];
+        }
+    CHECK(differ == 0, "int8 MoE: %zu of %d outputs differ from the integer model", differ, M * H);
+    printf("moe int8 (per-channel, dynamic per-token, bf16): %d outputs bit for bit\n", M * H - (int)differ);
+    qp_moe_destroy(moe);
+    qp_config_destroy(cfg);
+    free(w13); free(w2); free(s13); free(s2);
+}
+
+/* fp8 per-tensor experts with static activations: w13 shard scales that
+ * differ are requantized to the larger one; the input scales' max over
+ * experts is used. Against the fp64 model on the dequantized weights,
+ * with each activation's fp8 step (2^-4 relative + the subnormal step)
+ * added to the bound. */
+static void run_fp8_static(void) {
+    layer L;
+    layer_make(&L, 4, 64, 32, QP_DTYPE_F16);
+    int E = L.E, H = L.H, I = L.I, M = 6, k = 2;
+    uint8_t *w13 = malloc((size_t)E * 2 * I * H), *w2 = malloc((size_t)E * H * I);
+    float s13[8], s2[4], in13[4], in2[4];
+    for (int e = 0; e < E; e++) {
+        for (int sh = 0; sh < 2; sh++) {
+            float amax = 0;
+            for (int r = 0; r < I; r++)
+                for (int h = 0; h < H; h++) amax = fmaxf(amax, fabsf(L.w13[((size_t)e * 2 * I + sh * I + r) * H + h]));
+            s13[2 * e + sh] = amax / 448 * (sh ? 1.5f : 1.0f); /* shards differ */
+            for (int r = 0; r < I; r++)
+                for (int h = 0; h < H; h++) {
+                    size_t i = ((size_t)e * 2 * I + sh * I + r) * H + h;
+                    w13[i] = (uint8_t)qp_format_encode(QP_DTYPE_F8_E4M3FN, L.w13[i] / s13[2 * e + sh]);
+                }
+        }
+        float amax = 0;
+        for (int i = 0; i < H * I; i++) amax = fmaxf(amax, fabsf(L.w2[(size_t)e * H * I + i]));
+        s2[e] = amax / 448;
+        for (int i = 0; i < H * I; i++) w2[(size_t)e * H * I + i] = (uint8_t)qp_format_encode(QP_DTYPE_F8_E4M3FN, L.w2[(size_t)e * H * I + i] / s2[e]);
+        in13[e] = (float)(4.0 / 448 * (1 + 0.1 * e));
+        in2[e] = (float)(8.0 / 448 * (1 + 0.1 * e));
+    }
+    qp_tensor t[6] = {{"w13_weight", QP_DTYPE_F8_E4M3FN, 3, {E, 2 * I, H}, w13}, {"w2_weight", QP_DTYPE_F8_E4M3FN, 3, {E, H, I}, w2},
+                      {"w13_weight_scale", QP_DTYPE_F32, 2, {E, 2}, s13}, {"w2_weight_scale", QP_DTYPE_F32, 1, {E}, s2},
+                      {"w13_input_scale", QP_DTYPE_F32, 1, {E}, in13}, {"w2_input_scale", QP_DTYPE_F32, 1, {E}, in2}};
+    qp_scheme s;
+    memset(&s, 0, sizeof s);
+    s.kind = QP_SCHEME_W8A8_FP8;
+    snprintf(s.activation_key, sizeof s.activation_key, "kFp8StaticTensorSym");
+    snprintf(s.weight_key, sizeof s.weight_key, "kFp8StaticTensorSym");
+    qp_moe_options o;
+    qp_moe_options_init(&o);
+    o.top_k = k;
+    qp_moe *moe = NULL;
+    CHECK(!qp_moe_create(cpu, &s, E, H, I, t, 6, &o, &moe), "%s", qp_last_error(ctx));
+    /* the model's weights: the requantized w13 (vLLM's process-after-loading) */
+    double *d13 = malloc(sizeof(double) * E * 2 * I * H), *d2 = malloc(sizeof(double) * E * H * I);
+    for (int e = 0; e < E; e++) {
+        uint8_t *we = malloc((size_t)2 * I * H);
+        memcpy(we, w13 + (size_t)e * 2 * I * H, (size_t)2 * I * H);
+        int sr[2] = {I, I};
+        float smax;
+        qp_fp8_requantize_max_scale(ctx, we, H, sr, 2, s13 + 2 * e, &smax);
+        for (int i = 0; i < 2 * I * H; i++) d13[(size_t)e * 2 * I * H + i] = qp_format_decode(QP_DTYPE_F8_E4M3FN, we[i]) * (double)smax;
+        for (int i = 0; i < H * I; i++) d2[(size_t)e * H * I + i] = qp_format_decode(QP_DTYPE_F8_E4M3FN, w2[(size_t)e * H * I + i]) * (double)s2[e];
+        free(we);
+    }
+    uint16_t x[6 * 64], y[6 * 64];
+    for (int i = 0; i < M * H; i++) tu_put(QP_DTYPE_F16, x, (size_t)i, (float)nrand());
+    int32_t ids[12];
+    float wt[12];
+    for (int i = 0; i < M * k; i++) { ids[i] = (int)(urand() * E); wt[i] = (float)urand(); }
+    double worst = 0;
+    if (moe) {
+        CHECK(!qp_moe_forward_topk(moe, x, M, ids, wt, y), "%s", qp_last_error(ctx));
+        double xr[64], yr[64], b[64];
+        for (int m = 0; m < M; m++) {
+            for (int h = 0; h < H; h++) xr[h] = tu_get(QP_DTYPE_F16, x, (size_t)m * H + h);
+            /* one fp8 step per activation: 2^-4 relative (e4m3 half ulp)
+             * plus the subnormal step at the largest input scale */
+            model_row(&L, d13, d2, xr, ids + m * k, wt + m * k, k, 0x1p-4 + 0x1p-9, yr, b);
+            for (int n = 0; n < H; n++) worst = fmax(worst, fabs(tu_get(QP_DTYPE_F16, y, (size_t)m * H + n) - yr[n]) / b[n]);
+        }
+        CHECK(worst <= 1.0, "fp8 static MoE: |y - y64| is %.3g x the bound", worst);
+    }
+    printf("moe fp8 static (shards requantized): worst %.3f of the bound\n", worst);
+    qp_moe_destroy(moe);
+    /* errors: a missing tensor, a wrong dtype, a wrong shape name the tensor */
+    t[4].name = "w13_input_scalez";
+    CHECK(qp_moe_create(cpu, &s, E, H, I, t, 6, &o, &moe) == QP_ERR_INVALID_ARGUMENT &&
+              strstr(qp_last_error(ctx), "missing MoE tensor 'w13_input_scale'"),
+          "missing: %s", qp_last_error(ctx));
+    t[4].name = "w13_input_scale";
+    t[1].dtype = QP_DTYPE_I8;
+    CHECK(qp_moe_create(cpu, &s, E, H, I, t, 6, &o, &moe) == QP_ERR_INVALID_ARGUMENT &&
+              strstr(qp_last_error(ctx), "'w2_weight' must be fp8_e4m3fn [E, H, I], got int8"),
+          "dtype: %s", qp_last_error(ctx));
+    t[1].dtype = QP_DTYPE_F8_E4M3FN;
+    CHECK(qp_moe_create(cpu, &s, E, H + 1, I, t, 6, &o, &moe) == QP_ERR_INVALID_ARGUMENT &&
+              strstr(qp_last_error(ctx), "'w13_weight'"),
+          "shape: %s", qp_last_error(ctx));
+    qp_scheme nv;
+    memset(&nv, 0, sizeof nv);
+    nv.kind = QP_SCHEME_NVFP4;
+    CHECK(qp_moe_create(cpu, &nv, E, H, I, t, 6, &o, &moe) == QP_ERR_UNSUPPORTED, "nvfp4 not yet");
+    free(w13); free(w2); free(d13); free(d2); free(L.w13); free(L.w2);
+}
+
+int main(void) {
+    if (qp_context_create(&ctx) || qp_device_find(ctx, "cpu", &cpu)) return 1;
+    test_route();
+    run_unquantized(QP_DTYPE_F16);
+    run_unquantized(QP_DTYPE_BF16);
+    run_int8();
+    run_fp8_static();
+    qp_context_destroy(ctx);
+    return tu_finish("moe");
+}
