@@ -110,7 +110,8 @@ static qp_status find_dtype(qp_model *m, const char *path) {
         qj_doc *doc = qj_parse(b.p ? b.p : "", b.len, err, sizeof err);
         qp_buf_free(&b);
         if (!doc) return qp_error_set(m->ctx, QP_ERR_PARSE, path, NULL, NULL, "%s", err);
-        const qj *root = qj_root(doc), *tc = qj_get(root, "text_config");
+        const qj *root = qj_root(doc), *tc = qj_get(root, "text_config"), *mt = qj_get(root, "model_type");
+        if (mt && mt->type == QJ_STRING) m->model_type = strdup(mt->s);
         const qj *cands[] = {qj_get(root, "dtype"), qj_get(root, "torch_dtype"), tc ? qj_get(tc, "dtype") : NULL,
                              tc ? qj_get(tc, "torch_dtype") : NULL};
         qp_status st = QP_OK;
@@ -174,6 +175,7 @@ QP_API void qp_model_close(qp_model *m) {
     if (!m) return;
     for (size_t i = 0; i < m->n_files; i++) { qp_safetensors_close(m->files[i]); free(m->file_names[i]); }
     qp_config_destroy(m->cfg);
+    free(m->model_type);
     for (size_t i = 0; i < m->n_layers; i++) free(m->layers[i]);
     free(m->layers);
     free(m->dir);

@@ -16,5 +16,6 @@ struct qp_model {
     size_t n_layers;
     int layers_listed;
     qp_dtype dtype;              /* vLLM's dtype="auto" (qp_model_dtype)     */
+    char *model_type;            /* config.json's, or NULL                   */
 };
 #endif

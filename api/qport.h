@@ -942,6 +942,33 @@ QP_API qp_status qp_moe_forward_topk(qp_moe *moe, const void *x, int M, const in
                                      const float *topk_weights, void *y);
 QP_API void qp_moe_destroy(qp_moe *moe);
 
+/* The routed experts of a model directory, stacked as vLLM's FusedMoE
+ * weight loader stacks them: prefix "model.layers.3.mlp.experts" with
+ * per-expert checkpoint tensors {prefix}.{e}.{gate_proj,up_proj,down_proj}.*
+ * (Mixtral: w1, w3, w2); each expert's projections bound as qp_model_bind_layer
+ * binds them (dtype rules, tensor-parallel slicing of I), then stacked into
+ * w13_weight [E, 2I, H], w2_weight [E, H, I] and the scales qp_moe_create
+ * takes. The scheme is the MoE method vLLM picks (QP_LAYER_MOE). `router`
+ * names the gate vLLM builds unquantized ("{parent}.gate"), empty when
+ * the checkpoint has none. A missing expert, or experts of different
+ * shapes or dtypes, is an error naming the tensor. */
+typedef struct qp_moe_binding {
+    char layer[256];
+    qp_scheme scheme;
+    int E, H, I;
+    qp_tensor tensors[8];
+    size_t n_tensors;
+    char router[256];
+    /* private */
+    void *owned_[8];
+} qp_moe_binding;
+QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bind_options *opts, qp_moe_binding *out);
+QP_API void qp_moe_binding_free(qp_moe_binding *b);
+/* Whether `layer` is a module the model's architecture builds without
+ * quantization whatever the config says (vLLM builds MoE routers with
+ * quant_config=None): the table of docs/moe.md, keyed by model_type. */
+QP_API int qp_model_layer_unquantized(const qp_model *m, const char *layer);
+
 /* === MX / NVFP4 block quantization (spec 3.4-3.6, 4.3) ==================== */
 /* OCP MX: blocks of 32 consecutive elements along k share one e8m0 scale.
  * `elem` is QP_DTYPE_F4_E2M1, F6_E3M2, F6_E2M3 or F8_E4M3FN; codes are one

@@ -1,0 +1,230 @@
+/* Routed experts from a checkpoint (FusedMoE.weight_loader): each expert's
+ * gate, up and down projections bound like linear layers, then stacked into
+ * w13 [E, 2I, H] (gate rows, then up rows) and w2 [E, H, I] with their
+ * scales, as vLLM's FusedMoE parameters. And the architecture table: which
+ * modules a model class builds unquantized, and what its experts' tensors
+ * are called. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+/* Per model_type: the experts' projection names and the router, which vLLM
+ * builds as ReplicatedLinear(..., quant_config=None) in every MoE model
+ * (so it is never quantized, whatever the config says). NULL model_type:
+ * the default (Llama-4, Qwen2/3-MoE, DeepSeek-V2/V3, OLMoE, ...). */
+static const struct arch {
+    const char *model_type;
+    const char *gate, *up, *down; /* expert projections in the checkpoint */
+    const char *router;           /* the router module, under the MoE block */
+} arches[] = {
+    {"mixtral", "w1", "w3", "w2", "gate"},
+    {NULL, "gate_proj", "up_proj", "down_proj", "gate"},
+};
+
+static const struct arch *arch_of(const qp_model *m) {
+    for (size_t i = 0; i + 1 < sizeof arches / sizeof *arches; i++)
+        if (m->model_type && !strcmp(m->model_type, arches[i].model_type)) return &arches[i];
+    return &arches[sizeof arches / sizeof *arches - 1];
+}
+
+/* A look-up that records no error (qp_model_find_tensor does). */
+static int has_tensor(const qp_model *m, const char *name) {
+    qp_tensor t;
+    for (size_t i = 0; i < m->n_files; i++)
+        if (qp_safetensors_find(m->files[i], name, &t) == QP_OK) return 1;
+    return 0;
+}
+
+/* "<block>.<router>" where <block>.experts.0.<gate>.weight exists. */
+QP_API int qp_model_layer_unquantized(const qp_model *m, const char *layer) {
+    if (!m || !layer) return 0;
+    const struct arch *a = arch_of(m);
+    const char *dot = strrchr(layer, '.');
+    if (!dot || strcmp(dot + 1, a->router)) return 0;
+    char probe[1024];
+    snprintf(probe, sizeof probe, "%.*s.experts.0.%s.weight", (int)(dot - layer), layer, a->gate);
+    return has_tensor(m, probe);
+}
+
+QP_API void qp_moe_binding_free(qp_moe_binding *b) {
+    if (!b) return;
+    for (size_t i = 0; i < b->n_tensors; i++) free(b->owned_[i]);
+    memset(b, 0, sizeof *b);
+}
+
+static qp_status oom(qp_model *m, const char *layer) {
+    return qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, layer, "out of memory");
+}
+
+/* Appends an owned tensor of `bytes`. */
+static void *add(qp_moe_binding *b, const char *name, qp_dtype dt, int ndim, int64_t d0, int64_t d1, int64_t d2,
+                 size_t bytes) {
+    if (b->n_tensors >= 8) return NULL;
+    void *p = calloc(bytes ? bytes : 1, 1);
+    if (!p) return NULL;
+    b->owned_[b->n_tensors] = p;
+    b->tensors[b->n_tensors++] = (qp_tensor){name, dt, ndim, {d0, d1, d2, 0}, p};
+    return p;
+}
+
+static const qp_tensor *find(const qp_layer_binding *l, const char *name) {
+    for (size_t i = 0; i < l->n_tensors; i++)
+        if (!strcmp(l->tensors[i].name, name)) return &l->tensors[i];
+    return NULL;
+}
+
+static size_t nel(const qp_tensor *t) {
+    size_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+    return n;
+}
+
+static size_t ebytes(qp_dtype d) {
+    int bits = qp_format_bits(d);
+    return bits >= 8 ? (size_t)bits / 8 : 1;
+}
+
+QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bind_options *opts, qp_moe_binding *b) {
+    if (!m || !prefix || !b) return QP_ERR_INVALID_ARGUMENT;
+    memset(b, 0, sizeof *b);
+    snprintf(b->layer, sizeof b->layer, "%s", prefix);
+    if (!m->cfg)
+        return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, "quantization_config", prefix,
+                            "the model has no quantization_config (quantize it with `qport quantize`)");
+    const struct arch *a = arch_of(m);
+    qp_bind_options o;
+    qp_bind_options_init(&o);
+    if (opts) o = *opts;
+    qp_status st = qp_config_resolve(m->cfg, prefix, QP_LAYER_MOE, o.resolve, &b->scheme);
+    if (st) return st;
+    qp_scheme_kind kind = b->scheme.kind;
+    if (kind != QP_SCHEME_UNQUANTIZED && kind != QP_SCHEME_W8A8_FP8 && kind != QP_SCHEME_W8A8_INT8)
+        return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, NULL, prefix,
+                            "binding %s experts (%s) is not implemented yet; unquantized, fp8 and int8 experts are",
+                            qp_scheme_kind_name(kind), b->scheme.scheme_class);
+    /* how many experts: consecutive {prefix}.{e}.{gate}.weight */
+    int E = 0;
+    for (;; E++) {
+        char nm[1100];
+        snprintf(nm, sizeof nm, "%s.%d.%s.weight", prefix, E, a->gate);
+        if (!has_tensor(m, nm)) break;
+    }
+    if (!E)
+        return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, NULL, prefix, "no expert tensors '%s.0.%s.weight' in the checkpoint",
+                            prefix, a->gate);
+    b->E = E;
+    const char *proj[3] = {a->gate, a->up, a->down};
+    qp_layer_binding *lb = calloc((size_t)E * 3, sizeof *lb);
+    if (!lb) return oom(m, prefix);
+    for (int e = 0; e < E && !st; e++)
+        for (int p = 0; p < 3 && !st; p++) {
+            char nm[1100];
+            snprintf(nm, sizeof nm, "%s.%d.%s", prefix, e, proj[p]);
+            st = qp_model_bind_layer(m, nm, &o, &lb[e * 3 + p]);
+            if (st == QP_ERR_UNSUPPORTED && kind == QP_SCHEME_UNQUANTIZED) { /* excluded experts: plain weights */
+                qp_tensor t;
+                char wn[1200];
+                snprintf(wn, sizeof wn, "%s.weight", nm);
+                st = qp_model_find_tensor(m, wn, &t);
+                if (!st && t.ndim == 2) {
+                    qp_layer_binding *l = &lb[e * 3 + p];
+                    memset(l, 0, sizeof *l);
+                    l->N = (int)t.shape[0];
+                    l->K = (int)t.shape[1];
+                    l->tensors[0] = t;
+                    l->tensors[0].name = "weight";
+                    l->n_tensors = 1;
+                }
+            }
+        }
+    int I = 0, H = 0;
+    if (!st) {
+        I = lb[0].N;
+        H = lb[0].K;
+        for (int e = 0; e < E && !st; e++) {
+            const qp_layer_binding *g = &lb[e * 3], *u = &lb[e * 3 + 1], *d = &lb[e * 3 + 2];
+            if (g->N != I || u->N != I || g->K != H || u->K != H || d->N != H || d->K != I)
+                st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight", g->layer,
+                                  "expert %d has gate/up [%d, %d]/[%d, %d] and down [%d, %d]; expert 0 has gate/up "
+                                  "[%d, %d] and down [%d, %d]",
+                                  e, g->N, g->K, u->N, u->K, d->N, d->K, I, H, H, I);
+        }
+    }
+    b->H = H;
+    b->I = I;
+    /* stack: weights, then the scales of the scheme */
+    for (int pass = 0; pass < 2 && !st; pass++) { /* 0: w13 (gate, up), 1: w2 */
+        const qp_tensor *w0 = find(&lb[pass ? 2 : 0], "weight");
+        size_t rows = pass ? (size_t)H : 2 * (size_t)I, K = pass ? (size_t)I : (size_t)H, es = ebytes(w0->dtype);
+        char *w = add(b, pass ? "w2_weight" : "w13_weight", w0->dtype, 3, E, (int64_t)rows, (int64_t)K, (size_t)E * rows * K * es);
+        if (!w) { st = oom(m, prefix); break; }
+        for (int e = 0; e < E && !st; e++)
+            for (int s = 0; s < (pass ? 1 : 2) && !st; s++) {
+                const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : s)];
+                const qp_tensor *t = find(l, "weight");
+                size_t n = (pass ? rows : rows / 2) * K;
+                if (!t || t->dtype != w0->dtype || nel(t) != n) {
+                    st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight", l->layer, "expert weight is %s, expert 0's is %s",
+                                      t ? qp_dtype_name(t->dtype) : "missing", qp_dtype_name(w0->dtype));
+                    break;
+                }
+                memcpy(w + ((size_t)e * rows + (size_t)s * rows / 2) * K * es, t->data, n * es);
+            }
+        if (st || kind == QP_SCHEME_UNQUANTIZED) continue;
+        /* weight scales: one per shard ([E, 2] / [E]) or per channel */
+        const qp_tensor *s0 = find(&lb[pass ? 2 : 0], "weight_scale");
+        if (!s0) { st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, "weight_scale", lb[pass ? 2 : 0].layer, "missing weight_scale"); break; }
+        bool pc = nel(s0) > 1;
+        size_t per = pc ? (pass ? rows : rows / 2) : 1, total = (size_t)E * (pass ? 1 : 2) * per;
+        float *sc = add(b, pass ? "w2_weight_scale" : "w13_weight_scale", QP_DTYPE_F32, pc ? 2 : (pass ? 1 : 2), E,
+                        pc ? (int64_t)rows : 2, 0, total * sizeof(float));
+        if (!sc) { st = oom(m, prefix); break; }
+        if (!pc && pass) b->tensors[b->n_tensors - 1].ndim = 1;
+        for (int e = 0; e < E && !st; e++)
+            for (int s = 0; s < (pass ? 1 : 2); s++) {
+                const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : s)];
+                const qp_tensor *t = find(l, "weight_scale");
+                if (!t || nel(t) != per) {
+                    st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_scale", l->layer,
+                                      "weight_scale has %zu elements; expert 0's has %zu", t ? nel(t) : 0, per);
+                    break;
+                }
+                if (t->dtype != QP_DTYPE_F32 && t->dtype != QP_DTYPE_F16 && t->dtype != QP_DTYPE_BF16) {
+                    st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_scale", l->layer,
+                                      "weight_scale must be a float tensor, got %s", qp_dtype_name(t->dtype));
+                    break;
+                }
+                for (size_t i = 0; i < per; i++)
+                    sc[((size_t)e * (pass ? 1 : 2) + (size_t)s) * per + i] = qp_ref_load(t->dtype, t->data, i);
+            }
+        /* static input scales: [E]; for w13 the shard loaded last wins, as
+         * FusedMoE's _load_single_value writes one slot per expert (the
+         * up projection, which follows the gate in a sorted checkpoint) */
+        if (!st && strstr(b->scheme.activation_key, "Static")) {
+            float *is = add(b, pass ? "w2_input_scale" : "w13_input_scale", QP_DTYPE_F32, 1, E, 0, 0, (size_t)E * sizeof(float));
+            if (!is) { st = oom(m, prefix); break; }
+            for (int e = 0; e < E && !st; e++) {
+                const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : 1)];
+                const qp_tensor *t = find(l, "input_scale");
+                if (!t || nel(t) != 1) {
+                    st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, "input_scale", l->layer, "missing or non-scalar input_scale");
+                    break;
+                }
+                is[e] = qp_ref_load(t->dtype, t->data, 0);
+            }
+        }
+    }
+    /* the router, built unquantized */
+    const char *dot = strrchr(prefix, '.');
+    if (!st && dot) {
+        char rn[1100];
+        snprintf(rn, sizeof rn, "%.*s.%s.weight", (int)(dot - prefix), prefix, a->router);
+        if (has_tensor(m, rn)) snprintf(b->router, sizeof b->router, "%.*s.%s", (int)(dot - prefix), prefix, a->router);
+    }
+    for (int i = 0; i < E * 3; i++) qp_layer_binding_free(&lb[i]);
+    free(lb);
+    if (st) qp_moe_binding_free(b);
+    return st;
+}
