@@ -87,8 +87,7 @@ out:
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: qport run MODEL_DIR [--layer NAME]... [--device SPEC]... [--tokens M] [--seed N]\n"
-                    "                 [--input FILE.safetensors] [--output FILE.safetensors] [--tp-size N --tp-rank R]\n");
+    tool_usage(stderr, "run");
     return 2;
 }
 
