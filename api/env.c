@@ -1,6 +1,6 @@
 /* Every environment variable qport reads, parsed in one place (DESIGN.md 4).
  * An invalid value is a QP_ERR_INVALID_ARGUMENT naming the variable, never
- * an exit. README "Environment" lists the same table. */
+ * an exit. docs/environment.md lists the same table. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +83,7 @@ qp_status qp_device_spec_parse(const char *spec, qp_device_spec *out) {
     return QP_OK;
 }
 
-/* Backend settings, for tests and debugging (README "Environment"): read
+/* Backend settings, for tests and debugging (docs/environment.md): read
  * and validated here, handed to plugins through qp_host.setting. */
 typedef enum knob_kind { K_BOOL, K_BYTES, K_PATH, K_ENUM } knob_kind;
 static const struct {

@@ -1,8 +1,9 @@
 /* Loading the backends of a context and ordering their devices
  * (DESIGN.md 3-4). The built-in `cpu` reference is always available unless
  * QPORT_BACKENDS leaves it out; every other backend is a plugin found in
- * QPORT_BACKEND_PATH, else next to libqport (<libdir>/qport), else the
- * configured plugin folder. */
+ * QPORT_BACKEND_PATH, else next to libqport or the running program (the
+ * installed <libdir>/qport, the folder itself, the build tree's vk/, cl/,
+ * cuda/), else the configured plugin folder. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <stdarg.h>
@@ -78,6 +79,44 @@ static bool try_plugin(qp_context *ctx, qp_backend_slot *s, const char *dir, siz
     return true;
 }
 
+/* The build folder of each plugin (meson's vk/, cl/, cuda/). */
+static const char *const plugin_build_dirs[QP_N_BACKEND_KINDS] = {NULL, "vk", "cl", "cuda"};
+
+/* Tries the places a plugin may lie relative to a file (libqport.so, or the
+ * program when libqport is linked statically): <dir>/qport, the installed
+ * layout (<libdir>/qport); <dir> itself, as ggml looks beside its library;
+ * <dir>/vk and <parent>/vk, the build tree (libqport.so in build/, programs
+ * in build/tools/ or build/tests/, plugins in build/vk, build/cl, build/cuda).
+ * `image` may be relative (dladdr gives argv[0] for the program): it is made
+ * absolute first, symbolic links resolved; a bare name (a program found on
+ * PATH) is no place. */
+static bool try_beside(qp_context *ctx, qp_backend_slot *s, const char *image) {
+    char *abs = image && strchr(image, '/') ? realpath(image, NULL) : NULL;
+    const char *slash = abs ? strrchr(abs, '/') : NULL;
+    bool found = false;
+    if (slash) {
+        const char *file = plugin_files[s->kind], *sub = plugin_build_dirs[s->kind];
+        size_t n = (size_t)(slash - abs), up = n;
+        while (up && abs[up - 1] != '/') up--; /* abs[0..up) is the parent, '/' included */
+        char dir[sizeof s->path];
+        snprintf(dir, sizeof dir, "%.*s/qport", (int)n, abs);
+        found = try_plugin(ctx, s, dir, strlen(dir), file) || (n && try_plugin(ctx, s, abs, n, file));
+        if (!found) {
+            snprintf(dir, sizeof dir, "%.*s/%s", (int)n, abs, sub);
+            found = try_plugin(ctx, s, dir, strlen(dir), file);
+        }
+        if (!found && up) {
+            snprintf(dir, sizeof dir, "%.*s%s", (int)up, abs, sub);
+            found = try_plugin(ctx, s, dir, strlen(dir), file);
+        }
+    }
+    free(abs);
+    return found;
+}
+
+/* QPORT_BACKEND_PATH alone when set; else beside the file holding libqport's
+ * code (dladdr), beside the running program (/proc/self/exe), and the
+ * configured plugin folder, in that order. */
 static void find_plugin(qp_context *ctx, qp_registry *r, qp_backend_slot *s) {
     const char *file = plugin_files[s->kind];
     if (r->settings.backend_path) {
@@ -91,14 +130,8 @@ static void find_plugin(qp_context *ctx, qp_registry *r, qp_backend_slot *s) {
         return;
     }
     Dl_info info;
-    if (dladdr((void *)&qp_registry_get, &info) && info.dli_fname) {
-        const char *slash = strrchr(info.dli_fname, '/');
-        if (slash) {
-            char dir[512];
-            snprintf(dir, sizeof dir, "%.*s/qport", (int)(slash - info.dli_fname), info.dli_fname);
-            if (try_plugin(ctx, s, dir, strlen(dir), file)) return;
-        }
-    }
+    if (dladdr((void *)&qp_registry_get, &info) && try_beside(ctx, s, info.dli_fname)) return;
+    if (try_beside(ctx, s, "/proc/self/exe")) return;
     if (try_plugin(ctx, s, QP_PLUGIN_DIR, strlen(QP_PLUGIN_DIR), file)) return;
     if (!s->note[0]) snprintf(s->note, sizeof s->note, "%s not installed (not built, or its runtime was missing at build time)", file);
 }

@@ -458,7 +458,7 @@ static void shared_configs(void) {
         {"gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json", "model.layers.3.self_attn.q_a_proj", L, QP_OK, "UnquantizedLinearMethod", "", "", ""},
         {"gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json", "lm_head", L, QP_OK, "UnquantizedLinearMethod", "", "", ""},
         {"gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json", "model.layers.3.mlp.experts", M, QP_OK, "QuarkMoEMethod", NULL, "kMxfp4Static", "kMxfp4Dynamic"},
-        /* no "export" key: vLLM's from_config raises (README documents it) */
+        /* no "export" key: vLLM's from_config raises (docs/numerics.md documents it) */
         {"fixture-quarkparser-nvfp4-two-stage.quant.json", "model.layers.0.mlp.down_proj", L, QP_ERR_VALUE, NULL, NULL, NULL, NULL},
         {"fixture-vllm-quark-w4a16-int4-sym-g128-reorder.quant.json", "model.layers.0.self_attn.o_proj", L, QP_OK, "QuarkLinearMethod", "QuarkW4A16Int4", "kInt4Static", ""},
         {"qqq-exporter-derived-g128.quant.json", "model.layers.0.mlp.down_proj", L, QP_OK, "QQQLinearMethod", "", "", ""},

@@ -20,6 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "progress.h"
 #include "tool.h"
 
 #define MAX_DEV 16
@@ -619,24 +620,6 @@ static void prep_all(prep_job *jobs, int n, int threads) {
 
 /* ---- the command ---------------------------------------------------------- */
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: qport bench [--device SPEC]... [--scheme NAME]... [--shapes decode|prefill|all|tiny]\n"
-            "                   [--size KxN]... [--reps N] [--warmup N] [--max-seconds S] [--rotate-mib N]\n"
-            "                   [--jobs N] [--seed N] [--json FILE] [--list]\n"
-            "  --shapes   decode: M = 1, 4, 16; prefill: M = 128, 512, 2048; all (default): both;\n"
-            "             tiny: one 256x128 layer, M = 1, 4, 32 (tests: 5 reps, 1 warm-up, 5 s cap,\n"
-            "             1 MiB rotation, at most 2 layer copies)\n"
-            "  --size     layer size K x N (in x out), repeatable; default 4096x4096, 4096x14336,\n"
-            "             14336x4096, 8192x28672 (Llama-3 8B and 70B)\n"
-            "  --reps     timed runs per case (20); --warmup: warm-up runs (3, and at least one per\n"
-            "             layer copy and buffer)\n"
-            "  --max-seconds  per-case time cap (20): fewer runs, or SKIP when one run is predicted longer\n"
-            "  --rotate-mib   bytes of weights the timed runs cycle through so caches do not flatter\n"
-            "             (256): layer copies while cheap to prepare, else a device copy flushes caches\n"
-            "  --jobs     threads quantizing the weights (default: the CPU count, at most 8)\n");
-}
-
 static int parse_long(const char *s, long lo, long hi, long *out) {
     char *end;
     errno = 0;
@@ -678,13 +661,13 @@ int cmd_bench(int argc, char **argv) {
             for (size_t s = 0; quant_scheme_at(s); s++) printf("%s\n", quant_scheme_at(s)->name);
             return 0;
         }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { tool_help(stdout, "bench"); return 0; }
         static const char *const valued[] = {"--device", "--scheme", "--shapes", "--size", "--reps", "--warmup",
                                              "--max-seconds", "--rotate-mib", "--jobs", "--seed", "--json"};
         int takes = 0;
         for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) takes |= !strcmp(a, valued[k]);
-        if (!takes) { fprintf(stderr, "qport bench: unknown argument '%s'\n", a); usage(stderr); return 2; }
-        if (!v) { fprintf(stderr, "qport bench: %s needs a value\n", a); usage(stderr); return 2; }
+        if (!takes) { fprintf(stderr, "qport bench: unknown argument '%s'\n", a); tool_usage(stderr, "bench"); return 2; }
+        if (!v) { fprintf(stderr, "qport bench: %s needs a value\n", a); tool_usage(stderr, "bench"); return 2; }
         i++;
         if (!strcmp(a, "--device")) {
             if (n_dev_specs == MAX_DEV) { fprintf(stderr, "qport bench: at most %d --device\n", MAX_DEV); return 2; }
@@ -866,6 +849,8 @@ int cmd_bench(int argc, char **argv) {
     if (r.json) fputs("\n  ],\n  \"cases\":[", r.json);
     printf("\n%-8s %-16s %6s %6s %5s  %10s  %-20s %9s %9s %7s %9s %7s  %7s  %s\n", "device", "scheme", "N", "K", "M",
            "median ms", "p10..p90 ms", "GEMM ms", "GB/s", "%copy", "TFLOP/s", "%limit", "vs fp16", "judged on");
+    tool_progress prog;
+    progress_start(&prog, "bench: cases", (long)n_sizes * n_sch * n_devs * nm);
     for (int shi = 0; shi < n_sizes; shi++) {
         const bshape *sh = &sizes[shi];
         size_t nk = (size_t)sh->N * sh->K;
@@ -901,17 +886,23 @@ int cmd_bench(int argc, char **argv) {
             }
         }
         prep_all(jobs, n_sch, tiny ? 1 : r.jobs);
+        progress_clear(&prog);
         printf("-- layer %dx%d (K x N)%s%s: weights quantized in %.1f s\n", sh->K, sh->N, sh->what[0] ? ", " : "",
                sh->what, wall_s() - tq);
         for (int si = 0; si < n_sch; si++) {
-            for (int d = 0; d < n_devs; d++)
+            for (int d = 0; d < n_devs; d++) {
+                progress_clear(&prog);
                 bench_layer(&r, &devs[d], si, &sch[si], sh, ms, nm, &jobs[si], xh, &base[d * MAX_M]);
+                progress_step(&prog, nm);
+            }
             prep_free(&jobs[si]);
         }
     }
+    progress_end(&prog);
     rc = r.n_fail ? 1 : 0;
     goto finish;
 oom:
+    progress_end(&prog);
     fprintf(stderr, "qport bench: out of memory\n");
     rc = 1;
 finish: {

@@ -41,7 +41,7 @@ int cmd_bench_resolve(int argc, char **argv) {
         if (!strcmp(argv[i], "--layers") && i + 1 < argc) n_layers = strtol(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--synthetic")) path = NULL;
         else if (argv[i][0] != '-') path = argv[i];
-        else { fprintf(stderr, "usage: qport bench-resolve [CONFIG|--synthetic] [--layers N]\n"); return 2; }
+        else { tool_usage(stderr, "bench-resolve"); return 2; }
     }
     if (n_layers <= 0 || n_layers > 100000) { fprintf(stderr, "qport bench-resolve: bad --layers\n"); return 2; }
     qp_context *ctx;

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cases.h"
+#include "progress.h"
 #include "tool.h"
 
 #define MAX_DEV 32
@@ -38,13 +39,17 @@ typedef struct run {
     int verbose;
     tally t[MAX_DEV][32];
     int n_fail;
+    tool_progress prog;
 } run;
 
 static void emit(run *r, const char *scheme, int M, int N, int K, qp_dtype dt, const char *dist, const char *dev,
                  const char *path, const char *verdict, double max_abs, double max_rel, double nmse, long bad,
                  const char *note) {
     int fail = !strcmp(verdict, "FAIL");
-    if (fail || r->verbose || !strcmp(verdict, "SKIP"))
+    /* SKIPs (forced paths a device lacks, ...) are counted in the summary;
+     * --verbose, --json and --csv give each with its reason */
+    if (fail || r->verbose) progress_clear(&r->prog);
+    if (fail || r->verbose)
         printf("%-16s %5dx%-5dx%-5d %-4s %-10s %-10s %-22s %-4s abs=%.3g rel=%.3g nmse=%.3g bad=%ld seed=%llu%s%s\n",
                scheme, M, N, K, qp_dtype_name(dt), dist, dev, path, verdict, max_abs, max_rel, nmse, bad,
                (unsigned long long)r->seed, note && *note ? "  " : "", note ? note : "");
@@ -121,9 +126,25 @@ done:
     return rc;
 }
 
-static void usage(void) {
-    fprintf(stderr, "usage: qport conform [--device SPEC]... [--scheme NAME]... [--quick|--full] [--seed N]\n"
-                    "                     [--json FILE] [--csv FILE] [--verbose] [--list]\n");
+static void usage(void) { tool_usage(stderr, "conform"); }
+
+/* Cases the loops of cmd_conform will compare (for the progress line). */
+static long count_cases(const char *const *schemes, int n_schemes, const shape *shapes, int n_shapes, const int *ms,
+                        int n_ms, int full, int n_devs) {
+    long n = 0;
+    for (int si = 0; si < n_case_schemes; si++) {
+        const case_scheme *cs = &case_schemes[si];
+        int wanted = !n_schemes;
+        for (int s = 0; s < n_schemes; s++) wanted |= !strcmp(schemes[s], cs->name);
+        if (!wanted) continue;
+        for (int sh = 0; sh < n_shapes; sh++) {
+            if (shapes[sh].N % cs->n_multiple || shapes[sh].K % cs->k_multiple) continue;
+            int big = (size_t)shapes[sh].N * shapes[sh].K > 4u << 20;
+            for (int mi = 0; mi < n_ms; mi++)
+                if (!(big && ms[mi] > 64 && !full)) n += (cs->f16_only ? 1 : 2) * (long)n_devs * N_PATHS;
+        }
+    }
+    return n;
 }
 
 int cmd_conform(int argc, char **argv) {
@@ -199,6 +220,7 @@ int cmd_conform(int argc, char **argv) {
     int n_ms = full ? (int)(sizeof full_m / sizeof *full_m) : (int)(sizeof quick_m / sizeof *quick_m);
     time_t t0 = time(NULL);
     int case_no = 0;
+    progress_start(&r.prog, "conform: cases", count_cases(schemes, n_schemes, shapes, n_shapes, ms, n_ms, full, n_devs));
     for (int si = 0; si < n_case_schemes; si++) {
         const case_scheme *cs = &case_schemes[si];
         int wanted = !n_schemes;
@@ -257,12 +279,13 @@ int cmd_conform(int argc, char **argv) {
                     if (big && M > 64 && !full) continue;
                     case_dist dist = (case_dist)((case_no++) % DIST_COUNT);
                     uint16_t *x = malloc((size_t)M * K * 2), *yr = malloc((size_t)M * N * 2), *yd = malloc((size_t)M * N * 2);
-                    if (!x || !yr || !yd) { free(x); free(yr); free(yd); continue; }
+                    if (!x || !yr || !yd) { free(x); free(yr); free(yd); progress_step(&r.prog, (long)n_devs * N_PATHS); continue; }
                     case_activations(dist, dt, M, K, lseed + (uint64_t)M, x);
                     if (qp_linear_forward(ref, x, M, yr)) {
                         emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), "cpu:0", "reference", "FAIL", 0, 0, 0, 0, qp_last_error(r.ctx));
                         r.n_fail++;
                         free(x); free(yr); free(yd);
+                        progress_step(&r.prog, (long)n_devs * N_PATHS);
                         continue;
                     }
                     qp_dtype out = qp_linear_out_dtype(ref);
@@ -290,6 +313,7 @@ int cmd_conform(int argc, char **argv) {
                             if (ok) t->pass++; else { t->fail++; r.n_fail++; }
                         }
                     free(x); free(yr); free(yd);
+                    progress_step(&r.prog, (long)n_devs * N_PATHS);
                 }
                 for (int d = 0; d < n_devs; d++)
                     for (int p = 0; p < N_PATHS; p++) qp_linear_destroy(lin[d][p]);
@@ -298,6 +322,7 @@ int cmd_conform(int argc, char **argv) {
             }
         }
     }
+    progress_end(&r.prog);
     if (r.json) { fputs("\n]\n", r.json); fclose(r.json); }
     if (r.csv) fclose(r.csv);
     printf("\nsummary (pass/fail/skip), seed %llu, %lds:\n%-18s", (unsigned long long)r.seed, (long)(time(NULL) - t0), "scheme");
@@ -315,6 +340,12 @@ int cmd_conform(int argc, char **argv) {
         }
         putchar('\n');
     }
+    long n_skip = 0;
+    for (int d = 0; d < n_devs; d++)
+        for (int si = 0; si < n_case_schemes; si++) n_skip += r.t[d][si].skip;
+    if (n_skip && !r.verbose)
+        printf("%ld cases skipped (a scheme or forced path the device lacks); --verbose or --json gives each "
+               "with its reason\n", n_skip);
     printf("%s\n", r.n_fail ? "conform: FAILED" : "conform: all compared cases passed");
     qp_context_destroy(r.ctx);
     return r.n_fail ? 1 : 0;

@@ -38,7 +38,7 @@ int cmd_demo_model(int argc, char **argv) {
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc) c.layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) c.seed = strtoull(argv[++i], NULL, 10);
         else if (argv[i][0] != '-' && !out) out = argv[i];
-        else { fprintf(stderr, "usage: qport demo-model OUT_DIR [--hidden 512] [--intermediate 1408] [--layers 2] [--seed N]\n"); return 2; }
+        else { tool_usage(stderr, "demo-model"); return 2; }
     }
     if (!out || c.hidden <= 0 || c.hidden % (c.heads * 8) || c.inter <= 0 || c.layers <= 0 || c.layers > 64) {
         fprintf(stderr, "qport demo-model: need OUT_DIR, hidden a multiple of %d, positive sizes\n", c.heads * 8);

@@ -34,7 +34,7 @@ int cmd_devices(int argc, char **argv) {
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
-        else { fprintf(stderr, "usage: qport devices [--json]\n"); return 2; }
+        else { tool_usage(stderr, "devices"); return 2; }
     }
     qp_context *ctx;
     if (qp_context_create(&ctx)) return 2;

@@ -151,8 +151,7 @@ int cmd_inspect(int argc, char **argv) {
         else { fprintf(stderr, "qport inspect: more than one CONFIG given\n"); return 2; }
     }
     if (!path) {
-        fprintf(stderr, "usage: qport inspect CONFIG [--layer NAME[:linear|attention|moe]]... "
-                        "[--packed FUSED=SHARD,...]... [--capability CC] [--dialect vllm|sglang] [--json]\n");
+        tool_usage(stderr, "inspect");
         return 2;
     }
     if (n_packed) { o.packed = packed; o.n_packed = n_packed; }

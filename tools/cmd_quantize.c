@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "progress.h"
 #include "tool.h"
 
 static char *read_text(const char *path, size_t *len) {
@@ -34,13 +35,6 @@ static char *replace_once(const char *s, const char *from, const char *to) {
     if (!o) return NULL;
     sprintf(o, "%.*s%s%s", (int)(p - s), s, to, p + strlen(from));
     return o;
-}
-
-static void progress(size_t i, size_t n, const char *what) {
-    if (!isatty(2)) return;
-    int w = 30, done = n ? (int)(w * i / n) : w;
-    fprintf(stderr, "\r[%.*s%*s] %zu/%zu %-48.48s", done, "##############################", w - done, "", i, n, what);
-    if (i == n) fputc('\n', stderr);
 }
 
 typedef struct out_list {
@@ -158,7 +152,8 @@ int cmd_quantize(int argc, char **argv) {
     }
     const quant_scheme *qs = scheme_name ? quant_scheme_find(scheme_name) : NULL;
     if (!in || !out || !qs) {
-        fprintf(stderr, "usage: qport quantize IN_DIR OUT_DIR --scheme NAME [--group-size G] [--kv-cache]\nschemes: ");
+        tool_usage(stderr, "quantize");
+        fprintf(stderr, "schemes: ");
         quant_scheme_list(stderr);
         return 2;
     }
@@ -194,6 +189,7 @@ int cmd_quantize(int argc, char **argv) {
     char path[4096], *ctext = NULL;
     size_t clen = 0;
     out_list o = {0};
+    tool_progress prog = {0};
     if (qp_model_open(ctx, in, &m)) { fprintf(stderr, "qport quantize: %s\n", qp_last_error(ctx)); goto done; }
     if (qp_model_config(m)) { fprintf(stderr, "qport quantize: %s is already quantized\n", in); goto done; }
     snprintf(path, sizeof path, "%s/config.json", in);
@@ -211,17 +207,19 @@ int cmd_quantize(int argc, char **argv) {
         qo.sym_zero_points = 1;
     }
     size_t n = qp_model_tensor_count(m), nq_layers = 0;
+    progress_start(&prog, "quantize: tensors", (long)n);
     for (size_t i = 0; i < n; i++) {
         qp_tensor t;
+        if (i) progress_step(&prog, 1);
         if (qp_model_tensor_get(m, i, &t)) continue;
-        progress(i, n, t.name);
         size_t l = strlen(t.name);
         int is_w = l > 7 && !strcmp(t.name + l - 7, ".weight") && t.ndim == 2 && !strstr(t.name, "embed");
         char layer[1024];
         snprintf(layer, sizeof layer, "%.*s", (int)(l > 7 ? l - 7 : 0), t.name);
         qp_scheme s;
         if (is_w && qp_config_resolve(cfg, layer, QP_LAYER_LINEAR, NULL, &s)) {
-            fprintf(stderr, "\nqport quantize: %s: %s\n", layer, qp_last_error(ctx));
+            progress_clear(&prog);
+            fprintf(stderr, "qport quantize: %s: %s\n", layer, qp_last_error(ctx));
             goto done;
         }
         if (!is_w || s.kind == QP_SCHEME_UNQUANTIZED || s.kind == QP_SCHEME_NONE) { /* copied unchanged */
@@ -238,7 +236,8 @@ int cmd_quantize(int argc, char **argv) {
         float *w = malloc(sizeof(float) * (size_t)N * K);
         if (!w) goto oom;
         if (qp_format_decode_array(t.dtype, t.data, (size_t)N * K, w)) {
-            fprintf(stderr, "\nqport quantize: %s: dtype %s is not fp16/bf16/fp32\n", t.name, qp_dtype_name(t.dtype));
+            progress_clear(&prog);
+            fprintf(stderr, "qport quantize: %s: dtype %s is not fp16/bf16/fp32\n", t.name, qp_dtype_name(t.dtype));
             free(w);
             goto done;
         }
@@ -246,7 +245,7 @@ int cmd_quantize(int argc, char **argv) {
         qp_status st = qp_quantize_weights(ctx, &s, w, N, K, &qo, &q);
         float oscale = kv && is_kv_proj(layer) ? output_scale(w, N, K) : 0.0f;
         free(w);
-        if (st) { fprintf(stderr, "\nqport quantize: %s: %s\n", layer, qp_last_error(ctx)); goto done; }
+        if (st) { progress_clear(&prog); fprintf(stderr, "qport quantize: %s: %s\n", layer, qp_last_error(ctx)); goto done; }
         if (keep_q(&o, q)) { qp_qweights_destroy(q); goto oom; }
         nq_layers++;
         for (size_t j = 0; j < qp_qweights_count(q); j++) {
@@ -266,7 +265,7 @@ int cmd_quantize(int argc, char **argv) {
             if (push(&o, nm, &st0, v)) { free(v); goto oom; }
         }
     }
-    progress(n, n, "done");
+    progress_end(&prog);
     if (mkdir(out, 0755) && errno != EEXIST) { perror(out); goto done; }
     snprintf(path, sizeof path, "%s/model.safetensors", out);
     const char *meta[] = {"format", "pt", "quantized_by", "qport"};
@@ -282,8 +281,10 @@ int cmd_quantize(int argc, char **argv) {
     rc = 0;
     goto done;
 oom:
+    progress_clear(&prog);
     fprintf(stderr, "qport quantize: out of memory\n");
 done:
+    progress_end(&prog);
     out_free(&o);
     free(ctext);
     free(qcfg);

@@ -92,9 +92,7 @@ static double out_at(qp_dtype od, const void *p, size_t i) {
 }
 
 static int usage(void) {
-    fprintf(stderr, "usage: qport run MODEL_DIR [--layer NAME]... [--device SPEC]... [--tokens M] [--seed N]\n"
-                    "                 [--input FILE.safetensors] [--output FILE.safetensors] [--tp-size N --tp-rank R]\n"
-                    "                 [--dtype auto|float16|bfloat16|float32]\n");
+    tool_usage(stderr, "run");
     return 2;
 }
 

@@ -20,6 +20,12 @@ const quant_scheme *quant_scheme_find(const char *name);
 void quant_scheme_list(FILE *f);
 const quant_scheme *quant_scheme_at(size_t i); /* NULL past the end */
 
+/* Help (help.c): one command's full help (-1: no such command), its usage
+ * lines for an argument error, and the list of commands. */
+int tool_help(FILE *f, const char *cmd);
+void tool_usage(FILE *f, const char *cmd);
+void tool_help_commands(FILE *f);
+
 /* A stderr log callback at the QPORT_LOG level (default warn). */
 void tool_install_log(qp_context *ctx);
 

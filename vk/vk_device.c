@@ -151,7 +151,7 @@ static bool has_device_ext(qp_vk_backend *be, VkPhysicalDevice p, const char *na
     return found;
 }
 
-/* Debug knobs (README "Vulkan backend"): a lower per-binding limit to test
+/* Debug knobs (docs/backends.md, "Vulkan backend"): a lower per-binding limit to test
  * weight splitting, and a device that pretends to lack integer dot product. */
 static uint64_t env_u64(const qp_host *h, const char *name, uint64_t dflt) {
     const char *v = qp_host_setting(h, name);

@@ -20,7 +20,7 @@ Fixed by the spec (followed to the letter):
     NVFP4 block scales and codes given the global scale (4.3);
   - checkpoint names, dtypes and shapes (3.3, 4.1, 5.2, 6.4-6.7).
 Not fixed by the spec (Quark's calibration is out of its scope); the
-generator mirrors qport's documented rule (qport.h, README):
+generator mirrors qport's documented rule (qport.h, docs/numerics.md):
   - int8 / fp8 weight scale = max|w| of its block / 127 or / 448 (per
     tensor, channel, or 128x128 block), codes rne(w / s) saturating;
     kFp8Static128BlockE8M0Sym rounds that scale up to a power of two;
