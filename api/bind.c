@@ -94,8 +94,14 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
         return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, "quantization_config", layer,
                             "the model has no quantization_config (quantize it with `qport quantize`)");
     snprintf(b->layer, sizeof b->layer, "%s", layer);
-    qp_status st = qp_config_resolve(m->cfg, layer, QP_LAYER_LINEAR, o.resolve, &b->scheme);
-    if (st) return st;
+    qp_status st = QP_OK;
+    if (qp_model_layer_unquantized(m, layer)) {
+        /* an MoE router: vLLM builds it with quant_config=None (api/bind_moe.c) */
+        qp_scheme_init(&b->scheme, QP_SCHEME_UNQUANTIZED);
+        qp_scheme_set_names(&b->scheme, "UnquantizedLinearMethod", NULL, NULL, NULL);
+    } else if ((st = qp_config_resolve(m->cfg, layer, QP_LAYER_LINEAR, o.resolve, &b->scheme))) {
+        return st;
+    }
     const char *const *shards;
     size_t ns;
     const char *proj;

@@ -30,11 +30,16 @@ static const struct arch *arch_of(const qp_model *m) {
 }
 
 /* A look-up that records no error (qp_model_find_tensor does). */
+static int lookup(const qp_model *m, const char *name, qp_tensor *out) {
+    for (size_t i = 0; i < m->n_files; i++)
+        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++)
+            if (qp_safetensors_get(m->files[i], j, out, NULL) == QP_OK && !strcmp(out->name, name)) return 1;
+    return 0;
+}
+
 static int has_tensor(const qp_model *m, const char *name) {
     qp_tensor t;
-    for (size_t i = 0; i < m->n_files; i++)
-        if (qp_safetensors_find(m->files[i], name, &t) == QP_OK) return 1;
-    return 0;
+    return lookup(m, name, &t);
 }
 
 /* "<block>.<router>" where <block>.experts.0.<gate>.weight exists. */
@@ -227,4 +232,33 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     free(lb);
     if (st) qp_moe_binding_free(b);
     return st;
+}
+
+QP_API qp_status qp_model_moe_options(const qp_model *m, const char *prefix, qp_moe_options *o) {
+    if (!m || !prefix || !o) return QP_ERR_INVALID_ARGUMENT;
+    qp_moe_options_init(o);
+    o->act_dtype = m->dtype;
+    o->layer = prefix;
+    if (m->moe_top_k > 0) o->top_k = m->moe_top_k;
+    /* vLLM's models: Mixtral renormalizes always, the others follow
+     * norm_topk_prob (Qwen2/3-MoE, DeepSeek; absent: false) */
+    o->renormalize = m->moe_renorm >= 0 ? m->moe_renorm : m->model_type && !strcmp(m->model_type, "mixtral");
+    if (m->moe_groups > 0) {
+        o->num_expert_group = m->moe_groups;
+        o->topk_group = m->moe_topk_group > 0 ? m->moe_topk_group : m->moe_groups;
+        o->scoring = m->moe_sigmoid == 1 ? QP_MOE_SIGMOID : QP_MOE_SOFTMAX;
+        o->routed_scaling_factor = m->moe_scale;
+        const struct arch *a = arch_of(m);
+        const char *dot = strrchr(prefix, '.');
+        char bn[1100];
+        snprintf(bn, sizeof bn, "%.*s.%s.e_score_correction_bias", dot ? (int)(dot - prefix) : 0, prefix, a->router);
+        qp_tensor t;
+        if (lookup(m, bn, &t)) {
+            if (t.dtype != QP_DTYPE_F32 || t.ndim != 1)
+                return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, bn, prefix,
+                                    "e_score_correction_bias must be a 1-D f32 tensor, got %s", qp_dtype_name(t.dtype));
+            o->e_score_correction_bias = t.data;
+        }
+    }
+    return QP_OK;
 }

@@ -112,6 +112,18 @@ static qp_status find_dtype(qp_model *m, const char *path) {
         if (!doc) return qp_error_set(m->ctx, QP_ERR_PARSE, path, NULL, NULL, "%s", err);
         const qj *root = qj_root(doc), *tc = qj_get(root, "text_config"), *mt = qj_get(root, "model_type");
         if (mt && mt->type == QJ_STRING) m->model_type = strdup(mt->s);
+        const qj *cfgs[2] = {root, tc};
+        for (int c = 1; c >= 0; c--) { /* the root wins over text_config */
+            if (!cfgs[c]) continue;
+            const qj *v;
+            if ((v = qj_get(cfgs[c], "num_experts_per_tok")) && v->type == QJ_INT) m->moe_top_k = (int)v->i;
+            if ((v = qj_get(cfgs[c], "norm_topk_prob")) && v->type == QJ_BOOL) m->moe_renorm = v->b;
+            if ((v = qj_get(cfgs[c], "n_group")) && v->type == QJ_INT) m->moe_groups = (int)v->i;
+            if ((v = qj_get(cfgs[c], "topk_group")) && v->type == QJ_INT) m->moe_topk_group = (int)v->i;
+            if ((v = qj_get(cfgs[c], "scoring_func")) && v->type == QJ_STRING) m->moe_sigmoid = !strcmp(v->s, "sigmoid");
+            if ((v = qj_get(cfgs[c], "routed_scaling_factor")) && (v->type == QJ_FLOAT || v->type == QJ_INT))
+                m->moe_scale = (float)v->d;
+        }
         const qj *cands[] = {qj_get(root, "dtype"), qj_get(root, "torch_dtype"), tc ? qj_get(tc, "dtype") : NULL,
                              tc ? qj_get(tc, "torch_dtype") : NULL};
         qp_status st = QP_OK;
@@ -150,6 +162,8 @@ QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out)
     if (!m) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, dir, NULL, NULL, "out of memory");
     m->ctx = ctx;
     m->dir = strdup(dir);
+    m->moe_top_k = m->moe_renorm = m->moe_groups = m->moe_topk_group = -1;
+    m->moe_scale = 1.0f;
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     struct stat sb;
@@ -178,6 +192,8 @@ QP_API void qp_model_close(qp_model *m) {
     free(m->model_type);
     for (size_t i = 0; i < m->n_layers; i++) free(m->layers[i]);
     free(m->layers);
+    for (size_t i = 0; i < m->n_moes; i++) free(m->moes[i]);
+    free(m->moes);
     free(m->dir);
     free(m);
 }
@@ -194,8 +210,20 @@ QP_API qp_status qp_model_find_tensor(const qp_model *m, const char *name, qp_te
     return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, name, NULL, "no tensor '%s' in the checkpoint", name);
 }
 
+static qp_status push_name(qp_model *m, char ***list, size_t *n, const char *name, size_t len) {
+    for (size_t i = 0; i < *n; i++)
+        if (strlen((*list)[i]) == len && !strncmp((*list)[i], name, len)) return QP_OK;
+    char **g = realloc(*list, sizeof(char *) * (*n + 1));
+    if (!g) return qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, NULL, "out of memory");
+    *list = g;
+    if (!(g[*n] = strndup(name, len))) return qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, NULL, "out of memory");
+    (*n)++;
+    return QP_OK;
+}
+
 /* Linear layers: prefixes of 2-D `.weight` (or QQQ `.B`) tensors, except
- * embeddings. Listed once, in checkpoint order. */
+ * embeddings and routed experts ("<block>.experts.<e>.<proj>"), whose
+ * blocks are listed apart. Listed once, in checkpoint order. */
 static qp_status list_layers(qp_model *m) {
     if (m->layers_listed) return QP_OK;
     for (size_t i = 0; i < m->n_files; i++)
@@ -207,17 +235,21 @@ static qp_status list_layers(qp_model *m) {
             else if (l > 2 && !strcmp(t.name + l - 2, ".B") && t.ndim == 2) cut = l - 2;
             else continue;
             if (strstr(t.name, "embed")) continue;
-            char **g = realloc(m->layers, sizeof(char *) * (m->n_layers + 1));
-            if (!g) return qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, NULL, "out of memory");
-            m->layers = g;
-            m->layers[m->n_layers] = strndup(t.name, cut);
-            if (m->layers[m->n_layers]) m->n_layers++;
+            const char *ex = strstr(t.name, ".experts.");
+            qp_status st = ex && ex[9] >= '0' && ex[9] <= '9'
+                               ? push_name(m, &m->moes, &m->n_moes, t.name, (size_t)(ex + 8 - t.name))
+                               : push_name(m, &m->layers, &m->n_layers, t.name, cut);
+            if (st) return st;
         }
     m->layers_listed = 1;
     return QP_OK;
 }
 
 QP_API size_t qp_model_layer_count(qp_model *m) { return m && !list_layers(m) ? m->n_layers : 0; }
+QP_API size_t qp_model_moe_count(qp_model *m) { return m && !list_layers(m) ? m->n_moes : 0; }
+QP_API const char *qp_model_moe_name(qp_model *m, size_t i) {
+    return m && !list_layers(m) && i < m->n_moes ? m->moes[i] : NULL;
+}
 QP_API const char *qp_model_layer_name(qp_model *m, size_t i) {
     return m && !list_layers(m) && i < m->n_layers ? m->layers[i] : NULL;
 }

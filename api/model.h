@@ -14,8 +14,13 @@ struct qp_model {
     size_t n_files;
     char **layers;
     size_t n_layers;
+    char **moes;                 /* routed-expert blocks ("....mlp.experts") */
+    size_t n_moes;
     int layers_listed;
     qp_dtype dtype;              /* vLLM's dtype="auto" (qp_model_dtype)     */
     char *model_type;            /* config.json's, or NULL                   */
+    /* MoE routing from config.json (qp_model_moe_options); -1: absent */
+    int moe_top_k, moe_renorm, moe_groups, moe_topk_group, moe_sigmoid;
+    float moe_scale;
 };
 #endif

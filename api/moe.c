@@ -1,7 +1,7 @@
 /* qp_moe: a routed-experts layer from vLLM's FusedMoE parameters
  * (w13_weight [E, 2I, H], w2_weight [E, H, I], their scales), with each
  * Quark MoE method's process_weights_after_loading (shared/reference/
- * vllm-quark_moe.py): per-tensor fp8 w13 shards requantized to the larger
+ * vllm-quark_moe.py): per-tensor fp8 and int8 w13 shards requantized to the larger
  * of the two scales, static input scales reduced to their max over the
  * experts. Runs on the cpu reference (cpu/ref_moe.c). */
 #include <math.h>
@@ -93,8 +93,8 @@ static float max_of(const float *v, size_t n) {
 }
 
 /* Weight scales as one per output row: per-channel as given, per-tensor
- * repeated; w13 per-tensor shards of fp8 requantized to the larger scale
- * (vLLM's Fp8 MoE process_weights_after_loading), of int8 only when equal. */
+ * repeated; w13 per-tensor shards of fp8 and int8 requantized to the larger scale
+ * (vLLM's Fp8 and Int8 MoE process_weights_after_loading). */
 static qp_status row_scales(const mb *b, qp_moe_ref *r, int w13, bool fp8) {
     size_t E = (size_t)r->E, rows = w13 ? 2 * (size_t)r->I : (size_t)r->H, K = w13 ? (size_t)r->H : (size_t)r->I;
     const char *name = w13 ? "w13_weight_scale" : "w2_weight_scale";
@@ -110,13 +110,23 @@ static qp_status row_scales(const mb *b, qp_moe_ref *r, int w13, bool fp8) {
             for (size_t i = 0; i < rows; i++) out[e * rows + i] = v[e];
         } else { /* [E, 2]: one scale per shard of w13 */
             float s[2] = {v[2 * e], v[2 * e + 1]}, smax = fmaxf(s[0], s[1]);
-            if (s[0] != s[1]) {
-                if (!fp8) {
-                    st = bad(b, name, "%s", "per-tensor int8 w13 shards with different scales are not supported");
-                    break;
-                }
+            if (s[0] != s[1] && fp8) {
                 int sr[2] = {r->I, r->I};
                 st = qp_fp8_requantize_max_scale(b->ctx, (uint8_t *)r->w13 + e * rows * K, (int)K, sr, 2, s, &smax);
+            } else if (s[0] != s[1]) {
+                /* QuarkW8A8Int8MoEMethod: per_tensor_dequantize (fp16: the
+                 * int8 codes times the scale, rounded to fp16), then
+                 * scaled_int8_quant at the max scale (static symmetric:
+                 * rne(x / s), saturated) */
+                int8_t *w = (int8_t *)r->w13 + e * rows * K;
+                for (int sh = 0; sh < 2; sh++) {
+                    if (s[sh] == smax) continue;
+                    for (size_t i = (size_t)sh * (size_t)r->I * K; i < (size_t)(sh + 1) * (size_t)r->I * K; i++) {
+                        float dq = qp_ref_round(QP_DTYPE_F16, (float)w[i] * s[sh]);
+                        float v = nearbyintf(dq / smax);
+                        w[i] = (int8_t)(v > 127.0f ? 127.0f : v < -128.0f ? -128.0f : v);
+                    }
+                }
             }
             for (size_t i = 0; i < rows; i++) out[e * rows + i] = smax;
         }

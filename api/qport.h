@@ -860,9 +860,13 @@ QP_API qp_status qp_model_tensor_get(const qp_model *m, size_t i, qp_tensor *out
  * cache". QP_ERR_NOT_FOUND when the config does not quantize the cache. */
 QP_API qp_status qp_model_kv_scales(const qp_model *m, const char *prefix, float *k_scale, float *v_scale);
 /* Linear layers of the checkpoint (prefixes of 2-D ".weight" / ".B"
- * tensors, embeddings left out), in checkpoint order. */
+ * tensors, embeddings and routed experts left out), in checkpoint order. */
 QP_API size_t qp_model_layer_count(qp_model *m);
 QP_API const char *qp_model_layer_name(qp_model *m, size_t i);
+/* Routed-expert blocks ("model.layers.3.mlp.experts": the prefixes of
+ * "<block>.<e>.<proj>.weight" tensors), in checkpoint order. */
+QP_API size_t qp_model_moe_count(qp_model *m);
+QP_API const char *qp_model_moe_name(qp_model *m, size_t i);
 
 typedef struct qp_bind_options {
     size_t struct_size;
@@ -968,6 +972,13 @@ QP_API void qp_moe_binding_free(qp_moe_binding *b);
  * quantization whatever the config says (vLLM builds MoE routers with
  * quant_config=None): the table of docs/moe.md, keyed by model_type. */
 QP_API int qp_model_layer_unquantized(const qp_model *m, const char *layer);
+/* The routing of an MoE block as vLLM's model class sets it from
+ * config.json: top_k = num_experts_per_tok; renormalize = norm_topk_prob
+ * (Mixtral: always); n_group / topk_group / scoring_func /
+ * routed_scaling_factor and the router's e_score_correction_bias tensor
+ * (DeepSeek) for grouped top-k; act_dtype the model dtype. The bias points
+ * into the model's mapping (valid while the model is open). */
+QP_API qp_status qp_model_moe_options(const qp_model *m, const char *prefix, qp_moe_options *o);
 
 /* === MX / NVFP4 block quantization (spec 3.4-3.6, 4.3) ==================== */
 /* OCP MX: blocks of 32 consecutive elements along k share one e8m0 scale.

@@ -216,6 +216,7 @@ int cmd_quantize(int argc, char **argv) {
         int is_w = l > 7 && !strcmp(t.name + l - 7, ".weight") && t.ndim == 2 && !strstr(t.name, "embed");
         char layer[1024];
         snprintf(layer, sizeof layer, "%.*s", (int)(l > 7 ? l - 7 : 0), t.name);
+        if (is_w && qp_model_layer_unquantized(m, layer)) is_w = 0; /* an MoE router: vLLM never quantizes it */
         qp_scheme s;
         if (is_w && qp_config_resolve(cfg, layer, QP_LAYER_LINEAR, NULL, &s)) {
             progress_clear(&prog);

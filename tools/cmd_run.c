@@ -86,6 +86,9 @@ out:
     return rc;
 }
 
+int run_moe(qp_context *ctx, qp_model *m, const char *prefix, qp_dtype dt, int M_arg, qp_safetensors *inf,
+            qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok);
+
 static double out_at(qp_dtype od, const void *p, size_t i) {
     if (od == QP_DTYPE_F32) { float v; memcpy(&v, (const char *)p + 4 * i, 4); return v; }
     return qp_format_decode(od, ((const uint16_t *)p)[i]);
@@ -159,8 +162,21 @@ int cmd_run(int argc, char **argv) {
             if (!qp_device_get(ctx, i, &d) && !qp_device_get_info(d, &di) && !di.same_as[0]) devs[ndev++] = d;
         }
     }
+    /* MoE blocks ("....mlp.experts") run as fused MoE layers */
+    const char *moes[MAX_LAYERS];
+    int nmoes = 0;
+    for (size_t i = 0; i < qp_model_moe_count(m) && nmoes < MAX_LAYERS; i++) {
+        const char *mn = qp_model_moe_name(m, i);
+        int wanted = !nl_arg;
+        for (int j = 0; j < nl_arg; j++) wanted |= !strcmp(layers_arg[j], mn);
+        if (wanted) moes[nmoes++] = mn;
+    }
     if (nl_arg) {
-        for (int i = 0; i < nl_arg; i++) layers[nlayers++] = strdup(layers_arg[i]);
+        for (int i = 0; i < nl_arg; i++) {
+            int is_moe = 0;
+            for (int j = 0; j < nmoes; j++) is_moe |= !strcmp(moes[j], layers_arg[i]);
+            if (!is_moe) layers[nlayers++] = strdup(layers_arg[i]);
+        }
     } else {
         for (size_t i = 0; i < qp_model_layer_count(m) && nlayers < MAX_LAYERS; i++) {
             char name[1024];
@@ -296,6 +312,8 @@ int cmd_run(int argc, char **argv) {
         free(x); free(yr); free(yd);
         qp_layer_binding_free(&b);
     }
+    for (int i = 0; i < nmoes; i++)
+        n_fail += run_moe(ctx, m, moes[i], dt, M_arg, inf, refdev, devs, ndev, seed + 1000 + (uint64_t)i, &n_ok);
     /* the fp8 KV cache of every attention module whose config quantizes it */
     for (int li = 0; li < nlayers; li++) {
         size_t l = strlen(layers[li]);

@@ -85,10 +85,14 @@ static const help_entry entries[] = {
      "                attention names)\n"
      "  Prints the load time and the names resolved per second.\n"},
     {"demo-model", "write a small Llama-style fp16 model with deterministic random weights",
-     "usage: qport demo-model OUT_DIR [--hidden N] [--intermediate N] [--layers N] [--seed N]\n",
+     "usage: qport demo-model OUT_DIR [--hidden N] [--intermediate N] [--layers N] [--seed N]\n"
+     "                        [--experts E [--topk K]]\n",
      "  OUT_DIR          the folder to write config.json and model.safetensors to (created)\n"
      "  --hidden N       hidden size (512; a multiple of 64)\n"
-     "  --intermediate N MLP size (1408)\n"
+     "  --intermediate N MLP size (1408; with --experts each expert's, 256)\n"
+     "  --experts E      a mixture-of-experts model (Qwen3-MoE layout: mlp.gate routes each token to\n"
+     "                   K of the E experts mlp.experts.N.{gate,up,down}_proj; 1..256)\n"
+     "  --topk K         experts per token (num_experts_per_tok, 2; norm_topk_prob true)\n"
      "  --layers N       decoder layers (2; at most 64)\n"
      "  --seed N         seed of the N(0, 1/sqrt(K)) weights (20261202)\n"},
     {"quantize", "quantize every linear layer into a checkpoint vLLM's loaders accept",
