@@ -10,23 +10,31 @@
 
 #include "model.h"
 
-/* Per model_type: the experts' projection names and the router, which vLLM
- * builds as ReplicatedLinear(..., quant_config=None) in every MoE model
- * (so it is never quantized, whatever the config says). NULL model_type:
- * the default (Llama-4, Qwen2/3-MoE, DeepSeek-V2/V3, OLMoE, ...). */
+/* The spellings of the experts' projections (gate, up, down): the
+ * Llama/Qwen/DeepSeek names, which transformers 5 and Quark's exports also
+ * give Mixtral, and Mixtral's original w1/w3/w2 (block_sparse_moe). Every
+ * MoE model class of vLLM builds its router, the sibling "gate" module of
+ * the experts, as ReplicatedLinear(..., quant_config=None): never
+ * quantized, whatever the config says. */
 static const struct arch {
-    const char *model_type;
-    const char *gate, *up, *down; /* expert projections in the checkpoint */
-    const char *router;           /* the router module, under the MoE block */
+    const char *gate, *up, *down;
 } arches[] = {
-    {"mixtral", "w1", "w3", "w2", "gate"},
-    {NULL, "gate_proj", "up_proj", "down_proj", "gate"},
+    {"gate_proj", "up_proj", "down_proj"},
+    {"w1", "w3", "w2"},
 };
+#define ROUTER "gate"
 
-static const struct arch *arch_of(const qp_model *m) {
-    for (size_t i = 0; i + 1 < sizeof arches / sizeof *arches; i++)
-        if (m->model_type && !strcmp(m->model_type, arches[i].model_type)) return &arches[i];
-    return &arches[sizeof arches / sizeof *arches - 1];
+static int lookup(const qp_model *m, const char *name, qp_tensor *out);
+
+/* The spelling whose expert 0 exists under `prefix` (the first otherwise). */
+static const struct arch *arch_of(const qp_model *m, const char *prefix) {
+    for (size_t i = 0; i < sizeof arches / sizeof *arches; i++) {
+        char nm[1100];
+        qp_tensor t;
+        snprintf(nm, sizeof nm, "%s.0.%s.weight", prefix, arches[i].gate);
+        if (lookup(m, nm, &t)) return &arches[i];
+    }
+    return &arches[0];
 }
 
 /* A look-up that records no error (qp_model_find_tensor does). */
@@ -45,12 +53,14 @@ static int has_tensor(const qp_model *m, const char *name) {
 /* "<block>.<router>" where <block>.experts.0.<gate>.weight exists. */
 QP_API int qp_model_layer_unquantized(const qp_model *m, const char *layer) {
     if (!m || !layer) return 0;
-    const struct arch *a = arch_of(m);
     const char *dot = strrchr(layer, '.');
-    if (!dot || strcmp(dot + 1, a->router)) return 0;
-    char probe[1024];
-    snprintf(probe, sizeof probe, "%.*s.experts.0.%s.weight", (int)(dot - layer), layer, a->gate);
-    return has_tensor(m, probe);
+    if (!dot || strcmp(dot + 1, ROUTER)) return 0;
+    for (size_t i = 0; i < sizeof arches / sizeof *arches; i++) {
+        char probe[1024];
+        snprintf(probe, sizeof probe, "%.*s.experts.0.%s.weight", (int)(dot - layer), layer, arches[i].gate);
+        if (has_tensor(m, probe)) return 1;
+    }
+    return 0;
 }
 
 QP_API void qp_moe_binding_free(qp_moe_binding *b) {
@@ -98,7 +108,7 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     if (!m->cfg)
         return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, "quantization_config", prefix,
                             "the model has no quantization_config (quantize it with `qport quantize`)");
-    const struct arch *a = arch_of(m);
+    const struct arch *a = arch_of(m, prefix);
     qp_bind_options o;
     qp_bind_options_init(&o);
     if (opts) o = *opts;
@@ -225,8 +235,8 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     const char *dot = strrchr(prefix, '.');
     if (!st && dot) {
         char rn[1100];
-        snprintf(rn, sizeof rn, "%.*s.%s.weight", (int)(dot - prefix), prefix, a->router);
-        if (has_tensor(m, rn)) snprintf(b->router, sizeof b->router, "%.*s.%s", (int)(dot - prefix), prefix, a->router);
+        snprintf(rn, sizeof rn, "%.*s.%s.weight", (int)(dot - prefix), prefix, ROUTER);
+        if (has_tensor(m, rn)) snprintf(b->router, sizeof b->router, "%.*s.%s", (int)(dot - prefix), prefix, ROUTER);
     }
     for (int i = 0; i < E * 3; i++) qp_layer_binding_free(&lb[i]);
     free(lb);
@@ -248,10 +258,9 @@ QP_API qp_status qp_model_moe_options(const qp_model *m, const char *prefix, qp_
         o->topk_group = m->moe_topk_group > 0 ? m->moe_topk_group : m->moe_groups;
         o->scoring = m->moe_sigmoid == 1 ? QP_MOE_SIGMOID : QP_MOE_SOFTMAX;
         o->routed_scaling_factor = m->moe_scale;
-        const struct arch *a = arch_of(m);
         const char *dot = strrchr(prefix, '.');
         char bn[1100];
-        snprintf(bn, sizeof bn, "%.*s.%s.e_score_correction_bias", dot ? (int)(dot - prefix) : 0, prefix, a->router);
+        snprintf(bn, sizeof bn, "%.*s.%s.e_score_correction_bias", dot ? (int)(dot - prefix) : 0, prefix, ROUTER);
         qp_tensor t;
         if (lookup(m, bn, &t)) {
             if (t.dtype != QP_DTYPE_F32 || t.ndim != 1)

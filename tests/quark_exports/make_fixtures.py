@@ -7,7 +7,8 @@ committed results):
     venv/bin/python tests/quark_exports/make_fixtures.py tests/quark_exports
 
 For every scheme below and both model dtypes (fp16, bf16) it builds a tiny
-random Llama (hidden 128, intermediate 256, 2 layers, seeded), quantizes it
+random Llama (hidden 128, intermediate 256, 2 layers, seeded), and for the
+MoE schemes a tiny Mixtral (4 experts, top-2; moe-fp16/, moe-bf16/), quantizes it
 with Quark's LLMTemplate configs and ModelQuantizer (random calibration
 tokens), exports it with export_safetensors(custom_mode="quark",
 weight_format="real_quantized", pack_method="reorder") into
@@ -35,7 +36,7 @@ import tempfile
 import torch
 import torch.nn.functional as F
 from safetensors.torch import save_file
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, MixtralConfig, MixtralForCausalLM
 
 from quark.torch.quantization.config.algo_configs import get_algo_config
 
@@ -89,6 +90,26 @@ SCHEMES = {
     "int4_fp8": ("int4_fp8", {}),
 }
 REFUSED_BY_VLLM = {"int4_fp8"}
+
+
+MOE_SCHEMES = ["fp8", "ptpc_fp8", "int8", "int8_pc_dyn_token", "mxfp4", "nvfp4"]
+
+
+def tiny_mixtral(dtype):
+    """A tiny Mixtral (4 experts, top-2): with transformers 5 its experts
+    are fused 3-D tensors, which Quark's preprocess_for_quantization splits
+    into per-expert linear modules (as its own get_model does) -- without
+    it they would stay unquantized, silently."""
+    from quark.torch.utils.llm.model_preparation import preprocess_for_quantization
+
+    torch.manual_seed(SEED + 10)
+    cfg = MixtralConfig(vocab_size=64, hidden_size=128, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=2, num_key_value_heads=1, head_dim=64, num_local_experts=4,
+                        num_experts_per_tok=2, max_position_embeddings=64, tie_word_embeddings=False)
+    cfg.torch_dtype = dtype
+    model = MixtralForCausalLM(cfg).to(dtype).eval()
+    preprocess_for_quantization(model)
+    return model
 
 
 def tiny_llama(dtype):
@@ -165,9 +186,10 @@ def module_outputs(model, dtype):
 
 
 def make(root, dtype_name, scheme):
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype_name]
-    model = tiny_llama(dtype)
-    template = LLMTemplate.get("llama")
+    moe = dtype_name.startswith("moe-")
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[dtype_name[4:] if moe else dtype_name]
+    model = tiny_mixtral(dtype) if moe else tiny_llama(dtype)
+    template = LLMTemplate.get("mixtral" if moe else "llama")
     config = quant_config(template, scheme)
     torch.manual_seed(SEED + 2)
     calib = [torch.randint(0, 64, (1, 32)) for _ in range(4)]
@@ -199,8 +221,8 @@ def main():
         json.dump({"amd-quark": quark.__version__, "torch": torch.__version__,
                    "transformers": transformers.__version__, "seed": SEED}, f, indent=1)
         f.write("\n")
-    for dtype_name in ("fp16", "bf16"):
-        for scheme in SCHEMES:
+    for dtype_name in ("fp16", "bf16", "moe-fp16", "moe-bf16"):
+        for scheme in (MOE_SCHEMES if dtype_name.startswith("moe-") else SCHEMES):
             if only and scheme not in only and f"{dtype_name}/{scheme}" not in only:
                 continue
             try:
