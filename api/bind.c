@@ -21,6 +21,7 @@ QP_API void qp_bind_options_init(qp_bind_options *o) {
     memset(o, 0, sizeof *o);
     o->struct_size = sizeof *o;
     o->tp_size = 1;
+    o->ep_size = 1;
 }
 
 static int is_row_parallel(const char *layer) {

@@ -111,7 +111,10 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     const struct arch *a = arch_of(m, prefix);
     qp_bind_options o;
     qp_bind_options_init(&o);
-    if (opts) o = *opts;
+    if (opts) memcpy(&o, opts, opts->struct_size < sizeof o ? opts->struct_size : sizeof o);
+    if (o.ep_size < 1 || o.ep_rank < 0 || o.ep_rank >= o.ep_size)
+        return qp_error_set(m->ctx, QP_ERR_INVALID_ARGUMENT, m->dir, NULL, prefix, "expert-parallel rank %d of size %d",
+                            o.ep_rank, o.ep_size);
     qp_status st = qp_config_resolve(m->cfg, prefix, QP_LAYER_MOE, o.resolve, &b->scheme);
     if (st) return st;
     qp_scheme_kind kind = b->scheme.kind;
@@ -129,6 +132,16 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     if (!E)
         return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, NULL, prefix, "no expert tensors '%s.0.%s.weight' in the checkpoint",
                             prefix, a->gate);
+    /* expert parallelism: this rank's contiguous experts, unsliced */
+    int base = E / o.ep_size, rem = E % o.ep_size, first = o.ep_rank * base + (o.ep_rank < rem ? o.ep_rank : rem);
+    int local = base + (o.ep_rank < rem);
+    if (!local)
+        return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, NULL, prefix,
+                            "expert-parallel rank %d of %d owns none of the %d experts", o.ep_rank, o.ep_size, E);
+    if (o.ep_size > 1) o.tp_size = 1, o.tp_rank = 0;
+    b->global_num_experts = E;
+    b->expert_offset = first;
+    E = local;
     b->E = E;
     const char *proj[3] = {a->gate, a->up, a->down};
     qp_layer_binding *lb = calloc((size_t)E * 3, sizeof *lb);
@@ -136,7 +149,7 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     for (int e = 0; e < E && !st; e++)
         for (int p = 0; p < 3 && !st; p++) {
             char nm[1100];
-            snprintf(nm, sizeof nm, "%s.%d.%s", prefix, e, proj[p]);
+            snprintf(nm, sizeof nm, "%s.%d.%s", prefix, first + e, proj[p]);
             st = qp_model_bind_layer(m, nm, &o, &lb[e * 3 + p]);
             if (st == QP_ERR_UNSUPPORTED && kind == QP_SCHEME_UNQUANTIZED) { /* excluded experts: plain weights */
                 qp_tensor t;

@@ -188,8 +188,13 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
     if (opts->act_dtype != QP_DTYPE_F16 && opts->act_dtype != QP_DTYPE_BF16)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "MoE activations must be fp16 or bf16, got %s",
                             qp_dtype_name(opts->act_dtype));
-    if (opts->top_k <= 0 || opts->top_k > E)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "top_k", layer, "top_k %d must be in 1 .. E = %d", opts->top_k, E);
+    int G = opts->global_num_experts ? opts->global_num_experts : E;
+    if (opts->expert_offset < 0 || G < E || opts->expert_offset > G - E)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "expert_offset", layer,
+                            "experts %d .. %d are not within the %d experts of the layer", opts->expert_offset,
+                            opts->expert_offset + E - 1, G);
+    if (opts->top_k <= 0 || opts->top_k > G)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "top_k", layer, "top_k %d must be in 1 .. %d experts", opts->top_k, G);
     if (strcmp(dev->backend->ops->name, "cpu"))
         return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer,
                             "MoE layers run on the cpu reference for now; %s has no fused MoE kernels yet",
@@ -209,13 +214,13 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
     snprintf(m->layer, sizeof m->layer, "%s", layer);
     m->o.layer = m->layer;
     m->o.e_score_correction_bias = NULL; /* copied below */
-    m->r = (qp_moe_ref){k, opts->act_dtype, E, H, I, QP_MOE_ACT_NONE, NULL, NULL, NULL, NULL, 0, 0};
+    m->r = (qp_moe_ref){k, opts->act_dtype, E, H, I, G, opts->expert_offset, QP_MOE_ACT_NONE, NULL, NULL, NULL, NULL, 0, 0};
     mb b = {ctx, m->layer, tensors, n};
     qp_status st = bind(&b, scheme, &m->r);
     if (!st && opts->e_score_correction_bias) {
-        float *bias = malloc(sizeof(float) * (size_t)E);
+        float *bias = malloc(sizeof(float) * (size_t)G);
         if (!bias) st = qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, layer, "out of memory");
-        else memcpy(bias, opts->e_score_correction_bias, sizeof(float) * (size_t)E);
+        else memcpy(bias, opts->e_score_correction_bias, sizeof(float) * (size_t)G);
         m->o.e_score_correction_bias = bias;
     }
     if (st) { qp_moe_destroy(m); return st; }
@@ -241,7 +246,7 @@ QP_API qp_status qp_moe_forward(qp_moe *m, const void *x, int M, const float *lo
     size_t mk = (size_t)M * (size_t)m->o.top_k;
     int32_t *ids = malloc(sizeof(int32_t) * mk);
     float *w = malloc(sizeof(float) * mk);
-    qp_status st = ids && w ? qp_moe_route(m->dev->ctx, logits, M, m->r.E, &m->o, ids, w)
+    qp_status st = ids && w ? qp_moe_route(m->dev->ctx, logits, M, m->r.G, &m->o, ids, w)
                             : qp_error_set(m->dev->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, m->layer, "out of memory");
     if (!st) st = qp_moe_forward_topk(m, x, M, ids, w, y);
     free(ids);

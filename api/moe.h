@@ -18,6 +18,7 @@ typedef struct qp_moe_ref {
     qp_scheme_kind kind;
     qp_dtype dt;              /* activations, outputs, unquantized weights    */
     int E, H, I;
+    int G, offset;            /* expert parallelism: experts offset..offset+E-1 of G */
     qp_moe_act act;
     void *w13, *w2;           /* [E][2I][H], [E][H][I]: fp8/int8 codes or dt  */
     float *s13, *s2;          /* per-row dequant scales [E][2I], [E][H]       */

@@ -872,6 +872,10 @@ typedef struct qp_bind_options {
     size_t struct_size;
     const qp_resolve_options *resolve; /* NULL: defaults                    */
     int tp_size, tp_rank;              /* tensor parallelism (1, 0)          */
+    /* expert parallelism (1, 0): qp_model_bind_moe binds the contiguous
+     * experts rank ep_rank owns (vLLM's determine_expert_map: E / ep_size
+     * each, the first E % ep_size ranks one more), whole (no TP slicing) */
+    int ep_size, ep_rank;
 } qp_bind_options;
 QP_API void qp_bind_options_init(qp_bind_options *o);
 
@@ -915,6 +919,12 @@ typedef struct qp_moe_options {
     qp_moe_scoring scoring;     /* softmax (default) or sigmoid (grouped only)  */
     float routed_scaling_factor;/* grouped: weights times it (default 1)        */
     const float *e_score_correction_bias; /* grouped: [E] or NULL            */
+    /* expert parallelism: the layer holds experts expert_offset ..
+     * expert_offset + E - 1 of global_num_experts (0: E, no EP); routing
+     * is over all of them, and a token's slots routed elsewhere add
+     * nothing here (vLLM's expert_map -1; the ranks' outputs are summed
+     * by the all-reduce that follows) */
+    int global_num_experts, expert_offset;
 } qp_moe_options;
 QP_API void qp_moe_options_init(qp_moe_options *o);
 
@@ -959,7 +969,8 @@ QP_API void qp_moe_destroy(qp_moe *moe);
 typedef struct qp_moe_binding {
     char layer[256];
     qp_scheme scheme;
-    int E, H, I;
+    int E, H, I;               /* E: the experts bound (this EP rank's)   */
+    int global_num_experts, expert_offset; /* all experts; the first bound */
     qp_tensor tensors[8];
     size_t n_tensors;
     char router[256];

@@ -88,10 +88,10 @@ qp_status qp_ref_moe_forward(qp_context *ctx, const char *layer, const qp_moe_re
         goto out;
     }
     for (size_t i = 0; i < MK; i++)
-        if (ids[i] < 0 || ids[i] >= r->E) {
+        if (ids[i] < 0 || ids[i] >= r->G) {
             st = qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "topk_ids", layer,
                               "topk_ids[%zu][%zu] = %d is not an expert of 0 .. %d", i / (size_t)k, i % (size_t)k,
-                              (int)ids[i], r->E - 1);
+                              (int)ids[i], r->G - 1);
             goto out;
         }
     /* 1. A */
@@ -101,10 +101,13 @@ qp_status qp_ref_moe_forward(qp_context *ctx, const char *layer, const qp_moe_re
     } else {
         memcpy(a, x, (size_t)M * H * es);
     }
-    /* 2. w13 GEMM */
+    /* 2. w13 GEMM; a slot routed to another expert-parallel rank's expert
+     * is a row of zeros (the Triton kernel writes zeros for expert -1) */
     for (size_t t = 0; t < MK; t++) {
-        size_t m = t / (size_t)k, e = (size_t)ids[t];
+        size_t m = t / (size_t)k, e = (size_t)(ids[t] - r->offset);
+        bool here = ids[t] >= r->offset && ids[t] < r->offset + r->E;
         for (size_t n = 0; n < 2 * I; n++) {
+            if (!here) { qp_ref_store(r->dt, c1, t * 2 * I + n, 0.0f); continue; }
             size_t wrow = e * 2 * I + n;
             float v = dot(r, a, m, r->w13, wrow, H);
             if (q) v = v * rs[m] * r->s13[wrow];
@@ -127,8 +130,10 @@ qp_status qp_ref_moe_forward(qp_context *ctx, const char *layer, const qp_moe_re
     }
     /* 5. w2 GEMM with the routing weight */
     for (size_t t = 0; t < MK; t++) {
-        size_t e = (size_t)ids[t];
+        size_t e = (size_t)(ids[t] - r->offset);
+        bool here = ids[t] >= r->offset && ids[t] < r->offset + r->E;
         for (size_t n = 0; n < H; n++) {
+            if (!here) { qp_ref_store(r->dt, c3, t * H + n, 0.0f); continue; }
             size_t wrow = e * H + n;
             float v = dot(r, a, t, r->w2, wrow, I);
             if (q) v = v * rs[t] * r->s2[wrow];

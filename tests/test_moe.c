@@ -407,6 +407,62 @@ static void run_fp8_static(void) {
     free(w13); free(w2); free(d13); free(d2); free(L.w13); free(L.w2);
 }
 
+/* Expert parallelism: three ranks own experts 0-2, 3-5, 6-7 of 8; with
+ * top-1 each token's output comes from one rank, bit for bit the full
+ * layer's, and the others give +0. */
+static void run_ep(void) {
+    int E = 8, H = 32, I = 16, M = 9;
+    qp_dtype dt = QP_DTYPE_F16;
+    uint16_t *w13 = malloc(2 * (size_t)E * 2 * I * H), *w2 = malloc(2 * (size_t)E * H * I);
+    for (size_t i = 0; i < (size_t)E * 2 * I * H; i++) tu_put(dt, w13, i, (float)(nrand() / sqrt(H)));
+    for (size_t i = 0; i < (size_t)E * H * I; i++) tu_put(dt, w2, i, (float)(nrand() / sqrt(I)));
+    uint16_t x[9 * 32], yf[9 * 32], yr[9 * 32];
+    float logits[9 * 8];
+    for (int i = 0; i < M * H; i++) tu_put(dt, x, (size_t)i, (float)nrand());
+    for (int i = 0; i < M * E; i++) logits[i] = (float)nrand();
+    qp_scheme s;
+    memset(&s, 0, sizeof s);
+    s.kind = QP_SCHEME_UNQUANTIZED;
+    qp_moe_options o;
+    qp_moe_options_init(&o);
+    o.top_k = 1;
+    qp_tensor t[2] = {{"w13_weight", dt, 3, {E, 2 * I, H}, w13}, {"w2_weight", dt, 3, {E, H, I}, w2}};
+    qp_moe *full = NULL;
+    CHECK(!qp_moe_create(cpu, &s, E, H, I, t, 2, &o, &full) && !qp_moe_forward(full, x, M, logits, yf), "%s", qp_last_error(ctx));
+    int32_t ids[9];
+    float w[9];
+    qp_moe_route(ctx, logits, M, E, &o, ids, w);
+    int first[3] = {0, 3, 6}, cnt[3] = {3, 3, 2};
+    size_t wrong = 0;
+    for (int r = 0; r < 3; r++) {
+        qp_tensor tr[2] = {{"w13_weight", dt, 3, {cnt[r], 2 * I, H}, w13 + (size_t)first[r] * 2 * I * H},
+                           {"w2_weight", dt, 3, {cnt[r], H, I}, w2 + (size_t)first[r] * H * I}};
+        qp_moe_options orr = o;
+        orr.global_num_experts = E;
+        orr.expert_offset = first[r];
+        qp_moe *part = NULL;
+        CHECK(!qp_moe_create(cpu, &s, cnt[r], H, I, tr, 2, &orr, &part) && !qp_moe_forward(part, x, M, logits, yr), "%s",
+              qp_last_error(ctx));
+        for (int mm = 0; mm < M; mm++) {
+            bool mine = ids[mm] >= first[r] && ids[mm] < first[r] + cnt[r];
+            for (int n = 0; n < H; n++)
+                wrong += mine ? yr[mm * H + n] != yf[mm * H + n] : yr[mm * H + n] != 0;
+        }
+        qp_moe_destroy(part);
+    }
+    CHECK(wrong == 0, "expert parallel: %zu outputs differ from the full layer's (or are not +0)", wrong);
+    qp_moe_options bad = o;
+    bad.global_num_experts = E;
+    bad.expert_offset = 6;
+    qp_moe *p = NULL;
+    CHECK(qp_moe_create(cpu, &s, 3, H, I, t, 2, &bad, &p) == QP_ERR_INVALID_ARGUMENT &&
+              strstr(qp_last_error(ctx), "experts 6 .. 8 are not within the 8 experts"),
+          "offset past the end: %s", qp_last_error(ctx));
+    qp_moe_destroy(full);
+    free(w13);
+    free(w2);
+}
+
 int main(void) {
     if (qp_context_create(&ctx) || qp_device_find(ctx, "cpu", &cpu)) return 1;
     test_route();
@@ -414,6 +470,7 @@ int main(void) {
     run_unquantized(QP_DTYPE_BF16);
     run_int8();
     run_fp8_static();
+    run_ep();
     qp_context_destroy(ctx);
     return tu_finish("moe");
 }

@@ -140,7 +140,7 @@ static void run_fixture(const char *root, const char *dname, const char *scheme)
     qp_status st = qp_model_open(ctx, path, &m);
     CHECK(!st, "%s: open: %s", where, qp_last_error(ctx));
     if (st) return;
-    qp_dtype want = !strcmp(dname, "bf16") ? QP_DTYPE_BF16 : QP_DTYPE_F16;
+    qp_dtype want = strstr(dname, "bf16") ? QP_DTYPE_BF16 : QP_DTYPE_F16;
     CHECK(qp_model_dtype(m) == want, "%s: model dtype %s", where, qp_dtype_name(qp_model_dtype(m)));
     if (!strcmp(scheme, "int4_fp8")) {
         /* vLLM refuses it at scheme dispatch (spec 1.5) */
@@ -170,7 +170,8 @@ static void run_fixture(const char *root, const char *dname, const char *scheme)
         run_layer(m, ref, scheme, layer, want, where);
         nl++;
     }
-    CHECK(st || nl == 14, "%s: %zu quantized modules in Quark's outputs (2 layers x 7 expected)", where, nl);
+    size_t want_nl = strstr(dname, "moe") ? 32 : 14; /* Mixtral: 4 attention + 4 experts x 3, twice */
+    CHECK(st || nl == want_nl, "%s: %zu quantized modules in Quark's outputs (%zu expected)", where, nl, want_nl);
     qp_safetensors_close(ref);
     qp_model_close(m);
 }
@@ -181,8 +182,8 @@ int main(int argc, char **argv) {
     if (argc < 2) { fprintf(stderr, "usage: test_quark_exports DIR\n"); return 2; }
     if (qp_context_create(&ctx) || qp_device_find(ctx, "cpu", &cpu)) return 1;
     int n_fixtures = 0;
-    static const char *const dtypes[] = {"fp16", "bf16"};
-    for (int d = 0; d < 2; d++) {
+    static const char *const dtypes[] = {"fp16", "bf16", "moe-fp16", "moe-bf16"};
+    for (int d = 0; d < 4; d++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", argv[1], dtypes[d]);
         DIR *dir = opendir(path);
@@ -200,7 +201,7 @@ int main(int argc, char **argv) {
             n_fixtures++;
         }
     }
-    CHECK(n_fixtures >= 32, "%d fixtures (16 schemes x 2 dtypes expected)", n_fixtures);
+    CHECK(n_fixtures >= 44, "%d fixtures (16 dense and 6 MoE schemes x 2 dtypes expected)", n_fixtures);
     printf("%d fixtures, %d modules: %d MX modules within the accumulation-order bound on x (%zu of %zu outputs bit "
            "for bit equal to Quark's), %d others within their bounds (on Quark's xq; int8 per-token on x)\n",
            n_fixtures, n_layers, n_exact, n_out_same, n_out, n_bounded);

@@ -86,8 +86,8 @@ out:
     return rc;
 }
 
-int run_moe(qp_context *ctx, qp_model *m, const char *prefix, qp_dtype dt, int M_arg, qp_safetensors *inf,
-            qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok);
+int run_moe(qp_context *ctx, qp_model *m, const char *prefix, const qp_bind_options *bo, qp_dtype dt, int M_arg,
+            qp_safetensors *inf, qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok);
 
 static double out_at(qp_dtype od, const void *p, size_t i) {
     if (od == QP_DTYPE_F32) { float v; memcpy(&v, (const char *)p + 4 * i, 4); return v; }
@@ -102,7 +102,7 @@ static int usage(void) {
 int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *layers_arg[MAX_LAYERS], *dev_specs[MAX_DEV], *in_path = NULL, *out_path = NULL;
     const char *dtype_arg = "auto";
-    int nl_arg = 0, nd_arg = 0, M_arg = 0, tp = 1, rank = 0;
+    int nl_arg = 0, nd_arg = 0, M_arg = 0, tp = 1, rank = 0, ep = 1, ep_rank = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--layer") && i + 1 < argc && nl_arg < MAX_LAYERS) layers_arg[nl_arg++] = argv[++i];
@@ -117,6 +117,8 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(argv[i], "--output") && i + 1 < argc) out_path = argv[++i];
         else if (!strcmp(argv[i], "--tp-size") && i + 1 < argc) tp = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--tp-rank") && i + 1 < argc) rank = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ep-size") && i + 1 < argc) ep = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ep-rank") && i + 1 < argc) ep_rank = atoi(argv[++i]);
         else if (argv[i][0] != '-' && !dir) dir = argv[i];
         else return usage();
     }
@@ -312,8 +314,14 @@ int cmd_run(int argc, char **argv) {
         free(x); free(yr); free(yd);
         qp_layer_binding_free(&b);
     }
+    qp_bind_options mbo;
+    qp_bind_options_init(&mbo);
+    mbo.tp_size = tp;
+    mbo.tp_rank = rank;
+    mbo.ep_size = ep;
+    mbo.ep_rank = ep_rank;
     for (int i = 0; i < nmoes; i++)
-        n_fail += run_moe(ctx, m, moes[i], dt, M_arg, inf, refdev, devs, ndev, seed + 1000 + (uint64_t)i, &n_ok);
+        n_fail += run_moe(ctx, m, moes[i], &mbo, dt, M_arg, inf, refdev, devs, ndev, seed + 1000 + (uint64_t)i, &n_ok);
     /* the fp8 KV cache of every attention module whose config quantizes it */
     for (int li = 0; li < nlayers; li++) {
         size_t l = strlen(layers[li]);

@@ -111,7 +111,7 @@ static const help_entry entries[] = {
     {"run", "run a model's layers on every device and compare with the cpu reference",
      "usage: qport run MODEL_DIR [--layer NAME]... [--device SPEC]... [--tokens M] [--seed N]\n"
      "                 [--input FILE.safetensors] [--output FILE.safetensors] [--tp-size N --tp-rank R]\n"
-     "                 [--dtype auto|float16|bfloat16|float32]\n",
+     "                 [--dtype auto|float16|bfloat16|float32] [--ep-size N --ep-rank R]\n",
      "  MODEL_DIR     a quantized model folder (config.json with a quantization_config, safetensors)\n"
      "  --layer NAME  run this layer (repeatable), as vLLM names it (fused: qkv_proj, gate_up_proj);\n"
      "                default every layer of the model\n"
@@ -125,6 +125,9 @@ static const help_entry entries[] = {
      "  --output FILE.safetensors  write every device's result as tensor <layer>@<device>\n"
      "  --tp-size N   tensor parallelism: bind the partition of rank R of N (default 1)\n"
      "  --tp-rank R   the rank whose partition runs (0..N-1, default 0)\n"
+     "  --ep-size N   MoE expert parallelism: rank R binds its contiguous experts (E/N each, the\n"
+     "                first E%N ranks one more), whole; tokens routed elsewhere add nothing (default 1)\n"
+     "  --ep-rank R   the expert-parallel rank (0..N-1, default 0)\n"
      "  --dtype auto|float16|bfloat16|float32  the model dtype (activations, unquantized weights, bias,\n"
      "                output), as vLLM's --dtype; auto (default): config.json's dtype / torch_dtype,\n"
      "                float32 downcast to bfloat16 as vLLM does (docs/loading.md); float32 runs on cpu only\n"

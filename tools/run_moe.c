@@ -20,12 +20,10 @@ static double ms_now(void) {
 #define ROW "%-40s %-16s %-12s %-26.26s %9s %10s %-7s\n"
 
 /* 0 ok (or only the reference ran), 1 failed; *n_ok counts device rows */
-int run_moe(qp_context *ctx, qp_model *m, const char *prefix, qp_dtype dt, int M_arg, qp_safetensors *inf,
-            qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok) {
+int run_moe(qp_context *ctx, qp_model *m, const char *prefix, const qp_bind_options *bo, qp_dtype dt, int M_arg,
+            qp_safetensors *inf, qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok) {
     qp_moe_binding b;
-    qp_bind_options bo;
-    qp_bind_options_init(&bo);
-    if (qp_model_bind_moe(m, prefix, &bo, &b)) {
+    if (qp_model_bind_moe(m, prefix, bo, &b)) {
         printf("%-40s error: %s\n", prefix, qp_last_error(ctx));
         return 1;
     }
@@ -42,6 +40,8 @@ int run_moe(qp_context *ctx, qp_model *m, const char *prefix, qp_dtype dt, int M
         goto out;
     }
     mo.act_dtype = dt;
+    mo.global_num_experts = b.global_num_experts; /* expert parallelism: route over all */
+    mo.expert_offset = b.expert_offset;
     qp_tensor xt;
     if (inf) {
         if (qp_safetensors_find(inf, prefix, &xt) || xt.dtype != dt || xt.ndim != 2 || xt.shape[1] != b.H ||
@@ -52,7 +52,7 @@ int run_moe(qp_context *ctx, qp_model *m, const char *prefix, qp_dtype dt, int M
         }
         M = (int)xt.shape[0];
     }
-    size_t H = (size_t)b.H, E = (size_t)b.E;
+    size_t H = (size_t)b.H, E = (size_t)b.global_num_experts;
     x = malloc(2 * (size_t)M * H);
     yr = malloc(2 * (size_t)M * H);
     yd = malloc(2 * (size_t)M * H);
@@ -96,7 +96,11 @@ int run_moe(qp_context *ctx, qp_model *m, const char *prefix, qp_dtype dt, int M
         qp_device_get_info(devs[d], &di);
         char dn[32], path[64];
         snprintf(dn, sizeof dn, "%s:%d", di.backend, di.index);
-        snprintf(path, sizeof path, "E%zu top-%d %s", E, mo.top_k, devs[d] == refdev ? "reference" : "fused");
+        if (b.E != b.global_num_experts)
+            snprintf(path, sizeof path, "E%d..%d/%zu top-%d %s", b.expert_offset, b.expert_offset + b.E - 1, E, mo.top_k,
+                     devs[d] == refdev ? "ref" : "fused");
+        else
+            snprintf(path, sizeof path, "E%zu top-%d %s", E, mo.top_k, devs[d] == refdev ? "reference" : "fused");
         qp_moe *moe = NULL;
         qp_status st = qp_moe_create(devs[d], &b.scheme, b.E, b.H, b.I, b.tensors, b.n_tensors, &mo, &moe);
         if (st == QP_ERR_UNSUPPORTED) {
