@@ -89,6 +89,11 @@ static int summary(qp_context *ctx, const qp_config *cfg, const qp_resolve_optio
     printf("global:       ");
     if ((st = qp_config_resolve_global(cfg, o, &s)) == QP_OK) scheme_human(stdout, &s);
     else { printf("error: %s\n", qp_last_error(ctx)); rc |= refused(st); }
+    /* the experts of a MoE model: vLLM's MoE method for the global config
+     * (a --layer NAME:moe query answers for one block) */
+    printf("experts:      ");
+    if ((st = qp_config_resolve(cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, o, &s)) == QP_OK) scheme_human(stdout, &s);
+    else printf("error: %s\n", qp_last_error(ctx));
     for (size_t i = 0; i < sm.n_layer_patterns; i++) {
         printf("pattern %-40s ", qp_config_layer_pattern(cfg, i));
         if ((st = qp_config_resolve_pattern(cfg, i, o, &s)) == QP_OK) scheme_human(stdout, &s);
