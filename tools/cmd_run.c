@@ -89,6 +89,42 @@ out:
 int run_moe(qp_context *ctx, qp_model *m, const char *prefix, const qp_bind_options *bo, qp_dtype dt, int M_arg,
             qp_safetensors *inf, qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok);
 
+/* Every checkpoint tensor is bound by a linear layer, an MoE block, the KV
+ * cache or a module qport does not run (norms, embeddings: 1-D tensors and
+ * embed_tokens); anything else -- 3-D fused expert tensors, say -- would be
+ * skipped silently, so it is reported and fails the run. */
+static int report_unused(qp_model *m) {
+    size_t n = qp_model_tensor_count(m), other = 0, unused = 0;
+    for (size_t i = 0; i < n; i++) {
+        qp_tensor t;
+        if (qp_model_tensor_get(m, i, &t)) continue;
+        const char *dot = strrchr(t.name, '.');
+        size_t pl = dot ? (size_t)(dot - t.name) : 0;
+        int used = 0;
+        for (size_t j = 0; !used && j < qp_model_layer_count(m); j++) {
+            const char *ln = qp_model_layer_name(m, j);
+            used = strlen(ln) == pl && !strncmp(ln, t.name, pl);
+        }
+        for (size_t j = 0; !used && j < qp_model_moe_count(m); j++) {
+            const char *mn = qp_model_moe_name(m, j);
+            size_t ml = strlen(mn);
+            used = !strncmp(t.name, mn, ml) && t.name[ml] == '.' && t.name[ml + 1] >= '0' && t.name[ml + 1] <= '9';
+        }
+        if (used) continue;
+        if ((dot && (!strcmp(dot, ".output_scale") || !strcmp(dot, ".k_scale") || !strcmp(dot, ".v_scale") ||
+                     !strcmp(dot, ".e_score_correction_bias"))) ||
+            t.ndim <= 1 || strstr(t.name, "embed")) {
+            other++; /* the KV cache, routing biases, norms, embeddings */
+            continue;
+        }
+        if (unused++ < 10) printf("%-40s unused: no layer binds this %dd %s tensor\n", t.name, t.ndim, qp_dtype_name(t.dtype));
+    }
+    if (unused > 10) printf("... %zu unused tensors in all\n", unused);
+    printf("checkpoint: %zu tensors, %zu of modules qport does not run (norms, embeddings, KV and routing scales)%s\n", n,
+           other, unused ? ", some unused (above)" : "");
+    return unused ? 1 : 0;
+}
+
 static double out_at(qp_dtype od, const void *p, size_t i) {
     if (od == QP_DTYPE_F32) { float v; memcpy(&v, (const char *)p + 4 * i, 4); return v; }
     return qp_format_decode(od, ((const uint16_t *)p)[i]);
@@ -345,6 +381,7 @@ int cmd_run(int argc, char **argv) {
             if (r) n_fail++; else n_ok++;
         }
     }
+    if (!nl_arg) n_fail += report_unused(m);
     if (out_path && qp_safetensors_write(ctx, out_path, outs, nouts, NULL, 0)) {
         fprintf(stderr, "qport run: %s\n", qp_last_error(ctx));
         n_fail++;
