@@ -1,6 +1,6 @@
 #!/bin/sh
-# Installs to a temporary prefix and builds examples/resolve_layer.c and
-# examples/run_layer.c with pkg-config only, then runs them against the
+# Installs to a temporary prefix and builds examples/resolve_layer.c,
+# examples/run_layer.c and examples/run_moe.c with pkg-config only, then runs them against the
 # installed shared library (and the plugins installed beside it).
 set -eu
 SRC="$1"; BUILD="$2"
@@ -27,6 +27,11 @@ out=$(env -u QPORT_BACKEND_PATH LD_LIBRARY_PATH="$LIBDIR" QPORT_LOG=info "$T/run
   { echo "$out"; echo "FAIL: run_layer"; exit 1; }
 echo "$out"
 echo "$out" | grep -q "max |device - reference|" || { echo "FAIL: run_layer output"; exit 1; }
+# an MoE block of a real Quark export (a tiny Mixtral, fp8 experts)
+cc -std=c11 -Wall -Wextra -Werror -o "$T/run_moe" "$SRC/examples/run_moe.c" $(pkg-config --cflags --libs qport)
+out=$(LD_LIBRARY_PATH="$LIBDIR" "$T/run_moe" "$SRC/tests/quark_exports/moe-fp16/fp8" 2>&1) || { echo "$out"; echo "FAIL: run_moe"; exit 1; }
+echo "$out"
+echo "$out" | grep -q "QuarkW8A8Fp8MoEMethod, 4 experts, top-2" || { echo "FAIL: run_moe output"; exit 1; }
 n=$(ls "$LIBDIR/qport" 2>/dev/null | grep -c 'libqport-' || true)
 echo "installed plugins: $n"
 echo "install-and-example: ok"
