@@ -4,6 +4,7 @@
  * explicit expert ids that may be out of range. Every tensor's buffer holds
  * what its shape promises (the API's contract); everything else must come
  * back as a status, never a crash or a sanitizer report. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
