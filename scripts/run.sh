@@ -2,7 +2,8 @@
 # The main job: set up and build; list every device qport finds on this
 # machine; generate the demo model (a small Llama-style fp16 model), quantize
 # it into every scheme and `qport run` each across every device against the
-# cpu reference; then prove the kernels with `qport conform --quick`.
+# cpu reference; the same for a small mixture-of-experts model; then prove
+# the kernels with `qport conform --quick`.
 # The plugins of the build tree are found by qport itself (no
 # QPORT_BACKEND_PATH). Output: about a screen per step; each scheme's full
 # `qport run` table is kept in build/demo/<scheme>.run.txt.
@@ -34,6 +35,17 @@ for s in int8-dyn-sym int8-dyn-asym int8-static-sym int8-static-asym fp8-static 
     # a failing scheme shows its whole table right here
     [ $rc -eq 0 ] || cat "$D/$s.run.txt"
   fi
+done
+echo "=== a mixture-of-experts demo (8 experts, top-2), fp8 and int8 experts"
+[ -f "$D/moe-fp16/model.safetensors" ] || "$Q" demo-model "$D/moe-fp16" --experts 8 --topk 2 >/dev/null
+for s in fp8-static int8-dyn-sym; do
+  [ -f "$D/moe-$s/model.safetensors" ] || "$Q" quantize "$D/moe-fp16" "$D/moe-$s" --scheme "$s" >/dev/null
+  rc=0
+  "$Q" run "$D/moe-$s" --tokens 4 > "$D/moe-$s.run.txt" 2>&1 || rc=1
+  [ $rc -eq 0 ] || status=1
+  grep "mlp.experts .*(ref)" "$D/moe-$s.run.txt" | head -n 1
+  printf '%-18s %s\n' "moe-$s" "$(sed -n 's/^\([0-9]* ok, [0-9]* failed\).*/\1/p' "$D/moe-$s.run.txt")"
+  [ $rc -eq 0 ] || cat "$D/moe-$s.run.txt"
 done
 echo "=== qport conform --quick"
 "$Q" conform --quick || status=1
