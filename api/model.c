@@ -29,22 +29,32 @@ static qp_status add_file(qp_model *m, const char *file) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* A JSON file of the model directory (at most 64 MiB read): *doc, or
+ * NULL when it cannot be opened; a parse error is QP_ERR_PARSE. */
+static qp_status read_json(qp_model *m, const char *path, qj_doc **doc) {
+    *doc = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) return QP_OK;
+    qp_buf b = {0};
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < ((size_t)64 << 20)) qp_buf_putn(&b, chunk, n);
+    fclose(f);
+    char err[256];
+    *doc = qj_parse(b.p ? b.p : "", b.len, err, sizeof err);
+    qp_buf_free(&b);
+    return *doc ? QP_OK : qp_error_set(m->ctx, QP_ERR_PARSE, path, NULL, NULL, "%s", err);
+}
+
 static qp_status open_weights(qp_model *m) {
     char path[4096];
     snprintf(path, sizeof path, "%s/model.safetensors.index.json", m->dir);
     struct stat sb;
     if (!stat(path, &sb)) {
-        FILE *f = fopen(path, "rb");
-        if (!f) return qp_error_set(m->ctx, QP_ERR_IO, path, NULL, NULL, "cannot open");
-        qp_buf b = {0};
-        char chunk[65536];
-        size_t n;
-        while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < ((size_t)64 << 20)) qp_buf_putn(&b, chunk, n);
-        fclose(f);
-        char err[256];
-        qj_doc *doc = qj_parse(b.p ? b.p : "", b.len, err, sizeof err);
-        qp_buf_free(&b);
-        if (!doc) return qp_error_set(m->ctx, QP_ERR_PARSE, path, NULL, NULL, "%s", err);
+        qj_doc *doc;
+        qp_status rs = read_json(m, path, &doc);
+        if (rs) return rs;
+        if (!doc) return qp_error_set(m->ctx, QP_ERR_IO, path, NULL, NULL, "cannot open");
         const qj *wm = qj_get(qj_root(doc), "weight_map");
         qp_status st = QP_OK;
         if (!wm || wm->type != QJ_OBJECT) st = qp_error_set(m->ctx, QP_ERR_PARSE, path, "weight_map", NULL, "missing or not an object");
@@ -99,17 +109,10 @@ QP_API qp_dtype qp_dtype_from_torch_name(const char *s) {
  * bfloat16 on CUDA devices of capability 8.0 and up, the GPUs vLLM targets. */
 static qp_status find_dtype(qp_model *m, const char *path) {
     qp_dtype d = QP_DTYPE_NONE;
-    FILE *f = fopen(path, "rb");
-    if (f) {
-        qp_buf b = {0};
-        char chunk[65536];
-        size_t n;
-        while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < ((size_t)64 << 20)) qp_buf_putn(&b, chunk, n);
-        fclose(f);
-        char err[256];
-        qj_doc *doc = qj_parse(b.p ? b.p : "", b.len, err, sizeof err);
-        qp_buf_free(&b);
-        if (!doc) return qp_error_set(m->ctx, QP_ERR_PARSE, path, NULL, NULL, "%s", err);
+    qj_doc *doc;
+    qp_status rs = read_json(m, path, &doc);
+    if (rs) return rs;
+    if (doc) {
         const qj *root = qj_root(doc), *tc = qj_get(root, "text_config"), *mt = qj_get(root, "model_type");
         if (mt && mt->type == QJ_STRING) m->model_type = strdup(mt->s);
         const qj *cfgs[2] = {root, tc};
