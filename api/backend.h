@@ -204,7 +204,9 @@ typedef struct qp_lin_desc {
  *
  * The computation every backend reproduces is cpu/ref_moe.c (vLLM's
  * fused_experts order): A quantized per `act`, w13 GEMM, the epilogue
- * acc * a_scale * w_scale rounded to act_dtype, silu_and_mul, the second
+ * acc * a_scale * w_scale rounded to act_dtype, silu_and_mul (the fp32
+ * silu g / (1 + exp(-g)) evaluated in double and rounded once to fp32,
+ * then to act_dtype; times up in fp32, rounded to act_dtype), the second
  * quantization over the M*k slot rows, w2 GEMM times the routing weight
  * (fp32) rounded to act_dtype, and the sum over the k slots in act_dtype.
  */

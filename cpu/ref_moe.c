@@ -10,7 +10,12 @@
  *     fp32), then acc * a_scale * b_scale (left to right, fp32), rounded to
  *     the activation dtype: intermediate_cache1 [M*k][2I].
  *  3. silu_and_mul (csrc/activation_kernels.cu): s = dt(g / (1 + expf(-g))),
- *     intermediate_cache2 = dt(s * u), u the up half.
+ *     intermediate_cache2 = dt(s * u), u the up half. expf is not correctly
+ *     rounded anywhere (glibc, CUDA, OpenCL differ in the last bit), so
+ *     qport fixes it: the fp32 silu is g / (1 + exp(-g)) evaluated in double
+ *     and rounded once to fp32 (the correctly rounded value of vLLM's
+ *     formula), which every backend can reproduce bit for bit; s * u is
+ *     exact in fp32 for fp16/bf16 operands.
  *  4. intermediate_cache2 quantized as in 1, over its M*k rows.
  *  5. w2 GEMM as in 2, then times the routing weight in fp32
  *     (MUL_ROUTED_WEIGHT), rounded to dt: intermediate_cache3 [M][k][H].
@@ -36,6 +41,8 @@
 #include "../api/moe.h"
 
 static float ld(qp_dtype d, const void *p, size_t i) { return qp_ref_load(d, p, i); }
+
+static float silu(float g) { return (float)((double)g / (1.0 + exp(-(double)g))); }
 
 static bool is_int8(qp_act_mode a) { return a == QP_ACT_INT8_STATIC || a == QP_ACT_INT8_DYNAMIC_TOKEN; }
 static bool is_real_quant(qp_act_mode a) {
@@ -192,7 +199,7 @@ qp_status qp_ref_moe_forward(qp_context *ctx, const qp_moe_desc *d, const void *
     for (size_t t = 0; t < MK; t++)
         for (size_t i = 0; i < I; i++) {
             float g = ld(dt, c1, t * 2 * I + i), u = ld(dt, c1, t * 2 * I + I + i);
-            float s = qp_ref_round(dt, g / (1.0f + expf(-g)));
+            float s = qp_ref_round(dt, silu(g));
             qp_ref_store(dt, c2, t * I + i, s * u);
         }
     /* 4. its quantization */

@@ -280,7 +280,7 @@ static void run_int8(void) {
         for (int i = 0; i < I; i++) {
             float g = (float)tu_get(dt, c1, (size_t)i), u = (float)tu_get(dt, c1, (size_t)(I + i));
             uint16_t sb;
-            tu_put(dt, &sb, 0, g / (1.0f + expf(-g)));
+            tu_put(dt, &sb, 0, (float)((double)g / (1.0 + exp(-(double)g)))); /* the fp32 silu, correctly rounded */
             uint16_t hb;
             tu_put(dt, &hb, 0, (float)tu_get(dt, &sb, 0) * u);
             c2f[tk * I + i] = (float)tu_get(dt, &hb, 0);

@@ -93,7 +93,7 @@ static void silu_mul(qp_dtype dt, const void *c1, void *h) {
     for (int i = 0; i < I; i++) {
         float g = (float)tu_get(dt, c1, (size_t)i), u = (float)tu_get(dt, c1, (size_t)(I + i));
         uint16_t sb;
-        tu_put(dt, &sb, 0, g / (1.0f + expf(-g)));
+        tu_put(dt, &sb, 0, (float)((double)g / (1.0 + exp(-(double)g))));
         tu_put(dt, h, (size_t)i, (float)tu_get(dt, &sb, 0) * u);
     }
 }
