@@ -50,15 +50,26 @@ static int has_tensor(const qp_model *m, const char *name) {
     return lookup(m, name, &t);
 }
 
-/* "<block>.<router>" where <block>.experts.0.<gate>.weight exists. */
+/* Whether some tensor's name starts with `prefix` (an expert projection
+ * of any scheme: weight, B, qweight, ...). */
+static int has_prefix(const qp_model *m, const char *prefix) {
+    size_t n = strlen(prefix);
+    qp_tensor t;
+    for (size_t i = 0; i < m->n_files; i++)
+        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++)
+            if (qp_safetensors_get(m->files[i], j, &t, NULL) == QP_OK && !strncmp(t.name, prefix, n)) return 1;
+    return 0;
+}
+
+/* "<block>.<router>" where <block>.experts.0.<gate>.* exists. */
 QP_API int qp_model_layer_unquantized(const qp_model *m, const char *layer) {
     if (!m || !layer) return 0;
     const char *dot = strrchr(layer, '.');
     if (!dot || strcmp(dot + 1, ROUTER)) return 0;
     for (size_t i = 0; i < sizeof arches / sizeof *arches; i++) {
         char probe[1024];
-        snprintf(probe, sizeof probe, "%.*s.experts.0.%s.weight", (int)(dot - layer), layer, arches[i].gate);
-        if (has_tensor(m, probe)) return 1;
+        snprintf(probe, sizeof probe, "%.*s.experts.0.%s.", (int)(dot - layer), layer, arches[i].gate);
+        if (has_prefix(m, probe)) return 1;
     }
     return 0;
 }
@@ -171,10 +182,12 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     qp_status st = qp_config_resolve(m->cfg, prefix, QP_LAYER_MOE, o.resolve, &b->scheme);
     if (st) return st;
     qp_scheme_kind kind = b->scheme.kind;
+    if (kind == QP_SCHEME_HF_FP8 && b->scheme.weight.block[0] <= 0) kind = QP_SCHEME_W8A8_FP8; /* Fp8MoEMethod */
     bool blocked = kind == QP_SCHEME_OCP_MX || kind == QP_SCHEME_W4A8_MXFP4_FP8 || kind == QP_SCHEME_NVFP4;
     if (kind != QP_SCHEME_UNQUANTIZED && kind != QP_SCHEME_W8A8_FP8 && kind != QP_SCHEME_W8A8_INT8 && !blocked)
         return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, NULL, prefix,
-                            "no fused MoE for %s experts (%s): vLLM runs them only through ROCm AITER",
+                            kind == QP_SCHEME_W4A8_INT4_FP8 ? "%s experts (%s) run only through ROCm AITER's fused MoE in vLLM"
+                                                             : "qport has no fused MoE for %s experts (%s)",
                             qp_scheme_kind_name(kind), b->scheme.scheme_class);
     /* how many experts: consecutive {prefix}.{e}.{gate}.weight */
     int E = 0;
@@ -197,6 +210,9 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     b->expert_offset = first;
     E = local;
     b->E = E;
+    if (kind == QP_SCHEME_UNQUANTIZED && o.tp_size > 1)
+        return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, NULL, prefix,
+                            "tensor-parallel slicing of unquantized experts is not implemented (tp_size %d)", o.tp_size);
     const char *proj[3] = {a->gate, a->up, a->down};
     qp_layer_binding *lb = calloc((size_t)E * 3, sizeof *lb);
     if (!lb) return oom(m, prefix);
@@ -204,8 +220,11 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
         for (int p = 0; p < 3 && !st; p++) {
             char nm[1100];
             snprintf(nm, sizeof nm, "%s.%d.%s", prefix, first + e, proj[p]);
-            st = qp_model_bind_layer(m, nm, &o, &lb[e * 3 + p]);
-            if (st == QP_ERR_UNSUPPORTED && kind == QP_SCHEME_UNQUANTIZED) { /* excluded experts: plain weights */
+            /* unquantized experts (an excluded block, a config that quantizes
+             * linear layers only) load plain weights whatever the linear
+             * resolution of their names says */
+            st = kind == QP_SCHEME_UNQUANTIZED ? QP_ERR_UNSUPPORTED : qp_model_bind_layer(m, nm, &o, &lb[e * 3 + p]);
+            if (st == QP_ERR_UNSUPPORTED && kind == QP_SCHEME_UNQUANTIZED) {
                 qp_tensor t;
                 char wn[1200];
                 snprintf(wn, sizeof wn, "%s.weight", nm);

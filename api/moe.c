@@ -317,10 +317,16 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
     if (!on_cpu(dev) && (!ops->moe_prepare || !ops->moe_forward || !ops->moe_destroy))
         return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "the %s backend has no fused MoE kernels", ops->name);
     qp_scheme_kind k = scheme->kind;
-    if (k != QP_SCHEME_UNQUANTIZED && k != QP_SCHEME_W8A8_FP8 && k != QP_SCHEME_W8A8_INT8 && !emulated(k))
+    /* Fp8MoEMethod (a Hugging Face fp8 config) with per-tensor scales is
+     * QuarkW8A8Fp8MoEMethod's computation */
+    if (k == QP_SCHEME_HF_FP8 && scheme->weight.block[0] <= 0) k = QP_SCHEME_W8A8_FP8;
+    if (k == QP_SCHEME_W4A8_INT4_FP8)
         return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer,
-                            "no fused MoE for %s experts (%s): vLLM runs them only through ROCm AITER",
-                            qp_scheme_kind_name(k), scheme->scheme_class[0] ? scheme->scheme_class : "?");
+                            "%s runs only through ROCm AITER's fused MoE in vLLM; qport has no MoE for it",
+                            scheme->scheme_class[0] ? scheme->scheme_class : "QuarkW4A8Fp8MoEMethod");
+    if (k != QP_SCHEME_UNQUANTIZED && k != QP_SCHEME_W8A8_FP8 && k != QP_SCHEME_W8A8_INT8 && !emulated(k))
+        return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "qport has no fused MoE for %s experts (%s)",
+                            qp_scheme_kind_name(k), scheme->scheme_class[0] ? scheme->scheme_class : "no MoE method");
     if (k != QP_SCHEME_UNQUANTIZED && !scheme->weight_key[0])
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer,
                             "the scheme has no MoE keys: resolve it with qp_config_resolve(..., QP_LAYER_MOE)");
@@ -335,7 +341,10 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
                          .E = E, .H = H, .I = I, .G = G, .expert_offset = opts->expert_offset, .layer = m->layer,
                          .act = QP_ACT_NONE};
     mb b = {ctx, m->layer, tensors, n};
-    qp_status st = bind(&b, scheme, m);
+    qp_scheme sk = *scheme;
+    sk.kind = k;
+    m->d.scheme = sk;
+    qp_status st = bind(&b, &sk, m);
     if (!st && opts->e_score_correction_bias) {
         float *bias = malloc(sizeof(float) * (size_t)G);
         if (!bias) st = qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, layer, "out of memory");

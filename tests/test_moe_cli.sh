@@ -1,6 +1,6 @@
 #!/bin/sh
 # MoE end to end: qport demo-model --experts (Qwen3-MoE layout), quantize
-# into the MoE schemes the reference runs (the router left unquantized, as
+# into every MoE scheme the reference runs (the router left unquantized, as
 # vLLM builds it), inspect's MoE answer, qport run on the MoE block; and a
 # checkpoint with a missing expert tensor is an error naming it.
 set -u
@@ -14,7 +14,7 @@ import json, struct, sys
 b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
 for k in sorted(h):
     if k != "__metadata__": print(k, h[k]["dtype"], h[k]["shape"])' "$1"; }
-for s in fp8-static fp8-dyn-token int8-dyn-sym int8-static-sym; do
+for s in fp8-static fp8-dyn-token int8-dyn-sym int8-static-sym mxfp4 mxfp4-a-mxfp4 mxfp6-e2m3 w4a8-mxfp4-fp8 nvfp4 hf-fp8; do
   "$Q" quantize "$T/fp16" "$T/$s" --scheme "$s" >/dev/null || fail "quantize $s"
   hdr "$T/$s/model.safetensors" | grep -q "model.layers.0.mlp.gate.weight F16 \[8, 256\]" || fail "$s: the router must stay fp16"
   out=$("$Q" run "$T/$s" --tokens 5 2>&1) || { echo "$out"; fail "run $s"; }
@@ -22,6 +22,13 @@ for s in fp8-static fp8-dyn-token int8-dyn-sym int8-static-sym; do
   echo "$out" | grep -q "model.layers.0.mlp.gate .*unquantized" || { echo "$out"; fail "$s: the router is not run unquantized"; }
   echo "$out" | grep -q "experts\.[0-9]" && { echo "$out"; fail "$s: expert projections listed as linear layers"; }
 done
+# QQQ quantizes linear layers only: vLLM builds the experts with
+# UnquantizedFusedMoEMethod, so quantize leaves them in fp16 and run runs
+# them so
+"$Q" quantize "$T/fp16" "$T/qqq" --scheme qqq >/dev/null || fail "quantize qqq"
+hdr "$T/qqq/model.safetensors" | grep -q "model.layers.0.mlp.experts.0.up_proj.weight F16 \[128, 256\]" || fail "qqq: experts must stay fp16"
+out=$("$Q" run "$T/qqq" --tokens 3 --device cpu 2>&1) || { echo "$out"; fail "run qqq"; }
+echo "$out" | grep -q "model.layers.0.mlp.experts .*moe unquantized .*(ref)" || { echo "$out"; fail "qqq: unquantized experts"; }
 out=$("$Q" inspect "$T/fp8-static/config.json" --layer model.layers.0.mlp.experts:moe 2>&1) || fail "inspect moe"
 echo "$out" | grep -q "QuarkMoEMethod / QuarkW8A8Fp8MoEMethod" || { echo "$out"; fail "inspect moe class"; }
 # a missing expert tensor is an error naming it
@@ -46,4 +53,4 @@ open(p, "wb").write(struct.pack("<Q", len(j)) + j + data + bytes(128))
 PY
 out=$("$Q" run "$T/fp8-static" --device cpu 2>&1) && fail "an unused tensor must fail the run"
 echo "$out" | grep -q "model.layers.0.mlp.experts.gate_up_proj *unused: no layer binds this 3d f16 tensor" || { echo "$out"; fail "unused report"; }
-echo "ok: MoE demo quantized into 4 schemes and run; router unquantized; bad experts refused; unused tensors reported"
+echo "ok: MoE demo quantized into 10 schemes and run, QQQ experts unquantized; router unquantized; bad experts refused; unused tensors reported"
