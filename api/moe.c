@@ -414,6 +414,18 @@ QP_API qp_status qp_moe_forward(qp_moe *m, const void *x, int M, const float *lo
     return st;
 }
 
+QP_API void qp_moe_describe(qp_moe *m, int M, char *out, size_t cap) {
+    if (!out || !cap) return;
+    out[0] = 0;
+    if (!m) return;
+    const qp_backend_ops *ops = m->dev->backend->ops;
+    if (!m->handle) { snprintf(out, cap, "reference"); return; }
+    if (!ops->moe_describe) return;
+    pthread_mutex_lock(&m->dev->lock);
+    ops->moe_describe(m->dev->handle, m->handle, M, m->o.top_k, out, cap);
+    pthread_mutex_unlock(&m->dev->lock);
+}
+
 QP_API void qp_moe_destroy(qp_moe *m) {
     if (!m) return;
     if (m->handle) {

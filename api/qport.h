@@ -954,6 +954,9 @@ QP_API qp_status qp_moe_forward(qp_moe *moe, const void *x, int M, const float *
 /* The same with explicit routing: topk_ids [M][k] in [0, E), weights. */
 QP_API qp_status qp_moe_forward_topk(qp_moe *moe, const void *x, int M, const int32_t *topk_ids,
                                      const float *topk_weights, void *y);
+/* Short text of the code path the layer takes for M tokens ("reference"
+ * on cpu, the backend's kernel path elsewhere). */
+QP_API void qp_moe_describe(qp_moe *moe, int M, char *out, size_t cap);
 QP_API void qp_moe_destroy(qp_moe *moe);
 
 /* The routed experts of a model directory, stacked as vLLM's FusedMoE
