@@ -326,7 +326,7 @@ int cmd_conform(int argc, char **argv) {
     progress_end(&r.prog);
     if (r.json) { fputs("\n]\n", r.json); fclose(r.json); }
     if (r.csv) fclose(r.csv);
-    printf("\nsummary (pass/fail/skip), seed %llu, %lds:\n%-18s", (unsigned long long)r.seed, (long)(time(NULL) - t0), "scheme");
+    printf("\nsummary (pass/fail/skip), seed %llu, %lds:\n%-20s", (unsigned long long)r.seed, (long)(time(NULL) - t0), "scheme");
     for (int d = 0; d < n_devs; d++) printf(" %18s", devname[d]);
     putchar('\n');
     for (int si = 0; si < n_case_schemes + case_moe_scheme_count(); si++) {
@@ -336,7 +336,7 @@ int cmd_conform(int argc, char **argv) {
         char row[48];
         snprintf(row, sizeof row, si < n_case_schemes ? "%s" : "moe:%s",
                  si < n_case_schemes ? case_schemes[si].name : case_moe_scheme(si - n_case_schemes));
-        printf("%-18s", row);
+        printf("%-20s", row);
         for (int d = 0; d < n_devs; d++) {
             char c[32];
             snprintf(c, sizeof c, "%d/%d/%d", r.t[d][si].pass, r.t[d][si].fail, r.t[d][si].skip);
