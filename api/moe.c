@@ -293,6 +293,49 @@ static qp_status bind(const mb *b, const qp_scheme *s, qp_moe *m) {
 
 static bool on_cpu(const qp_device *dev) { return !strcmp(dev->backend->ops->name, "cpu"); }
 
+/* The kind qp_moe runs a resolved MoE scheme as, or QP_SCHEME_NONE with
+ * the reason. */
+static qp_scheme_kind moe_kind(const qp_scheme *s, const char **why) {
+    qp_scheme_kind k = s->kind;
+    *why = NULL;
+    if (k == QP_SCHEME_HF_FP8 && s->weight.block[0] <= 0) return QP_SCHEME_W8A8_FP8; /* Fp8MoEMethod, per tensor */
+    if (k == QP_SCHEME_UNQUANTIZED || k == QP_SCHEME_W8A8_FP8 || k == QP_SCHEME_W8A8_INT8 || emulated(k)) return k;
+    *why = k == QP_SCHEME_W4A8_INT4_FP8 ? "runs only through ROCm AITER's fused MoE in vLLM" : "no fused MoE for this scheme";
+    return QP_SCHEME_NONE;
+}
+
+QP_API qp_status qp_device_supports_moe(qp_device *dev, const qp_scheme *scheme, qp_support_info *out) {
+    if (!dev || !scheme || !out) return QP_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    const char *why;
+    qp_scheme_kind k = moe_kind(scheme, &why);
+    const qp_backend_ops *ops = dev->backend->ops;
+    if (k == QP_SCHEME_NONE) {
+        out->level = QP_SUPPORT_UNSUPPORTED;
+        snprintf(out->reason, sizeof out->reason, "%s experts: %s", qp_scheme_kind_name(scheme->kind), why);
+        return QP_OK;
+    }
+    if (on_cpu(dev)) {
+        out->level = QP_SUPPORT_NATIVE;
+        snprintf(out->reason, sizeof out->reason, "the fused MoE reference");
+        return QP_OK;
+    }
+    if (!ops->moe_prepare || !ops->moe_forward || !ops->moe_destroy) {
+        out->level = QP_SUPPORT_UNSUPPORTED;
+        snprintf(out->reason, sizeof out->reason, "the %s backend has no fused MoE kernels", ops->name);
+        return QP_OK;
+    }
+    /* the MoE kernels quantize activations with the linear layers' kernels */
+    qp_scheme lin = *scheme;
+    lin.kind = k;
+    qp_support_info li;
+    qp_status st = qp_device_supports(dev, &lin, 0, 0, 0, &li);
+    if (st) return st;
+    out->level = li.level;
+    snprintf(out->reason, sizeof out->reason, "fused MoE%s%.200s", li.reason[0] ? "; " : "", li.reason);
+    return QP_OK;
+}
+
 QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, int H, int I, const qp_tensor *tensors,
                                size_t n, const qp_moe_options *opts, qp_moe **out) {
     if (!dev || !scheme || !out || !opts) return QP_ERR_INVALID_ARGUMENT;
@@ -316,17 +359,14 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
     const qp_backend_ops *ops = dev->backend->ops;
     if (!on_cpu(dev) && (!ops->moe_prepare || !ops->moe_forward || !ops->moe_destroy))
         return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "the %s backend has no fused MoE kernels", ops->name);
-    qp_scheme_kind k = scheme->kind;
     /* Fp8MoEMethod (a Hugging Face fp8 config) with per-tensor scales is
      * QuarkW8A8Fp8MoEMethod's computation */
-    if (k == QP_SCHEME_HF_FP8 && scheme->weight.block[0] <= 0) k = QP_SCHEME_W8A8_FP8;
-    if (k == QP_SCHEME_W4A8_INT4_FP8)
-        return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer,
-                            "%s runs only through ROCm AITER's fused MoE in vLLM; qport has no MoE for it",
-                            scheme->scheme_class[0] ? scheme->scheme_class : "QuarkW4A8Fp8MoEMethod");
-    if (k != QP_SCHEME_UNQUANTIZED && k != QP_SCHEME_W8A8_FP8 && k != QP_SCHEME_W8A8_INT8 && !emulated(k))
-        return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "qport has no fused MoE for %s experts (%s)",
-                            qp_scheme_kind_name(k), scheme->scheme_class[0] ? scheme->scheme_class : "no MoE method");
+    const char *why;
+    qp_scheme_kind k = moe_kind(scheme, &why);
+    if (k == QP_SCHEME_NONE)
+        return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "%s experts (%s): %s",
+                            qp_scheme_kind_name(scheme->kind), scheme->scheme_class[0] ? scheme->scheme_class : "no MoE method",
+                            why);
     if (k != QP_SCHEME_UNQUANTIZED && !scheme->weight_key[0])
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer,
                             "the scheme has no MoE keys: resolve it with qp_config_resolve(..., QP_LAYER_MOE)");
