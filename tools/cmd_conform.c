@@ -115,15 +115,21 @@ done:
 
 static void usage(void) { tool_usage(stderr, "conform"); }
 
+/* Whether --scheme (none given: every scheme) selects `name`. */
+static int scheme_wanted(const char *name, const char *const *schemes, int n) {
+    if (!n) return 1;
+    for (int s = 0; s < n; s++)
+        if (!strcmp(schemes[s], name)) return 1;
+    return 0;
+}
+
 /* Cases the loops of cmd_conform will compare (for the progress line). */
 static long count_cases(const char *const *schemes, int n_schemes, const shape *shapes, int n_shapes, const int *ms,
                         int n_ms, int full, int n_devs) {
     long n = 0;
     for (int si = 0; si < n_case_schemes; si++) {
         const case_scheme *cs = &case_schemes[si];
-        int wanted = !n_schemes;
-        for (int s = 0; s < n_schemes; s++) wanted |= !strcmp(schemes[s], cs->name);
-        if (!wanted) continue;
+        if (!scheme_wanted(cs->name, schemes, n_schemes)) continue;
         for (int sh = 0; sh < n_shapes; sh++) {
             if (shapes[sh].N % cs->n_multiple || shapes[sh].K % cs->k_multiple) continue;
             int big = (size_t)shapes[sh].N * shapes[sh].K > 4u << 20;
@@ -223,9 +229,7 @@ int cmd_conform(int argc, char **argv) {
                        (moe ? conform_moe_count(full, schemes, n_schemes, n_devs) : 0));
     for (int si = 0; linear && si < n_case_schemes; si++) {
         const case_scheme *cs = &case_schemes[si];
-        int wanted = !n_schemes;
-        for (int s = 0; s < n_schemes; s++) wanted |= !strcmp(schemes[s], cs->name);
-        if (!wanted) continue;
+        if (!scheme_wanted(cs->name, schemes, n_schemes)) continue;
         for (int sh = 0; sh < n_shapes; sh++) {
             int N = shapes[sh].N, K = shapes[sh].K;
             if (N % cs->n_multiple || K % cs->k_multiple) continue;
