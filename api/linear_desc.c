@@ -110,38 +110,15 @@ static qp_status oom(const binder *b) {
 
 static bool is_float(qp_dtype d) { return d == QP_DTYPE_F32 || d == QP_DTYPE_F16 || d == QP_DTYPE_BF16; }
 
-/* A float tensor as fp32 values. vLLM creates its scale parameters in fp32
- * and its weight loaders copy_ whatever float dtype the checkpoint holds
- * into them: f16 and bf16 widen exactly (Quark writes scales in the model
- * dtype). `want` 0 skips the count. */
-static qp_status widen(const binder *b, qp_lin_desc_store *st, const qp_tensor *t, size_t want, const char *rule,
-                       const float **out) {
+/* A float tensor converted into dtype `dt` (fp32, or fp16/bf16 bits), as
+ * torch's copy_ into a parameter of that dtype makes it: exact when the
+ * checkpoint holds `dt` or widens into it, otherwise rounded to nearest
+ * even. `want` 0 skips the count; `accepts` says what the message asks. */
+static qp_status convert(const binder *b, qp_lin_desc_store *st, const qp_tensor *t, qp_dtype dt, size_t want,
+                         const char *rule, const char *accepts, const void **out) {
     if (!is_float(t->dtype)) {
         char m[200];
-        snprintf(m, sizeof m, "tensor '%s' must be a float tensor (f32, f16 or bf16), got %s", t->name,
-                 qp_dtype_name(t->dtype));
-        return fail(b, t->name, "%s", m);
-    }
-    qp_status s = expect(b, t, t->dtype, want, rule);
-    if (s) return s;
-    if (t->dtype == QP_DTYPE_F32) { *out = t->data; return QP_OK; }
-    size_t n = elem_count(t);
-    float *f = keep(st, malloc(sizeof(float) * (n ? n : 1)));
-    if (!f) return oom(b);
-    for (size_t i = 0; i < n; i++) f[i] = qp_ref_load(t->dtype, t->data, i);
-    *out = f;
-    return QP_OK;
-}
-
-/* A float tensor in the params dtype `dt` (fp16/bf16 bits or fp32), as
- * torch's copy_ into a params-dtype parameter makes it: exact when the
- * checkpoint holds `dt`, otherwise rounded to nearest even. */
-static qp_status to_params(const binder *b, qp_lin_desc_store *st, const qp_tensor *t, qp_dtype dt, size_t want,
-                           const char *rule, const void **out) {
-    if (!is_float(t->dtype)) {
-        char m[200];
-        snprintf(m, sizeof m, "tensor '%s' must be a float tensor (the params dtype %s, or f32/f16/bf16), got %s",
-                 t->name, qp_dtype_name(dt), qp_dtype_name(t->dtype));
+        snprintf(m, sizeof m, "tensor '%s' must be a float tensor (%s), got %s", t->name, accepts, qp_dtype_name(t->dtype));
         return fail(b, t->name, "%s", m);
     }
     qp_status s = expect(b, t, t->dtype, want, rule);
@@ -153,6 +130,24 @@ static qp_status to_params(const binder *b, qp_lin_desc_store *st, const qp_tens
     for (size_t i = 0; i < n; i++) qp_ref_store(dt, o, i, qp_ref_load(t->dtype, t->data, i));
     *out = o;
     return QP_OK;
+}
+
+/* A float tensor as fp32 values. vLLM creates its scale parameters in fp32
+ * and its weight loaders copy_ whatever float dtype the checkpoint holds
+ * into them: f16 and bf16 widen exactly (Quark writes scales in the model
+ * dtype). */
+static qp_status widen(const binder *b, qp_lin_desc_store *st, const qp_tensor *t, size_t want, const char *rule,
+                       const float **out) {
+    return convert(b, st, t, QP_DTYPE_F32, want, rule, "f32, f16 or bf16", (const void **)out);
+}
+
+/* A float tensor in the params dtype `dt` (unquantized weights, biases,
+ * W4A16 scales). */
+static qp_status to_params(const binder *b, qp_lin_desc_store *st, const qp_tensor *t, qp_dtype dt, size_t want,
+                           const char *rule, const void **out) {
+    char accepts[64];
+    snprintf(accepts, sizeof accepts, "the params dtype %s, or f32/f16/bf16", qp_dtype_name(dt));
+    return convert(b, st, t, dt, want, rule, accepts, out);
 }
 
 /* Per-shard scalars → one per row (convert_to_channelwise, spec 6.4.3). */
