@@ -86,9 +86,9 @@ __global__ void __launch_bounds__(256) k_moe_align(const int32_t *ids, int MK, i
 /* ---- decode: a warp per weight row, the block's <= 16 slots ---------------
  * A rows: slot t reads row t / adiv (adiv = k: its token's x; 1: its h row)
  * of [rows][Kp]. Weight row n of expert e is row e * NRp + n. Raw sums go to
- * P [slot][NRp] (int32 for int8, else fp32). MR rows per pass (the LUT
- * decoders spill with 16 live rows below sm_90: two passes of 8, the second
- * reading the weights from cache). */
+ * P [slot][NRp] (int32 for int8, else fp32). MR rows per pass (the float
+ * kinds' decoders spill with 16 live rows on some targets: two passes of 8,
+ * the second reading the weights from cache). */
 template <int WK, int MR>
 __global__ void __launch_bounds__(GV_WARPS * WARP) k_moe_gemv(int NR, int NRp, qpcu_fwd_w p, const void *A, int adiv,
                                                               int bf16, const int32_t *sorted, const int32_t *bexp,
@@ -153,6 +153,7 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_moe_gemv(int NR, int NRp, q
         }
 #pragma unroll
         for (int i = 0; i < MR; i++) {
+            if (r0 + i >= rows) continue; /* warp-uniform: no shuffles for pad slots */
             acc_t v = acc[i];
             if constexpr (WK == QPCU_W_I8) {
                 uint32_t u = (uint32_t)v; /* wrapping, exact */
@@ -161,7 +162,7 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_moe_gemv(int NR, int NRp, q
             } else {
                 for (int o = 16; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
             }
-            if (lane == 0 && r0 + i < rows) ((acc_t *)P)[(size_t)sl[r0 + i] * NRp + n] = v;
+            if (lane == 0) ((acc_t *)P)[(size_t)sl[r0 + i] * NRp + n] = v;
         }
     }
 }
@@ -456,7 +457,7 @@ static int moe_gemm(const qpcu_moe_fwd *f, int gemm2, const char **what) {
         dim3 grid((NR + GV_WARPS - 1) / GV_WARPS, f->nbmax);
         auto kfn = f->wkind == QPCU_W_I8    ? k_moe_gemv<QPCU_W_I8, 16>
                    : f->wkind == QPCU_W_F8  ? k_moe_gemv<QPCU_W_F8, 16>
-                   : f->wkind == QPCU_W_H   ? k_moe_gemv<QPCU_W_H, 16>
+                   : f->wkind == QPCU_W_H   ? k_moe_gemv<QPCU_W_H, 8>
                    : f->wkind == QPCU_W_LUT4 ? k_moe_gemv<QPCU_W_LUT4, 8>
                                              : k_moe_gemv<QPCU_W_LUT, 8>;
         QPCU_LAUNCH(kfn, grid, GV_WARPS * WARP, st, NR, NRp, p, A, adiv, f->bf16, f->sorted, f->bexp, f->nblk, P);
