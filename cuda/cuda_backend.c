@@ -22,7 +22,9 @@
 #include "cu_math.h"
 #include "cuda_blaslt.h"
 #include "cuda_caps.h"
+#include "cuda_internal.h"
 #include "cuda_kernels.h"
+#include "cuda_moe.h"
 
 #ifndef QPCU_SASS_TARGETS
 #define QPCU_SASS_TARGETS "75,80,86,89,90"
@@ -32,34 +34,6 @@
 #endif
 
 #define EXPORT __attribute__((visibility("default")))
-
-typedef struct cu_state cu_state;
-
-typedef struct cu_dev {
-    cu_state *st;
-    int index;
-    struct cudaDeviceProp prop;
-    int cc;
-    qpcu_arch_fit fit;
-    char fit_why[256];
-    int probed;       /* qpcu_kernel_probe done: 1 ok, -1 failed */
-    cudaStream_t stream;
-    int has_stream;
-    void *ws;         /* workspace: xq, xs, xzp, amax, partial */
-    size_t ws_bytes;
-} cu_dev;
-
-struct cu_state {
-    const qp_host *host;
-    int n;
-    cu_dev *devs;
-    int runtime_version, driver_version;
-};
-
-typedef struct cu_buf {
-    void *p;
-    size_t size;
-} cu_buf;
 
 typedef struct cu_lin {
     char layer[96];
@@ -1058,6 +1032,12 @@ static qp_status cu_vendor_gemm_time(void *dev, qp_dtype in, int M, int N, int K
 #endif
 }
 
+qp_status qpcu_call_failed(cu_dev *d, const char *layer, const char *call, cudaError_t e) {
+    return cuda_fail(d, layer, call, e);
+}
+
+qp_status qpcu_runnable(cu_dev *d, const char *layer) { return ensure_runnable(d, layer); }
+
 static const qp_backend_ops cu_ops = {
     .abi_version = QP_BACKEND_ABI_VERSION,
     .struct_size = sizeof(qp_backend_ops),
@@ -1086,6 +1066,10 @@ static const qp_backend_ops cu_ops = {
     .buffer_copy = cu_buffer_copy,
     .buffer_copy_time = cu_buffer_copy_time,
     .vendor_gemm_time = cu_vendor_gemm_time,
+    .moe_prepare = qpcu_moe_prepare,
+    .moe_destroy = qpcu_moe_destroy,
+    .moe_forward = qpcu_moe_forward_op,
+    .moe_describe = qpcu_moe_describe,
 };
 
 EXPORT const qp_backend_ops *qp_backend_entry(void) { return &cu_ops; }

@@ -1183,3 +1183,8 @@ extern "C" int qpcu_kernel_probe(void) {
     cudaFuncAttributes a;
     return (int)cudaFuncGetAttributes(&a, k_quant);
 }
+
+/* The fused MoE kernels (issue 19) share this translation unit's device
+ * helpers: see cuda_moe.cu. */
+#include "cuda_moe.h"
+#include "cuda_moe.cu"

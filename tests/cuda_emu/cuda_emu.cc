@@ -99,15 +99,22 @@ static void gather(const uint32_t a[4], uint32_t b0, uint32_t b1, uint8_t A[16][
     emu_warp_exchange((uint64_t)a[0] | (uint64_t)a[1] << 32, a01);
     emu_warp_exchange((uint64_t)a[2] | (uint64_t)a[3] << 32, a23);
     emu_warp_exchange((uint64_t)b0 | (uint64_t)b1 << 32, bb);
+    /* only what this lane's accumulators use: A rows g, g+8 (the lanes of
+     * its group) and B columns 2t, 2t+1 (the lanes of those two groups) */
+    const int me = emu_cur->lane;
     for (int l = 0; l < 32; l++) {
         int g = l >> 2, t = l & 3;
-        uint32_t ar[4] = { (uint32_t)a01[l], (uint32_t)(a01[l] >> 32), (uint32_t)a23[l], (uint32_t)(a23[l] >> 32) };
-        uint32_t br[2] = { (uint32_t)bb[l], (uint32_t)(bb[l] >> 32) };
-        for (int i = 0; i < 16; i++) {
-            int row = ((i >= 4 && i < 8) || i >= 12) ? g + 8 : g, col = 4 * t + (i & 3) + (i >= 8 ? 16 : 0);
-            A[row][col] = (uint8_t)(ar[i / 4] >> (8 * (i % 4)));
+        if (g == (me >> 2)) {
+            uint32_t ar[4] = { (uint32_t)a01[l], (uint32_t)(a01[l] >> 32), (uint32_t)a23[l], (uint32_t)(a23[l] >> 32) };
+            for (int i = 0; i < 16; i++) {
+                int row = ((i >= 4 && i < 8) || i >= 12) ? g + 8 : g, col = 4 * t + (i & 3) + (i >= 8 ? 16 : 0);
+                A[row][col] = (uint8_t)(ar[i / 4] >> (8 * (i % 4)));
+            }
         }
-        for (int i = 0; i < 8; i++) B[4 * t + (i & 3) + (i >= 4 ? 16 : 0)][g] = (uint8_t)(br[i / 4] >> (8 * (i % 4)));
+        if ((g >> 1) == (me & 3)) {
+            uint32_t br[2] = { (uint32_t)bb[l], (uint32_t)(bb[l] >> 32) };
+            for (int i = 0; i < 8; i++) B[4 * t + (i & 3) + (i >= 4 ? 16 : 0)][g] = (uint8_t)(br[i / 4] >> (8 * (i % 4)));
+        }
     }
 }
 

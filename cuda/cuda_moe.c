@@ -1,0 +1,361 @@
+/*
+ * Fused MoE on CUDA (issue 19): moe_prepare repacks and uploads the stacked
+ * experts of a qp_moe_desc, moe_forward runs cpu/ref_moe.c's steps with the
+ * kernels of cuda_moe.cu (which says what each does).
+ *
+ * Layouts (the linear layers' kinds, cuda_kernels.h, one expert after the
+ * other): w13 [E][N13p][Hp], w2 [E][N2p][Ip], rows padded to 64 and k to 64
+ * with zeros: int8 codes (QPCU_W_I8), e4m3 codes (W8A8-FP8, QPCU_W_F8),
+ * act-dtype bits (unquantized, QPCU_W_H), or the emulated schemes' element
+ * codes with fp32 block multipliers [E][rows][Kp/blk] (QPCU_W_LUT, fp4 two
+ * per byte: QPCU_W_LUT4), W = rnd(lut[c] * blk) as their linear layers.
+ *
+ * Paths: M <= 16 tokens: decode (k_moe_gemv, 16-slot blocks: each selected
+ * expert's rows are read once); more: tiled 64x64 on tensor cores where the
+ * linear layers have them (int8 mma sm_75+, e4m3 mma sm_89+, fp16 mma
+ * sm_75+, bf16 mma sm_80+), else the decode kernel over all slots.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_internal.h"
+#include "cuda_kernels.h"
+#include "cuda_moe.h"
+
+typedef struct cu_moe {
+    char layer[96];
+    int E, H, I, G, off, bf16;
+    int wkind, act, quant;     /* qpcu_wkind, qpcu_act; quant: row-scaled epilogue */
+    float s13, s2, g13, g2;    /* static scales; NVFP4 g = 1 / input global scale */
+    int act_mbits, act_emin, act_emax, act_e4m3;
+    float act_maxv;
+    int blk;
+    int Hp, Ip, N13p, N2p;
+    void *w13, *w2, *zrow;
+    float *ws13, *ws2, *b13, *b2, *lut;
+    void *scratch;
+    size_t scratch_bytes;
+} cu_moe;
+
+static int rup(int v, int m) { return (v + m - 1) / m * m; }
+static size_t al256(size_t v) { return (v + 255) & ~(size_t)255; }
+
+static qp_status moe_err(cu_dev *d, qp_status st, const char *layer, const char *why) {
+    const qp_host *h = d->st->host;
+    return h->error(h->ctx, st, "cuda:%d: MoE layer '%s': %s%s", d->index, layer,
+                    st == QP_ERR_UNSUPPORTED ? "unsupported: " : "", why);
+}
+
+void qpcu_moe_destroy(void *dev, void *moe) {
+    cu_dev *d = dev;
+    cu_moe *m = moe;
+    if (!m) return;
+    cudaSetDevice(d->index);
+    void *p[] = {m->w13, m->w2, m->zrow, m->ws13, m->ws2, m->b13, m->b2, m->lut, m->scratch};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
+        if (p[i]) cudaFree(p[i]);
+    free(m);
+}
+
+/* What the kernels run, from the desc; refusals name the reason. */
+static qp_status classify(cu_dev *d, const qp_moe_desc *s, cu_moe *m, const char *layer) {
+    if (s->E <= 0 || s->H <= 0 || s->I <= 0 || s->G < s->E || s->expert_offset < 0 || s->expert_offset > s->G - s->E)
+        return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "bad shape (E, H, I, G, expert_offset)");
+    if (s->act_dtype != QP_DTYPE_F16 && s->act_dtype != QP_DTYPE_BF16)
+        return moe_err(d, QP_ERR_UNSUPPORTED, layer, "activations must be fp16 or bf16");
+    if (!s->w13 || !s->w2) return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "missing w13 / w2");
+    if ((size_t)s->E * (size_t)rup(2 * s->I, 64) > INT_MAX / 64 || (size_t)s->E * (size_t)rup(s->H, 64) > INT_MAX / 64)
+        return moe_err(d, QP_ERR_UNSUPPORTED, layer, "E x 2I or E x H too large for the kernels' 32-bit row indices");
+    if (s->w_blk > 0) { /* emulated block-float experts */
+        if (!s->b13 || !s->b2 || !s->w_lut)
+            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "block-float experts need b13, b2 and w_lut");
+        if (s->w_dtype != QP_DTYPE_F4_E2M1 && s->w_dtype != QP_DTYPE_F6_E2M3 && s->w_dtype != QP_DTYPE_F6_E3M2 &&
+            s->w_dtype != QP_DTYPE_F8_E4M3FN)
+            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "w_dtype must be fp4_e2m1, fp6_e3m2, fp6_e2m3 or fp8_e4m3fn");
+        if (s->w_blk != 16 && s->w_blk != 32) return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "w_blk must be 16 or 32");
+        if (s->H % s->w_blk || s->I % s->w_blk)
+            return moe_err(d, QP_ERR_UNSUPPORTED, layer, "H and I must be multiples of the weight block");
+        m->wkind = QPCU_W_LUT;
+        m->blk = s->w_blk;
+        switch (s->act) {
+        case QP_ACT_NONE: m->act = QPCU_ACT_NONE; break;
+        case QP_ACT_MX_QDQ:
+            m->act = QPCU_ACT_MX_QDQ;
+            switch (s->act_elem) { /* as the linear layers (cuda_backend.c) */
+            case QP_DTYPE_F4_E2M1: m->act_emin = 0; m->act_maxv = 6.0f; break;
+            case QP_DTYPE_F6_E3M2: m->act_emin = -2; m->act_maxv = 28.0f; break;
+            case QP_DTYPE_F6_E2M3: m->act_emin = 0; m->act_maxv = 7.5f; break;
+            case QP_DTYPE_F8_E4M3FN: m->act_emin = -6; m->act_maxv = 448.0f; m->act_e4m3 = 1; break;
+            default: return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "MX qdq: act_elem is not an MX element format");
+            }
+            m->act_mbits = s->act_mbits;
+            m->act_emax = s->act_emax;
+            if (s->H % 32 || s->I % 32)
+                return moe_err(d, QP_ERR_UNSUPPORTED, layer, "MX activations need H and I multiples of 32");
+            break;
+        case QP_ACT_FP8_STATIC_QDQ:
+            if (!(s->a13_scale > 0.0f) || !(s->a2_scale > 0.0f) || s->a13_scale > 3.4e38f || s->a2_scale > 3.4e38f)
+                return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "fp8 static qdq needs finite input scales > 0");
+            m->act = QPCU_ACT_F8S_QDQ;
+            m->s13 = s->a13_scale;
+            m->s2 = s->a2_scale;
+            break;
+        case QP_ACT_NVFP4_QDQ:
+            if (!(s->a13_scale > 0.0f) || !(s->a2_scale > 0.0f) || s->a13_scale > 3.4e38f || s->a2_scale > 3.4e38f)
+                return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "nvfp4 qdq needs finite input global scales > 0");
+            if (s->H % 16 || s->I % 16)
+                return moe_err(d, QP_ERR_UNSUPPORTED, layer, "NVFP4 activations need H and I multiples of 16");
+            m->act = QPCU_ACT_NVFP4_QDQ;
+            m->g13 = 1.0f / s->a13_scale; /* spec 4.2: one correctly rounded division */
+            m->g2 = 1.0f / s->a2_scale;
+            break;
+        default:
+            return moe_err(d, QP_ERR_UNSUPPORTED, layer, "block-float experts with an integer or dynamic fp8 activation mode");
+        }
+        return QP_OK;
+    }
+    switch (s->act) {
+    case QP_ACT_NONE:
+        if (s->w_dtype != s->act_dtype)
+            return moe_err(d, QP_ERR_UNSUPPORTED, layer, "weight-only experts other than unquantized act-dtype weights");
+        m->wkind = QPCU_W_H;
+        m->act = QPCU_ACT_NONE;
+        return QP_OK;
+    case QP_ACT_INT8_STATIC:
+    case QP_ACT_INT8_DYNAMIC_TOKEN:
+        if (s->w_dtype != QP_DTYPE_I8 || !s->s13 || !s->s2)
+            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "int8 experts need int8 w13/w2 and s13/s2");
+        if (s->act == QP_ACT_INT8_STATIC && (!(s->a13_scale > 0.0f) || !(s->a2_scale > 0.0f)))
+            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "static int8 activations need input scales > 0");
+        m->wkind = QPCU_W_I8;
+        m->act = s->act == QP_ACT_INT8_STATIC ? QPCU_ACT_I8_STATIC_SYM : QPCU_ACT_I8_DYN_SYM;
+        break;
+    case QP_ACT_FP8_STATIC:
+    case QP_ACT_FP8_DYNAMIC_TENSOR:
+    case QP_ACT_FP8_DYNAMIC_TOKEN:
+        if (s->w_dtype != QP_DTYPE_F8_E4M3FN || !s->s13 || !s->s2)
+            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "fp8 experts need e4m3 w13/w2 and s13/s2");
+        if (s->act == QP_ACT_FP8_STATIC && (!(s->a13_scale > 0.0f) || !(s->a2_scale > 0.0f)))
+            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "static fp8 activations need input scales > 0");
+        m->wkind = QPCU_W_F8;
+        m->act = s->act == QP_ACT_FP8_STATIC ? QPCU_ACT_F8_STATIC
+                 : s->act == QP_ACT_FP8_DYNAMIC_TENSOR ? QPCU_ACT_F8_DYN_TENSOR : QPCU_ACT_F8_DYN_TOKEN;
+        break;
+    default:
+        return moe_err(d, QP_ERR_UNSUPPORTED, layer,
+                       "this activation mode has no fused MoE kernel on cuda (per-token-group fp8, asymmetric int8)");
+    }
+    m->quant = 1;
+    m->s13 = s->a13_scale;
+    m->s2 = s->a2_scale;
+    return QP_OK;
+}
+
+static qp_status upload(cu_dev *d, cu_moe *m, void **dst, const void *src, size_t bytes, const char *name) {
+    cudaError_t e = cudaMalloc(dst, bytes ? bytes : 1);
+    if (e == cudaSuccess && bytes) e = cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        char call[96];
+        snprintf(call, sizeof call, "upload of %s (%zu bytes)", name, bytes);
+        return qpcu_call_failed(d, m->layer, call, e);
+    }
+    return QP_OK;
+}
+
+/* One stacked weight [E][NR][K] -> [E][NRp][Kp] in the kind's layout, and
+ * its block multipliers [E][NR][K/blk] -> [E][NRp][Kp/blk]. */
+static qp_status up_weight(cu_dev *d, cu_moe *m, const void *src, const float *bsrc, int NR, int NRp, int K, int Kp,
+                           void **dst, float **bdst, const char *name) {
+    size_t E = (size_t)m->E, rows = E * (size_t)NRp;
+    size_t rb = m->wkind == QPCU_W_H ? 2 * (size_t)Kp : m->wkind == QPCU_W_LUT4 ? (size_t)Kp / 2 : (size_t)Kp;
+    uint8_t *hw = calloc(rows, rb);
+    if (!hw) return moe_err(d, QP_ERR_OUT_OF_MEMORY, m->layer, "out of host memory while repacking");
+    for (size_t e = 0; e < E; e++)
+        for (size_t r = 0; r < (size_t)NR; r++) {
+            size_t si = (e * (size_t)NR + r) * (size_t)K;
+            uint8_t *o = hw + (e * (size_t)NRp + r) * rb;
+            if (m->wkind == QPCU_W_H) memcpy(o, (const uint16_t *)src + si, 2 * (size_t)K);
+            else if (m->wkind == QPCU_W_LUT4)
+                for (size_t c = 0; c < (size_t)K; c++) o[c / 2] |= (uint8_t)(((const uint8_t *)src)[si + c] << (4 * (c % 2)));
+            else memcpy(o, (const uint8_t *)src + si, (size_t)K);
+        }
+    char nm[64];
+    snprintf(nm, sizeof nm, "%s (repacked)", name);
+    qp_status st = upload(d, m, dst, hw, rows * rb, nm);
+    free(hw);
+    if (st != QP_OK || !bsrc) return st;
+    size_t B = (size_t)m->blk, nb = (size_t)K / B, nbp = (size_t)Kp / B;
+    float *hb = calloc(rows * nbp, sizeof(float));
+    if (!hb) return moe_err(d, QP_ERR_OUT_OF_MEMORY, m->layer, "out of host memory while repacking");
+    for (size_t e = 0; e < E; e++)
+        for (size_t r = 0; r < (size_t)NR; r++)
+            memcpy(hb + (e * (size_t)NRp + r) * nbp, bsrc + (e * (size_t)NR + r) * nb, nb * sizeof(float));
+    snprintf(nm, sizeof nm, "%s block scales", name);
+    st = upload(d, m, (void **)bdst, hb, rows * nbp * sizeof(float), nm);
+    free(hb);
+    return st;
+}
+
+qp_status qpcu_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
+    cu_dev *d = dev;
+    const qp_host *h = d->st->host;
+    if (!s || !out) return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: NULL MoE desc or output", d->index);
+    *out = NULL;
+    const char *layer = s->layer ? s->layer : "";
+    cu_moe *m = calloc(1, sizeof *m);
+    if (!m) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "cuda:%d: out of host memory", d->index);
+    snprintf(m->layer, sizeof m->layer, "%s", layer);
+    m->E = s->E; m->H = s->H; m->I = s->I; m->G = s->G; m->off = s->expert_offset;
+    m->bf16 = s->act_dtype == QP_DTYPE_BF16;
+    qp_status st = classify(d, s, m, layer);
+    if (st == QP_OK) st = qpcu_runnable(d, layer);
+    if (st != QP_OK) { free(m); return st; }
+    cudaSetDevice(d->index);
+    m->Hp = rup(s->H, QPCU_BK);
+    m->Ip = rup(s->I, QPCU_BK);
+    m->N13p = rup(2 * s->I, QPCU_BN);
+    m->N2p = rup(s->H, QPCU_BN);
+    size_t E = (size_t)s->E;
+    if (m->wkind == QPCU_W_LUT && s->w_dtype == QP_DTYPE_F4_E2M1) { /* fp4 codes two per byte */
+        int packed = 1;
+        for (size_t i = 0; packed && i < E * 2 * (size_t)s->I * (size_t)s->H; i++) packed = ((const uint8_t *)s->w13)[i] < 16;
+        for (size_t i = 0; packed && i < E * (size_t)s->H * (size_t)s->I; i++) packed = ((const uint8_t *)s->w2)[i] < 16;
+        if (packed) m->wkind = QPCU_W_LUT4;
+    }
+    int lut = QPCU_IS_FLOAT_KIND(m->wkind) && m->wkind != QPCU_W_H;
+    st = up_weight(d, m, s->w13, lut ? s->b13 : NULL, 2 * s->I, m->N13p, s->H, m->Hp, &m->w13, &m->b13, "w13");
+    if (st == QP_OK) st = up_weight(d, m, s->w2, lut ? s->b2 : NULL, s->H, m->N2p, s->I, m->Ip, &m->w2, &m->b2, "w2");
+    if (st == QP_OK && m->quant) st = upload(d, m, (void **)&m->ws13, s->s13, E * 2 * (size_t)s->I * sizeof(float), "w13 scales");
+    if (st == QP_OK && m->quant) st = upload(d, m, (void **)&m->ws2, s->s2, E * (size_t)s->H * sizeof(float), "w2 scales");
+    if (st == QP_OK && lut) st = upload(d, m, (void **)&m->lut, s->w_lut, 256 * sizeof(float), "w_lut");
+    if (st == QP_OK) { /* the A row of a pad slot */
+        size_t zb = 2 * (size_t)(m->Hp > m->Ip ? m->Hp : m->Ip);
+        void *z = calloc(zb, 1);
+        st = z ? upload(d, m, &m->zrow, z, zb, "zero row") : moe_err(d, QP_ERR_OUT_OF_MEMORY, layer, "out of host memory");
+        free(z);
+    }
+    if (st != QP_OK) {
+        qpcu_moe_destroy(d, m);
+        return st;
+    }
+    *out = m;
+    return QP_OK;
+}
+
+/* tensor cores where the linear layers have them for this kind */
+static int tc_ok(const cu_dev *d, const cu_moe *m) {
+    if (m->wkind == QPCU_W_I8) return qpcu_cap_tensor_core_int8(d->cc);
+    if (m->wkind == QPCU_W_F8) return qpcu_cap_tensor_core_fp8(d->cc);
+    return m->bf16 ? d->cc >= 80 : d->cc >= 75;
+}
+
+static int pick_path(const cu_dev *d, const cu_moe *m, int M) {
+    return M > QPCU_MOE_DECODE_MAX_M && tc_ok(d, m) ? QPCU_MOE_TC : QPCU_MOE_GEMV;
+}
+
+static int max_blocks(const cu_moe *m, int MK, int bm) { return MK / bm + (m->E < MK ? m->E : MK) + 1; }
+
+qp_status qpcu_moe_forward_op(void *dev, void *moe, void *xbuf, int M, int k, void *idsbuf, void *wbuf, void *ybuf) {
+    cu_dev *d = dev;
+    cu_moe *m = moe;
+    cu_buf *xb = xbuf, *ib = idsbuf, *wb = wbuf, *yb = ybuf;
+    const qp_host *h = d->st->host;
+    if (!m || !xb || !ib || !wb || !yb || M < 0 || k <= 0)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: MoE forward: NULL layer or buffer, M < 0 or k <= 0",
+                        d->index);
+    if (M == 0) return QP_OK;
+    size_t H = (size_t)m->H, MKz = (size_t)M * (size_t)k;
+    int kpath = pick_path(d, m, M), bm = kpath == QPCU_MOE_TC ? QPCU_MOE_BMT : QPCU_MOE_BMD;
+    if (MKz > (size_t)INT_MAX / 64 || MKz * (size_t)(m->N13p > m->N2p ? m->N13p : m->N2p) > (size_t)INT_MAX ||
+        max_blocks(m, (int)MKz, bm) > 65535)
+        return moe_err(d, QP_ERR_UNSUPPORTED, m->layer, "M * k slots too many for one launch grid");
+    if (xb->size < (size_t)M * H * 2 || yb->size < (size_t)M * H * 2 || ib->size < MKz * 4 || wb->size < MKz * 4)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: MoE layer '%s': x, y, ids or weights smaller than "
+                        "M = %d, k = %d, H = %d need", d->index, m->layer, M, k, m->H);
+    cudaError_t ce = cudaSetDevice(d->index);
+    if (ce != cudaSuccess) return qpcu_call_failed(d, m->layer, "cudaSetDevice", ce);
+    int MK = (int)MKz, nbmax = max_blocks(m, MK, bm);
+    size_t es = QPCU_IS_FLOAT_KIND(m->wkind) ? 2 : 1, mx = (size_t)(MK > M ? MK : M);
+    /* scratch: one allocation, grown on demand */
+    size_t o_xa = 0, o_ha = al256(o_xa + (size_t)M * (size_t)m->Hp * es),
+           o_xs = al256(o_ha + MKz * (size_t)m->Ip * es), o_hs = al256(o_xs + (size_t)M * 4),
+           o_zp = al256(o_hs + MKz * 4), o_am = al256(o_zp + mx * 4), o_h = al256(o_am + 8),
+           o_p1 = al256(o_h + MKz * (size_t)m->I * 2), o_p2 = al256(o_p1 + MKz * (size_t)m->N13p * 4),
+           o_cnt = al256(o_p2 + MKz * (size_t)m->N2p * 4), o_eb = al256(o_cnt + (size_t)m->E * 4),
+           o_nb = al256(o_eb + (size_t)m->E * 4), o_so = al256(o_nb + 4),
+           o_be = al256(o_so + (size_t)nbmax * (size_t)bm * 4), total = al256(o_be + (size_t)nbmax * 4);
+    if (m->scratch_bytes < total) {
+        if (m->scratch) cudaFree(m->scratch);
+        m->scratch = NULL;
+        m->scratch_bytes = 0;
+        ce = cudaMalloc(&m->scratch, total);
+        if (ce != cudaSuccess) {
+            cudaGetLastError();
+            m->scratch = NULL;
+            char call[96];
+            snprintf(call, sizeof call, "cudaMalloc(MoE scratch for M = %d, k = %d: %zu bytes)", M, k, total);
+            return qpcu_call_failed(d, m->layer, call, ce);
+        }
+        m->scratch_bytes = total;
+    }
+    char *ws = m->scratch;
+    qpcu_moe_fwd f;
+    memset(&f, 0, sizeof f);
+    f.M = M; f.k = k; f.E = m->E; f.off = m->off; f.H = m->H; f.I = m->I;
+    f.Hp = m->Hp; f.Ip = m->Ip; f.N13p = m->N13p; f.N2p = m->N2p;
+    f.wkind = m->wkind; f.act = m->act; f.bf16 = m->bf16; f.kpath = kpath; f.sm = d->cc;
+    f.s13 = m->s13; f.s2 = m->s2; f.g13 = m->g13; f.g2 = m->g2;
+    f.act_mbits = m->act_mbits; f.act_emin = m->act_emin; f.act_emax = m->act_emax; f.act_e4m3 = m->act_e4m3;
+    f.act_maxv = m->act_maxv; f.blk = m->blk;
+    f.w13 = m->w13; f.w2 = m->w2; f.ws13 = m->ws13; f.ws2 = m->ws2; f.b13 = m->b13; f.b2 = m->b2; f.lut = m->lut;
+    f.zrow = m->zrow;
+    f.x = xb->p; f.ids = ib->p; f.rw = wb->p; f.y = yb->p;
+    f.xa = ws + o_xa; f.ha = ws + o_ha; f.xs = (float *)(ws + o_xs); f.hs = (float *)(ws + o_hs);
+    f.zp = (int32_t *)(ws + o_zp); f.amax = (uint32_t *)(ws + o_am); f.h = (uint16_t *)(ws + o_h);
+    f.p1 = ws + o_p1; f.p2 = ws + o_p2;
+    f.cnt = (int32_t *)(ws + o_cnt); f.eblk = (int32_t *)(ws + o_eb); f.nblk = (int32_t *)(ws + o_nb);
+    f.sorted = (int32_t *)(ws + o_so); f.bexp = (int32_t *)(ws + o_be);
+    f.nbmax = nbmax;
+    f.stream = d->stream;
+    const char *what = "";
+    int ke = qpcu_moe_forward(&f, &what);
+    if (ke == 0) {
+        what = "cudaStreamSynchronize after the MoE kernels";
+        ke = (int)cudaStreamSynchronize(d->stream);
+    }
+    if (ke) {
+        cudaGetLastError();
+        char call[128];
+        snprintf(call, sizeof call, "%s (M = %d, k = %d)", what, M, k);
+        return qpcu_call_failed(d, m->layer, call, (cudaError_t)ke);
+    }
+    return QP_OK;
+}
+
+void qpcu_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap) {
+    cu_dev *d = dev;
+    cu_moe *m = moe;
+    (void)k;
+    if (!out || !cap) return;
+    out[0] = 0;
+    if (!m) return;
+    const char *kind = m->wkind == QPCU_W_I8 ? "int8" : m->wkind == QPCU_W_F8 ? "fp8" : m->wkind == QPCU_W_H ? "unquantized"
+                       : m->wkind == QPCU_W_LUT4 ? "block-float fp4x2" : "block-float";
+    const char *act = m->act == QPCU_ACT_MX_QDQ ? ", act mx-qdq" : m->act == QPCU_ACT_F8S_QDQ ? ", act fp8-static-qdq"
+                      : m->act == QPCU_ACT_NVFP4_QDQ ? ", act nvfp4-qdq" : "";
+    if (pick_path(d, m, M) == QPCU_MOE_TC) {
+        const char *mma = m->wkind == QPCU_W_I8 ? (d->cc >= 80 ? "s8 m16n8k32" : "s8 m8n8k16")
+                          : m->wkind == QPCU_W_F8 ? "e4m3 m16n8k32"
+                          : m->bf16 ? "bf16 m16n8k16" : d->cc >= 80 ? "f16 m16n8k16" : "f16 m16n8k8";
+        snprintf(out, cap, "moe tiled %dx%d mma.sync %s%s %s%s, silu fp64", QPCU_MOE_BMT, QPCU_BN, mma,
+                 d->cc >= 80 ? " cp.async" : "", kind, act);
+    } else {
+        const char *arith = m->wkind == QPCU_W_I8 ? "int-dot dp4a" : m->wkind == QPCU_W_F8 ? "fp8->fp32" : "fp32";
+        snprintf(out, cap, "moe %s %d-slot blocks gemv %s %s%s, silu fp64",
+                 M <= QPCU_MOE_DECODE_MAX_M ? "decode" : "gemv (no tensor cores for this kind)", QPCU_MOE_BMD, arith,
+                 kind, act);
+    }
+}

@@ -1,0 +1,495 @@
+/*
+ * Fused MoE kernels (issue 19): cpu/ref_moe.c's steps (vLLM's
+ * fused_experts) on the device. Included at the end of cuda_kernels.cu, not
+ * compiled on its own: the activation quantizers (k_quant, k_rowmax,
+ * k_act16), the mma.sync / ldmatrix / cp.async wrappers and the weight
+ * decoders (decode8, tch_load_b) are the linear layers', so the MoE's
+ * quantization is bit-exact with theirs and the PTX report and the CPU
+ * emulator see these kernels without another build rule.
+ *
+ *   k_moe_align   slots sorted by local expert (moe_align_block_size): per
+ *                 expert counts, prefix sums of padded blocks of BM slots,
+ *                 the sorted slot list (-1 pads), each block's expert
+ *   (x quantized over its M rows by the linear quantizers)
+ *   w13 GEMM      raw sums of every (slot, gate/up row) into p1:
+ *                   k_moe_gemv  decode, 16 slots of one expert per block, a
+ *                               warp per weight row: each selected expert's
+ *                               rows are read once (dp4a / fp32 decode)
+ *                   k_moe_tc    64 slots x 64 rows, int8 / e4m3 mma.sync
+ *                   k_moe_tch   the same, fp16 / bf16 mma.sync (float kinds)
+ *   k_moe_silu    the w13 epilogue (acc * a_scale * w_scale, rounded) fused
+ *                 with silu_and_mul -> h [M*k][I]
+ *   (h quantized over its M*k rows by the same quantizers)
+ *   w2 GEMM       as w13 into p2
+ *   k_moe_sum     the w2 epilogue times the routing weight, rounded, and the
+ *                 ordered k-slot sum in the act dtype -> y
+ *
+ * GEMM grids are sized for the most blocks the routing can make; blocks
+ * past the device-computed count return at once (no count goes back to the
+ * host). int8 sums are exact; float sums are fp32 (tensor cores or a fixed
+ * fma order), which is the only difference from the reference.
+ */
+
+/* fp32 silu of the reference: g / (1 + exp(-g)) in double, rounded once */
+__device__ __forceinline__ float moe_silu(float g) {
+    double gd = (double)g;
+    return (float)(gd / (1.0 + exp(-gd)));
+}
+
+/* the GEMM's row scale: static, per tensor (xs[0]) or per row */
+__device__ __forceinline__ float moe_rs(int act, float s_static, const float *xs, int row) {
+    switch (act) {
+    case QPCU_ACT_I8_STATIC_SYM:
+    case QPCU_ACT_F8_STATIC: return s_static;
+    case QPCU_ACT_F8_DYN_TENSOR: return xs[0];
+    default: return xs[row];
+    }
+}
+
+/* the GEMM epilogue before rounding: cpu/ref_moe.c's acc * rs * ws (left
+ * to right); float kinds: the sum itself */
+__device__ __forceinline__ float moe_epi(const void *P, size_t i, int wkind, float rs, float ws) {
+    if (wkind == QPCU_W_I8) return QPCU_MUL(QPCU_MUL(QPCU_I2F(((const int32_t *)P)[i]), rs), ws);
+    float a = ((const float *)P)[i];
+    return wkind == QPCU_W_F8 ? QPCU_MUL(QPCU_MUL(a, rs), ws) : a;
+}
+
+/* One block; expert e's slots keep their index order (deterministic). */
+__global__ void __launch_bounds__(256) k_moe_align(const int32_t *ids, int MK, int E, int off, int BM, int32_t *cnt,
+                                                   int32_t *eblk, int32_t *sorted, int32_t *bexp, int32_t *nblk) {
+    const int tid = threadIdx.x;
+    for (int e = tid; e < E; e += blockDim.x) {
+        int c = 0;
+        for (int t = 0; t < MK; t++) c += ids[t] - off == e;
+        cnt[e] = c;
+    }
+    __syncthreads();
+    if (tid == 0) {
+        int p = 0;
+        for (int e = 0; e < E; e++) {
+            int nb = (cnt[e] + BM - 1) / BM;
+            eblk[e] = p;
+            for (int b = 0; b < nb; b++) bexp[p + b] = e;
+            p += nb;
+        }
+        nblk[0] = p;
+    }
+    __syncthreads();
+    for (int e = tid; e < E; e += blockDim.x) {
+        int j = eblk[e] * BM, end = j + (cnt[e] + BM - 1) / BM * BM;
+        for (int t = 0; t < MK && j < end; t++)
+            if (ids[t] - off == e) sorted[j++] = t;
+        for (; j < end; j++) sorted[j] = -1;
+    }
+}
+
+/* ---- decode: a warp per weight row, the block's <= 16 slots ---------------
+ * A rows: slot t reads row t / adiv (adiv = k: its token's x; 1: its h row)
+ * of [rows][Kp]. Weight row n of expert e is row e * NRp + n. Raw sums go to
+ * P [slot][NRp] (int32 for int8, else fp32). MR rows per pass (the float
+ * kinds' decoders spill with 16 live rows on some targets: two passes of 8,
+ * the second reading the weights from cache). */
+template <int WK, int MR>
+__global__ void __launch_bounds__(GV_WARPS * WARP) k_moe_gemv(int NR, int NRp, qpcu_fwd_w p, const void *A, int adiv,
+                                                              int bf16, const int32_t *sorted, const int32_t *bexp,
+                                                              const int32_t *nblk, void *P) {
+    typedef typename std::conditional<WK == QPCU_W_I8, int, float>::type acc_t;
+    const int b = blockIdx.y;
+    if (b >= *nblk) return;
+    const int lane = threadIdx.x % WARP, n = blockIdx.x * GV_WARPS + threadIdx.x / WARP;
+    if (n >= NR) return;
+    const int Kp = p.Kp;
+    const int32_t *sl = sorted + (size_t)b * QPCU_MOE_BMD;
+    int rows = 0;
+    for (int r = 0; r < QPCU_MOE_BMD; r++) rows += sl[r] >= 0; /* valid slots come first */
+    const int wrow = bexp[b] * NRp + n;
+    for (int r0 = 0; r0 < rows; r0 += MR) {
+        acc_t acc[MR];
+#pragma unroll
+        for (int i = 0; i < MR; i++) acc[i] = 0;
+        if constexpr (WK == QPCU_W_I8 || WK == QPCU_W_F8) {
+            for (int k = lane * 16; k < Kp; k += WARP * 16) {
+                uint4 v = *(const uint4 *)((const uint8_t *)p.w + (size_t)wrow * Kp + k);
+                uint32_t wv[4] = { v.x, v.y, v.z, v.w };
+                if constexpr (WK == QPCU_W_I8) {
+#pragma unroll
+                    for (int i = 0; i < MR; i++)
+                        if (r0 + i < rows) {
+                            uint4 xv = *(const uint4 *)((const uint8_t *)A + (size_t)(sl[r0 + i] / adiv) * Kp + k);
+                            acc[i] = dot4(wv[0], xv.x, acc[i], true);
+                            acc[i] = dot4(wv[1], xv.y, acc[i], true);
+                            acc[i] = dot4(wv[2], xv.z, acc[i], true);
+                            acc[i] = dot4(wv[3], xv.w, acc[i], true);
+                        }
+                } else {
+                    float wf[16];
+#pragma unroll
+                    for (int j = 0; j < 16; j++) wf[j] = qpcu_e4m3_decode((uint8_t)(wv[j / 4] >> (8 * (j % 4))));
+#pragma unroll
+                    for (int i = 0; i < MR; i++)
+                        if (r0 + i < rows) {
+                            uint4 xv = *(const uint4 *)((const uint8_t *)A + (size_t)(sl[r0 + i] / adiv) * Kp + k);
+                            uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
+#pragma unroll
+                            for (int j = 0; j < 16; j++)
+                                acc[i] = __fmaf_rn(qpcu_e4m3_decode((uint8_t)(xw[j / 4] >> (8 * (j % 4)))), wf[j], acc[i]);
+                        }
+                }
+            }
+        } else {
+            for (int k = lane * 8; k < Kp; k += WARP * 8) {
+                float wf[8];
+                decode8<WK>(p, wrow, k, bf16, wf);
+#pragma unroll
+                for (int i = 0; i < MR; i++)
+                    if (r0 + i < rows) {
+                        uint4 xv = *(const uint4 *)((const uint16_t *)A + (size_t)(sl[r0 + i] / adiv) * Kp + k);
+                        uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
+#pragma unroll
+                        for (int j = 0; j < 8; j++)
+                            acc[i] = __fmaf_rn(qpcu_act_to_f32((uint16_t)(xw[j / 2] >> (16 * (j % 2))), bf16), wf[j], acc[i]);
+                    }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MR; i++) {
+            if (r0 + i >= rows) continue; /* warp-uniform: no shuffles for pad slots */
+            acc_t v = acc[i];
+            if constexpr (WK == QPCU_W_I8) {
+                uint32_t u = (uint32_t)v; /* wrapping, exact */
+                for (int o = 16; o; o >>= 1) u += (uint32_t)__shfl_xor_sync(0xFFFFFFFFu, (int)u, o);
+                v = (int)u;
+            } else {
+                for (int o = 16; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+            }
+            if (lane == 0) ((acc_t *)P)[(size_t)sl[r0 + i] * NRp + n] = v;
+        }
+    }
+}
+
+/* ---- tiled: 64 sorted slots x 64 weight rows, k_gemm_tc's pipeline --------
+ * The A tile gathers the slots' rows (a pad slot reads a zero row), the B
+ * tile is one expert's rows; no split-K (the blocks of all experts fill the
+ * GPU). */
+template <int WK>
+__global__ void __launch_bounds__(TC_THREADS) k_moe_tc(int NRp, int Kp, const uint8_t *A, int adiv,
+                                                       const uint8_t *zrow, const uint8_t *w, const int32_t *sorted,
+                                                       const int32_t *bexp, const int32_t *nblk, void *P) {
+    constexpr bool FP8 = WK == QPCU_W_F8;
+    typedef typename std::conditional<FP8, float, int>::type acc_t;
+    __shared__ __align__(16) uint8_t sa[2][QPCU_BM * SROW];
+    __shared__ __align__(16) uint8_t sb[2][QPCU_BN * SROW];
+    __shared__ const uint8_t *arow[QPCU_MOE_BMT];
+    __shared__ int slot[QPCU_MOE_BMT];
+    const int b = blockIdx.y;
+    if (b >= *nblk) return;
+    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP, wm = warp >> 1, wn = warp & 1;
+    const int n0 = blockIdx.x * QPCU_BN, KT = Kp / QPCU_BK;
+    if (tid < QPCU_MOE_BMT) {
+        int t = sorted[(size_t)b * QPCU_MOE_BMT + tid];
+        slot[tid] = t;
+        arow[tid] = t >= 0 ? A + (size_t)(t / adiv) * Kp : zrow;
+    }
+    __syncthreads();
+    /* m16 fragments of pad slots only are skipped (warp-uniform: a block's
+     * valid slots come first), so an expert's last, mostly empty tile costs
+     * the mma of its live rows only */
+    const int nmi = slot[wm * 32 + 16] >= 0 ? 2 : slot[wm * 32] >= 0 ? 1 : 0;
+    const uint8_t *we = w + ((size_t)bexp[b] * NRp + n0) * Kp;
+    acc_t acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0;
+    for (int kt = -1; kt < KT; kt++) {
+        /* kt = -1 loads stage 0 only; then tile kt+1 loads while kt multiplies */
+        if (kt + 1 < KT) {
+            uint8_t *da = sa[(kt + 1) & 1], *db = sb[(kt + 1) & 1];
+            const int k0 = (kt + 1) * QPCU_BK;
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
+                cp16(da + r * SROW + col, arow[r] + k0 + col);
+                cp16(db + r * SROW + col, we + (size_t)r * Kp + k0 + col);
+            }
+            cp_commit();
+        }
+        if (kt < 0) continue;
+        if (kt + 1 < KT) cp_wait<1>();
+        else cp_wait<0>();
+        __syncthreads();
+        const uint8_t *As = sa[kt & 1], *Bs = sb[kt & 1];
+#pragma unroll
+        for (int kk = 0; nmi && kk < QPCU_BK; kk += 32) {
+            uint32_t af[2][4], bf[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+                if (mi < nmi) ldsm_x4(af[mi], As + qpcu_tc_a_addr(lane, wm, mi, kk));
+#pragma unroll
+            for (int np = 0; np < 2; np++) {
+                uint32_t r[4];
+                ldsm_x4(r, Bs + qpcu_tc_b_addr(lane, wn, np, kk));
+                bf[np * 2][0] = r[0];
+                bf[np * 2][1] = r[1];
+                bf[np * 2 + 1][0] = r[2];
+                bf[np * 2 + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++) {
+                    if (mi >= nmi) continue;
+                    if constexpr (FP8) mma_e4m3(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+                    else mma_s8(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+                }
+        }
+        __syncthreads();
+    }
+    acc_t *PP = (acc_t *)P;
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int t = slot[qpcu_tc_c_row(lane, wm, mi, e)];
+                if (t >= 0) PP[(size_t)t * NRp + n0 + qpcu_tc_c_col(lane, wn, ni, e)] = acc[mi][ni][e];
+            }
+}
+
+/* The float kinds (unquantized, OCP MX, W4A8 MXFP4-FP8, NVFP4): x' / h' in
+ * the act dtype, the weights decoded into the B stage (tch_load_b, row
+ * e * NRp + n of the stacked layout), fp16 / bf16 mma.sync, fp32 sums. */
+template <int WK, bool BF16>
+__global__ void __launch_bounds__(TC_THREADS) k_moe_tch(int NRp, qpcu_fwd_w p, const uint16_t *A, int adiv,
+                                                        const uint16_t *zrow, const int32_t *sorted,
+                                                        const int32_t *bexp, const int32_t *nblk, float *P) {
+    __shared__ __align__(16) uint8_t sa[2][QPCU_BM * SROW];
+    __shared__ __align__(16) uint8_t sb[2][QPCU_BN * SROW];
+    __shared__ const uint8_t *arow[QPCU_MOE_BMT];
+    __shared__ int slot[QPCU_MOE_BMT];
+    const int b = blockIdx.y;
+    if (b >= *nblk) return;
+    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP, wm = warp >> 1, wn = warp & 1;
+    const int KT = p.Kp / QPCU_BKH;
+    if (tid < QPCU_MOE_BMT) {
+        int t = sorted[(size_t)b * QPCU_MOE_BMT + tid];
+        slot[tid] = t;
+        arow[tid] = (const uint8_t *)(t >= 0 ? A + (size_t)(t / adiv) * p.Kp : zrow);
+    }
+    __syncthreads();
+    const int nmi = slot[wm * 32 + 16] >= 0 ? 2 : slot[wm * 32] >= 0 ? 1 : 0; /* as k_moe_tc */
+    const int n0 = blockIdx.x * QPCU_BN, wn0 = bexp[b] * NRp + n0;
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
+    for (int kt = -1; kt < KT; kt++) {
+        if (kt + 1 < KT) {
+            uint8_t *da = sa[(kt + 1) & 1];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
+                cp16(da + r * SROW + col, arow[r] + (size_t)(kt + 1) * QPCU_BKH * 2 + col);
+            }
+            tch_load_b<WK>(sb[(kt + 1) & 1], kt + 1, wn0, p, BF16);
+            cp_commit();
+        }
+        if (kt < 0) continue;
+        if (kt + 1 < KT) cp_wait<1>();
+        else cp_wait<0>();
+        __syncthreads();
+        const uint8_t *As = sa[kt & 1], *Bs = sb[kt & 1];
+#pragma unroll
+        for (int kk = 0; nmi && kk < 64; kk += 32) { /* bytes: two k16 steps */
+            uint32_t af[2][4], bf[4][2];
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+                if (mi < nmi) ldsm_x4(af[mi], As + qpcu_tc_a_addr(lane, wm, mi, kk));
+#pragma unroll
+            for (int np = 0; np < 2; np++) {
+                uint32_t r[4];
+                ldsm_x4(r, Bs + qpcu_tc_b_addr(lane, wn, np, kk));
+                bf[np * 2][0] = r[0];
+                bf[np * 2][1] = r[1];
+                bf[np * 2 + 1][0] = r[2];
+                bf[np * 2 + 1][1] = r[3];
+            }
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++)
+                    if (mi < nmi) mma_h<BF16>(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int t = slot[qpcu_tc_c_row(lane, wm, mi, e)];
+                if (t >= 0) P[(size_t)t * NRp + n0 + qpcu_tc_c_col(lane, wn, ni, e)] = acc[mi][ni][e];
+            }
+}
+
+/* ---- epilogues ------------------------------------------------------------- */
+
+/* h[t][i] = rnd(rnd(silu(g)) * u), g and u the w13 outputs rounded to the
+ * act dtype (cache1); another rank's slot: a zero row */
+__global__ void k_moe_silu(int MK, int k, int I, int N13p, int E, int off, const int32_t *ids, const void *P,
+                           int wkind, int act, float s_static, const float *xs, const float *ws13, int bf16,
+                           uint16_t *h) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)MK * I) return;
+    const int t = (int)(i / I), n = (int)(i % I), id = ids[t];
+    if (id < off || id >= off + E) {
+        h[i] = 0;
+        return;
+    }
+    const size_t wr = (size_t)(id - off) * 2 * I + n;
+    const bool q = wkind == QPCU_W_I8 || wkind == QPCU_W_F8;
+    const float rs = q ? moe_rs(act, s_static, xs, t / k) : 0.0f;
+    float g = qpcu_round_act(moe_epi(P, (size_t)t * N13p + n, wkind, rs, q ? ws13[wr] : 0.0f), bf16);
+    float u = qpcu_round_act(moe_epi(P, (size_t)t * N13p + I + n, wkind, rs, q ? ws13[wr + I] : 0.0f), bf16);
+    float s = qpcu_round_act(moe_silu(g), bf16);
+    h[i] = qpcu_f32_to_act(QPCU_MUL(s, u), bf16);
+}
+
+/* y[m][n] = (((0 + c3[m][0][n]) + c3[m][1][n]) ...) in the act dtype, c3 =
+ * rnd(epilogue * routing weight); another rank's slot adds +0 */
+__global__ void k_moe_sum(int M, int k, int H, int N2p, int E, int off, const int32_t *ids, const float *rw,
+                          const void *P, int wkind, int act, float s_static, const float *hs, const float *ws2,
+                          int bf16, uint16_t *y) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)M * H) return;
+    const int m = (int)(i / H), n = (int)(i % H);
+    const bool q = wkind == QPCU_W_I8 || wkind == QPCU_W_F8;
+    float acc = 0.0f;
+    for (int j = 0; j < k; j++) {
+        const int t = m * k + j, id = ids[t];
+        float v = 0.0f;
+        if (id >= off && id < off + E) {
+            float a = moe_epi(P, (size_t)t * N2p + n, wkind, q ? moe_rs(act, s_static, hs, t) : 0.0f,
+                              q ? ws2[(size_t)(id - off) * H + n] : 0.0f);
+            v = qpcu_round_act(QPCU_MUL(a, rw[t]), bf16);
+        }
+        acc = qpcu_round_act(QPCU_ADD(acc, v), bf16);
+    }
+    y[i] = qpcu_f32_to_act(acc, bf16);
+}
+
+/* ---- host side ------------------------------------------------------------- */
+
+static bool moe_float_kind(int wkind) { return QPCU_IS_FLOAT_KIND(wkind); }
+
+/* The GEMM input from act-dtype rows src [R][K]: the linear quantizers
+ * (codes [R][Kp] + row scales) or x' [R][Kp] (float kinds). */
+static int moe_quant(const qpcu_moe_fwd *f, const uint16_t *src, int R, int K, int Kp, float s, float g, void *dst,
+                     float *rs, uint32_t *amax, const char **what) {
+    cudaStream_t st = (cudaStream_t)f->stream;
+    cudaError_t e;
+    (void)st;
+    if (moe_float_kind(f->wkind)) {
+        *what = "k_act16";
+        int U = f->act == QPCU_ACT_MX_QDQ ? 32 : 16;
+        size_t units = (size_t)R * (Kp / U);
+        QPCU_LAUNCH(k_act16, (unsigned)((units + 127) / 128), 128, st, src, R, K, Kp, f->bf16, f->act, s, f->act_mbits,
+                    f->act_emin, f->act_emax, f->act_maxv, f->act_e4m3, g, (uint16_t *)dst);
+        return (int)cudaGetLastError();
+    }
+    if (f->act == QPCU_ACT_F8_DYN_TENSOR) {
+        *what = "cudaMemsetAsync(amax)";
+        if ((e = cudaMemsetAsync(amax, 0, sizeof(uint32_t), st)) != cudaSuccess) return (int)e;
+        *what = "k_rowmax";
+        QPCU_LAUNCH(k_rowmax, R, QT, st, src, K, f->bf16, amax);
+        if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+    }
+    *what = "k_quant";
+    QPCU_LAUNCH(k_quant, R, QT, st, src, K, Kp, f->bf16, f->act, s, 0, amax, (uint8_t *)dst, rs, f->zp);
+    return (int)cudaGetLastError();
+}
+
+/* One grouped GEMM: w13 (gemm2 0: A = x', adiv = k) or w2 (A = h', adiv 1). */
+static int moe_gemm(const qpcu_moe_fwd *f, int gemm2, const char **what) {
+    cudaStream_t st = (cudaStream_t)f->stream;
+    (void)st;
+    const void *A = gemm2 ? f->ha : f->xa;
+    const int adiv = gemm2 ? 1 : f->k, NR = gemm2 ? f->H : 2 * f->I, NRp = gemm2 ? f->N2p : f->N13p;
+    qpcu_fwd_w p;
+    p.w = gemm2 ? f->w2 : f->w13;
+    p.zero = NULL;
+    p.scale = gemm2 ? f->b2 : f->b13;
+    p.lut = f->lut;
+    p.Kp = gemm2 ? f->Ip : f->Hp;
+    p.Np = NRp;
+    p.group = 0;
+    p.blk = f->blk;
+    void *P = gemm2 ? f->p2 : f->p1;
+    if (f->kpath == QPCU_MOE_TC) {
+        dim3 grid(NRp / QPCU_BN, f->nbmax);
+        if (!moe_float_kind(f->wkind)) {
+            *what = f->wkind == QPCU_W_F8 ? "k_moe_tc<e4m3>" : "k_moe_tc<s8>";
+            auto kfn = f->wkind == QPCU_W_F8 ? k_moe_tc<QPCU_W_F8> : k_moe_tc<QPCU_W_I8>;
+            QPCU_LAUNCH(kfn, grid, TC_THREADS, st, NRp, p.Kp, (const uint8_t *)A, adiv, (const uint8_t *)f->zrow,
+                        (const uint8_t *)p.w, f->sorted, f->bexp, f->nblk, P);
+        } else {
+            *what = "k_moe_tch";
+#define QPCU_MOE_TCH(WK)                                                                                         \
+    do {                                                                                                         \
+        auto kfn = f->bf16 ? k_moe_tch<WK, true> : k_moe_tch<WK, false>;                                         \
+        QPCU_LAUNCH(kfn, grid, TC_THREADS, st, NRp, p, (const uint16_t *)A, adiv, (const uint16_t *)f->zrow,     \
+                    f->sorted, f->bexp, f->nblk, (float *)P);                                                    \
+    } while (0)
+            if (f->wkind == QPCU_W_H) QPCU_MOE_TCH(QPCU_W_H);
+            else if (f->wkind == QPCU_W_LUT4) QPCU_MOE_TCH(QPCU_W_LUT4);
+            else QPCU_MOE_TCH(QPCU_W_LUT);
+#undef QPCU_MOE_TCH
+        }
+    } else {
+        *what = "k_moe_gemv";
+        dim3 grid((NR + GV_WARPS - 1) / GV_WARPS, f->nbmax);
+        auto kfn = f->wkind == QPCU_W_I8    ? k_moe_gemv<QPCU_W_I8, 16>
+                   : f->wkind == QPCU_W_F8  ? k_moe_gemv<QPCU_W_F8, 16>
+                   : f->wkind == QPCU_W_H   ? k_moe_gemv<QPCU_W_H, 8>
+                   : f->wkind == QPCU_W_LUT4 ? k_moe_gemv<QPCU_W_LUT4, 8>
+                                             : k_moe_gemv<QPCU_W_LUT, 8>;
+        QPCU_LAUNCH(kfn, grid, GV_WARPS * WARP, st, NR, NRp, p, A, adiv, f->bf16, f->sorted, f->bexp, f->nblk, P);
+    }
+    return (int)cudaGetLastError();
+}
+
+extern "C" int qpcu_moe_forward(const qpcu_moe_fwd *f, const char **what) {
+    cudaStream_t st = (cudaStream_t)f->stream;
+    (void)st;
+    int e;
+    const int MK = f->M * f->k;
+    *what = "k_moe_align";
+    QPCU_LAUNCH(k_moe_align, 1, 256, st, f->ids, MK, f->E, f->off,
+                f->kpath == QPCU_MOE_TC ? QPCU_MOE_BMT : QPCU_MOE_BMD, f->cnt, f->eblk, f->sorted, f->bexp, f->nblk);
+    if ((e = (int)cudaGetLastError())) return e;
+    /* 1-3: x quantized over its M rows, w13, epilogue + silu_and_mul */
+    if ((e = moe_quant(f, f->x, f->M, f->H, f->Hp, f->s13, f->g13, f->xa, f->xs, f->amax, what))) return e;
+    if ((e = moe_gemm(f, 0, what))) return e;
+    *what = "k_moe_silu";
+    size_t nh = (size_t)MK * f->I;
+    QPCU_LAUNCH(k_moe_silu, (unsigned)((nh + 255) / 256), 256, st, MK, f->k, f->I, f->N13p, f->E, f->off, f->ids,
+                (const void *)f->p1, f->wkind, f->act, f->s13, (const float *)f->xs, f->ws13, f->bf16, f->h);
+    if ((e = (int)cudaGetLastError())) return e;
+    /* 4-6: h quantized over its M*k rows, w2, epilogue * weight + k-slot sum */
+    if ((e = moe_quant(f, f->h, MK, f->I, f->Ip, f->s2, f->g2, f->ha, f->hs, f->amax + 1, what))) return e;
+    if ((e = moe_gemm(f, 1, what))) return e;
+    *what = "k_moe_sum";
+    size_t ny = (size_t)f->M * f->H;
+    QPCU_LAUNCH(k_moe_sum, (unsigned)((ny + 255) / 256), 256, st, f->M, f->k, f->H, f->N2p, f->E, f->off, f->ids,
+                f->rw, (const void *)f->p2, f->wkind, f->act, f->s2, (const float *)f->hs, f->ws2, f->bf16, f->y);
+    if ((e = (int)cudaGetLastError())) return e;
+    *what = "";
+    return 0;
+}
