@@ -79,6 +79,8 @@ class Linear:
         of a fused layer with per-shard scales."""
         if not isinstance(scheme, Scheme):
             raise TypeError(f"scheme: a qport.Scheme (Config.resolve), not {type(scheme).__name__}")
+        if not isinstance(tensors, Mapping):
+            raise TypeError(f"tensors: a dict of checkpoint name -> array, not {type(tensors).__name__}")
         dev = device if isinstance(device, Device) else _device(device, scheme)
         self._ctx = context()
         self.device = dev
