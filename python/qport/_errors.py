@@ -14,10 +14,13 @@ from . import _abi
 
 class Error(Exception):
     """A qport C call failed. `status` is the C status name
-    ("QP_ERR_VALUE"); `message` vLLM's message (or qport's); `file`,
-    `key_path`, `layer` say where; `detail` is qp_last_error's one line."""
+    ("QP_ERR_VALUE"); `exception` the class vLLM raises ("ValueError",
+    "NotImplementedError", "RuntimeError"; None where vLLM has none);
+    `message` vLLM's message (or qport's); `file`, `key_path`, `layer` say
+    where; `detail` is qp_last_error's one line."""
 
     status: str = "QP_ERR_INTERNAL"
+    exception: str | None = None
 
     def __init__(self, message: str, *, status: str | None = None, file: str = "", key_path: str = "",
                  layer: str = "", detail: str = "") -> None:
@@ -54,16 +57,19 @@ class UnsupportedError(Error):
 class VllmValueError(Error, ValueError):
     """vLLM raises ValueError."""
     status = "QP_ERR_VALUE"
+    exception = "ValueError"
 
 
 class VllmNotImplementedError(Error, NotImplementedError):
     """vLLM raises NotImplementedError."""
     status = "QP_ERR_NOT_IMPLEMENTED"
+    exception = "NotImplementedError"
 
 
 class CapabilityError(Error, RuntimeError):
     """vLLM raises RuntimeError: the GPU's capability is below the scheme's."""
     status = "QP_ERR_CAPABILITY"
+    exception = "RuntimeError"
 
 
 class QportMemoryError(Error, MemoryError):
