@@ -20,6 +20,7 @@ import numpy as np
 
 from . import _abi
 
+_ml: Any
 try:  # optional: numpy dtypes for bf16 and fp8
     import ml_dtypes as _ml
 except ImportError:  # pragma: no cover - depends on the environment
@@ -155,13 +156,14 @@ def as_host(x: Any, what: str, raw_as: str | None = None) -> tuple[np.ndarray, s
         a, dt = _from_torch(x, what)
     elif isinstance(x, np.ndarray):
         a = x
-        dt = _FROM_NUMPY.get(a.dtype.name)
+        found = _FROM_NUMPY.get(a.dtype.name)
         if a.dtype == np.uint16 and raw_as in ("bf16", "f16"):
-            dt = raw_as
-        if dt is None:
+            found = raw_as
+        if found is None:
             hint = " (bf16 bits: qport.Tensor(a, 'bf16'))" if a.dtype == np.uint16 else ""
             raise TypeError(f"{what}: numpy dtype {a.dtype} is not one qport takes "
                             f"({', '.join(sorted(_FROM_NUMPY))}){hint}")
+        dt = found
     else:
         raise TypeError(f"{what}: expected a numpy array or a torch tensor, got {type(x).__name__}")
     _check_layout(a, what)

@@ -21,8 +21,8 @@ from ._errors import check
 class Handle:
     __slots__ = ("_ptr", "_destroy", "_what", "_lock", "_users", "_closed", "__weakref__")
 
-    def __init__(self, ptr: int, destroy: Callable[[int], None] | None, what: str) -> None:
-        self._ptr = ptr
+    def __init__(self, ptr: int | None, destroy: Callable[[int], None] | None, what: str) -> None:
+        self._ptr: int | None = ptr
         self._destroy = destroy
         self._what = what
         self._lock = threading.Lock()
@@ -36,7 +36,7 @@ class Handle:
                 raise ValueError(f"{self._what} is closed")
             self._users += 1
         try:
-            yield self._ptr
+            yield self._ptr  # type: ignore[misc]  # checked above
         finally:
             with self._lock:
                 self._users -= 1

@@ -125,7 +125,7 @@ class Scheme:
         return f"<qport.Scheme {self.kind}: {names}>"
 
 
-def _resolve_options(capability: int | None, packed: Mapping[str, Sequence[str]] | None, dialect: str,
+def _resolve_options(capability: Any, packed: Mapping[str, Sequence[str]] | None, dialect: str,
                      model_type: str | None, layer_class: str | None) -> tuple[_abi.ResolveOptions, list]:
     o = _abi.ResolveOptions()
     _abi.lib.qp_resolve_options_init(ctypes.byref(o))
@@ -167,10 +167,10 @@ class Config:
     """A loaded quantization config (immutable; resolve from any thread).
     Made by load_config()."""
 
-    def __init__(self, ptr: int, owner: Any = None) -> None:
+    def __init__(self, ptr: int | None, owner: Any = None) -> None:
         self._ctx = context()
         self._owner = owner  # a Model whose config this is: keeps it open
-        self._h = Handle(ptr, None if owner is not None else _abi.lib.qp_config_destroy, "qport config")
+        self._h: Any = Handle(ptr, None if owner is not None else _abi.lib.qp_config_destroy, "qport config")
 
     def close(self) -> None:
         """Frees the config now (later calls raise ValueError)."""
@@ -245,7 +245,8 @@ class Config:
 
 
 def _strings(get: Any) -> list[str]:
-    out, i = [], 0
+    out: list[str] = []
+    i = 0
     while True:
         v = get(i)
         if v is None:

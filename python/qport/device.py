@@ -41,7 +41,7 @@ class Device:
     'reference'
     """
 
-    def __init__(self, ptr: int) -> None:
+    def __init__(self, ptr: int | None) -> None:
         self._ctx = context()
         self._ptr = ptr
         info = _abi.DeviceInfo()
@@ -50,7 +50,7 @@ class Device:
         self._info = info
 
     @property
-    def ptr(self) -> int:
+    def ptr(self) -> int | None:
         return self._ptr
 
     @property
@@ -77,7 +77,7 @@ class Device:
         `qport devices --json` (caps included)."""
         i = self._info
         uuid = bytes(i.uuid).hex() if i.has_uuid else None
-        caps = {n: getattr(i.caps, n) for n, _ in _abi.DeviceCaps._fields_}
+        caps = {f[0]: getattr(i.caps, f[0]) for f in _abi.DeviceCaps._fields_}
         return {"device": str(self), "name": self.name, "vendor": _abi.s(i.vendor), "driver": _abi.s(i.driver),
                 "api_version": _abi.s(i.api_version), "kind": self.kind, "memory_bytes": i.memory_bytes,
                 "uuid": uuid, "cuda_cc": i.cuda_cc, "same_as": _abi.s(i.same_as) or None, "caps": caps}

@@ -29,9 +29,9 @@ def _on_device(dev: Device, fn: Any, dt: str, src: np.ndarray, n: int, scale: fl
     bufs = []
     try:
         for nbytes in (src.nbytes, out.nbytes):
-            b = ctypes.c_void_p()
-            ctx.check(_abi.lib.qp_buffer_create(dev.ptr, nbytes, ctypes.byref(b)))
-            bufs.append(b.value)
+            handle = ctypes.c_void_p()
+            ctx.check(_abi.lib.qp_buffer_create(dev.ptr, nbytes, ctypes.byref(handle)))
+            bufs.append(handle.value)
         ctx.check(_abi.lib.qp_buffer_upload(bufs[0], 0, src.ctypes.data, src.nbytes))
         ctx.check(fn(dev.ptr, _abi.DT[dt], bufs[0], n, scale, bufs[1]))
         ctx.check(_abi.lib.qp_buffer_download(bufs[1], 0, out.ctypes.data, out.nbytes))

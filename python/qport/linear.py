@@ -116,7 +116,7 @@ class Linear:
         self.out_dtype = _abi.DTYPES[_abi.lib.qp_linear_out_dtype(p.value)]
 
     @classmethod
-    def _adopt(cls, ptr: int, dev: Device, scheme: Scheme, N: int, K: int, act_dtype: str) -> Linear:
+    def _adopt(cls, ptr: int | None, dev: Device, scheme: Scheme, N: int, K: int, act_dtype: str) -> Linear:
         self = cls.__new__(cls)
         self._ctx = context()
         self.device, self.scheme, self.N, self.K, self.act_dtype = dev, scheme, N, K, act_dtype

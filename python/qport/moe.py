@@ -103,6 +103,8 @@ class MoE:
     >>> y = moe(x, topk_ids=ids, topk_weights=w)  # explicit routing
     """
 
+    router: str | None = None  # Model.moe(): the gate layer's name
+
     def __init__(self, device: Device | str | None, scheme: Scheme, E: int, H: int, I: int,  # noqa: E741
                  tensors: Mapping[str, Any], *, top_k: int = 2, renormalize: bool = False, num_expert_group: int = 0,
                  topk_group: int = 0, scoring: str = "softmax", routed_scaling_factor: float = 1.0,
@@ -128,7 +130,7 @@ class MoE:
         del keep, tkeep
         self._init(p.value, dev, scheme, int(E), int(H), int(I), G, int(top_k), act_dtype)
 
-    def _init(self, ptr: int, dev: Device, scheme: Scheme, E: int, H: int, I: int, G: int, top_k: int,  # noqa: E741
+    def _init(self, ptr: int | None, dev: Device, scheme: Scheme, E: int, H: int, I: int, G: int, top_k: int,  # noqa: E741
               act_dtype: str) -> None:
         self._ctx = context()
         self.device, self.scheme = dev, scheme
