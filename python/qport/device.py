@@ -3,11 +3,14 @@ the plugins' Vulkan / OpenCL / CUDA devices."""
 from __future__ import annotations
 
 import ctypes
+import json
+import subprocess
 from dataclasses import dataclass
 from typing import Any
 
 from . import _abi
 from ._handle import context
+from ._lib import cli_path
 from .config import Scheme
 
 
@@ -97,9 +100,17 @@ class Device:
                                                     ctypes.byref(si)))
         return Support(_abi.s(_abi.lib.qp_support_level_name(si.level)), _abi.s(si.reason))
 
-    def support_table(self, schemes: dict[str, Scheme]) -> dict[str, Support]:
-        """supports() for each named scheme: {name: Support}."""
-        return {n: self.supports(s) for n, s in schemes.items()}
+    def support_table(self, schemes: dict[str, Scheme] | None = None) -> dict[str, Support]:
+        """supports() for each named scheme: {name: Support}. None: every
+        scheme `qport quantize` knows by name ("int8-dyn-sym", "nvfp4", ...),
+        as `qport devices` lists them (the table is the tool's: this runs
+        `qport devices --json` once per process)."""
+        if schemes is not None:
+            return {n: self.supports(s) for n, s in schemes.items()}
+        for d in _devices_report()["devices"]:
+            if d["device"] == str(self):
+                return {s["scheme"]: Support(s["support"], s["reason"]) for s in d["schemes"]}
+        raise LookupError(f"`qport devices` does not list {self}")
 
     def synchronize(self) -> None:
         self._ctx.check(_abi.lib.qp_device_synchronize(self._ptr))
@@ -115,6 +126,22 @@ class Device:
 
     def __hash__(self) -> int:
         return hash(self._ptr)
+
+
+_report: dict[str, Any] | None = None
+
+
+def _devices_report() -> dict[str, Any]:
+    global _report
+    if _report is None:
+        exe = cli_path()
+        if exe is None:
+            raise FileNotFoundError("the `qport` tool is not installed with this package (QPORT_CLI names one)")
+        r = subprocess.run([exe, "devices", "--json"], capture_output=True, text=True, timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError(f"qport devices failed ({r.returncode}): {r.stderr.strip()}")
+        _report = json.loads(r.stdout)
+    return _report
 
 
 def devices() -> list[Device]:

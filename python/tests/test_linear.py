@@ -129,3 +129,16 @@ def test_device_pick_and_describe(devices):
         assert info["device"] == str(d) and "caps" in info and d.caps["int8_storage"] in (-1, 0, 1)
     assert devices[-1].backend == "cpu" and devices[-1].kind == "reference"
     assert any(b.name == "cpu" and b.loaded for b in qport.backends())
+
+
+def test_support_table(devices):
+    """Per-scheme support of every device, for the tool's named schemes and
+    for resolved ones; both say the same for the same scheme."""
+    for d in devices:
+        table = d.support_table()
+        assert set(SCHEMES) <= set(table), set(SCHEMES) - set(table)
+        assert all(v.level in ("native", "emulated", "unsupported") for v in table.values())
+        mine = d.support_table({n: scheme(n) for n in ("int8-dyn-sym", "nvfp4", "qqq")})
+        for n, v in mine.items():
+            assert v == table[n], f"{d} {n}"
+    assert all(v.level == "native" for v in devices[-1].support_table().values())
