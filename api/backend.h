@@ -194,6 +194,58 @@ typedef struct qp_lin_desc {
     size_t n_tensors;
 } qp_lin_desc;
 
+/*
+ * A routed-experts (fused MoE) layer after binding and each Quark MoE
+ * method's process_weights_after_loading (api/moe.c), in canonical host
+ * layouts: the experts of this rank, E of the layer's G, starting at global
+ * expert `expert_offset` (expert parallelism; a token slot routed to an
+ * expert outside them contributes zeros). w13 stacks each expert's gate
+ * rows then up rows: w13 [E][2I][H], w2 [E][H][I].
+ *
+ * The computation every backend reproduces is cpu/ref_moe.c (vLLM's
+ * fused_experts order): A quantized per `act`, w13 GEMM, the epilogue
+ * acc * a_scale * w_scale rounded to act_dtype, silu_and_mul (the fp32
+ * silu g / (1 + exp(-g)) evaluated in double and rounded once to fp32,
+ * then to act_dtype; times up in fp32, rounded to act_dtype), the second
+ * quantization over the M*k slot rows, w2 GEMM times the routing weight
+ * (fp32) rounded to act_dtype, and the sum over the k slots in act_dtype.
+ */
+typedef struct qp_moe_desc {
+    size_t struct_size;
+    qp_scheme scheme;
+    qp_scheme_kind kind;
+    qp_dtype act_dtype;       /* F16 or BF16                                */
+    int E, H, I;              /* local experts, hidden and intermediate size */
+    int G, expert_offset;     /* the layer's experts; first local one       */
+    const char *layer;        /* for messages, never NULL                   */
+
+    /* Activation quantization before each GEMM: QP_ACT_NONE (GEMMs in
+     * act_dtype), FP8_STATIC, FP8_DYNAMIC_TENSOR (absmax over every row of
+     * the GEMM's input), FP8_DYNAMIC_TOKEN, INT8_STATIC and
+     * INT8_DYNAMIC_TOKEN (symmetric), or the fake-quantized MX_QDQ,
+     * FP8_STATIC_QDQ, NVFP4_QDQ of the emulated schemes (qp_lin_desc). */
+    qp_act_mode act;
+    float a13_scale, a2_scale; /* static scales (max over the experts);
+                                * NVFP4_QDQ: the input global scales       */
+    qp_dtype act_elem;         /* MX_QDQ, as in qp_lin_desc                 */
+    int act_mbits, act_emax;
+
+    /* Weights. w_dtype I8 / F8_E4M3FN: codes with one fp32 dequant scale
+     * per output row (s13 [E][2I], s2 [E][H]; per-tensor scales expanded,
+     * w13 shards already requantized to one scale); w_dtype == act_dtype:
+     * unquantized bits; F4_E2M1 / F6_E2M3 / F6_E3M2 / F8_E4M3FN with
+     * w_blk > 0: one element code per byte and one fp32 multiplier per
+     * (row, block of w_blk along k), W = rnd(w_lut[code] * blk) exactly as
+     * qp_lin_desc's block-scaled weights (b13 [E][2I][H/w_blk],
+     * b2 [E][H][I/w_blk]). */
+    qp_dtype w_dtype;
+    const void *w13, *w2;
+    const float *s13, *s2;
+    int w_blk;
+    const float *b13, *b2;
+    const float *w_lut;       /* [256]                                      */
+} qp_moe_desc;
+
 /* Code-path forcing for tests and `qport conform` (qp_linear_options.path). */
 /* (QP_PATH_* live in qport.h.) */
 
@@ -280,6 +332,17 @@ typedef struct qp_backend_ops {
      * ("cuBLASLt 12.8 int8 TN"). QP_ERR_UNSUPPORTED where there is none. */
     qp_status (*vendor_gemm_time)(void *dev, qp_dtype in, int M, int N, int K, int reps, double *ms, char *name,
                                   size_t cap);
+
+    /* Fused MoE (qp_moe_desc above). moe_prepare copies what it needs (the
+     * desc's pointers are valid only during the call). moe_forward: x [M][H]
+     * act_dtype, ids [M][k] int32 global expert ids (the core checks them
+     * against 0..G-1), w [M][k] fp32 routing weights, y [M][H] act_dtype;
+     * all device buffers of this device. */
+    qp_status (*moe_prepare)(void *dev, const qp_moe_desc *desc, void **moe);
+    void (*moe_destroy)(void *dev, void *moe);
+    qp_status (*moe_forward)(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
+    /* Short text of the code path for M tokens and k slots; optional. */
+    void (*moe_describe)(void *dev, void *moe, int M, int k, char *out, size_t cap);
 } qp_backend_ops;
 
 /* The plugin's only export. */

@@ -50,15 +50,26 @@ static int has_tensor(const qp_model *m, const char *name) {
     return lookup(m, name, &t);
 }
 
-/* "<block>.<router>" where <block>.experts.0.<gate>.weight exists. */
+/* Whether some tensor's name starts with `prefix` (an expert projection
+ * of any scheme: weight, B, qweight, ...). */
+static int has_prefix(const qp_model *m, const char *prefix) {
+    size_t n = strlen(prefix);
+    qp_tensor t;
+    for (size_t i = 0; i < m->n_files; i++)
+        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++)
+            if (qp_safetensors_get(m->files[i], j, &t, NULL) == QP_OK && !strncmp(t.name, prefix, n)) return 1;
+    return 0;
+}
+
+/* "<block>.<router>" where <block>.experts.0.<gate>.* exists. */
 QP_API int qp_model_layer_unquantized(const qp_model *m, const char *layer) {
     if (!m || !layer) return 0;
     const char *dot = strrchr(layer, '.');
     if (!dot || strcmp(dot + 1, ROUTER)) return 0;
     for (size_t i = 0; i < sizeof arches / sizeof *arches; i++) {
         char probe[1024];
-        snprintf(probe, sizeof probe, "%.*s.experts.0.%s.weight", (int)(dot - layer), layer, arches[i].gate);
-        if (has_tensor(m, probe)) return 1;
+        snprintf(probe, sizeof probe, "%.*s.experts.0.%s.", (int)(dot - layer), layer, arches[i].gate);
+        if (has_prefix(m, probe)) return 1;
     }
     return 0;
 }
@@ -101,6 +112,59 @@ static size_t ebytes(qp_dtype d) {
     return bits >= 8 ? (size_t)bits / 8 : 1;
 }
 
+/* The block-scaled experts (OCP MX, W4A8 MXFP4-FP8, NVFP4), one GEMM
+ * (pass 0: w13 from gate and up, 1: w2 from down): the block scales
+ * stacked as stored, [E, rows, K / block]; NVFP4's per-shard
+ * weight_scale_2 into w13_weight_scale_2 [E, 2] / w2_weight_scale_2 [E];
+ * input scales per expert, where FusedMoE's weight loader writes every
+ * name containing "input_scale" with _load_single_value: one value per
+ * expert, the shard loaded last (up) filling both of NVFP4's
+ * w13_input_scale_2 slots. */
+static qp_status stack_blocked(qp_model *m, qp_moe_binding *b, const qp_layer_binding *lb, int E, int pass, size_t rows) {
+    int shards = pass ? 1 : 2;
+    const qp_layer_binding *l0 = &lb[pass ? 2 : 0];
+    const qp_tensor *s0 = find(l0, "weight_scale");
+    if (!s0) return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, "weight_scale", l0->layer, "missing weight_scale");
+    size_t per = nel(s0), es = ebytes(s0->dtype);
+    char *sc = add(b, pass ? "w2_weight_scale" : "w13_weight_scale", s0->dtype, 3, E, (int64_t)rows,
+                   (int64_t)(per / (rows / (size_t)shards)), (size_t)E * (size_t)shards * per * es);
+    if (!sc) return oom(m, b->layer);
+    for (int e = 0; e < E; e++)
+        for (int s = 0; s < shards; s++) {
+            const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : s)];
+            const qp_tensor *t = find(l, "weight_scale");
+            if (!t || t->dtype != s0->dtype || nel(t) != per)
+                return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_scale", l->layer,
+                                    "weight_scale is %s of %zu elements; expert 0's is %s of %zu",
+                                    t ? qp_dtype_name(t->dtype) : "missing", t ? nel(t) : 0, qp_dtype_name(s0->dtype), per);
+            memcpy(sc + ((size_t)e * (size_t)shards + (size_t)s) * per * es, t->data, per * es);
+        }
+    bool nv = b->scheme.kind == QP_SCHEME_NVFP4;
+    const char *names[2] = {nv ? "weight_scale_2" : NULL, nv ? "input_scale_2" : b->scheme.kind == QP_SCHEME_W4A8_MXFP4_FP8 ? "input_scale" : NULL};
+    for (int i = 0; i < 2; i++) {
+        if (!names[i]) continue;
+        char nm[40];
+        snprintf(nm, sizeof nm, "%s_%s", pass ? "w2" : "w13", names[i]);
+        int cols = nv ? shards : 1;
+        float *v = add(b, i ? (pass ? (nv ? "w2_input_scale_2" : "w2_input_scale") : (nv ? "w13_input_scale_2" : "w13_input_scale"))
+                            : (pass ? "w2_weight_scale_2" : "w13_weight_scale_2"),
+                       QP_DTYPE_F32, cols > 1 ? 2 : 1, E, cols > 1 ? cols : 0, 0, (size_t)E * (size_t)cols * sizeof(float));
+        if (!v) return oom(m, b->layer);
+        for (int e = 0; e < E; e++)
+            for (int s = 0; s < shards; s++) {
+                const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : s)];
+                const qp_tensor *t = find(l, names[i]);
+                if (!t || nel(t) != 1 || (t->dtype != QP_DTYPE_F32 && t->dtype != QP_DTYPE_F16 && t->dtype != QP_DTYPE_BF16))
+                    return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, names[i], l->layer, "missing, non-scalar or non-float %s",
+                                        names[i]);
+                float x = qp_ref_load(t->dtype, t->data, 0);
+                if (i == 0) v[(size_t)e * (size_t)cols + (size_t)s] = x;                /* per shard */
+                else for (int c = 0; c < cols; c++) v[(size_t)e * (size_t)cols + (size_t)c] = x; /* last wins */
+            }
+    }
+    return QP_OK;
+}
+
 QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bind_options *opts, qp_moe_binding *b) {
     if (!m || !prefix || !b) return QP_ERR_INVALID_ARGUMENT;
     memset(b, 0, sizeof *b);
@@ -118,9 +182,12 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     qp_status st = qp_config_resolve(m->cfg, prefix, QP_LAYER_MOE, o.resolve, &b->scheme);
     if (st) return st;
     qp_scheme_kind kind = b->scheme.kind;
-    if (kind != QP_SCHEME_UNQUANTIZED && kind != QP_SCHEME_W8A8_FP8 && kind != QP_SCHEME_W8A8_INT8)
+    if (kind == QP_SCHEME_HF_FP8 && b->scheme.weight.block[0] <= 0) kind = QP_SCHEME_W8A8_FP8; /* Fp8MoEMethod */
+    bool blocked = kind == QP_SCHEME_OCP_MX || kind == QP_SCHEME_W4A8_MXFP4_FP8 || kind == QP_SCHEME_NVFP4;
+    if (kind != QP_SCHEME_UNQUANTIZED && kind != QP_SCHEME_W8A8_FP8 && kind != QP_SCHEME_W8A8_INT8 && !blocked)
         return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, NULL, prefix,
-                            "binding %s experts (%s) is not implemented yet; unquantized, fp8 and int8 experts are",
+                            kind == QP_SCHEME_W4A8_INT4_FP8 ? "%s experts (%s) run only through ROCm AITER's fused MoE in vLLM"
+                                                             : "qport has no fused MoE for %s experts (%s)",
                             qp_scheme_kind_name(kind), b->scheme.scheme_class);
     /* how many experts: consecutive {prefix}.{e}.{gate}.weight */
     int E = 0;
@@ -143,6 +210,9 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     b->expert_offset = first;
     E = local;
     b->E = E;
+    if (kind == QP_SCHEME_UNQUANTIZED && o.tp_size > 1)
+        return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, NULL, prefix,
+                            "tensor-parallel slicing of unquantized experts is not implemented (tp_size %d)", o.tp_size);
     const char *proj[3] = {a->gate, a->up, a->down};
     qp_layer_binding *lb = calloc((size_t)E * 3, sizeof *lb);
     if (!lb) return oom(m, prefix);
@@ -150,8 +220,11 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
         for (int p = 0; p < 3 && !st; p++) {
             char nm[1100];
             snprintf(nm, sizeof nm, "%s.%d.%s", prefix, first + e, proj[p]);
-            st = qp_model_bind_layer(m, nm, &o, &lb[e * 3 + p]);
-            if (st == QP_ERR_UNSUPPORTED && kind == QP_SCHEME_UNQUANTIZED) { /* excluded experts: plain weights */
+            /* unquantized experts (an excluded block, a config that quantizes
+             * linear layers only) load plain weights whatever the linear
+             * resolution of their names says */
+            st = kind == QP_SCHEME_UNQUANTIZED ? QP_ERR_UNSUPPORTED : qp_model_bind_layer(m, nm, &o, &lb[e * 3 + p]);
+            if (st == QP_ERR_UNSUPPORTED && kind == QP_SCHEME_UNQUANTIZED) {
                 qp_tensor t;
                 char wn[1200];
                 snprintf(wn, sizeof wn, "%s.weight", nm);
@@ -185,7 +258,8 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     /* stack: weights, then the scales of the scheme */
     for (int pass = 0; pass < 2 && !st; pass++) { /* 0: w13 (gate, up), 1: w2 */
         const qp_tensor *w0 = find(&lb[pass ? 2 : 0], "weight");
-        size_t rows = pass ? (size_t)H : 2 * (size_t)I, K = pass ? (size_t)I : (size_t)H, es = ebytes(w0->dtype);
+        /* K counts stored elements: packed fp4/fp6 rows are bytes */
+        size_t rows = pass ? (size_t)H : 2 * (size_t)I, K = nel(w0) / (rows / (pass ? 1 : 2)), es = ebytes(w0->dtype);
         char *w = add(b, pass ? "w2_weight" : "w13_weight", w0->dtype, 3, E, (int64_t)rows, (int64_t)K, (size_t)E * rows * K * es);
         if (!w) { st = oom(m, prefix); break; }
         for (int e = 0; e < E && !st; e++)
@@ -201,6 +275,7 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
                 memcpy(w + ((size_t)e * rows + (size_t)s * rows / 2) * K * es, t->data, n * es);
             }
         if (st || kind == QP_SCHEME_UNQUANTIZED) continue;
+        if (blocked) { st = stack_blocked(m, b, lb, E, pass, rows); continue; }
         /* weight scales: one per shard ([E, 2] / [E]) or per channel */
         const qp_tensor *s0 = find(&lb[pass ? 2 : 0], "weight_scale");
         if (!s0) { st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, "weight_scale", lb[pass ? 2 : 0].layer, "missing weight_scale"); break; }

@@ -10,14 +10,23 @@
 #include <string.h>
 
 #include "moe.h"
-#include "registry.h"
 
 struct qp_moe {
     qp_device *dev;
     qp_moe_options o;
     char layer[256];
-    qp_moe_ref r;
+    qp_moe_desc d;
+    void *own[8];             /* what the desc points to                    */
+    void *handle;             /* the backend's layer (not on cpu)           */
 };
+
+/* qp_moe_desc's pointers, owned by the layer. */
+static void *keep(qp_moe *m, void *p) {
+    for (int i = 0; i < 8; i++)
+        if (!m->own[i]) { m->own[i] = p; return p; }
+    free(p);
+    return NULL;
+}
 
 static size_t count(const qp_tensor *t) {
     size_t n = 1;
@@ -95,14 +104,15 @@ static float max_of(const float *v, size_t n) {
 /* Weight scales as one per output row: per-channel as given, per-tensor
  * repeated; w13 per-tensor shards of fp8 and int8 requantized to the larger scale
  * (vLLM's Fp8 and Int8 MoE process_weights_after_loading). */
-static qp_status row_scales(const mb *b, qp_moe_ref *r, int w13, bool fp8) {
+static qp_status row_scales(const mb *b, qp_moe *m, int w13, bool fp8) {
+    qp_moe_desc *r = &m->d;
     size_t E = (size_t)r->E, rows = w13 ? 2 * (size_t)r->I : (size_t)r->H, K = w13 ? (size_t)r->H : (size_t)r->I;
     const char *name = w13 ? "w13_weight_scale" : "w2_weight_scale";
     size_t ok[3] = {E * rows, w13 ? E * 2 : E, E};
-    float *v = NULL, *out = malloc(sizeof(float) * E * rows);
+    float *v = NULL, *out = keep(m, malloc(sizeof(float) * E * rows));
     size_t n;
     qp_status st = out ? scales(b, name, ok, w13 ? 3 : 2, &v, &n) : QP_ERR_OUT_OF_MEMORY;
-    if (st) { free(out); return st == QP_ERR_OUT_OF_MEMORY ? qp_error_set(b->ctx, st, NULL, name, b->layer, "out of memory") : st; }
+    if (st) return st == QP_ERR_OUT_OF_MEMORY ? qp_error_set(b->ctx, st, NULL, name, b->layer, "out of memory") : st;
     for (size_t e = 0; !st && e < E; e++) {
         if (n == E * rows) {
             memcpy(out + e * rows, v + e * rows, sizeof(float) * rows);
@@ -123,8 +133,8 @@ static qp_status row_scales(const mb *b, qp_moe_ref *r, int w13, bool fp8) {
                     if (s[sh] == smax) continue;
                     for (size_t i = (size_t)sh * (size_t)r->I * K; i < (size_t)(sh + 1) * (size_t)r->I * K; i++) {
                         float dq = qp_ref_round(QP_DTYPE_F16, (float)w[i] * s[sh]);
-                        float v = nearbyintf(dq / smax);
-                        w[i] = (int8_t)(v > 127.0f ? 127.0f : v < -128.0f ? -128.0f : v);
+                        float q = nearbyintf(dq / smax);
+                        w[i] = (int8_t)(q > 127.0f ? 127.0f : q < -128.0f ? -128.0f : q);
                     }
                 }
             }
@@ -132,36 +142,142 @@ static qp_status row_scales(const mb *b, qp_moe_ref *r, int w13, bool fp8) {
         }
     }
     free(v);
-    if (st) { free(out); return st; }
+    if (st) return st;
     if (w13) r->s13 = out; else r->s2 = out;
     return QP_OK;
 }
 
-static qp_status bind(const mb *b, const qp_scheme *s, qp_moe_ref *r) {
+static bool emulated(qp_scheme_kind k) {
+    return k == QP_SCHEME_OCP_MX || k == QP_SCHEME_W4A8_MXFP4_FP8 || k == QP_SCHEME_NVFP4;
+}
+
+/* A [E, ...] tensor's slice of expert e, as a 2-D or 0-D view. */
+static qp_tensor slice(const qp_tensor *t, const char *name, size_t e, size_t per, size_t bytes_per) {
+    qp_tensor v = *t;
+    v.name = name;
+    v.data = (const uint8_t *)t->data + e * per * bytes_per;
+    if (t->ndim >= 3) { v.ndim = 2; v.shape[0] = t->shape[1]; v.shape[1] = t->shape[2]; }
+    else { v.ndim = 0; }
+    return v;
+}
+
+static size_t bytes_of(qp_dtype d) {
+    int bits = qp_format_bits(d);
+    return bits >= 8 ? (size_t)bits / 8 : 1;
+}
+
+/* OCP MX, W4A8 MXFP4-FP8 and NVFP4 experts: each expert's w13 (gate and up
+ * rows as one [2I, H] layer) and w2 bound by the linear binder, so the
+ * weights dequantize exactly as those schemes' linear layers do; the codes
+ * and block multipliers are then stacked. Per-layer scalars, as vLLM's
+ * process_weights_after_loading makes them: static fp8 input scales and
+ * NVFP4 input global scales are the max over the experts (and shards);
+ * NVFP4's w13 uses the gate's weight_scale_2 for both shards
+ * (w13_weight_scale_2[:, 0], QuarkNvfp4MoEMethod). */
+static qp_status bind_emulated(const mb *b, const qp_scheme *s, qp_moe *m) {
+    qp_moe_desc *d = &m->d;
+    size_t E = (size_t)d->E;
+    for (int g = 0; g < 2; g++) {
+        size_t rows = g ? (size_t)d->H : 2 * (size_t)d->I, K = g ? (size_t)d->I : (size_t)d->H;
+        const char *wn = g ? "w2_weight" : "w13_weight", *sn = g ? "w2_weight_scale" : "w13_weight_scale";
+        const char *in = s->kind == QP_SCHEME_NVFP4 ? (g ? "w2_input_scale_2" : "w13_input_scale_2")
+                                                    : (g ? "w2_input_scale" : "w13_input_scale");
+        const char *gn = g ? "w2_weight_scale_2" : "w13_weight_scale_2";
+        const qp_tensor *w = get(b, wn), *ws = get(b, sn), *is = get(b, in), *w2s = get(b, gn);
+        char m2[300];
+        if (!w || !w->data || w->ndim != 3 || w->shape[0] != (int64_t)E || w->shape[1] != (int64_t)rows) {
+            snprintf(m2, sizeof m2, "MoE tensor '%s' must be [E = %zu, %zu, packed %zu]", wn, E, rows, K);
+            return bad(b, wn, "%s", m2);
+        }
+        if (!ws || !ws->data || ws->ndim != 3 || ws->shape[0] != (int64_t)E) {
+            snprintf(m2, sizeof m2, "MoE tensor '%s' must be [E = %zu, %zu, K / block]", sn, E, rows);
+            return bad(b, sn, "%s", m2);
+        }
+        bool need_in = s->kind != QP_SCHEME_OCP_MX, need_g = s->kind == QP_SCHEME_NVFP4;
+        if (need_in && (!is || !is->data)) {
+            snprintf(m2, sizeof m2, "missing MoE tensor '%s' [E%s]", in, g || !need_g ? "" : ", 2");
+            return bad(b, in, "%s", m2);
+        }
+        if (need_g && (!w2s || !w2s->data || count(w2s) != E * (g ? 1 : 2) ||
+                       (w2s->dtype != QP_DTYPE_F32 && w2s->dtype != QP_DTYPE_F16 && w2s->dtype != QP_DTYPE_BF16))) {
+            snprintf(m2, sizeof m2, "MoE tensor '%s' must be a float tensor [E%s]", gn, g ? "" : ", 2");
+            return bad(b, gn, "%s", m2);
+        }
+        size_t wper = count(w) / E, sper = count(ws) / E, nb = 0;
+        uint8_t *codes = keep(m, malloc(E * rows * K));
+        float *blk = NULL;
+        if (!codes) return qp_error_set(b->ctx, QP_ERR_OUT_OF_MEMORY, NULL, wn, b->layer, "out of memory");
+        for (size_t e = 0; e < E; e++) {
+            qp_tensor t[4];
+            size_t n = 0;
+            t[n++] = slice(w, "weight", e, wper, bytes_of(w->dtype));
+            t[n++] = slice(ws, "weight_scale", e, sper, bytes_of(ws->dtype));
+            if (need_in) { t[n] = *is; t[n++].name = need_g ? "input_scale_2" : "input_scale"; }
+            float gs = 0;
+            if (need_g) { /* the gate's (w13) or the expert's (w2) global weight scale */
+                gs = qp_ref_load(w2s->dtype, w2s->data, g ? e : 2 * e);
+                t[n++] = (qp_tensor){"weight_scale_2", QP_DTYPE_F32, 0, {0}, &gs};
+            }
+            qp_linear_options lo;
+            qp_linear_options_init(&lo);
+            lo.act_dtype = d->act_dtype;
+            lo.layer = b->layer;
+            qp_lin_desc ld;
+            qp_lin_desc_store *store = NULL;
+            qp_status st = qp_lin_desc_build(b->ctx, s, (int)rows, (int)K, t, n, &lo, &ld, &store);
+            if (st) return st;
+            if (!blk) {
+                nb = K / (size_t)ld.w_blk;
+                blk = keep(m, malloc(sizeof(float) * E * rows * nb));
+                float *lut = d->w_lut ? NULL : keep(m, malloc(sizeof(float) * 256));
+                if (!blk || (!d->w_lut && !lut)) { qp_lin_desc_free(store); return qp_error_set(b->ctx, QP_ERR_OUT_OF_MEMORY, NULL, wn, b->layer, "out of memory"); }
+                if (lut) { memcpy(lut, ld.w_lut, sizeof(float) * 256); d->w_lut = lut; }
+                d->w_dtype = ld.w_elem;
+                d->w_blk = ld.w_blk;
+                d->act = ld.act;
+                d->act_elem = ld.act_elem;
+                d->act_mbits = ld.act_mbits;
+                d->act_emax = ld.act_emax;
+                float a = ld.act == QP_ACT_NVFP4_QDQ ? ld.input_global_scale : ld.input_scale;
+                if (g) d->a2_scale = a; else d->a13_scale = a;
+            }
+            memcpy(codes + e * rows * K, ld.w_codes, rows * K);
+            memcpy(blk + e * rows * nb, ld.w_blk_scale, sizeof(float) * rows * nb);
+            qp_lin_desc_free(store);
+        }
+        if (g) { d->w2 = codes; d->b2 = blk; } else { d->w13 = codes; d->b13 = blk; }
+    }
+    return QP_OK;
+}
+
+static qp_status bind(const mb *b, const qp_scheme *s, qp_moe *m) {
+    qp_moe_desc *r = &m->d;
+    if (emulated(s->kind)) return bind_emulated(b, s, m);
     size_t E = (size_t)r->E, H = (size_t)r->H, I = (size_t)r->I;
     const qp_tensor *w13, *w2;
     qp_status st;
     bool fp8 = s->kind == QP_SCHEME_W8A8_FP8, int8 = s->kind == QP_SCHEME_W8A8_INT8;
-    qp_dtype wdt = fp8 ? QP_DTYPE_F8_E4M3FN : int8 ? QP_DTYPE_I8 : r->dt;
+    qp_dtype wdt = fp8 ? QP_DTYPE_F8_E4M3FN : int8 ? QP_DTYPE_I8 : r->act_dtype;
     if ((st = need(b, "w13_weight", wdt, E * 2 * I * H, "[E, 2I, H]", &w13)) ||
         (st = need(b, "w2_weight", wdt, E * H * I, "[E, H, I]", &w2)))
         return st;
-    size_t ws = qp_ref_elem_size(r->dt);
-    size_t eb = fp8 || int8 ? 1 : ws;
-    r->w13 = malloc(E * 2 * I * H * eb);
-    r->w2 = malloc(E * H * I * eb);
-    if (!r->w13 || !r->w2) return qp_error_set(b->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, b->layer, "out of memory");
-    memcpy(r->w13, w13->data, E * 2 * I * H * eb);
-    memcpy(r->w2, w2->data, E * H * I * eb);
-    if (!fp8 && !int8) { r->act = QP_MOE_ACT_NONE; return QP_OK; }
-    if ((st = row_scales(b, r, 1, fp8)) || (st = row_scales(b, r, 0, fp8))) return st;
+    size_t eb = bytes_of(wdt);
+    void *a = keep(m, malloc(E * 2 * I * H * eb)), *c = keep(m, malloc(E * H * I * eb));
+    if (!a || !c) return qp_error_set(b->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, b->layer, "out of memory");
+    memcpy(a, w13->data, E * 2 * I * H * eb);
+    memcpy(c, w2->data, E * H * I * eb);
+    r->w13 = a;
+    r->w2 = c;
+    r->w_dtype = wdt;
+    if (!fp8 && !int8) { r->act = QP_ACT_NONE; return QP_OK; }
+    if ((st = row_scales(b, m, 1, fp8)) || (st = row_scales(b, m, 0, fp8))) return st;
     const char *ak = s->activation_key;
     bool stat = strstr(ak, "Static") != NULL;
-    if (fp8) r->act = stat ? QP_MOE_ACT_FP8_STATIC : strstr(ak, "Token") ? QP_MOE_ACT_FP8_DYN_TOKEN : QP_MOE_ACT_FP8_DYN_TENSOR;
-    else r->act = stat ? QP_MOE_ACT_INT8_STATIC : QP_MOE_ACT_INT8_DYN_TOKEN; /* scaled_int8_quant: per token */
+    if (fp8) r->act = stat ? QP_ACT_FP8_STATIC : strstr(ak, "Token") ? QP_ACT_FP8_DYNAMIC_TOKEN : QP_ACT_FP8_DYNAMIC_TENSOR;
+    else r->act = stat ? QP_ACT_INT8_STATIC : QP_ACT_INT8_DYNAMIC_TOKEN; /* scaled_int8_quant: per token */
     if (stat) { /* the max over experts (vLLM warns when they differ) */
         const char *names[2] = {"w13_input_scale", "w2_input_scale"};
-        float *dst[2] = {&r->a13, &r->a2};
+        float *dst[2] = {&r->a13_scale, &r->a2_scale};
         for (int i = 0; i < 2; i++) {
             float *v;
             size_t n, ok[2] = {E, 1};
@@ -172,6 +288,51 @@ static qp_status bind(const mb *b, const qp_scheme *s, qp_moe_ref *r) {
                 return bad(b, names[i], "%s must be finite and > 0", names[i]);
         }
     }
+    return QP_OK;
+}
+
+static bool on_cpu(const qp_device *dev) { return !strcmp(dev->backend->ops->name, "cpu"); }
+
+/* The kind qp_moe runs a resolved MoE scheme as, or QP_SCHEME_NONE with
+ * the reason. */
+static qp_scheme_kind moe_kind(const qp_scheme *s, const char **why) {
+    qp_scheme_kind k = s->kind;
+    *why = NULL;
+    if (k == QP_SCHEME_HF_FP8 && s->weight.block[0] <= 0) return QP_SCHEME_W8A8_FP8; /* Fp8MoEMethod, per tensor */
+    if (k == QP_SCHEME_UNQUANTIZED || k == QP_SCHEME_W8A8_FP8 || k == QP_SCHEME_W8A8_INT8 || emulated(k)) return k;
+    *why = k == QP_SCHEME_W4A8_INT4_FP8 ? "runs only through ROCm AITER's fused MoE in vLLM" : "no fused MoE for this scheme";
+    return QP_SCHEME_NONE;
+}
+
+QP_API qp_status qp_device_supports_moe(qp_device *dev, const qp_scheme *scheme, qp_support_info *out) {
+    if (!dev || !scheme || !out) return QP_ERR_INVALID_ARGUMENT;
+    memset(out, 0, sizeof *out);
+    const char *why;
+    qp_scheme_kind k = moe_kind(scheme, &why);
+    const qp_backend_ops *ops = dev->backend->ops;
+    if (k == QP_SCHEME_NONE) {
+        out->level = QP_SUPPORT_UNSUPPORTED;
+        snprintf(out->reason, sizeof out->reason, "%s experts: %s", qp_scheme_kind_name(scheme->kind), why);
+        return QP_OK;
+    }
+    if (on_cpu(dev)) {
+        out->level = QP_SUPPORT_NATIVE;
+        snprintf(out->reason, sizeof out->reason, "the fused MoE reference");
+        return QP_OK;
+    }
+    if (!ops->moe_prepare || !ops->moe_forward || !ops->moe_destroy) {
+        out->level = QP_SUPPORT_UNSUPPORTED;
+        snprintf(out->reason, sizeof out->reason, "the %s backend has no fused MoE kernels", ops->name);
+        return QP_OK;
+    }
+    /* the MoE kernels quantize activations with the linear layers' kernels */
+    qp_scheme lin = *scheme;
+    lin.kind = k;
+    qp_support_info li;
+    qp_status st = qp_device_supports(dev, &lin, 0, 0, 0, &li);
+    if (st) return st;
+    out->level = li.level;
+    snprintf(out->reason, sizeof out->reason, "fused MoE%s%.200s", li.reason[0] ? "; " : "", li.reason);
     return QP_OK;
 }
 
@@ -195,18 +356,20 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
                             opts->expert_offset + E - 1, G);
     if (opts->top_k <= 0 || opts->top_k > G)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "top_k", layer, "top_k %d must be in 1 .. %d experts", opts->top_k, G);
-    if (strcmp(dev->backend->ops->name, "cpu"))
-        return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer,
-                            "MoE layers run on the cpu reference for now; %s has no fused MoE kernels yet",
-                            dev->backend->ops->name);
-    qp_scheme_kind k = scheme->kind;
-    if (k != QP_SCHEME_UNQUANTIZED && k != QP_SCHEME_W8A8_FP8 && k != QP_SCHEME_W8A8_INT8)
-        return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer,
-                            "the MoE reference runs unquantized, w8a8-fp8 and w8a8-int8 experts so far, not %s",
-                            qp_scheme_kind_name(k));
-    if ((k == QP_SCHEME_W8A8_FP8 || k == QP_SCHEME_W8A8_INT8) && !scheme->activation_key[0])
+    const qp_backend_ops *ops = dev->backend->ops;
+    if (!on_cpu(dev) && (!ops->moe_prepare || !ops->moe_forward || !ops->moe_destroy))
+        return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "the %s backend has no fused MoE kernels", ops->name);
+    /* Fp8MoEMethod (a Hugging Face fp8 config) with per-tensor scales is
+     * QuarkW8A8Fp8MoEMethod's computation */
+    const char *why;
+    qp_scheme_kind k = moe_kind(scheme, &why);
+    if (k == QP_SCHEME_NONE)
+        return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "%s experts (%s): %s",
+                            qp_scheme_kind_name(scheme->kind), scheme->scheme_class[0] ? scheme->scheme_class : "no MoE method",
+                            why);
+    if (k != QP_SCHEME_UNQUANTIZED && !scheme->weight_key[0])
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer,
-                            "the scheme has no activation key: resolve it with qp_config_resolve(..., QP_LAYER_MOE)");
+                            "the scheme has no MoE keys: resolve it with qp_config_resolve(..., QP_LAYER_MOE)");
     qp_moe *m = calloc(1, sizeof *m);
     if (!m) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, layer, "out of memory");
     m->dev = dev;
@@ -214,26 +377,63 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
     snprintf(m->layer, sizeof m->layer, "%s", layer);
     m->o.layer = m->layer;
     m->o.e_score_correction_bias = NULL; /* copied below */
-    m->r = (qp_moe_ref){k, opts->act_dtype, E, H, I, G, opts->expert_offset, QP_MOE_ACT_NONE, NULL, NULL, NULL, NULL, 0, 0};
+    m->d = (qp_moe_desc){.struct_size = sizeof(qp_moe_desc), .scheme = *scheme, .kind = k, .act_dtype = opts->act_dtype,
+                         .E = E, .H = H, .I = I, .G = G, .expert_offset = opts->expert_offset, .layer = m->layer,
+                         .act = QP_ACT_NONE};
     mb b = {ctx, m->layer, tensors, n};
-    qp_status st = bind(&b, scheme, &m->r);
+    qp_scheme sk = *scheme;
+    sk.kind = k;
+    m->d.scheme = sk;
+    qp_status st = bind(&b, &sk, m);
     if (!st && opts->e_score_correction_bias) {
         float *bias = malloc(sizeof(float) * (size_t)G);
         if (!bias) st = qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, layer, "out of memory");
         else memcpy(bias, opts->e_score_correction_bias, sizeof(float) * (size_t)G);
         m->o.e_score_correction_bias = bias;
     }
+    if (!st && !on_cpu(dev)) {
+        pthread_mutex_lock(&dev->lock);
+        st = ops->moe_prepare(dev->handle, &m->d, &m->handle);
+        pthread_mutex_unlock(&dev->lock);
+    }
     if (st) { qp_moe_destroy(m); return st; }
     *out = m;
     return QP_OK;
+}
+
+/* A backend's forward: the inputs uploaded, y downloaded (device lock held). */
+static qp_status forward_device(qp_moe *m, const void *x, int M, const int32_t *ids, const float *w, void *y) {
+    const qp_backend_ops *ops = m->dev->backend->ops;
+    void *h = m->dev->handle, *bx = NULL, *bi = NULL, *bw = NULL, *by = NULL;
+    size_t k = (size_t)m->o.top_k, xb = (size_t)M * (size_t)m->d.H * 2, ib = (size_t)M * k * 4;
+    qp_status st = ops->buffer_alloc(h, xb, &bx);
+    if (!st) st = ops->buffer_alloc(h, ib, &bi);
+    if (!st) st = ops->buffer_alloc(h, ib, &bw);
+    if (!st) st = ops->buffer_alloc(h, xb, &by);
+    if (!st) st = ops->buffer_upload(h, bx, 0, x, xb);
+    if (!st) st = ops->buffer_upload(h, bi, 0, ids, ib);
+    if (!st) st = ops->buffer_upload(h, bw, 0, w, ib);
+    if (!st) st = ops->moe_forward(h, m->handle, bx, M, (int)k, bi, bw, by);
+    if (!st) st = ops->buffer_download(h, by, 0, y, xb);
+    void *bufs[4] = {bx, bi, bw, by};
+    for (int i = 0; i < 4; i++)
+        if (bufs[i]) ops->buffer_free(h, bufs[i]);
+    return st;
 }
 
 QP_API qp_status qp_moe_forward_topk(qp_moe *m, const void *x, int M, const int32_t *ids, const float *w, void *y) {
     if (!m) return QP_ERR_INVALID_ARGUMENT;
     if (!x || !ids || !w || !y || M <= 0)
         return qp_error_set(m->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, m->layer, "qp_moe_forward: NULL buffer or M = %d", M);
+    size_t mk = (size_t)M * (size_t)m->o.top_k;
+    for (size_t i = 0; i < mk; i++)
+        if (ids[i] < 0 || ids[i] >= m->d.G)
+            return qp_error_set(m->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "topk_ids", m->layer,
+                                "topk_ids[%zu][%zu] = %d is not an expert of 0 .. %d", i / (size_t)m->o.top_k,
+                                i % (size_t)m->o.top_k, (int)ids[i], m->d.G - 1);
     pthread_mutex_lock(&m->dev->lock);
-    qp_status st = qp_ref_moe_forward(m->dev->ctx, m->layer, &m->r, x, M, m->o.top_k, ids, w, y);
+    qp_status st = m->handle ? forward_device(m, x, M, ids, w, y)
+                             : qp_ref_moe_forward(m->dev->ctx, &m->d, x, M, m->o.top_k, ids, w, y);
     pthread_mutex_unlock(&m->dev->lock);
     return st;
 }
@@ -246,7 +446,7 @@ QP_API qp_status qp_moe_forward(qp_moe *m, const void *x, int M, const float *lo
     size_t mk = (size_t)M * (size_t)m->o.top_k;
     int32_t *ids = malloc(sizeof(int32_t) * mk);
     float *w = malloc(sizeof(float) * mk);
-    qp_status st = ids && w ? qp_moe_route(m->dev->ctx, logits, M, m->r.G, &m->o, ids, w)
+    qp_status st = ids && w ? qp_moe_route(m->dev->ctx, logits, M, m->d.G, &m->o, ids, w)
                             : qp_error_set(m->dev->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, m->layer, "out of memory");
     if (!st) st = qp_moe_forward_topk(m, x, M, ids, w, y);
     free(ids);
@@ -254,9 +454,26 @@ QP_API qp_status qp_moe_forward(qp_moe *m, const void *x, int M, const float *lo
     return st;
 }
 
+QP_API void qp_moe_describe(qp_moe *m, int M, char *out, size_t cap) {
+    if (!out || !cap) return;
+    out[0] = 0;
+    if (!m) return;
+    const qp_backend_ops *ops = m->dev->backend->ops;
+    if (!m->handle) { snprintf(out, cap, "reference"); return; }
+    if (!ops->moe_describe) return;
+    pthread_mutex_lock(&m->dev->lock);
+    ops->moe_describe(m->dev->handle, m->handle, M, m->o.top_k, out, cap);
+    pthread_mutex_unlock(&m->dev->lock);
+}
+
 QP_API void qp_moe_destroy(qp_moe *m) {
     if (!m) return;
-    free(m->r.w13); free(m->r.w2); free(m->r.s13); free(m->r.s2);
+    if (m->handle) {
+        pthread_mutex_lock(&m->dev->lock);
+        m->dev->backend->ops->moe_destroy(m->dev->handle, m->handle);
+        pthread_mutex_unlock(&m->dev->lock);
+    }
+    for (int i = 0; i < 8; i++) free(m->own[i]);
     free((void *)m->o.e_score_correction_bias);
     free(m);
 }

@@ -954,6 +954,14 @@ QP_API qp_status qp_moe_forward(qp_moe *moe, const void *x, int M, const float *
 /* The same with explicit routing: topk_ids [M][k] in [0, E), weights. */
 QP_API qp_status qp_moe_forward_topk(qp_moe *moe, const void *x, int M, const int32_t *topk_ids,
                                      const float *topk_weights, void *y);
+/* Whether `dev` runs fused MoE experts of `scheme` (as qp_config_resolve
+ * gives it for QP_LAYER_MOE): native, emulated (the block-float schemes'
+ * fake-quantized activations, as their linear layers) or unsupported,
+ * with the reason. */
+QP_API qp_status qp_device_supports_moe(qp_device *dev, const qp_scheme *scheme, qp_support_info *out);
+/* Short text of the code path the layer takes for M tokens ("reference"
+ * on cpu, the backend's kernel path elsewhere). */
+QP_API void qp_moe_describe(qp_moe *moe, int M, char *out, size_t cap);
 QP_API void qp_moe_destroy(qp_moe *moe);
 
 /* The routed experts of a model directory, stacked as vLLM's FusedMoE

@@ -41,6 +41,11 @@ qp_status qp_config_parse_qqq(qp_config *cfg) {
 qp_status qp_resolve_qqq(const qp_resolve_ctx *rc, qp_scheme *out) {
     /* QQQConfig.get_quant_method: every LinearBase gets QQQLinearMethod (no
      * exclude list); other modules get none. */
+    if (rc->kind == QP_LAYER_MOE) { /* FusedMoE falls back to its unquantized method */
+        qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
+        qp_scheme_set_names(out, "UnquantizedFusedMoEMethod", NULL, NULL, NULL);
+        return QP_OK;
+    }
     if (rc->kind != QP_LAYER_LINEAR) {
         qp_scheme_init(out, QP_SCHEME_NONE);
         return QP_OK;

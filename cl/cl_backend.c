@@ -76,6 +76,10 @@ static const qp_backend_ops cl_ops = {
     .linear_time = qp_cl_linear_time,
     .buffer_copy = qp_cl_buffer_copy,
     .buffer_copy_time = qp_cl_buffer_copy_time,
+    .moe_prepare = qp_cl_moe_prepare,
+    .moe_destroy = qp_cl_moe_destroy,
+    .moe_forward = qp_cl_moe_forward,
+    .moe_describe = qp_cl_moe_describe,
 };
 
 QP_CL_EXPORT const qp_backend_ops *qp_backend_entry(void);

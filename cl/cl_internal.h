@@ -44,6 +44,12 @@ enum {
     QP_CL_K_ROTATE,
     QP_CL_K_KV_QUANT,
     QP_CL_K_KV_DEQUANT,
+    QP_CL_K_MOE_ALIGN,
+    QP_CL_K_MOE_GEMV_F,
+    QP_CL_K_MOE_TILED_F,
+    QP_CL_K_MOE_GEMV_I,
+    QP_CL_K_MOE_TILED_I,
+    QP_CL_K_MOE_SUM,
     QP_CL_K_COUNT
 };
 
@@ -131,6 +137,12 @@ qp_status qp_cl_buffer_copy(void *dev, void *src, size_t src_off, void *dst, siz
 qp_status qp_cl_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms);
 /* ms between the start of `a` and the end of `b` (profiling queue) */
 qp_status qp_cl_event_ms(qp_cl_device *d, cl_event a, cl_event b, double *ms);
+
+/* cl_moe.c: fused MoE (issue 19) */
+qp_status qp_cl_moe_prepare(void *dev, const qp_moe_desc *desc, void **moe);
+void qp_cl_moe_destroy(void *dev, void *moe);
+qp_status qp_cl_moe_forward(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
+void qp_cl_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap);
 
 /* Helpers */
 #define QP_CL_ERR(d, st, ...) ((d)->be->host->error((d)->be->host->ctx, (st), __VA_ARGS__))

@@ -66,6 +66,7 @@ void wpart(uint nl, uint n, uint c, uint j, uint Kc, out float v[8]) {
     }
 }
 
+#ifndef WDEQ_NO_STORE // the MoE GEMM (vk_moe_gemm.comp) has its own epilogue
 // y = rnd(acc + bias) (fp32 add), or with BIAS_AFTER rnd(rnd(acc) + bias)
 // (NVFP4: the reference adds the rounded product and the bias in fp32).
 void store_wf(uint m, uint n, float acc) {
@@ -82,4 +83,5 @@ void store_wf(uint m, uint n, float acc) {
     }
     y[m * pc.N + n] = uint16_t(o);
 }
+#endif
 #endif

@@ -280,7 +280,7 @@ static void run_int8(void) {
         for (int i = 0; i < I; i++) {
             float g = (float)tu_get(dt, c1, (size_t)i), u = (float)tu_get(dt, c1, (size_t)(I + i));
             uint16_t sb;
-            tu_put(dt, &sb, 0, g / (1.0f + expf(-g)));
+            tu_put(dt, &sb, 0, (float)((double)g / (1.0 + exp(-(double)g)))); /* the fp32 silu, correctly rounded */
             uint16_t hb;
             tu_put(dt, &hb, 0, (float)tu_get(dt, &sb, 0) * u);
             c2f[tk * I + i] = (float)tu_get(dt, &hb, 0);
@@ -400,10 +400,12 @@ static void run_fp8_static(void) {
     CHECK(qp_moe_create(cpu, &s, E, H + 1, I, t, 6, &o, &moe) == QP_ERR_INVALID_ARGUMENT &&
               strstr(qp_last_error(ctx), "'w13_weight'"),
           "shape: %s", qp_last_error(ctx));
-    qp_scheme nv;
-    memset(&nv, 0, sizeof nv);
-    nv.kind = QP_SCHEME_NVFP4;
-    CHECK(qp_moe_create(cpu, &nv, E, H, I, t, 6, &o, &moe) == QP_ERR_UNSUPPORTED, "nvfp4 not yet");
+    qp_scheme w4;
+    memset(&w4, 0, sizeof w4);
+    w4.kind = QP_SCHEME_W4A8_INT4_FP8; /* QuarkW4A8Fp8MoEMethod: ROCm AITER only */
+    CHECK(qp_moe_create(cpu, &w4, E, H, I, t, 6, &o, &moe) == QP_ERR_UNSUPPORTED &&
+              strstr(qp_last_error(ctx), "AITER"),
+          "w4a8 int4-fp8: %s", qp_last_error(ctx));
     free(w13); free(w2); free(d13); free(d2); free(L.w13); free(L.w2);
 }
 

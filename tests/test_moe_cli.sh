@@ -1,6 +1,6 @@
 #!/bin/sh
 # MoE end to end: qport demo-model --experts (Qwen3-MoE layout), quantize
-# into the MoE schemes the reference runs (the router left unquantized, as
+# into every MoE scheme the reference runs (the router left unquantized, as
 # vLLM builds it), inspect's MoE answer, qport run on the MoE block; and a
 # checkpoint with a missing expert tensor is an error naming it.
 set -u
@@ -14,16 +14,37 @@ import json, struct, sys
 b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
 for k in sorted(h):
     if k != "__metadata__": print(k, h[k]["dtype"], h[k]["shape"])' "$1"; }
-for s in fp8-static fp8-dyn-token int8-dyn-sym int8-static-sym; do
+for s in fp8-static fp8-dyn-token int8-dyn-sym int8-static-sym mxfp4 mxfp4-a-mxfp4 mxfp6-e2m3 w4a8-mxfp4-fp8 nvfp4 hf-fp8; do
   "$Q" quantize "$T/fp16" "$T/$s" --scheme "$s" >/dev/null || fail "quantize $s"
   hdr "$T/$s/model.safetensors" | grep -q "model.layers.0.mlp.gate.weight F16 \[8, 256\]" || fail "$s: the router must stay fp16"
-  out=$("$Q" run "$T/$s" --tokens 5 2>&1) || { echo "$out"; fail "run $s"; }
+  # every device for two schemes (the GPU backends' MoE kernels have their
+  # own tests and conform cases), the reference for the others
+  dev="--device cpu"; case $s in int8-dyn-sym|nvfp4) dev="";; esac
+  out=$("$Q" run "$T/$s" --tokens 5 $dev 2>&1) || { echo "$out"; fail "run $s"; }
+  [ -z "$dev" ] && { echo "$out" | grep -q "model.layers.0.mlp.experts .*vulkan:0 .*moe .* ok" || { echo "$out"; fail "$s: vulkan MoE row"; }; }
   echo "$out" | grep "model.layers.0.mlp.experts" | grep -q "E8 top-2 reference .*(ref)" || { echo "$out"; fail "$s: no MoE row"; }
   echo "$out" | grep -q "model.layers.0.mlp.gate .*unquantized" || { echo "$out"; fail "$s: the router is not run unquantized"; }
   echo "$out" | grep -q "experts\.[0-9]" && { echo "$out"; fail "$s: expert projections listed as linear layers"; }
 done
+# QQQ quantizes linear layers only: vLLM builds the experts with
+# UnquantizedFusedMoEMethod, so quantize leaves them in fp16 and run runs
+# them so
+"$Q" quantize "$T/fp16" "$T/qqq" --scheme qqq >/dev/null || fail "quantize qqq"
+hdr "$T/qqq/model.safetensors" | grep -q "model.layers.0.mlp.experts.0.up_proj.weight F16 \[128, 256\]" || fail "qqq: experts must stay fp16"
+out=$("$Q" run "$T/qqq" --tokens 3 --device cpu 2>&1) || { echo "$out"; fail "run qqq"; }
+echo "$out" | grep -q "model.layers.0.mlp.experts .*moe unquantized .*(ref)" || { echo "$out"; fail "qqq: unquantized experts"; }
 out=$("$Q" inspect "$T/fp8-static/config.json" --layer model.layers.0.mlp.experts:moe 2>&1) || fail "inspect moe"
 echo "$out" | grep -q "QuarkMoEMethod / QuarkW8A8Fp8MoEMethod" || { echo "$out"; fail "inspect moe class"; }
+# qport devices: each device's fused MoE support, in text and JSON
+out=$("$Q" devices 2>&1) || fail "devices"
+echo "$out" | grep -q "MoE experts (fused):" || { echo "$out"; fail "devices: no MoE section"; }
+echo "$out" | grep -q "nvfp4 .*native .*the fused MoE reference" || { echo "$out"; fail "devices: cpu MoE"; }
+"$Q" devices --json | python3 -c '
+import json, sys
+d = json.load(sys.stdin)["devices"]
+cpu = [x for x in d if x["device"] == "cpu:0"][0]
+assert {m["scheme"] for m in cpu["moe"]} >= {"fp8-static", "int8-dyn-sym", "mxfp4", "nvfp4", "w4a8-mxfp4-fp8"}, cpu["moe"]
+assert all(m["support"] in ("native", "emulated", "unsupported") for x in d for m in x["moe"])' || fail "devices --json moe"
 # a missing expert tensor is an error naming it
 python3 - "$T/int8-dyn-sym/model.safetensors" <<'PY'
 import json, struct, sys
@@ -46,4 +67,4 @@ open(p, "wb").write(struct.pack("<Q", len(j)) + j + data + bytes(128))
 PY
 out=$("$Q" run "$T/fp8-static" --device cpu 2>&1) && fail "an unused tensor must fail the run"
 echo "$out" | grep -q "model.layers.0.mlp.experts.gate_up_proj *unused: no layer binds this 3d f16 tensor" || { echo "$out"; fail "unused report"; }
-echo "ok: MoE demo quantized into 4 schemes and run; router unquantized; bad experts refused; unused tensors reported"
+echo "ok: MoE demo quantized into 10 schemes and run, QQQ experts unquantized; router unquantized; bad experts refused; unused tensors reported"

@@ -36,20 +36,14 @@ done
 echo "ok: $n Quark exports inspected and run on every device"
 
 # the tiny Mixtral exports: the router runs unquantized, the experts as one
-# fused MoE block per layer on the reference (MX/NVFP4 experts: not yet)
+# fused MoE block per layer on the reference (every MoE scheme)
 for d in moe-fp16 moe-bf16; do
   for m in "$X/$d"/*/; do
     m=${m%/}; s=$(basename "$m")
     out=$("$Q" inspect "$m/config.json" --layer model.layers.0.mlp.experts:moe 2>&1) || { echo "$out"; fail "$d/$s: inspect moe"; }
-    case $s in
-      mxfp4|nvfp4)
-        out=$("$Q" run "$m" --tokens 3 2>&1) && fail "$d/$s: MX/NVFP4 experts are not bound yet, run must say so"
-        echo "$out" | grep -q "experts.*is not implemented yet" || { echo "$out"; fail "$d/$s: the not-yet message"; } ;;
-      *)
-        out=$("$Q" run "$m" --tokens 3 2>&1) || { echo "$out"; fail "$d/$s: run"; }
-        [ "$(echo "$out" | grep -c "mlp.experts .*(ref)")" -eq 2 ] || { echo "$out"; fail "$d/$s: two MoE blocks"; }
-        echo "$out" | grep -q "mlp.gate .*unquantized .*(ref)" || { echo "$out"; fail "$d/$s: the router"; } ;;
-    esac
+    out=$("$Q" run "$m" --tokens 3 2>&1) || { echo "$out"; fail "$d/$s: run"; }
+    [ "$(echo "$out" | grep -c "mlp.experts .*(ref)")" -eq 2 ] || { echo "$out"; fail "$d/$s: two MoE blocks"; }
+    echo "$out" | grep -q "mlp.gate .*unquantized .*(ref)" || { echo "$out"; fail "$d/$s: the router"; }
   done
 done
 echo "ok: the Mixtral exports' MoE blocks"

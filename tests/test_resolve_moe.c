@@ -179,6 +179,20 @@ int main(void) {
     } else {
         CHECK(0, "%s", qp_last_error(ctx));
     }
+
+    /* other methods' FusedMoE: QQQConfig.get_quant_method gives nothing for
+     * a FusedMoE (its unquantized method), Fp8Config gives Fp8MoEMethod */
+    cfg = tu_load(ctx, "{\"quant_method\":\"qqq\",\"wbits\":4,\"group_size\":-1}");
+    qp_scheme s;
+    CHECK(cfg && !qp_config_resolve(cfg, "model.layers.0.mlp.experts", M, NULL, &s) && s.kind == QP_SCHEME_UNQUANTIZED &&
+              !strcmp(s.method, "UnquantizedFusedMoEMethod"),
+          "qqq moe: %s %s", qp_last_error(ctx), cfg ? s.method : "");
+    qp_config_destroy(cfg);
+    cfg = tu_load(ctx, "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\"}");
+    CHECK(cfg && !qp_config_resolve(cfg, "model.layers.0.mlp.experts", M, NULL, &s) && s.kind == QP_SCHEME_HF_FP8 &&
+              !strcmp(s.method, "Fp8MoEMethod"),
+          "fp8 moe: %s", qp_last_error(ctx));
+    qp_config_destroy(cfg);
     qp_context_destroy(ctx);
     return tu_finish("resolve-moe");
 }

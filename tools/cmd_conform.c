@@ -9,10 +9,10 @@
 #include <time.h>
 
 #include "cases.h"
-#include "progress.h"
+#include "cases_moe.h"
+#include "conform.h"
 #include "tool.h"
 
-#define MAX_DEV 32
 #define GUARD 256
 
 typedef struct path_variant { unsigned mask; const char *name; } path_variant;
@@ -29,20 +29,7 @@ static const shape full_shapes[] = {{64, 128}, {65, 96}, {192, 384}, {130, 272},
 static const int quick_m[] = {1, 2, 3, 4, 5, 8, 9, 16, 17, 64};
 static const int full_m[] = {1, 2, 3, 4, 5, 8, 9, 16, 17, 64, 512};
 
-typedef struct tally { int pass, fail, skip; } tally;
-
-typedef struct run {
-    qp_context *ctx;
-    FILE *json, *csv;
-    int json_first;
-    uint64_t seed;
-    int verbose;
-    tally t[MAX_DEV][32];
-    int n_fail;
-    tool_progress prog;
-} run;
-
-static void emit(run *r, const char *scheme, int M, int N, int K, qp_dtype dt, const char *dist, const char *dev,
+void conform_emit(run *r, const char *scheme, int M, int N, int K, qp_dtype dt, const char *dist, const char *dev,
                  const char *path, const char *verdict, double max_abs, double max_rel, double nmse, long bad,
                  const char *note) {
     int fail = !strcmp(verdict, "FAIL");
@@ -149,7 +136,7 @@ static long count_cases(const char *const *schemes, int n_schemes, const shape *
 
 int cmd_conform(int argc, char **argv) {
     const char *dev_specs[MAX_DEV], *schemes[64];
-    int n_dev_specs = 0, n_schemes = 0, full = 0;
+    int n_dev_specs = 0, n_schemes = 0, full = 0, moe = 1, linear = 1;
     const char *json_path = NULL, *csv_path = NULL;
     run r = {0};
     r.seed = 20261202;
@@ -161,6 +148,8 @@ int cmd_conform(int argc, char **argv) {
         else if (!strcmp(a, "--quick")) full = 0;
         else if (!strcmp(a, "--full")) full = 1;
         else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) r.verbose = 1;
+        else if (!strcmp(a, "--moe")) linear = 0, moe = 1;
+        else if (!strcmp(a, "--no-moe")) moe = 0, linear = 1;
         else if (!strcmp(a, "--seed") && i + 1 < argc) {
             char *end;
             r.seed = strtoull(argv[++i], &end, 10);
@@ -169,14 +158,23 @@ int cmd_conform(int argc, char **argv) {
         else if (!strcmp(a, "--csv") && i + 1 < argc) csv_path = argv[++i];
         else if (!strcmp(a, "--list")) {
             for (int s = 0; s < n_case_schemes; s++) printf("%s\n", case_schemes[s].name);
+            for (int s = 0; s < case_moe_scheme_count(); s++) printf("moe:%s\n", case_moe_scheme(s));
             return 0;
         } else { usage(); return 2; }
     }
-    for (int s = 0; s < n_schemes; s++)
-        if (!case_scheme_find(schemes[s])) {
+    int moe_wanted = 0, lin_wanted = 0;
+    for (int s = 0; s < n_schemes; s++) {
+        int is_moe = 0;
+        for (int i = 0; i < case_moe_scheme_count(); i++)
+            is_moe |= !strncmp(schemes[s], "moe:", 4) && !strcmp(schemes[s] + 4, case_moe_scheme(i));
+        moe_wanted |= is_moe;
+        lin_wanted |= !is_moe;
+        if (!is_moe && !case_scheme_find(schemes[s])) {
             fprintf(stderr, "qport conform: unknown scheme '%s' (qport conform --list)\n", schemes[s]);
             return 2;
         }
+    }
+    if (n_schemes) { moe &= moe_wanted; linear &= lin_wanted; }
     if (qp_context_create(&r.ctx)) return 2;
     tool_install_log(r.ctx);
     qp_device *refdev, *devs[MAX_DEV];
@@ -220,8 +218,10 @@ int cmd_conform(int argc, char **argv) {
     int n_ms = full ? (int)(sizeof full_m / sizeof *full_m) : (int)(sizeof quick_m / sizeof *quick_m);
     time_t t0 = time(NULL);
     int case_no = 0;
-    progress_start(&r.prog, "conform: cases", count_cases(schemes, n_schemes, shapes, n_shapes, ms, n_ms, full, n_devs));
-    for (int si = 0; si < n_case_schemes; si++) {
+    progress_start(&r.prog, "conform: cases",
+                   (linear ? count_cases(schemes, n_schemes, shapes, n_shapes, ms, n_ms, full, n_devs) : 0) +
+                       (moe ? conform_moe_count(full, schemes, n_schemes, n_devs) : 0));
+    for (int si = 0; linear && si < n_case_schemes; si++) {
         const case_scheme *cs = &case_schemes[si];
         int wanted = !n_schemes;
         for (int s = 0; s < n_schemes; s++) wanted |= !strcmp(schemes[s], cs->name);
@@ -243,7 +243,7 @@ int cmd_conform(int argc, char **argv) {
                 char err[512];
                 if (case_layer_make(r.ctx, cs, N, K, dt, lseed, calib, 8, &l, err, sizeof err)) {
                     free(calib);
-                    emit(&r, cs->name, 0, N, K, dt, "-", "cpu:0", "-", "FAIL", 0, 0, 0, 0, err);
+                    conform_emit(&r, cs->name, 0, N, K, dt, "-", "cpu:0", "-", "FAIL", 0, 0, 0, 0, err);
                     r.n_fail++;
                     continue;
                 }
@@ -256,7 +256,7 @@ int cmd_conform(int argc, char **argv) {
                 qp_linear *ref = NULL, *lin[MAX_DEV][N_PATHS] = {{0}};
                 char skip[MAX_DEV][N_PATHS][320];
                 if (qp_linear_create(refdev, &l.scheme, N, K, l.tensors, l.n_tensors, &o, &ref)) {
-                    emit(&r, cs->name, 0, N, K, dt, "-", "cpu:0", "-", "FAIL", 0, 0, 0, 0, qp_last_error(r.ctx));
+                    conform_emit(&r, cs->name, 0, N, K, dt, "-", "cpu:0", "-", "FAIL", 0, 0, 0, 0, qp_last_error(r.ctx));
                     r.n_fail++;
                     case_layer_free(&l);
                     continue;
@@ -282,7 +282,7 @@ int cmd_conform(int argc, char **argv) {
                     if (!x || !yr || !yd) { free(x); free(yr); free(yd); progress_step(&r.prog, (long)n_devs * N_PATHS); continue; }
                     case_activations(dist, dt, M, K, lseed + (uint64_t)M, x);
                     if (qp_linear_forward(ref, x, M, yr)) {
-                        emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), "cpu:0", "reference", "FAIL", 0, 0, 0, 0, qp_last_error(r.ctx));
+                        conform_emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), "cpu:0", "reference", "FAIL", 0, 0, 0, 0, qp_last_error(r.ctx));
                         r.n_fail++;
                         free(x); free(yr); free(yd);
                         progress_step(&r.prog, (long)n_devs * N_PATHS);
@@ -295,7 +295,7 @@ int cmd_conform(int argc, char **argv) {
                             char pathdesc[96], note[400];
                             if (!lin[d][p]) {
                                 int real = skip[d][p][0] == '!';
-                                emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), devname[d], paths[p].name,
+                                conform_emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), devname[d], paths[p].name,
                                      real ? "FAIL" : "SKIP", 0, 0, 0, 0, skip[d][p] + real);
                                 if (real) { t->fail++; r.n_fail++; } else t->skip++;
                                 continue;
@@ -307,8 +307,8 @@ int cmd_conform(int argc, char **argv) {
                             double ma = 0, mr = 0, nm = 0;
                             long bad = 0;
                             int ok = rc == 0 && judge(&l, x, M, yr, yd, out, &ma, &mr, &nm, &bad, note, sizeof note);
-                            if (rc < 0 && strstr(note, "QP_ERR_UNSUPPORTED")) { emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), devname[d], pathdesc, "SKIP", 0, 0, 0, 0, note); t->skip++; continue; }
-                            emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), devname[d], pathdesc, ok ? "PASS" : "FAIL",
+                            if (rc < 0 && strstr(note, "QP_ERR_UNSUPPORTED")) { conform_emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), devname[d], pathdesc, "SKIP", 0, 0, 0, 0, note); t->skip++; continue; }
+                            conform_emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), devname[d], pathdesc, ok ? "PASS" : "FAIL",
                                  ma, mr, nm, bad, ok ? "" : note);
                             if (ok) t->pass++; else { t->fail++; r.n_fail++; }
                         }
@@ -322,17 +322,21 @@ int cmd_conform(int argc, char **argv) {
             }
         }
     }
+    if (moe) conform_moe(&r, refdev, devs, (const char (*)[64])devname, n_devs, full, schemes, n_schemes, n_case_schemes);
     progress_end(&r.prog);
     if (r.json) { fputs("\n]\n", r.json); fclose(r.json); }
     if (r.csv) fclose(r.csv);
-    printf("\nsummary (pass/fail/skip), seed %llu, %lds:\n%-18s", (unsigned long long)r.seed, (long)(time(NULL) - t0), "scheme");
+    printf("\nsummary (pass/fail/skip), seed %llu, %lds:\n%-20s", (unsigned long long)r.seed, (long)(time(NULL) - t0), "scheme");
     for (int d = 0; d < n_devs; d++) printf(" %18s", devname[d]);
     putchar('\n');
-    for (int si = 0; si < n_case_schemes; si++) {
+    for (int si = 0; si < n_case_schemes + case_moe_scheme_count(); si++) {
         int any = 0;
         for (int d = 0; d < n_devs; d++) any |= r.t[d][si].pass + r.t[d][si].fail + r.t[d][si].skip;
         if (!any) continue;
-        printf("%-18s", case_schemes[si].name);
+        char row[48];
+        snprintf(row, sizeof row, si < n_case_schemes ? "%s" : "moe:%s",
+                 si < n_case_schemes ? case_schemes[si].name : case_moe_scheme(si - n_case_schemes));
+        printf("%-20s", row);
         for (int d = 0; d < n_devs; d++) {
             char c[32];
             snprintf(c, sizeof c, "%d/%d/%d", r.t[d][si].pass, r.t[d][si].fail, r.t[d][si].skip);
@@ -342,7 +346,7 @@ int cmd_conform(int argc, char **argv) {
     }
     long n_skip = 0;
     for (int d = 0; d < n_devs; d++)
-        for (int si = 0; si < n_case_schemes; si++) n_skip += r.t[d][si].skip;
+        for (int si = 0; si < MAX_ROWS; si++) n_skip += r.t[d][si].skip;
     if (n_skip && !r.verbose)
         printf("%ld cases skipped (a scheme or forced path the device lacks); --verbose or --json gives each "
                "with its reason\n", n_skip);

@@ -57,6 +57,19 @@ int cmd_devices(int argc, char **argv) {
             sname[ns++] = q->name;
         qp_config_destroy(cfg);
     }
+    /* and the MoE schemes among them, resolved for a FusedMoE */
+    qp_scheme msch[64];
+    const char *mname[64];
+    int nms = 0;
+    for (size_t s = 0; quant_scheme_at(s) && nms < 64; s++) {
+        const quant_scheme *q = quant_scheme_at(s);
+        qp_config *cfg = NULL;
+        if (!qp_config_load_buffer(ctx, q->name, q->config, strlen(q->config), &cfg) &&
+            !qp_config_resolve(cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, NULL, &msch[nms]) &&
+            msch[nms].kind != QP_SCHEME_UNQUANTIZED)
+            mname[nms++] = q->name;
+        qp_config_destroy(cfg);
+    }
     if (json) fputs("{\"backends\":[", stdout);
     else printf("backends:\n");
     qp_backend_status bs;
@@ -118,6 +131,20 @@ int cmd_devices(int argc, char **argv) {
                 putchar('}');
             } else {
                 printf("    %-18s %-11s %s\n", sname[s], qp_support_level_name(si.level), si.reason);
+            }
+        }
+        if (json) fputs("],\"moe\":[", stdout);
+        else printf("  MoE experts (fused):\n");
+        for (int s = 0; s < nms; s++) {
+            qp_support_info si;
+            if (qp_device_supports_moe(d, &msch[s], &si)) continue;
+            if (json) {
+                printf("%s{\"scheme\":\"%s\",\"support\":\"%s\",\"reason\":", s ? "," : "", mname[s],
+                       qp_support_level_name(si.level));
+                json_str(stdout, si.reason);
+                putchar('}');
+            } else {
+                printf("    %-18s %-11s %s\n", mname[s], qp_support_level_name(si.level), si.reason);
             }
         }
         if (json) fputs("]}", stdout);

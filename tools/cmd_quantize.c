@@ -139,6 +139,18 @@ static int is_kv_proj(const char *layer) {
     return l >= 7 && (!strcmp(layer + l - 7, ".k_proj") || !strcmp(layer + l - 7, ".v_proj"));
 }
 
+/* An expert projection ("...experts.3.up_proj") of an MoE block the
+ * config leaves unquantized: UnquantizedFusedMoEMethod (a QQQ config
+ * quantizes linear layers only, an excluded block) loads plain weights. */
+static int experts_unquantized(qp_config *cfg, const char *layer) {
+    const char *e = strstr(layer, ".experts.");
+    if (!e || e[9] < '0' || e[9] > '9') return 0;
+    char block[1024];
+    snprintf(block, sizeof block, "%.*s", (int)(e - layer) + 8, layer);
+    qp_scheme s;
+    return !qp_config_resolve(cfg, block, QP_LAYER_MOE, NULL, &s) && s.kind == QP_SCHEME_UNQUANTIZED;
+}
+
 int cmd_quantize(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *scheme_name = NULL;
     int group = 0, kv = 0;
@@ -217,6 +229,7 @@ int cmd_quantize(int argc, char **argv) {
         char layer[1024];
         snprintf(layer, sizeof layer, "%.*s", (int)(l > 7 ? l - 7 : 0), t.name);
         if (is_w && qp_model_layer_unquantized(m, layer)) is_w = 0; /* an MoE router: vLLM never quantizes it */
+        if (is_w && experts_unquantized(cfg, layer)) is_w = 0;
         qp_scheme s;
         if (is_w && qp_config_resolve(cfg, layer, QP_LAYER_LINEAR, NULL, &s)) {
             progress_clear(&prog);

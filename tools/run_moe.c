@@ -103,9 +103,15 @@ int run_moe(qp_context *ctx, qp_model *m, const char *prefix, const qp_bind_opti
             snprintf(path, sizeof path, "E%zu top-%d %s", E, mo.top_k, devs[d] == refdev ? "reference" : "fused");
         qp_moe *moe = NULL;
         qp_status st = qp_moe_create(devs[d], &b.scheme, b.E, b.H, b.I, b.tensors, b.n_tensors, &mo, &moe);
-        if (st == QP_ERR_UNSUPPORTED) {
-            printf(ROW, prefix, kind, dn, "no fused MoE kernel yet", "-", "-", "skip");
+        if (st == QP_ERR_UNSUPPORTED) { /* the backend's reason, in the path column's width */
+            printf(ROW, prefix, kind, dn, strstr(qp_last_error(ctx), "no fused MoE") ? "no fused MoE kernels" : qp_last_error(ctx),
+                   "-", "-", "skip");
             continue;
+        }
+        if (!st && devs[d] != refdev) {
+            char desc[40];
+            qp_moe_describe(moe, M, desc, sizeof desc);
+            if (desc[0]) snprintf(path + strlen(path) - strlen("fused"), sizeof path - (strlen(path) - strlen("fused")), "%s", desc);
         }
         double t0 = ms_now();
         if (st || qp_moe_forward(moe, x, M, logits, yd)) {

@@ -212,6 +212,10 @@ static const qp_backend_ops vk_ops = {
     .linear_time = qp_vk_linear_time,
     .buffer_copy = qp_vk_buffer_copy,
     .buffer_copy_time = qp_vk_buffer_copy_time,
+    .moe_prepare = qp_vk_moe_prepare,
+    .moe_destroy = qp_vk_moe_destroy,
+    .moe_forward = qp_vk_moe_forward,
+    .moe_describe = qp_vk_moe_describe,
 };
 
 QP_VK_EXPORT const qp_backend_ops *qp_backend_entry(void) { return &vk_ops; }

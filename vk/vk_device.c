@@ -258,6 +258,7 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
     d->storage8 = v12.storageBuffer8BitAccess;
     d->int8_arith = v12.shaderInt8;
     d->fp16_arith = v12.shaderFloat16;
+    d->fp64 = f2.features.shaderFloat64;
     d->int_dot = (core13 || dot_ext) && dotf.shaderIntegerDotProduct && !env_u64(be->host, "QPORT_VK_NO_INT_DOT", 0);
     d->int_dot_accel = d->int_dot && dotp.integerDotProduct4x8BitPackedSignedAccelerated;
     d->subgroup_min = (core13 || sgc_ext) ? sgc.minSubgroupSize : sgp.subgroupSize;
@@ -296,12 +297,15 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
     VkPhysicalDeviceVulkan11Features en11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
                                              .storageBuffer16BitAccess = VK_TRUE};
     if (d->int_dot) en11.pNext = &en_dot;
+    /* fp64: the MoE silu's exp in double (ref_moe.c), so int8 MoE is exact */
+    VkPhysicalDeviceFeatures2 en2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &en11};
+    en2.features.shaderFloat64 = d->fp64 ? VK_TRUE : VK_FALSE;
     const char *dev_exts[1];
     uint32_t n_dev_exts = 0;
     if (d->int_dot && dot_ext) dev_exts[n_dev_exts++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
-        .pNext = &en11,
+        .pNext = &en2,
         .queueCreateInfoCount = 1,
         .pQueueCreateInfos = &qci,
         .enabledExtensionCount = n_dev_exts,

@@ -86,6 +86,14 @@ typedef enum qp_vk_shader {
     QP_VK_SH_GEMM_FP8B, /* W8A8-FP8 per-block tiled */
     QP_VK_SH_KV,        /* fp8 KV cache quantize / dequantize */
     QP_VK_SH_ROT,       /* Hadamard input rotation */
+    QP_VK_SH_MOE_GEMM_I8,   /* fused MoE grouped GEMMs (vk_moe_gemm.comp) */
+    QP_VK_SH_MOE_GEMM_FP8,
+    QP_VK_SH_MOE_GEMM_WF,   /* float weights, fp32 sum                    */
+    QP_VK_SH_MOE_GEMM_WF64, /* float weights, fp64 sum (emulated schemes)  */
+    QP_VK_SH_MOE_ALIGN,     /* vk_moe_misc.comp stages                     */
+    QP_VK_SH_MOE_SILU,      /* fp32 silu (devices without fp64)            */
+    QP_VK_SH_MOE_SILU64,
+    QP_VK_SH_MOE_SUM,
     QP_VK_SH_COUNT
 } qp_vk_shader;
 
@@ -152,6 +160,7 @@ typedef struct qp_vk_device {
     bool storage16, storage8, int8_arith, fp16_arith;
     bool int_dot;          /* shaderIntegerDotProduct (enabled at creation) */
     bool int_dot_accel;    /* integerDotProduct4x8BitPackedSignedAccelerated */
+    bool fp64;             /* shaderFloat64 (enabled at creation): MoE silu */
     uint32_t subgroup_min, subgroup_max;
     uint64_t max_range;    /* maxStorageBufferRange: any one binding          */
     uint64_t weight_range; /* weight chunks: max_range or QPORT_VK_MAX_BINDING */
@@ -241,5 +250,11 @@ qp_status qp_vk_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float s
 qp_status qp_vk_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
 qp_status qp_vk_buffer_copy(void *dev, void *src, size_t src_off, void *dst, size_t dst_off, size_t bytes);
 qp_status qp_vk_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms);
+
+/* ---- vk_moe.c: fused MoE (issue 19) ------------------------------------------------ */
+qp_status qp_vk_moe_prepare(void *dev, const qp_moe_desc *desc, void **moe);
+void qp_vk_moe_destroy(void *dev, void *moe);
+qp_status qp_vk_moe_forward(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
+void qp_vk_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap);
 
 #endif

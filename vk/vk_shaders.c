@@ -50,6 +50,30 @@ static const uint32_t kv[] = {
 static const uint32_t rot[] = {
 #include "vk_rot.spv.inc"
 };
+static const uint32_t moe_gemm_i8[] = {
+#include "vk_moe_gemm_i8.spv.inc"
+};
+static const uint32_t moe_gemm_fp8[] = {
+#include "vk_moe_gemm_fp8.spv.inc"
+};
+static const uint32_t moe_gemm_wf[] = {
+#include "vk_moe_gemm_wf.spv.inc"
+};
+static const uint32_t moe_gemm_wf64[] = {
+#include "vk_moe_gemm_wf64.spv.inc"
+};
+static const uint32_t moe_align[] = {
+#include "vk_moe_align.spv.inc"
+};
+static const uint32_t moe_silu[] = {
+#include "vk_moe_silu.spv.inc"
+};
+static const uint32_t moe_silu64[] = {
+#include "vk_moe_silu64.spv.inc"
+};
+static const uint32_t moe_sum[] = {
+#include "vk_moe_sum.spv.inc"
+};
 #if QP_VK_HAVE_DOT
 static const uint32_t gemv_i8_dot[] = {
 #include "vk_gemv_i8_dot.spv.inc"
@@ -89,6 +113,14 @@ static const qp_vk_spirv table[QP_VK_SH_COUNT] = {
     [QP_VK_SH_GEMM_FP8B] = {"vk_gemm_fp8b", gemm_fp8b, sizeof gemm_fp8b},
     [QP_VK_SH_KV] = {"vk_kv", kv, sizeof kv},
     [QP_VK_SH_ROT] = {"vk_rot", rot, sizeof rot},
+    [QP_VK_SH_MOE_GEMM_I8] = {"vk_moe_gemm (int8)", moe_gemm_i8, sizeof moe_gemm_i8},
+    [QP_VK_SH_MOE_GEMM_FP8] = {"vk_moe_gemm (fp8)", moe_gemm_fp8, sizeof moe_gemm_fp8},
+    [QP_VK_SH_MOE_GEMM_WF] = {"vk_moe_gemm (float weights)", moe_gemm_wf, sizeof moe_gemm_wf},
+    [QP_VK_SH_MOE_GEMM_WF64] = {"vk_moe_gemm (float weights, fp64 sum)", moe_gemm_wf64, sizeof moe_gemm_wf64},
+    [QP_VK_SH_MOE_ALIGN] = {"vk_moe_misc (align)", moe_align, sizeof moe_align},
+    [QP_VK_SH_MOE_SILU] = {"vk_moe_misc (silu, fp32)", moe_silu, sizeof moe_silu},
+    [QP_VK_SH_MOE_SILU64] = {"vk_moe_misc (silu, fp64)", moe_silu64, sizeof moe_silu64},
+    [QP_VK_SH_MOE_SUM] = {"vk_moe_misc (sum)", moe_sum, sizeof moe_sum},
 };
 
 const qp_vk_spirv *qp_vk_spirv_get(qp_vk_shader id) {

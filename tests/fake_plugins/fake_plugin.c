@@ -42,7 +42,7 @@ static qp_status supports(void *dev, const qp_scheme *s, int M, int N, int K, qp
 }
 static const qp_backend_ops ops = {
     QP_BACKEND_ABI_VERSION, sizeof(qp_backend_ops), FAKE_TWIN, init_ok, shutdown_, count1, get_one, info, supports,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
 #else
 static const qp_backend_ops ops = {
@@ -53,7 +53,7 @@ static const qp_backend_ops ops = {
 #else
     QP_BACKEND_ABI_VERSION, sizeof(qp_backend_ops), "cuda", init_fail,
 #endif
-    shutdown_, count0, get_none, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    shutdown_, count0, get_none, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 };
 #endif
 

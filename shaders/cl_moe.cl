@@ -1,0 +1,343 @@
+/* qport OpenCL kernels, part 8 (issue 19): the fused MoE layer, the steps of
+ * cpu/ref_moe.c (vLLM's fused_experts). The activation quantizers are the
+ * linear layers' (qp_quant_i8, qp_rowmax + qp_quant_f8, qp_act_qdq); here:
+ *
+ *   qp_moe_align   slots sorted by local expert (moe_align_block_size):
+ *                  per-expert counts, prefix sums of blocks of BM slots, the
+ *                  sorted slot list padded with -1 per expert, each block's
+ *                  expert; slots routed to another rank's expert zero their
+ *                  h row (the reference's zero cache rows);
+ *   qp_moe_gemv_*  decode (BM = 16): one work-group per (block, output row),
+ *                  so each selected expert's weight rows are read once;
+ *   qp_moe_tiled_* prefill: 32 slots x 32 outputs per 8x8 work-group;
+ *   qp_moe_sum     y[m] = sum over the k slots in order, rounded per add.
+ *
+ * The GEMM kernels run both GEMMs: w13 (gemm2 = 0) computes the gate row n
+ * and the up row I + n of each slot and writes h = silu_and_mul directly
+ * (fused: no cache1); w2 (gemm2 = 1) writes cache3 = the epilogue times the
+ * routing weight. A rows: slot t reads row t / adiv (adiv = k: the token's
+ * row of x; 1: the slot's row of h). Float sums are fp32 (the reference's
+ * order differs only there); int8 sums are exact int32. */
+
+/* fp32 silu of the reference: g / (1 + exp(-g)) in double, rounded once.
+ * Without fp64 the fp32 formula (not bit-exact; moe_describe says so). */
+inline float qp_moe_silu(float g) {
+#if QP_HAS_FP64
+    double gd = (double)g;
+    return (float)(gd / (1.0 + exp(-gd)));
+#else
+    return g / (1.0f + exp(-g));
+#endif
+}
+
+/* ---- slot sorting: one work-group of QP_WG lanes ---------------------------
+ * cnt [E] and eblk [E] are scratch; sorted [nbmax * BM]; bexp [nbmax];
+ * nblk [1]. Expert e's slots keep their index order (deterministic). */
+__kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
+void qp_moe_align(__global const int *ids, int MK, int E, int off, int BM, __global int *cnt, __global int *eblk,
+                  __global int *sorted, __global int *bexp, __global int *nblk, __global ushort *h, int I) {
+    int lid = get_local_id(0);
+    for (int e = lid; e < E; e += QP_WG) {
+        int c = 0;
+        for (int t = 0; t < MK; t++) c += ids[t] - off == e;
+        cnt[e] = c;
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    if (lid == 0) {
+        int p = 0;
+        for (int e = 0; e < E; e++) {
+            int nb = (cnt[e] + BM - 1) / BM;
+            eblk[e] = p;
+            for (int b = 0; b < nb; b++) bexp[p + b] = e;
+            p += nb;
+        }
+        nblk[0] = p;
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE);
+    for (int e = lid; e < E; e += QP_WG) {
+        int j = eblk[e] * BM, end = j + (cnt[e] + BM - 1) / BM * BM;
+        for (int t = 0; t < MK; t++)
+            if (ids[t] - off == e) sorted[j++] = t;
+        for (; j < end; j++) sorted[j] = -1;
+    }
+    for (int t = lid; t < MK; t += QP_WG)
+        if (ids[t] < off || ids[t] >= off + E)
+            for (int i = 0; i < I; i++) h[(size_t)t * I + i] = 0;
+}
+
+/* ---- epilogues -------------------------------------------------------------- */
+
+/* w13: h[t][n] = rnd(rnd(silu(g)) * u), g and u rounded to the act dtype */
+inline void qp_moe_store_h(float g, float u, int t, int n, int I, int bf16, __global ushort *out) {
+    float gr = qp_rnd_act(g, bf16), ur = qp_rnd_act(u, bf16);
+    float s = qp_rnd_act(qp_moe_silu(gr), bf16);
+    out[(size_t)t * I + n] = qp_act_encode(s * ur, bf16);
+}
+
+/* quantized schemes: acc * a_scale * w_scale, left to right (cpu/ref_moe.c) */
+inline float qp_moe_scale(float acc, int quant, __global const float *rs, int arow, __global const float *ws,
+                          size_t wrow) {
+    return quant ? acc * rs[arow] * ws[wrow] : acc;
+}
+
+/* one slot's outputs: w13 -> h (gate n, up I + n), w2 -> cache3 * weight */
+inline void qp_moe_out(float ag, float au, int t, int arow, int n, int e, int NO, int gemm2, int quant, int bf16,
+                       __global const float *rs, __global const float *ws, __global const float *rw,
+                       __global ushort *out) {
+    if (gemm2) {
+        float v = qp_moe_scale(ag, quant, rs, arow, ws, (size_t)e * NO + n) * rw[t];
+        out[(size_t)t * NO + n] = qp_act_encode(v, bf16);
+    } else {
+        size_t base = (size_t)e * 2 * NO;
+        qp_moe_store_h(qp_moe_scale(ag, quant, rs, arow, ws, base + n), qp_moe_scale(au, quant, rs, arow, ws, base + NO + n),
+                       t, n, NO, bf16, out);
+    }
+}
+
+/* ---- float GEMMs (unquantized, fp8, emulated block-float) ---------------------
+ * a [rows][K] fp32 (e4m3 values / x' / widened act bits); weights by wfmt:
+ * 0 act-dtype bits, 2 byte codes W = rnd(lut[c] * bs[row][k / blk]), 3 e4m3
+ * codes (W = value). Weight row r of expert e: row e * NR + r, NR = 2 NO
+ * (w13) or NO (w2). */
+inline float qp_moe_w(__global const uchar *w, size_t row, int k, int K, int wfmt, int blk, __local const float *lut,
+                      __global const float *bs, int bf16) {
+    if (wfmt == 0) return qp_act_load((__global const ushort *)w, row * (size_t)K + (size_t)k, bf16);
+    uint c = w[row * (size_t)K + (size_t)k];
+    if (wfmt == 3) return lut[c];
+    return qp_rnd_act(lut[c] * bs[row * (size_t)(K / blk) + (size_t)(k / blk)], bf16);
+}
+
+#define QP_MOE_BMD 16 /* decode block: slots per work-group */
+
+/* Decode: work-group (b, n); lanes stride over K; a tree reduction. */
+__kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
+void qp_moe_gemv_f(__global const float *a, int adiv, __global const uchar *w, __global const float *lutg,
+                   __global const float *bs, int wfmt, int blk, int K, int NO, int gemm2, int quant, int bf16,
+                   __global const float *rs, __global const float *ws, __global const float *rw,
+                   __global const int *sorted, __global const int *bexp, __global const int *nblk,
+                   __global ushort *out) {
+    __local float red[2 * QP_MOE_BMD * QP_WG];
+    __local float lut[256];
+    __local int slot[QP_MOE_BMD];
+    int gid = get_group_id(0), b = gid / NO, n = gid - b * NO, lid = get_local_id(0);
+    if (b >= nblk[0]) return; /* the whole work-group: no barrier skipped by part of it */
+    for (int i = lid; i < 256; i += QP_WG) lut[i] = wfmt == 3 ? qp_f8_decode((uint)i) : wfmt ? lutg[i] : 0.0f;
+    if (lid < QP_MOE_BMD) slot[lid] = sorted[b * QP_MOE_BMD + lid];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int e = bexp[b], rows = 0;
+    for (int r = 0; r < QP_MOE_BMD; r++) rows += slot[r] >= 0;
+    size_t rg = gemm2 ? (size_t)e * NO + n : (size_t)e * 2 * NO + n, ru = rg + (size_t)NO;
+    float ag[QP_MOE_BMD], au[QP_MOE_BMD];
+    for (int r = 0; r < QP_MOE_BMD; r++) ag[r] = au[r] = 0.0f;
+    for (int k = lid; k < K; k += QP_WG) {
+        float wg = qp_moe_w(w, rg, k, K, wfmt, blk, lut, bs, bf16);
+        float wu = gemm2 ? 0.0f : qp_moe_w(w, ru, k, K, wfmt, blk, lut, bs, bf16);
+        for (int r = 0; r < QP_MOE_BMD; r++)
+            if (r < rows) {
+                float x = a[(size_t)(slot[r] / adiv) * K + k];
+                ag[r] += x * wg;
+                au[r] += x * wu;
+            }
+    }
+    for (int r = 0; r < QP_MOE_BMD; r++) {
+        red[r * QP_WG + lid] = ag[r];
+        red[(QP_MOE_BMD + r) * QP_WG + lid] = au[r];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int o = QP_WG / 2; o > 0; o >>= 1) {
+        if (lid < o)
+            for (int r = 0; r < 2 * QP_MOE_BMD; r++) red[r * QP_WG + lid] += red[r * QP_WG + lid + o];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid < rows) {
+        int t = slot[lid];
+        qp_moe_out(red[lid * QP_WG], red[(QP_MOE_BMD + lid) * QP_WG], t, t / adiv, n, e, NO, gemm2, quant, bf16, rs,
+                   ws, rw, out);
+    }
+}
+
+/* Prefill: block b of 32 sorted slots x 32 outputs (rows ty + 8i, columns
+ * tx + 8j per lane), K in steps of QP_TKF through local memory; w13 keeps a
+ * gate and an up tile. */
+__kernel __attribute__((reqd_work_group_size(8, 8, 1)))
+void qp_moe_tiled_f(__global const float *a, int adiv, __global const uchar *w, __global const float *lutg,
+                    __global const float *bs, int wfmt, int blk, int K, int NO, int gemm2, int quant, int bf16,
+                    __global const float *rs, __global const float *ws, __global const float *rw,
+                    __global const int *sorted, __global const int *bexp, __global const int *nblk,
+                    __global ushort *out) {
+    __local float As[QP_TM * QP_TKF];
+    __local float Bg[QP_TN * QP_TKF];
+    __local float Bu[QP_TN * QP_TKF];
+    __local float lut[256];
+    __local int slot[QP_TM];
+    int b = get_group_id(1);
+    if (b >= nblk[0]) return;
+    int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;
+    for (int i = lid; i < 256; i += 64) lut[i] = wfmt == 3 ? qp_f8_decode((uint)i) : wfmt ? lutg[i] : 0.0f;
+    if (lid < QP_TM) slot[lid] = sorted[b * QP_TM + lid];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int e = bexp[b], n0 = get_group_id(0) * QP_TN;
+    float ag[4][4], au[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) ag[i][j] = au[i][j] = 0.0f;
+    int lr = lid >> 1, lc = (lid & 1) * 8;
+    int st = slot[lr], gn = n0 + lr;
+    size_t rg = gemm2 ? (size_t)e * NO + gn : (size_t)e * 2 * NO + gn, ru = rg + (size_t)NO;
+    for (int k0 = 0; k0 < K; k0 += QP_TKF) {
+        for (int i = 0; i < 8; i++) {
+            int gk = k0 + lc + i;
+            As[lr * QP_TKF + lc + i] = st >= 0 && gk < K ? a[(size_t)(st / adiv) * K + gk] : 0.0f;
+            Bg[lr * QP_TKF + lc + i] = gn < NO && gk < K ? qp_moe_w(w, rg, gk, K, wfmt, blk, lut, bs, bf16) : 0.0f;
+            Bu[lr * QP_TKF + lc + i] =
+                !gemm2 && gn < NO && gk < K ? qp_moe_w(w, ru, gk, K, wfmt, blk, lut, bs, bf16) : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        qp_tile_mac(As, Bg, ty, tx, ag);
+        if (!gemm2) qp_tile_mac(As, Bu, ty, tx, au);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int i = 0; i < 4; i++) {
+        int t = slot[ty + 8 * i];
+        if (t < 0) continue;
+        for (int j = 0; j < 4; j++) {
+            int n = n0 + tx + 8 * j;
+            if (n < NO) qp_moe_out(ag[i][j], au[i][j], t, t / adiv, n, e, NO, gemm2, quant, bf16, rs, ws, rw, out);
+        }
+    }
+}
+
+/* ---- int8 GEMMs (W8A8-INT8): exact int32 sums, (float)acc in the epilogue -- */
+__kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
+void qp_moe_gemv_i(__global const char *a, int adiv, __global const char *w, int K, int NO, int gemm2, int bf16,
+                   __global const float *rs, __global const float *ws, __global const float *rw,
+                   __global const int *sorted, __global const int *bexp, __global const int *nblk,
+                   __global ushort *out) {
+    __local int red[2 * QP_MOE_BMD * QP_WG];
+    __local int slot[QP_MOE_BMD];
+    int gid = get_group_id(0), b = gid / NO, n = gid - b * NO, lid = get_local_id(0);
+    if (b >= nblk[0]) return;
+    if (lid < QP_MOE_BMD) slot[lid] = sorted[b * QP_MOE_BMD + lid];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int e = bexp[b], rows = 0;
+    for (int r = 0; r < QP_MOE_BMD; r++) rows += slot[r] >= 0;
+    size_t rg = gemm2 ? (size_t)e * NO + n : (size_t)e * 2 * NO + n, ru = rg + (size_t)NO;
+    __global const char *wg = w + rg * (size_t)K, *wu = w + ru * (size_t)K;
+    int ag[QP_MOE_BMD], au[QP_MOE_BMD];
+    for (int r = 0; r < QP_MOE_BMD; r++) ag[r] = au[r] = 0;
+    int K4 = K & ~3;
+    for (int k = lid * 4; k < K4; k += QP_WG * 4) {
+        char4 g4 = vload4(0, wg + k), u4 = gemm2 ? (char4)(0) : vload4(0, wu + k);
+        for (int r = 0; r < QP_MOE_BMD; r++)
+            if (r < rows) {
+                char4 x4 = vload4(0, a + (size_t)(slot[r] / adiv) * K + k);
+                ag[r] += QP_DOT4(x4, g4);
+                au[r] += QP_DOT4(x4, u4);
+            }
+    }
+    for (int k = K4 + lid; k < K; k += QP_WG) {
+        int g1 = wg[k], u1 = gemm2 ? 0 : wu[k];
+        for (int r = 0; r < QP_MOE_BMD; r++)
+            if (r < rows) {
+                int x = a[(size_t)(slot[r] / adiv) * K + k];
+                ag[r] += x * g1;
+                au[r] += x * u1;
+            }
+    }
+    for (int r = 0; r < QP_MOE_BMD; r++) {
+        red[r * QP_WG + lid] = ag[r];
+        red[(QP_MOE_BMD + r) * QP_WG + lid] = au[r];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int o = QP_WG / 2; o > 0; o >>= 1) {
+        if (lid < o)
+            for (int r = 0; r < 2 * QP_MOE_BMD; r++) red[r * QP_WG + lid] += red[r * QP_WG + lid + o];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid < rows) {
+        int t = slot[lid];
+        qp_moe_out(convert_float_rte(red[lid * QP_WG]), convert_float_rte(red[(QP_MOE_BMD + lid) * QP_WG]), t, t / adiv,
+                   n, e, NO, gemm2, 1, bf16, rs, ws, rw, out);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(8, 8, 1)))
+void qp_moe_tiled_i(__global const char *a, int adiv, __global const char *w, int K, int NO, int gemm2, int bf16,
+                    __global const float *rs, __global const float *ws, __global const float *rw,
+                    __global const int *sorted, __global const int *bexp, __global const int *nblk,
+                    __global ushort *out) {
+    __local char4 As[QP_TM * (QP_TK / 4)];
+    __local char4 Bg[QP_TN * (QP_TK / 4)];
+    __local char4 Bu[QP_TN * (QP_TK / 4)];
+    __local int slot[QP_TM];
+    int b = get_group_id(1);
+    if (b >= nblk[0]) return;
+    int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;
+    if (lid < QP_TM) slot[lid] = sorted[b * QP_TM + lid];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int e = bexp[b], n0 = get_group_id(0) * QP_TN;
+    int ag[4][4], au[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) ag[i][j] = au[i][j] = 0;
+    /* 64 lanes x 16 bytes = one 32 x 32 tile: lane -> (row lid/2, half lid%2) */
+    int lr = lid >> 1, lc = (lid & 1) * 16;
+    int st = slot[lr], gn = n0 + lr;
+    size_t rg = gemm2 ? (size_t)e * NO + gn : (size_t)e * 2 * NO + gn, ru = rg + (size_t)NO;
+    for (int k0 = 0; k0 < K; k0 += QP_TK) {
+        char av[16], gv[16], uv[16];
+        for (int i = 0; i < 16; i++) {
+            int gk = k0 + lc + i;
+            bool kin = gk < K;
+            av[i] = st >= 0 && kin ? a[(size_t)(st / adiv) * K + gk] : 0;
+            gv[i] = gn < NO && kin ? w[rg * (size_t)K + gk] : 0;
+            uv[i] = !gemm2 && gn < NO && kin ? w[ru * (size_t)K + gk] : 0;
+        }
+        for (int q = 0; q < 4; q++) {
+            As[lr * (QP_TK / 4) + lc / 4 + q] = (char4)(av[4 * q], av[4 * q + 1], av[4 * q + 2], av[4 * q + 3]);
+            Bg[lr * (QP_TK / 4) + lc / 4 + q] = (char4)(gv[4 * q], gv[4 * q + 1], gv[4 * q + 2], gv[4 * q + 3]);
+            Bu[lr * (QP_TK / 4) + lc / 4 + q] = (char4)(uv[4 * q], uv[4 * q + 1], uv[4 * q + 2], uv[4 * q + 3]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int kk = 0; kk < QP_TK / 4; kk++) {
+            char4 x[4], g[4], u[4];
+            for (int i = 0; i < 4; i++) x[i] = As[(ty + 8 * i) * (QP_TK / 4) + kk];
+            for (int j = 0; j < 4; j++) {
+                g[j] = Bg[(tx + 8 * j) * (QP_TK / 4) + kk];
+                u[j] = Bu[(tx + 8 * j) * (QP_TK / 4) + kk];
+            }
+            for (int i = 0; i < 4; i++)
+                for (int j = 0; j < 4; j++) {
+                    ag[i][j] += QP_DOT4(x[i], g[j]);
+                    au[i][j] += QP_DOT4(x[i], u[j]);
+                }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int i = 0; i < 4; i++) {
+        int t = slot[ty + 8 * i];
+        if (t < 0) continue;
+        for (int j = 0; j < 4; j++) {
+            int n = n0 + tx + 8 * j;
+            if (n < NO)
+                qp_moe_out(convert_float_rte(ag[i][j]), convert_float_rte(au[i][j]), t, t / adiv, n, e, NO, gemm2, 1,
+                           bf16, rs, ws, rw, out);
+        }
+    }
+}
+
+/* ---- the k-slot sum: y[m][n] = (((0 + c3[m][0][n]) + c3[m][1][n]) ...), each
+ * add rounded to the act dtype; another rank's slot adds +0 (the
+ * reference's zero row). One lane per output. */
+__kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
+void qp_moe_sum(__global const ushort *c3, __global const int *ids, int M, int k, int H, int E, int off, int bf16,
+                __global ushort *y) {
+    int it = get_global_id(0);
+    if (it >= M * H) return;
+    int m = it / H, n = it - m * H;
+    float acc = 0.0f;
+    for (int j = 0; j < k; j++) {
+        int t = m * k + j, id = ids[t];
+        float v = id >= off && id < off + E ? qp_act_load(c3, (size_t)t * H + n, bf16) : 0.0f;
+        acc = qp_rnd_act(acc + v, bf16);
+    }
+    y[it] = qp_act_encode(acc, bf16);
+}
