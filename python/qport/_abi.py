@@ -209,6 +209,8 @@ _PROTOS = {
     "qp_moe_forward": (c_int, [vp, vp, c_int, vp, vp]),
     "qp_moe_forward_topk": (c_int, [vp, vp, c_int, vp, vp, vp]),
     "qp_moe_destroy": (None, [vp]),
+    "qp_device_supports_moe": (c_int, [vp, P(Scheme), P(SupportInfo)]),
+    "qp_moe_describe": (None, [vp, c_int, vp, c_size_t]),
     "qp_quantize_options_init": (None, [P(QuantizeOptions)]),
     "qp_quantize_weights": (c_int, [vp, P(Scheme), vp, c_int, c_int, P(QuantizeOptions), P(vp)]),
     "qp_qweights_count": (c_size_t, [vp]),

@@ -100,6 +100,15 @@ class Device:
                                                     ctypes.byref(si)))
         return Support(_abi.s(_abi.lib.qp_support_level_name(si.level)), _abi.s(si.reason))
 
+    def supports_moe(self, scheme: Scheme) -> Support:
+        """Whether fused MoE experts of `scheme` (resolved with kind="moe")
+        run here (qp_device_supports_moe)."""
+        if not isinstance(scheme, Scheme):
+            raise TypeError(f"supports_moe: a qport.Scheme, not {type(scheme).__name__}")
+        si = _abi.SupportInfo()
+        self._ctx.check(_abi.lib.qp_device_supports_moe(self._ptr, ctypes.byref(scheme._c), ctypes.byref(si)))
+        return Support(_abi.s(_abi.lib.qp_support_level_name(si.level)), _abi.s(si.reason))
+
     def support_table(self, schemes: dict[str, Scheme] | None = None) -> dict[str, Support]:
         """supports() for each named scheme: {name: Support}. None: every
         scheme `qport quantize` knows by name ("int8-dyn-sym", "nvfp4", ...),

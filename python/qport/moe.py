@@ -1,6 +1,5 @@
 """Mixture-of-experts layers (qp_moe_*): vLLM's FusedMoE, routed by
-router logits or by explicit top-k ids and weights; runs on the cpu
-reference (docs/moe.md)."""
+router logits or by explicit top-k ids and weights (docs/moe.md)."""
 from __future__ import annotations
 
 import ctypes
@@ -96,7 +95,8 @@ class MoE:
     H and intermediate size I. `tensors` holds vLLM's FusedMoE parameters:
     w13_weight [E, 2I, H], w2_weight [E, H, I] and the scheme's scales
     (w13_weight_scale, w2_weight_scale, w13_input_scale, w2_input_scale).
-    `scheme` is resolved with kind="moe". Runs on the cpu reference.
+    `scheme` is resolved with kind="moe". Runs on the cpu reference and
+    on devices whose backend has fused MoE kernels (Device.supports_moe).
 
     >>> moe = qport.MoE("cpu", cfg.resolve("model.layers.0.mlp.experts", kind="moe"), 4, 64, 32, tensors, top_k=2)
     >>> y = moe(x, router_logits)                 # routed by vLLM's fused_topk
@@ -169,6 +169,13 @@ class MoE:
                     self._ctx.check(_abi.lib.qp_moe_forward_topk(p, a.ctypes.data, M, ids.ctypes.data, w.ctypes.data,
                                                                  out.ctypes.data))
         return returner(x, self.act_dtype)(out, self.act_dtype)
+
+    def describe(self, M: int = 1) -> str:
+        """The code path the layer takes for M tokens ("reference" on cpu)."""
+        buf = ctypes.create_string_buffer(256)
+        with self._h.use() as p:
+            _abi.lib.qp_moe_describe(p, int(M), buf, len(buf))
+        return _abi.s(buf.value)
 
     def close(self) -> None:
         """Frees the layer now; calling it afterwards raises ValueError."""
