@@ -1,6 +1,7 @@
 #!/bin/sh
 # The whole test suite: set up, build, run every test; then a clang build
-# with ASan+UBSan that reruns the suite and fuzzes config loading for 60 s.
+# with ASan+UBSan that reruns the suite and runs the fuzz targets (config,
+# safetensors, MoE binding).
 # The CUDA plugin stays out of the clang ASan build: nvcc's host compiler
 # (gcc) would link gcc's ASan runtime into it, which cannot load into a
 # clang-ASan process; its host code is tested in the plain build.

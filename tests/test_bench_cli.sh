@@ -181,5 +181,14 @@ check "fake GPU figures are not marked CPU-class" '! grep -q "NOT REPRESENTATIVE
 QPORT_BACKEND_PATH="$NOTIMER" "$Q" bench --shapes tiny --scheme int8-dyn-sym --json "$T/nt.json" > "$T/nt.txt" 2>&1; rc=$?
 check "fake GPU without timers: no crash, exit 0 (rc=$rc)" '[ $rc -eq 0 ]'
 check "fake GPU without timers: SKIP rows say why" 'validate "$T/nt.json" fake-notimer'
+# ---- the fused MoE: every device, one scheme, decode; fp16 the basis ------------
+"$Q" bench --moe --scheme int8-dyn-sym --shapes decode --reps 1 > "$T/moe.txt" 2>&1; rc=$?
+check "bench --moe (rc=$rc)" '[ $rc -eq 0 ]'
+check "bench --moe: fp16 rows are the basis (x fp16 = 1.00)" 'grep -Eq "^unquantized +vulkan:0 +1 .* 1\.00$" "$T/moe.txt"'
+check "bench --moe: int8 rows on every GPU device with a ratio" \
+  '[ $(grep -Ec "^int8-dyn-sym +(vulkan|opencl):0 +(1|8|16) .*[0-9]\.[0-9][0-9]$" "$T/moe.txt") -eq 6 ]'
+"$Q" bench --moe --moe-model gpt5 > /dev/null 2>&1; rc=$?
+check "bench --moe: an unknown model is a usage error" '[ $rc -eq 2 ]'
+[ $fail -ne 0 ] && { echo "--- moe.txt"; cat "$T/moe.txt"; }
 [ $fail -ne 0 ] && { echo "--- cpu.txt"; cat "$T/cpu.txt"; echo "--- fake.txt"; cat "$T/fake.txt"; echo "--- nt.txt"; cat "$T/nt.txt"; }
 exit $fail

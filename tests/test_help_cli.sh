@@ -14,9 +14,9 @@ opts() {
   case $1 in
     inspect) echo CONFIG --layer linear attention moe --packed --capability --dialect vllm sglang --json ;;
     devices) echo --json QPORT_BACKEND_PATH ;;
-    conform) echo --device --scheme --quick --full --seed --json --csv --verbose --list ;;
+    conform) echo --device --scheme --quick --full --seed --moe --no-moe --json --csv --verbose --list ;;
     bench) echo --device --scheme --shapes decode prefill all tiny --size --reps --warmup --max-seconds \
-                --rotate-mib --jobs --seed --json --list ;;
+                --rotate-mib --jobs --seed --json --list --moe --moe-model tiny mixtral-8x7b deepseek-v3 ;;
     bench-resolve) echo CONFIG --synthetic --layers ;;
     demo-model) echo OUT_DIR --hidden --intermediate --layers --seed ;;
     quantize) echo IN_DIR OUT_DIR --scheme --group-size --kv-cache ;;

@@ -97,24 +97,26 @@ static int stack(case_moe *c, const case_layer *ls, const char *src, const char 
     return 0;
 }
 
-int case_moe_make(qp_context *ctx, const char *scheme, int E, int H, int I, qp_dtype dt, uint64_t seed, case_moe *c,
-                  char *err, size_t errcap) {
+int case_moe_make(qp_context *ctx, const char *scheme, int E, int H, int I, qp_dtype dt, uint64_t seed, int with_model,
+                  case_moe *c, char *err, size_t errcap) {
     memset(c, 0, sizeof *c);
     c->E = E; c->H = H; c->I = I; c->dt = dt;
     c->name = scheme;
-    c->w13 = malloc(sizeof(double) * (size_t)E * 2 * I * H);
-    c->w2 = malloc(sizeof(double) * (size_t)E * H * I);
-    if (!c->w13 || !c->w2) { snprintf(err, errcap, "out of memory"); case_moe_free(c); return -1; }
+    if (with_model) {
+        c->w13 = malloc(sizeof(double) * (size_t)E * 2 * I * H);
+        c->w2 = malloc(sizeof(double) * (size_t)E * H * I);
+        if (!c->w13 || !c->w2) { snprintf(err, errcap, "out of memory"); case_moe_free(c); return -1; }
+    }
     if (!strcmp(scheme, "unquantized")) {
         uint16_t *a = own(c, 2 * (size_t)E * 2 * I * H), *b = own(c, 2 * (size_t)E * H * I);
         uint64_t s = seed;
         for (size_t i = 0; i < (size_t)E * 2 * I * H; i++) {
             a[i] = (uint16_t)qp_format_encode(dt, (float)((double)(case_rng(&s) >> 11) / 9007199254740992.0 - 0.5) * 0.1f);
-            c->w13[i] = qp_format_decode(dt, a[i]);
+            if (c->w13) c->w13[i] = qp_format_decode(dt, a[i]);
         }
         for (size_t i = 0; i < (size_t)E * H * I; i++) {
             b[i] = (uint16_t)qp_format_encode(dt, (float)((double)(case_rng(&s) >> 11) / 9007199254740992.0 - 0.5) * 0.1f);
-            c->w2[i] = qp_format_decode(dt, b[i]);
+            if (c->w2) c->w2[i] = qp_format_decode(dt, b[i]);
         }
         c->tensors[0] = (qp_tensor){"w13_weight", dt, 3, {E, 2 * I, H, 0}, a};
         c->tensors[1] = (qp_tensor){"w2_weight", dt, 3, {E, H, I, 0}, b};
@@ -150,8 +152,8 @@ int case_moe_make(qp_context *ctx, const char *scheme, int E, int H, int I, qp_d
         rc = case_layer_make(ctx, cs, 2 * I, H, dt, seed + 2 * (uint64_t)e, c13, 1, &l13[e], err, errcap);
         if (!rc) rc = case_layer_make(ctx, cs, H, I, dt, seed + 2 * (uint64_t)e + 1, c2, 1, &l2[e], err, errcap);
         if (rc) break;
-        for (size_t i = 0; i < (size_t)2 * I * H; i++) c->w13[(size_t)e * 2 * I * H + i] = l13[e].w_deq[i];
-        for (size_t i = 0; i < (size_t)H * I; i++) c->w2[(size_t)e * H * I + i] = l2[e].w_deq[i];
+        for (size_t i = 0; c->w13 && i < (size_t)2 * I * H; i++) c->w13[(size_t)e * 2 * I * H + i] = l13[e].w_deq[i];
+        for (size_t i = 0; c->w2 && i < (size_t)H * I; i++) c->w2[(size_t)e * H * I + i] = l2[e].w_deq[i];
     }
     int nv = c->scheme.kind == QP_SCHEME_NVFP4;
     if (!rc)
@@ -291,6 +293,7 @@ static void qerr(const qparams *p, qp_dtype dt, const double *v, const double *v
 
 int case_moe_model(const case_moe *c, const uint16_t *x, int M, int k, const int32_t *ids, const float *w, double *y64,
                    double *bound) {
+    if (!c->w13 || !c->w2) return -1;
     int H = c->H, I = c->I;
     size_t MK = (size_t)M * (size_t)k;
     double u = c->dt == QP_DTYPE_BF16 ? 0x1p-8 : 0x1p-11, tiny = c->dt == QP_DTYPE_BF16 ? 0x1p-133 : 0x1p-24;

@@ -26,8 +26,10 @@ const char *case_moe_scheme(int i);
 /* 1 when integer MoE outputs must match the reference bit for bit. */
 int case_moe_exact(const char *scheme);
 
-int case_moe_make(qp_context *ctx, const char *scheme, int E, int H, int I, qp_dtype dt, uint64_t seed, case_moe *out,
-                  char *err, size_t errcap);
+/* with_model 0 keeps no dequantized weights (w13/w2 NULL: benchmarks of
+ * real model sizes); case_moe_model needs them. */
+int case_moe_make(qp_context *ctx, const char *scheme, int E, int H, int I, qp_dtype dt, uint64_t seed, int with_model,
+                  case_moe *out, char *err, size_t errcap);
 void case_moe_free(case_moe *c);
 
 /* Routing of M tokens to k of G experts with weights (seeded): the first

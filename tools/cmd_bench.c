@@ -638,6 +638,8 @@ static qp_dtype arith_of(const qp_scheme *s) {
 }
 
 int cmd_bench(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--moe")) return cmd_bench_moe(argc, argv); /* bench_moe.c */
     const char *dev_specs[MAX_DEV], *scheme_names[MAX_SCHEMES];
     int n_dev_specs = 0, n_scheme_names = 0, reps_set = 0, warm_set = 0, max_set = 0;
     bshape sizes[MAX_SIZES];

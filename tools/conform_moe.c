@@ -97,7 +97,7 @@ long conform_moe(run *r, qp_device *refdev, qp_device *const *devs, const char (
                 uint64_t seed = r->seed + (uint64_t)si * 7919u + (uint64_t)sh * 31u + (uint64_t)dti;
                 case_moe c;
                 char err[512];
-                if (case_moe_make(r->ctx, name, s->E, s->H, s->I, dt, seed, &c, err, sizeof err)) {
+                if (case_moe_make(r->ctx, name, s->E, s->H, s->I, dt, seed, 1, &c, err, sizeof err)) {
                     conform_emit(r, label, 0, s->H, s->I, dt, "-", "cpu:0", "-", "FAIL", 0, 0, 0, 0, err);
                     r->n_fail++;
                     progress_step(&r->prog, (long)nm * n_devs);

@@ -40,10 +40,13 @@ static const help_entry entries[] = {
      "  --json        the same as one JSON document\n"},
     {"conform", "run every scheme on every device against the cpu reference",
      "usage: qport conform [--device SPEC]... [--scheme NAME]... [--quick|--full] [--seed N]\n"
-     "                     [--json FILE] [--csv FILE] [--verbose] [--list]\n",
+     "                     [--moe|--no-moe] [--json FILE] [--csv FILE] [--verbose] [--list]\n",
      "  --device SPEC  compare this device (repeatable): cpu, vulkan[:N], opencl[:N], cuda[:N] or a\n"
      "                name substring; default every device but the cpu reference\n"
-     "  --scheme NAME  only this scheme (repeatable; --list shows the names); default all\n"
+     "  --scheme NAME  only this scheme (repeatable; --list shows the names, MoE ones as moe:NAME);\n"
+     "                default all\n"
+     "  --moe         only the fused MoE cases (every MoE scheme; E 8/64, k 1/2/8, hot and cold experts,\n"
+     "                grouped top-k); --no-moe: only the linear layers. Default both\n"
      "  --quick       M in 1..17 and 64, four small layer shapes (the default)\n"
      "  --full        adds M = 512 and the Llama sizes 4096x4096 ... 28672x8192 (long: shows progress\n"
      "                on a terminal)\n"
@@ -52,12 +55,15 @@ static const help_entry entries[] = {
      "  --csv FILE    every case as CSV\n"
      "  --verbose, -v  one line per case; by default only failing cases and the summary table are printed\n"
      "  --list        print the scheme names and exit\n"
-     "  Integer paths must be bit-exact, float paths within the bound of tools/cases.c (docs/conformance.md).\n"
+     "  Integer paths must be bit-exact, float paths within the bound of tools/cases.c (docs/conformance.md);\n"
+     "  MoE: int8 bit-exact, float within the bound of tools/cases_moe.c around an fp64 model.\n"
      "exit status: 0 all compared cases passed, 1 a case failed, 2 bad usage\n"},
     {"bench", "time each scheme's layer on real sizes against fp16 and the device's limits",
      "usage: qport bench [--device SPEC]... [--scheme NAME]... [--shapes decode|prefill|all|tiny]\n"
      "                   [--size KxN]... [--reps N] [--warmup N] [--max-seconds S] [--rotate-mib N]\n"
-     "                   [--jobs N] [--seed N] [--json FILE] [--list]\n",
+     "                   [--jobs N] [--seed N] [--json FILE] [--list]\n"
+     "       qport bench --moe [--moe-model tiny|mixtral-8x7b|deepseek-v3] [--device SPEC]...\n"
+     "                   [--scheme NAME]... [--shapes decode|prefill|all] [--reps N]\n",
      "  --device SPEC  time this device (repeatable); default every device but the cpu reference,\n"
      "             which runs only when it is the only one or named\n"
      "  --scheme NAME  only this scheme (repeatable; --list shows them); fp16, the baseline, always runs\n"
@@ -76,6 +82,12 @@ static const help_entry entries[] = {
      "  --json FILE  every figure of every case, the baselines and the per-scheme means\n"
      "  --list     print the schemes and exit\n"
      "  On a terminal, progress (cases done/total, time left) is shown on stderr.\n"
+     "  --moe      the fused MoE layer instead (every MoE scheme, every device; fp16 MoE the\n"
+     "             speedup basis; GB/s over the bytes of the experts the tokens select; M = 1, 8, 16\n"
+     "             (decode) and 128, 512 (prefill); host-timed)\n"
+     "  --moe-model  tiny (default: E 8, H 256, I 128, top-2), mixtral-8x7b (E 8, H 4096, I 14336,\n"
+     "             top-2), deepseek-v3 (H 7168, I 2048, top-8 grouped over 256 experts; the 32 one\n"
+     "             rank of EP-8 holds)\n"
      "exit status: 0 no case failed (SKIPs allowed), 1 a case failed, 2 bad usage\n"},
     {"bench-resolve", "time scheme resolution over many layer names",
      "usage: qport bench-resolve [CONFIG|--synthetic] [--layers N]\n",
