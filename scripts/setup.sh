@@ -5,7 +5,9 @@ set -eu
 # Vulkan: loader, lavapipe (Mesa's CPU driver), glslang, validation layers.
 # OpenCL: the ICD loader, headers and PoCL (CPU). CUDA: nvcc from the machine's
 # toolkit in /usr/local/cuda when present (the plugin is skipped otherwise).
+# Python: numpy and pytest for the Python package's tests (python/tests).
 PKGS="meson ninja-build pkg-config gcc clang libclang-rt-14-dev libjsmn-dev libpcre2-dev python3 valgrind
+ python3-numpy python3-pytest
  libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers vulkan-tools
  ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo"
 missing=""
