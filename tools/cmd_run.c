@@ -97,6 +97,14 @@ static int under_mpi_launcher(void) {
     return 0;
 }
 
+/* Rank 0 of the launcher's job (before a communicator exists). */
+static int under_rank0(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i])) return atoi(getenv(vars[i])) == 0;
+    return 1;
+}
+
 int run_moe(qp_context *ctx, qp_model *m, const char *prefix, const qp_bind_options *bo, qp_dtype dt, int M_arg,
             qp_safetensors *inf, qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok);
 
@@ -204,7 +212,7 @@ int cmd_run(int argc, char **argv) {
     if (!cfg) { fprintf(stderr, "qport run: %s has no quantization_config (qport quantize makes one)\n", dir); goto done; }
     if (dt == QP_DTYPE_NONE) dt = qp_model_dtype(m);
     const size_t es = dt == QP_DTYPE_F32 ? 4 : 2;
-    printf("model %s: dtype %s%s\n", dir, dt == QP_DTYPE_F16 ? "float16" : dt == QP_DTYPE_BF16 ? "bfloat16" : "float32",
+    if (!parallel || under_rank0()) printf("model %s: dtype %s%s\n", dir, dt == QP_DTYPE_F16 ? "float16" : dt == QP_DTYPE_BF16 ? "bfloat16" : "float32",
            strcmp(dtype_arg, "auto") ? " (--dtype)" : " (dtype=auto, as vLLM picks it)");
     if (in_path && qp_safetensors_open(ctx, in_path, &inf)) { fprintf(stderr, "qport run: %s\n", qp_last_error(ctx)); goto done; }
     if (qp_device_find(ctx, "cpu", &refdev)) { fprintf(stderr, "qport run: %s\n", qp_last_error(ctx)); goto done; }

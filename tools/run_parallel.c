@@ -220,8 +220,10 @@ static void run_linear(par_ctx *p, const char *layer) {
     } else {
         case_activations(DIST_OUTLIERS, p->dt, p->M, in.K, p->seed, x); /* the same x on every rank */
     }
-    /* warm-up (pipelines, caches), then one timed forward */
+    /* warm-up (pipelines, caches), a barrier so that rank 0's checks of
+     * the last layer do not count as collective time, one timed forward */
     st = qp_par_linear_forward(pl, x, p->M, y);
+    if (!st) st = qp_comm_barrier(p->comm);
     if (!st) st = qp_par_linear_forward(pl, x, p->M, y);
     if (st) {
         say_error(p, layer);
@@ -346,6 +348,7 @@ static void run_moe_par(par_ctx *p, const char *prefix) {
     case_activations(DIST_OUTLIERS, p->dt, p->M, in.N, p->seed, x);
     run_moe_logits(p->m, router, p->dt, x, p->M, in.N, in.G, p->seed, logits);
     st = qp_par_moe_forward(pm, x, p->M, logits, y);
+    if (!st) st = qp_comm_barrier(p->comm);
     if (!st) st = qp_par_moe_forward(pm, x, p->M, logits, y);
     if (st) {
         say_error(p, prefix);
@@ -368,13 +371,19 @@ static void run_moe_par(par_ctx *p, const char *prefix) {
                 int exact = in.scheme.kind == QP_SCHEME_W8A8_INT8;
                 int pass_a = dev_rule(p->dt, ysl, y, cnt, exact);
                 double worst;
-                long out = order_bound(p->dt, parts, p->size, ysl, yref, cnt, &worst);
+                /* a per-tensor dynamic scale of the second GEMM's input is
+                 * the absmax over the rank's own slot rows, as on vLLM's
+                 * expert-parallel ranks: not bounded against one device */
+                const qp_qtensor *a = &in.scheme.activation;
+                int local = a->dtype != QP_DTYPE_NONE && a->dynamic && a->granularity == QP_GRAN_TENSOR;
+                long out = local ? 0 : order_bound(p->dt, parts, p->size, ysl, yref, cnt, &worst);
                 int pass_b = out == 0;
                 char errs[16];
                 snprintf(errs, sizeof errs, "%.3g", max_abs_diff(p->dt, yref, y, cnt));
                 printf(ROW, prefix, kind, p->devs, path, ms, share, errs, pass_a && pass_b ? "ok" : "FAIL");
                 if (!pass_a) printf("  %s: the ranks' result differs from the same split on the cpu reference\n", prefix);
                 if (!pass_b) printf("  %s: %ld elements of the cpu split beyond the reduction-order bound of the single-device reference\n", prefix, out);
+                if (local) printf("  %s: (rank-local act scales: not bounded)\n", prefix);
                 if (pass_a && pass_b) p->n_ok++; else p->n_fail++;
             } else {
                 printf("%-34s error: the cpu reference: %s\n", prefix, qp_last_error(p->ctx));
