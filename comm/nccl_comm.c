@@ -30,51 +30,80 @@
 #include <nccl.h>
 #endif
 
+/* Our declarations of nccl.h's and cuda_runtime.h's types: enums are int,
+ * handles are pointers. With the real headers the same names become the
+ * real types, and every function type below is checked against the real
+ * declaration (plus the sizes and enum values the plain build assumes). */
+#ifdef QP_NCCL_REAL_HEADER
+typedef ncclResult_t nccl_result;
+typedef ncclComm_t nccl_comm;
+typedef cudaStream_t cuda_stream;
+typedef ncclUniqueId nccl_id;
+typedef ncclDataType_t nccl_dtype;
+typedef ncclRedOp_t nccl_op;
+typedef cudaError_t cuda_err;
+typedef enum cudaMemcpyKind cuda_kind;
+#else
 typedef int nccl_result;             /* ncclResult_t: ncclSuccess = 0      */
 typedef void *nccl_comm;             /* ncclComm_t                          */
 typedef void *cuda_stream;           /* cudaStream_t                        */
 typedef struct { char internal[128]; } nccl_id; /* ncclUniqueId            */
-enum { NCCL_INT8 = 0, NCCL_FLOAT16 = 6, NCCL_FLOAT32 = 7, NCCL_BFLOAT16 = 9, NCCL_SUM = 0 };
-enum { CUDA_MEMCPY_H2D = 1, CUDA_MEMCPY_D2H = 2 };
+typedef int nccl_dtype, nccl_op, cuda_err, cuda_kind;
+#endif
+#define NCCL_INT8 ((nccl_dtype)0)
+#define NCCL_FLOAT16 ((nccl_dtype)6)
+#define NCCL_FLOAT32 ((nccl_dtype)7)
+#define NCCL_BFLOAT16 ((nccl_dtype)9)
+#define NCCL_SUM ((nccl_op)0)
+#define CUDA_MEMCPY_H2D ((cuda_kind)1)
+#define CUDA_MEMCPY_D2H ((cuda_kind)2)
 
 typedef nccl_result (*fn_get_version)(int *);
 typedef nccl_result (*fn_get_unique_id)(nccl_id *);
 typedef nccl_result (*fn_comm_init_rank)(nccl_comm *, int, nccl_id, int);
 typedef nccl_result (*fn_comm_destroy)(nccl_comm);
 typedef const char *(*fn_error_string)(nccl_result);
-typedef nccl_result (*fn_all_reduce)(const void *, void *, size_t, int, int, nccl_comm, cuda_stream);
-typedef nccl_result (*fn_all_gather)(const void *, void *, size_t, int, nccl_comm, cuda_stream);
-typedef nccl_result (*fn_broadcast)(const void *, void *, size_t, int, int, nccl_comm, cuda_stream);
+typedef nccl_result (*fn_all_reduce)(const void *, void *, size_t, nccl_dtype, nccl_op, nccl_comm, cuda_stream);
+typedef nccl_result (*fn_all_gather)(const void *, void *, size_t, nccl_dtype, nccl_comm, cuda_stream);
+typedef nccl_result (*fn_broadcast)(const void *, void *, size_t, nccl_dtype, int, nccl_comm, cuda_stream);
+typedef cuda_err (*fn_device_count)(int *);
+typedef cuda_err (*fn_set_device)(int);
+typedef cuda_err (*fn_malloc)(void **, size_t);
+typedef cuda_err (*fn_free)(void *);
+typedef cuda_err (*fn_memcpy)(void *, const void *, size_t, cuda_kind);
+typedef cuda_err (*fn_stream_create)(cuda_stream *);
+typedef cuda_err (*fn_stream_sync)(cuda_stream);
+typedef const char *(*fn_cuda_error)(cuda_err);
 
 #ifdef QP_NCCL_REAL_HEADER
-/* The static check: our declarations are nccl.h's. */
-#define SAME(a, b) _Static_assert(__builtin_types_compatible_p(a, b), #a " differs from nccl.h")
-_Static_assert(sizeof(nccl_id) == sizeof(ncclUniqueId), "ncclUniqueId size");
-_Static_assert(sizeof(nccl_result) == sizeof(ncclResult_t) && ncclSuccess == 0, "ncclResult_t");
-_Static_assert(NCCL_INT8 == ncclInt8 && NCCL_FLOAT16 == ncclFloat16 && NCCL_FLOAT32 == ncclFloat32 &&
-               NCCL_BFLOAT16 == ncclBfloat16 && NCCL_SUM == ncclSum, "ncclDataType_t / ncclRedOp_t values");
-_Static_assert(sizeof(ncclDataType_t) == sizeof(int) && sizeof(ncclRedOp_t) == sizeof(int), "enum sizes");
-_Static_assert(sizeof(ncclComm_t) == sizeof(nccl_comm) && sizeof(cudaStream_t) == sizeof(cuda_stream), "handles");
-_Static_assert(CUDA_MEMCPY_H2D == cudaMemcpyHostToDevice && CUDA_MEMCPY_D2H == cudaMemcpyDeviceToHost, "memcpy kinds");
-SAME(__typeof__(&ncclGetVersion), nccl_result (*)(int *));
-SAME(__typeof__(&ncclGetErrorString), const char *(*)(ncclResult_t));
-SAME(__typeof__(&ncclGetUniqueId), ncclResult_t (*)(ncclUniqueId *));
-SAME(__typeof__(&ncclCommInitRank), ncclResult_t (*)(ncclComm_t *, int, ncclUniqueId, int));
-SAME(__typeof__(&ncclCommDestroy), ncclResult_t (*)(ncclComm_t));
-SAME(__typeof__(&ncclAllReduce), ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                                                  cudaStream_t));
-SAME(__typeof__(&ncclAllGather), ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t));
-SAME(__typeof__(&ncclBroadcast), ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
-                                                  cudaStream_t));
-SAME(__typeof__(&cudaGetDeviceCount), cudaError_t (*)(int *));
-SAME(__typeof__(&cudaSetDevice), cudaError_t (*)(int));
-SAME(__typeof__(&cudaMalloc), cudaError_t (*)(void **, size_t));
-SAME(__typeof__(&cudaFree), cudaError_t (*)(void *));
-SAME(__typeof__(&cudaMemcpy), cudaError_t (*)(void *, const void *, size_t, enum cudaMemcpyKind));
-SAME(__typeof__(&cudaStreamCreate), cudaError_t (*)(cudaStream_t *));
-SAME(__typeof__(&cudaStreamSynchronize), cudaError_t (*)(cudaStream_t));
-SAME(__typeof__(&cudaStreamDestroy), cudaError_t (*)(cudaStream_t));
-SAME(__typeof__(&cudaGetErrorString), const char *(*)(cudaError_t));
+/* The static check (meson -Dnccl_include=DIR): the plain build's
+ * assumptions hold for this nccl.h and cuda_runtime.h. */
+#define SAME(fn, t) _Static_assert(__builtin_types_compatible_p(__typeof__(&fn), t), #fn " differs from the header")
+_Static_assert(sizeof(ncclUniqueId) == 128 && NCCL_UNIQUE_ID_BYTES == 128, "ncclUniqueId is 128 bytes");
+_Static_assert(sizeof(ncclResult_t) == sizeof(int) && (int)ncclSuccess == 0, "ncclResult_t is an int, success 0");
+_Static_assert(sizeof(ncclDataType_t) == sizeof(int) && sizeof(ncclRedOp_t) == sizeof(int), "NCCL enums are ints");
+_Static_assert(sizeof(cudaError_t) == sizeof(int) && sizeof(enum cudaMemcpyKind) == sizeof(int), "CUDA enums are ints");
+_Static_assert((int)ncclInt8 == 0 && (int)ncclFloat16 == 6 && (int)ncclFloat32 == 7 && (int)ncclBfloat16 == 9 &&
+               (int)ncclSum == 0, "ncclDataType_t / ncclRedOp_t values");
+_Static_assert((int)cudaMemcpyHostToDevice == 1 && (int)cudaMemcpyDeviceToHost == 2, "cudaMemcpyKind values");
+_Static_assert(sizeof(ncclComm_t) == sizeof(void *) && sizeof(cudaStream_t) == sizeof(void *), "handles are pointers");
+SAME(ncclGetVersion, fn_get_version);
+SAME(ncclGetUniqueId, fn_get_unique_id);
+SAME(ncclCommInitRank, fn_comm_init_rank);
+SAME(ncclCommDestroy, fn_comm_destroy);
+SAME(ncclGetErrorString, fn_error_string);
+SAME(ncclAllReduce, fn_all_reduce);
+SAME(ncclAllGather, fn_all_gather);
+SAME(ncclBroadcast, fn_broadcast);
+SAME(cudaGetDeviceCount, fn_device_count);
+SAME(cudaSetDevice, fn_set_device);
+SAME(cudaMalloc, fn_malloc);
+SAME(cudaFree, fn_free);
+SAME(cudaMemcpy, fn_memcpy);
+SAME(cudaStreamCreate, fn_stream_create);
+SAME(cudaStreamSynchronize, fn_stream_sync);
+SAME(cudaStreamDestroy, fn_stream_sync);
+SAME(cudaGetErrorString, fn_cuda_error);
 #endif
 
 static struct {
@@ -88,15 +117,14 @@ static struct {
     fn_all_reduce all_reduce;
     fn_all_gather all_gather;
     fn_broadcast broadcast;
-    int (*device_count)(int *);
-    int (*set_device)(int);
-    int (*malloc_)(void **, size_t);
-    int (*free_)(void *);
-    int (*memcpy_)(void *, const void *, size_t, int);
-    int (*stream_create)(cuda_stream *);
-    int (*stream_sync)(cuda_stream);
-    int (*stream_destroy)(cuda_stream);
-    const char *(*cuda_error)(int);
+    fn_device_count device_count;
+    fn_set_device set_device;
+    fn_malloc malloc_;
+    fn_free free_;
+    fn_memcpy memcpy_;
+    fn_stream_create stream_create;
+    fn_stream_sync stream_sync, stream_destroy;
+    fn_cuda_error cuda_error;
     int loaded;
 } L;
 
@@ -276,14 +304,14 @@ static qp_status nccl_allgather_device(void *st, const void *send, size_t bytes,
 }
 
 static int nccl_type(qp_dtype dt) {
-    return dt == QP_DTYPE_F32 ? NCCL_FLOAT32 : dt == QP_DTYPE_F16 ? NCCL_FLOAT16 : dt == QP_DTYPE_BF16 ? NCCL_BFLOAT16 : -1;
+    return dt == QP_DTYPE_F32 ? 7 : dt == QP_DTYPE_F16 ? 6 : dt == QP_DTYPE_BF16 ? 9 : -1; /* ncclFloat32, 16, Bfloat16 */
 }
 
 static qp_status nccl_allreduce_device(void *st, qp_dtype dt, const void *send, void *recv, size_t n) {
     nccl_state *s = st;
     int t = nccl_type(dt);
     if (t < 0) return s->host->error(s->host->ctx, QP_ERR_UNSUPPORTED, "nccl: allreduce of dtype %d", (int)dt);
-    return finish(s, L.all_reduce(send, recv, n, t, NCCL_SUM, s->comm, s->stream), "ncclAllReduce");
+    return finish(s, L.all_reduce(send, recv, n, (nccl_dtype)t, NCCL_SUM, s->comm, s->stream), "ncclAllReduce");
 }
 
 /* Host buffers: [send | recv] in one device allocation. */

@@ -5,9 +5,11 @@ set -eu
 # Vulkan: loader, lavapipe (Mesa's CPU driver), glslang, validation layers.
 # OpenCL: the ICD loader, headers and PoCL (CPU). CUDA: nvcc from the machine's
 # toolkit in /usr/local/cuda when present (the plugin is skipped otherwise).
+# MPI: Open MPI (libqport-mpi.so and the two-rank tests of suite mpi).
 PKGS="meson ninja-build pkg-config gcc clang libclang-rt-14-dev libjsmn-dev libpcre2-dev python3 valgrind
  libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers vulkan-tools
- ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo"
+ ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
+ openmpi-bin libopenmpi-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
