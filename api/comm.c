@@ -90,10 +90,9 @@ static void *find_plugin(const char *file, char *path, size_t cap, char *note, s
     return h;
 }
 
-/* Loads and initialises one plugin into (ops, state); QP_ERR_UNSUPPORTED
- * with the reason when it is absent or finds no runtime. */
-static qp_status load_one(qp_comm *c, const char *kind, const qp_comm_ops *boot, void *boot_state,
-                          const qp_comm_ops **ops_out, void **state_out) {
+/* Finds and opens one plugin: its ops, or QP_ERR_UNSUPPORTED with the
+ * reason when it is absent or not a communicator of this ABI. */
+static qp_status open_one(qp_comm *c, const char *kind, const qp_comm_ops **ops_out) {
     char file[64], path[1024] = "", note[512] = "";
     snprintf(file, sizeof file, "libqport-%s.so", kind);
     void *h = find_plugin(file, path, sizeof path, note, sizeof note);
@@ -107,14 +106,15 @@ static qp_status load_one(qp_comm *c, const char *kind, const qp_comm_ops *boot,
         return qp_error_set(c->ctx, QP_ERR_UNSUPPORTED, NULL, NULL, NULL, "%s: not a qport %s communicator of ABI %u",
                             path, kind, QP_COMM_ABI_VERSION);
     }
+    *ops_out = ops;
+    return QP_OK;
+}
+
+/* Initialises an opened plugin into (ops, state); the plugin says why not. */
+static qp_status init_one(qp_comm *c, const qp_comm_ops *ops, const qp_comm_ops *boot, void *boot_state, void **state_out) {
     qp_comm_host *host = ops->needs_boot ? &c->host_dev : &c->host;
     *host = (qp_comm_host){QP_COMM_ABI_VERSION, sizeof(qp_comm_host), c->ctx, host_error, host_log, boot, boot_state};
-    void *state = NULL;
-    qp_status st = ops->init(host, &state);
-    if (st) return st; /* the plugin said why */
-    *ops_out = ops;
-    *state_out = state;
-    return QP_OK;
+    return ops->init(host, state_out);
 }
 
 QP_API qp_status qp_comm_create(qp_context *ctx, const char *kind, qp_comm **out) {
@@ -129,21 +129,30 @@ QP_API qp_status qp_comm_create(qp_context *ctx, const char *kind, qp_comm **out
     if (!c) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, NULL, "out of memory");
     c->ctx = ctx;
     /* MPI first: it is the launcher's transport and NCCL's bootstrap */
-    qp_status st = load_one(c, "mpi", NULL, NULL, &c->ops, &c->state);
+    const qp_comm_ops *mpi = NULL;
+    qp_status st = open_one(c, "mpi", &mpi);
+    if (!st) st = init_one(c, mpi, NULL, NULL, &c->state);
     if (st) { free(c); return st; }
+    c->ops = mpi;
     char d[96] = "";
     c->ops->describe(c->state, d, sizeof d);
     snprintf(c->name, sizeof c->name, "mpi (%s)", d);
     if (strcmp(kind, "mpi")) {
-        st = load_one(c, "nccl", c->ops, c->state, &c->dev_ops, &c->dev_state);
-        /* the ranks agree on whether NCCL is usable everywhere: one rank
-         * without a GPU makes "auto" fall back to MPI on all of them */
-        qp_status all = qp_comm_agree(c, st);
+        /* first every rank must have the plugin (its init is collective),
+         * then the ranks agree on whether NCCL is usable everywhere: one
+         * rank without a GPU makes "auto" fall back to MPI on all of them */
+        const qp_comm_ops *nccl = NULL;
+        qp_status all = qp_comm_agree(c, open_one(c, "nccl", &nccl));
+        if (!all) {
+            st = init_one(c, nccl, c->ops, c->state, &c->dev_state);
+            if (!st) c->dev_ops = nccl;
+            all = qp_comm_agree(c, st);
+        }
         if (all == QP_OK) {
             c->dev_ops->describe(c->dev_state, d, sizeof d);
             snprintf(c->name, sizeof c->name, "nccl (%s, bootstrapped over MPI)", d);
         } else {
-            if (!st) c->dev_ops->shutdown(c->dev_state);
+            if (c->dev_ops) c->dev_ops->shutdown(c->dev_state);
             c->dev_ops = NULL;
             c->dev_state = NULL;
             if (!strcmp(kind, "nccl")) {

@@ -210,48 +210,49 @@ static qp_status nccl_init(const qp_comm_host *host, void **out) {
     const qp_comm_ops *boot = host->boot;
     void *bs = host->boot_state;
     if (!boot) return host->error(host->ctx, QP_ERR_UNSUPPORTED, "nccl: needs an MPI communicator to bootstrap");
-    int rank = boot->rank(bs), size = boot->size(bs), ndev = 0;
+    int rank = boot->rank(bs), size = boot->size(bs), ndev = 0, device = -1, cr = 0;
     char why[300] = "";
     if (!load()) snprintf(why, sizeof why, "%s", L.why);
     else if (L.device_count(&ndev) || ndev < 1) {
         ndev = 0; /* cudaGetDeviceCount leaves it untouched without a driver */
         snprintf(why, sizeof why, "no CUDA device (cudaGetDeviceCount)");
+    } else if ((cr = L.set_device(device = local_rank(rank) % ndev))) {
+        snprintf(why, sizeof why, "cudaSetDevice(%d): %s", device, L.cuda_error(cr));
     }
+    nccl_state *s = calloc(1, sizeof *s);
+    if (!s) snprintf(why, sizeof why, "out of memory");
     /* every rank must be able to join before any calls ncclCommInitRank */
     int ok = !why[0], *oks = calloc((size_t)size, sizeof *oks);
-    if (!oks) return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
+    if (!oks) { free(s); return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory"); }
     qp_status st = boot->allgather(bs, &ok, sizeof ok, oks);
     int bad = -1;
     for (int r = 0; !st && r < size && bad < 0; r++)
         if (!oks[r]) bad = r;
     free(oks);
+    if (st || bad >= 0) free(s);
     if (st) return st;
     if (bad >= 0) {
         if (why[0]) return host->error(host->ctx, QP_ERR_UNSUPPORTED, "nccl: %s", why);
         return host->error(host->ctx, QP_ERR_UNSUPPORTED, "nccl: rank %d has no NCCL or no CUDA device", bad);
     }
-    nccl_state *s = calloc(1, sizeof *s);
-    if (!s) return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
     s->host = host;
     s->rank = rank;
     s->size = size;
-    s->device = local_rank(rank) % ndev;
+    s->device = device;
     L.get_version(&s->version);
-    int cr = L.set_device(s->device);
-    if (cr) { st = cuda_fail(s, cr, "cudaSetDevice"); free(s); return st; }
     nccl_id id;
     memset(&id, 0, sizeof id);
     nccl_result nr = rank == 0 ? L.get_unique_id(&id) : 0;
     /* rank 0's failure must reach the others before they wait in init */
     int32_t flag = nr == 0;
     if ((st = boot->broadcast(bs, &flag, sizeof flag, 0))) { free(s); return st; }
+    if (flag && (st = boot->broadcast(bs, &id, sizeof id, 0))) { free(s); return st; }
     if (!flag) {
         st = nr ? nccl_fail(s, nr, "ncclGetUniqueId")
                 : host->error(host->ctx, QP_ERR_DEVICE, "nccl: rank 0 could not make an ncclUniqueId");
         free(s);
         return st;
     }
-    if ((st = boot->broadcast(bs, &id, sizeof id, 0))) { free(s); return st; }
     if ((nr = L.comm_init_rank(&s->comm, size, id, rank))) { st = nccl_fail(s, nr, "ncclCommInitRank"); free(s); return st; }
     if ((cr = L.stream_create(&s->stream))) {
         st = cuda_fail(s, cr, "cudaStreamCreate");

@@ -14,6 +14,16 @@ int main(void) {
     qp_comm *c = NULL;
     CHECK(qp_comm_create(ctx, "bogus", &c) == QP_ERR_INVALID_ARGUMENT && !c, "kind");
     CHECK(strstr(qp_last_error(ctx), "expected mpi, nccl or auto"), "%s", qp_last_error(ctx));
+    /* no plugin: no communicator, and the reason */
+    const char *bp = getenv("QPORT_BACKEND_PATH");
+    char *saved = bp ? strdup(bp) : NULL;
+    setenv("QPORT_BACKEND_PATH", "/nonexistent-qport-plugins", 1);
+    CHECK(qp_comm_create(ctx, "mpi", &c) == QP_ERR_UNSUPPORTED && !c, "no plugin");
+    CHECK(strstr(qp_last_error(ctx), "communicator mpi: libqport-mpi.so not found in QPORT_BACKEND_PATH"), "%s",
+          qp_last_error(ctx));
+    if (saved) setenv("QPORT_BACKEND_PATH", saved, 1);
+    else unsetenv("QPORT_BACKEND_PATH");
+    free(saved);
     qp_status st = qp_comm_create(ctx, "mpi", &c);
     CHECK(st == QP_OK, "mpi: %s", qp_last_error(ctx));
     if (st) return tu_finish("comm");
