@@ -33,6 +33,8 @@ static int is_row_parallel(const char *layer) {
     return 0;
 }
 
+QP_API int qp_layer_is_row_parallel(const char *layer) { return layer ? is_row_parallel(layer) : 0; }
+
 static size_t esize(const qp_tensor *t) {
     int b = qp_format_bits(t->dtype);
     return b >= 8 ? (size_t)b / 8 : 1;

@@ -1171,6 +1171,91 @@ QP_API qp_status qp_qweights_find(const qp_qweights *q, const char *name, qp_ten
 QP_API void qp_qweights_destroy(qp_qweights *q);
 /* === end weight quantization ============================================== */
 
+
+/* === Communicators and parallel layers (issue 21, docs/parallel.md) ===== */
+/* A communicator is the job's ranks, one process each (mpirun -n N), from
+ * a plugin like the backends: libqport-mpi.so (MPI, host buffers: any
+ * device) or libqport-nccl.so (NCCL, bootstrapped over MPI). No plugin,
+ * library or driver: qp_comm_create fails with QP_ERR_UNSUPPORTED and the
+ * reason. Every function below except rank/size/name is collective: each
+ * rank calls it, in the same order. */
+typedef struct qp_comm qp_comm;
+/* kind "mpi", "nccl" or "auto" (NULL: "auto" = nccl where it loads and
+ * finds a CUDA device per rank, else mpi; QPORT_COMM overrides "auto"). */
+QP_API qp_status qp_comm_create(qp_context *ctx, const char *kind, qp_comm **out);
+QP_API void qp_comm_destroy(qp_comm *c);
+QP_API int qp_comm_rank(const qp_comm *c);
+QP_API int qp_comm_size(const qp_comm *c);
+/* "mpi (Open MPI v4.1.4)"; never NULL. */
+QP_API const char *qp_comm_name(const qp_comm *c);
+/* Agrees on a status: every rank passes its own (with its qp_last_error
+ * on this thread when not QP_OK) and every rank gets QP_OK only when all
+ * passed QP_OK; otherwise the status of the lowest failing rank, and on
+ * every rank the error "rank R: <that rank's message>". A rank that fails
+ * so never leaves the others waiting in a later collective. */
+QP_API qp_status qp_comm_agree(qp_comm *c, qp_status local);
+QP_API qp_status qp_comm_barrier(qp_comm *c);
+QP_API qp_status qp_comm_broadcast(qp_comm *c, void *buf, size_t bytes, int root);
+/* recv [size][bytes], rank r's `send` at r * bytes. */
+QP_API qp_status qp_comm_allgather(qp_comm *c, const void *send, size_t bytes, void *recv);
+/* The fixed-order reduction of the parallel layers: recv[i] = rnd(sum over
+ * r = 0..size-1 of send_r[i]) with the sum in fp32 in rank order and one
+ * rounding to dt (F16, BF16; F32 sums and stores fp32). The same bits on
+ * every rank and every run, whatever the library's allreduce would do. */
+QP_API qp_status qp_comm_allreduce_sum_ordered(qp_comm *c, qp_dtype dt, const void *send, void *recv, size_t n);
+
+/* A tensor-parallel linear layer: rank r binds its shard of `layer`
+ * (qp_model_bind_layer with tp_size = qp_comm_size, tp_rank = rank:
+ * column-parallel layers split N, row-parallel o_proj / down_proj split K,
+ * bias on rank 0) on its own device `dev`. Binding and creation are agreed
+ * on collectively (a rank that fails makes every rank fail with its
+ * message), and so are the shapes (ranks that bound different layers or
+ * shapes: QP_ERR_VALUE on every rank). opts: act_dtype and path as
+ * qp_linear_create (the shard rows come from the binding). */
+typedef struct qp_par_linear qp_par_linear;
+QP_API qp_status qp_par_linear_create(qp_comm *c, qp_device *dev, qp_model *m, const char *layer,
+                                      const qp_resolve_options *resolve, const qp_linear_options *opts,
+                                      qp_par_linear **out);
+/* y [M][N] = layer(x [M][K]), x and y whole (every rank passes the same x
+ * and gets the same y). Column-parallel: each rank computes its columns,
+ * then an all-gather puts them in vLLM's order (q, k, v of every rank for
+ * fused layers). Row-parallel: each rank computes x[:, its K slice] times
+ * its weights (activation scales from its slice, as vLLM's ranks compute
+ * them), rounded to the output dtype, then the partials are summed with
+ * qp_comm_allreduce_sum_ordered. M must agree across ranks. */
+QP_API qp_status qp_par_linear_forward(qp_par_linear *l, const void *x, int M, void *y);
+typedef struct qp_par_info {
+    int row_parallel;     /* linear: 1 row-parallel (all-reduce), 0 column  */
+    int N, K;             /* linear: whole layer; MoE: H, H                  */
+    int N_local, K_local; /* this rank's shard                               */
+    int E_local, expert_offset, G; /* MoE: this rank's experts of G          */
+    qp_scheme scheme;
+    qp_dtype act_dtype, out_dtype;
+    double compute_ms, comm_ms; /* the last forward: local layer, collectives */
+} qp_par_info;
+QP_API qp_status qp_par_linear_info(const qp_par_linear *l, qp_par_info *out);
+/* This rank's layer (qp_linear_describe, qp_linear_time). */
+QP_API qp_linear *qp_par_linear_local(qp_par_linear *l);
+QP_API void qp_par_linear_destroy(qp_par_linear *l);
+
+/* An expert-parallel fused MoE layer: rank r binds its contiguous experts
+ * (qp_model_bind_moe with ep_size = qp_comm_size, ep_rank = rank), routes
+ * every token over all experts, runs its experts (slots routed elsewhere
+ * give zeros) and the partial outputs are summed with
+ * qp_comm_allreduce_sum_ordered. opts NULL: qp_model_moe_options of the
+ * model with the model dtype. */
+typedef struct qp_par_moe qp_par_moe;
+QP_API qp_status qp_par_moe_create(qp_comm *c, qp_device *dev, qp_model *m, const char *prefix,
+                                   const qp_resolve_options *resolve, const qp_moe_options *opts, qp_par_moe **out);
+/* x [M][H], router_logits [M][G] fp32 (the same on every rank), y [M][H]. */
+QP_API qp_status qp_par_moe_forward(qp_par_moe *p, const void *x, int M, const float *router_logits, void *y);
+QP_API qp_status qp_par_moe_info(const qp_par_moe *p, qp_par_info *out);
+QP_API void qp_par_moe_destroy(qp_par_moe *p);
+/* Whether `layer` is a row-parallel layer as vLLM builds it (o_proj,
+ * down_proj, out_proj, dense_4h_to_h, c_proj, w2, wo): 1, else 0. */
+QP_API int qp_layer_is_row_parallel(const char *layer);
+/* === end communicators ==================================================== */
+
 #ifdef __cplusplus
 }
 #endif

@@ -6,10 +6,12 @@ set -eu
 # OpenCL: the ICD loader, headers and PoCL (CPU). CUDA: nvcc from the machine's
 # toolkit in /usr/local/cuda when present (the plugin is skipped otherwise).
 # Python: numpy and pytest for the Python package's tests (python/tests).
+# MPI: Open MPI (libqport-mpi.so and the two-rank tests of suite mpi).
 PKGS="meson ninja-build pkg-config gcc clang libclang-rt-14-dev libjsmn-dev libpcre2-dev python3 valgrind
  python3-numpy python3-pytest
  libvulkan-dev mesa-vulkan-drivers glslang-tools spirv-tools vulkan-validationlayers vulkan-tools
- ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo"
+ ocl-icd-opencl-dev opencl-c-headers pocl-opencl-icd clinfo
+ openmpi-bin libopenmpi-dev"
 missing=""
 for p in $PKGS; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -21,7 +21,7 @@ opts() {
     demo-model) echo OUT_DIR --hidden --intermediate --layers --seed ;;
     quantize) echo IN_DIR OUT_DIR --scheme --group-size --kv-cache ;;
     run) echo MODEL_DIR --layer --device --tokens --seed --input --output --tp-size --tp-rank --dtype \
-              auto float16 bfloat16 float32 ;;
+              auto float16 bfloat16 float32 --comm mpi nccl ;;
   esac
 }
 

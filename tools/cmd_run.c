@@ -86,6 +86,25 @@ out:
     return rc;
 }
 
+int run_parallel(qp_context *ctx, qp_model *m, const char *comm_kind, const char *const *dev_specs, int nd, int tp, int ep,
+                 qp_dtype dt, int M, uint64_t seed, char **layers, int nlayers, const char *const *moes, int nmoes);
+
+/* Launched by mpirun (Open MPI, MPICH/Hydra, PMIx): the environment says so. */
+static int under_mpi_launcher(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i])) return 1;
+    return 0;
+}
+
+/* Rank 0 of the launcher's job (before a communicator exists). */
+static int under_rank0(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof *vars; i++)
+        if (getenv(vars[i])) return atoi(getenv(vars[i])) == 0;
+    return 1;
+}
+
 int run_moe(qp_context *ctx, qp_model *m, const char *prefix, const qp_bind_options *bo, qp_dtype dt, int M_arg,
             qp_safetensors *inf, qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok);
 
@@ -137,7 +156,8 @@ static int usage(void) {
 
 int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *layers_arg[MAX_LAYERS], *dev_specs[MAX_DEV], *in_path = NULL, *out_path = NULL;
-    const char *dtype_arg = "auto";
+    const char *dtype_arg = "auto", *comm_kind = NULL;
+    int rank_given = 0;
     int nl_arg = 0, nd_arg = 0, M_arg = 0, tp = 1, rank = 0, ep = 1, ep_rank = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
@@ -152,13 +172,21 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(argv[i], "--input") && i + 1 < argc) in_path = argv[++i];
         else if (!strcmp(argv[i], "--output") && i + 1 < argc) out_path = argv[++i];
         else if (!strcmp(argv[i], "--tp-size") && i + 1 < argc) tp = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--tp-rank") && i + 1 < argc) rank = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--tp-rank") && i + 1 < argc) { rank = atoi(argv[++i]); rank_given = 1; }
+        else if (!strcmp(argv[i], "--comm") && i + 1 < argc) comm_kind = argv[++i];
         else if (!strcmp(argv[i], "--ep-size") && i + 1 < argc) ep = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--ep-rank") && i + 1 < argc) ep_rank = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--ep-rank") && i + 1 < argc) { ep_rank = atoi(argv[++i]); rank_given = 1; }
         else if (argv[i][0] != '-' && !dir) dir = argv[i];
         else return usage();
     }
     if (!dir) return usage();
+    /* parallel mode: --comm, or --tp-size/--ep-size > 1 without a rank under
+     * an MPI launcher (docs/parallel.md) */
+    int parallel = comm_kind || ((tp > 1 || ep > 1) && !rank_given && under_mpi_launcher());
+    if (parallel && (rank_given || in_path || out_path)) {
+        fprintf(stderr, "qport run: under a communicator the ranks come from it: no --tp-rank, --ep-rank, --input or --output\n");
+        return 2;
+    }
     /* vLLM's --dtype: auto is the model's own (qp_model_dtype) */
     qp_dtype dt = QP_DTYPE_NONE;
     if (strcmp(dtype_arg, "auto") && (dt = qp_dtype_from_torch_name(dtype_arg)) == QP_DTYPE_NONE) {
@@ -184,11 +212,11 @@ int cmd_run(int argc, char **argv) {
     if (!cfg) { fprintf(stderr, "qport run: %s has no quantization_config (qport quantize makes one)\n", dir); goto done; }
     if (dt == QP_DTYPE_NONE) dt = qp_model_dtype(m);
     const size_t es = dt == QP_DTYPE_F32 ? 4 : 2;
-    printf("model %s: dtype %s%s\n", dir, dt == QP_DTYPE_F16 ? "float16" : dt == QP_DTYPE_BF16 ? "bfloat16" : "float32",
+    if (!parallel || under_rank0()) printf("model %s: dtype %s%s\n", dir, dt == QP_DTYPE_F16 ? "float16" : dt == QP_DTYPE_BF16 ? "bfloat16" : "float32",
            strcmp(dtype_arg, "auto") ? " (--dtype)" : " (dtype=auto, as vLLM picks it)");
     if (in_path && qp_safetensors_open(ctx, in_path, &inf)) { fprintf(stderr, "qport run: %s\n", qp_last_error(ctx)); goto done; }
     if (qp_device_find(ctx, "cpu", &refdev)) { fprintf(stderr, "qport run: %s\n", qp_last_error(ctx)); goto done; }
-    if (nd_arg) {
+    if (parallel) {} else if (nd_arg) {
         for (int i = 0; i < nd_arg; i++)
             if (qp_device_find(ctx, dev_specs[i], &devs[ndev++])) { fprintf(stderr, "qport run: %s\n", qp_last_error(ctx)); goto done; }
     } else {
@@ -223,6 +251,11 @@ int cmd_run(int argc, char **argv) {
             for (int j = 0; j < nlayers; j++) dup |= !strcmp(layers[j], name);
             if (!dup) layers[nlayers++] = strdup(name);
         }
+    }
+    if (parallel) {
+        rc = run_parallel(ctx, m, comm_kind, dev_specs, nd_arg, tp, ep, dt, M_arg ? M_arg : 4, seed, layers, nlayers, moes,
+                          nmoes);
+        goto done;
     }
     printf("%-40s %-16s %-12s %-26s %9s %10s %-7s\n", "layer", "scheme", "device", "path", "ms", "max_err", "verdict");
     for (int li = 0; li < nlayers; li++) {

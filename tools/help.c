@@ -123,7 +123,8 @@ static const help_entry entries[] = {
     {"run", "run a model's layers on every device and compare with the cpu reference",
      "usage: qport run MODEL_DIR [--layer NAME]... [--device SPEC]... [--tokens M] [--seed N]\n"
      "                 [--input FILE.safetensors] [--output FILE.safetensors] [--tp-size N --tp-rank R]\n"
-     "                 [--dtype auto|float16|bfloat16|float32] [--ep-size N --ep-rank R]\n",
+     "                 [--dtype auto|float16|bfloat16|float32] [--ep-size N --ep-rank R]\n"
+     "       mpirun -n N qport run MODEL_DIR --tp-size N|--ep-size N [--comm mpi|nccl|auto] [--device SPEC]...\n",
      "  MODEL_DIR     a quantized model folder (config.json with a quantization_config, safetensors)\n"
      "  --layer NAME  run this layer (repeatable), as vLLM names it (fused: qkv_proj, gate_up_proj);\n"
      "                default every layer of the model\n"
@@ -143,6 +144,11 @@ static const help_entry entries[] = {
      "  --dtype auto|float16|bfloat16|float32  the model dtype (activations, unquantized weights, bias,\n"
      "                output), as vLLM's --dtype; auto (default): config.json's dtype / torch_dtype,\n"
      "                float32 downcast to bfloat16 as vLLM does (docs/loading.md); float32 runs on cpu only\n"
+     "  --comm mpi|nccl|auto  run each layer across the ranks of an MPI job (implied by --tp-size or\n"
+     "                --ep-size N > 1 without a rank under mpirun): linear layers tensor-parallel, MoE\n"
+     "                blocks expert-parallel, N = the job's ranks; the r-th --device is rank r's\n"
+     "                (cycling; default QPORT_DEVICE or the best device); rank 0 prints the table and\n"
+     "                checks every layer against the cpu reference (docs/parallel.md)\n"
      "  Integer schemes and the fp8 KV cache must be bit-exact; float schemes NMSE <= 2^-20.\n"},
 };
 #define N_ENTRIES (sizeof entries / sizeof *entries)
