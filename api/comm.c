@@ -13,6 +13,7 @@
 #include "comm.h"
 #include "internal.h"
 #include "qp_comm_internal.h"
+#include "registry.h"
 
 static qp_status host_error(const qp_context *ctx, qp_status st, const char *fmt, ...) {
     va_list ap;
@@ -68,8 +69,7 @@ static void *try_beside(const char *image, const char *file, char *path, size_t 
     return h;
 }
 
-static void *find_plugin(const char *file, char *path, size_t cap, char *note, size_t ncap) {
-    const char *bp = getenv("QPORT_BACKEND_PATH");
+static void *find_plugin(const char *bp, const char *file, char *path, size_t cap, char *note, size_t ncap) {
     if (bp) {
         for (const char *p = bp; *p;) {
             const char *e = strchr(p, ':');
@@ -95,7 +95,7 @@ static void *find_plugin(const char *file, char *path, size_t cap, char *note, s
 static qp_status open_one(qp_comm *c, const char *kind, const qp_comm_ops **ops_out) {
     char file[64], path[1024] = "", note[512] = "";
     snprintf(file, sizeof file, "libqport-%s.so", kind);
-    void *h = find_plugin(file, path, sizeof path, note, sizeof note);
+    void *h = find_plugin(c->backend_path, file, path, sizeof path, note, sizeof note);
     if (!h) return qp_error_set(c->ctx, QP_ERR_UNSUPPORTED, NULL, NULL, NULL, "communicator %s: %s", kind, note);
     qp_comm_entry_fn entry;
     *(void **)&entry = dlsym(h, QP_COMM_ENTRY_SYMBOL);
@@ -120,17 +120,20 @@ static qp_status init_one(qp_comm *c, const qp_comm_ops *ops, const qp_comm_ops 
 QP_API qp_status qp_comm_create(qp_context *ctx, const char *kind, qp_comm **out) {
     if (!ctx || !out) return QP_ERR_INVALID_ARGUMENT;
     *out = NULL;
-    const char *env = getenv("QPORT_COMM");
-    if (!kind || !strcmp(kind, "auto")) kind = env && *env ? env : "auto";
+    qp_settings set; /* QPORT_COMM and QPORT_BACKEND_PATH, validated by env.c */
+    qp_status st = qp_settings_read(ctx, &set);
+    if (st) return st;
+    if (!kind || !strcmp(kind, "auto")) kind = set.comm ? set.comm : "auto";
     if (strcmp(kind, "auto") && strcmp(kind, "mpi") && strcmp(kind, "nccl"))
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, NULL,
                             "communicator '%s': expected mpi, nccl or auto", kind);
     qp_comm *c = calloc(1, sizeof *c);
     if (!c) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, NULL, "out of memory");
     c->ctx = ctx;
+    c->backend_path = set.backend_path;
     /* MPI first: it is the launcher's transport and NCCL's bootstrap */
     const qp_comm_ops *mpi = NULL;
-    qp_status st = open_one(c, "mpi", &mpi);
+    st = open_one(c, "mpi", &mpi);
     if (!st) st = init_one(c, mpi, NULL, NULL, &c->state);
     if (st) { free(c); return st; }
     c->ops = mpi;

@@ -166,6 +166,10 @@ qp_status qp_settings_read(const qp_context *ctx, qp_settings *s) {
     }
     s->backend_path = getenv("QPORT_BACKEND_PATH");
     if (s->backend_path && !*s->backend_path) s->backend_path = NULL;
+    s->comm = getenv("QPORT_COMM");
+    if (s->comm && !*s->comm) s->comm = NULL;
+    if (s->comm && strcmp(s->comm, "auto") && strcmp(s->comm, "mpi") && strcmp(s->comm, "nccl"))
+        return bad(ctx, "QPORT_COMM", s->comm, "expected mpi, nccl or auto");
     const char *c = getenv("QPORT_CACHE_DIR");
     if (c && *c) {
         if (!strcasecmp(c, "off")) s->cache_dir[0] = 0;

@@ -12,6 +12,7 @@ struct qp_comm {
     const qp_comm_ops *dev_ops;  /* NCCL when it is the communicator, or NULL */
     void *dev_state;
     qp_comm_host host, host_dev;
+    const char *backend_path;    /* QPORT_BACKEND_PATH (env.c) or NULL      */
     char name[160];
 };
 
