@@ -16,12 +16,12 @@ opts() {
     devices) echo --json QPORT_BACKEND_PATH ;;
     conform) echo --device --scheme --quick --full --seed --moe --no-moe --json --csv --verbose --list ;;
     bench) echo --device --scheme --shapes decode prefill all tiny --size --reps --warmup --max-seconds \
-                --rotate-mib --jobs --seed --json --list --moe --moe-model tiny mixtral-8x7b deepseek-v3 ;;
+                --rotate-mib --jobs --seed --json --list --moe --moe-model tiny mixtral-8x7b deepseek-v3 --tp-size --ep-size ;;
     bench-resolve) echo CONFIG --synthetic --layers ;;
     demo-model) echo OUT_DIR --hidden --intermediate --layers --seed ;;
     quantize) echo IN_DIR OUT_DIR --scheme --group-size --kv-cache ;;
     run) echo MODEL_DIR --layer --device --tokens --seed --input --output --tp-size --tp-rank --dtype \
-              auto float16 bfloat16 float32 --comm mpi nccl ;;
+              auto float16 bfloat16 float32 --comm mpi nccl --reps ;;
   esac
 }
 

@@ -58,6 +58,11 @@ out=$(run "$Q" run "$T/moe-int8-dyn-sym" --ep-size 2 --device vulkan:0 --device 
 echo "$out" | grep -q "mlp.experts .*moe w8a8-int8 .*vulkan:0+opencl:0 .*ep2 top-2 fp32 sum .* 0 ok" || { echo "$out"; fail "moe int8 row"; }
 out=$(run "$Q" run "$T/moe-nvfp4" --ep-size 2 --device cpu --device vulkan:0 --tokens 4) || { echo "$out"; fail "moe nvfp4"; }
 echo "$out" | grep -q "mlp.experts .*moe nvfp4 .*cpu:0+vulkan:0 .*ep2 .* ok" || { echo "$out"; fail "moe nvfp4 row"; }
+# qport bench --tp-size: the same run timed, medians of --reps runs with the collectives' share
+out=$(run "$Q" bench "$T/int8-dyn-sym" --tp-size 2 --device vulkan:0 --device opencl:0 --reps 3 $L) || { echo "$out"; fail "bench --tp-size"; }
+echo "$out" | grep -q "ms and comm: medians of the timed runs" || { echo "$out"; fail "bench --tp-size: medians"; }
+echo "$out" | grep -Eq "self_attn.o_proj .*row tp2 fp32 sum +[0-9.]+ +[0-9]+% .* ok" || { echo "$out"; fail "bench --tp-size: the comm share"; }
+"$Q" bench "$T/int8-dyn-sym" --tp-size 2 --reps 3 >/dev/null 2>&1; [ $? -eq 2 ] || fail "bench --tp-size outside mpirun must be a usage error"
 # faults (MPMD: each rank its own arguments). A rank that fails to bind:
 python3 - "$T/int8-dyn-sym/model.safetensors" "$T/broken" <<'PY' || fail "broken model"
 import json, os, shutil, struct, sys

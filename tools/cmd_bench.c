@@ -638,8 +638,23 @@ static qp_dtype arith_of(const qp_scheme *s) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    for (int i = 1; i < argc; i++)
+    for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--moe")) return cmd_bench_moe(argc, argv); /* bench_moe.c */
+        /* across ranks: qport run's parallel mode, timed (the medians of
+         * --reps runs, 20 by default, with the collectives' share) */
+        if (!strcmp(argv[i], "--tp-size") || !strcmp(argv[i], "--ep-size")) {
+            char **av = malloc(sizeof(char *) * (size_t)(argc + 3));
+            if (!av) return 1;
+            int n = 0, has_reps = 0;
+            av[n++] = "run";
+            for (int j = 1; j < argc; j++) { has_reps |= !strcmp(argv[j], "--reps"); av[n++] = argv[j]; }
+            if (!has_reps) { av[n++] = "--reps"; av[n++] = "20"; }
+            av[n] = NULL;
+            int rc = cmd_run(n, av);
+            free(av);
+            return rc;
+        }
+    }
     const char *dev_specs[MAX_DEV], *scheme_names[MAX_SCHEMES];
     int n_dev_specs = 0, n_scheme_names = 0, reps_set = 0, warm_set = 0, max_set = 0;
     bshape sizes[MAX_SIZES];

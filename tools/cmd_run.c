@@ -87,7 +87,7 @@ out:
 }
 
 int run_parallel(qp_context *ctx, qp_model *m, const char *comm_kind, const char *const *dev_specs, int nd, int tp, int ep,
-                 qp_dtype dt, int M, uint64_t seed, char **layers, int nlayers, const char *const *moes, int nmoes);
+                 qp_dtype dt, int M, uint64_t seed, int reps, char **layers, int nlayers, const char *const *moes, int nmoes);
 
 /* Launched by mpirun (Open MPI, MPICH/Hydra, PMIx): the environment says so. */
 static int under_mpi_launcher(void) {
@@ -158,7 +158,7 @@ int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *layers_arg[MAX_LAYERS], *dev_specs[MAX_DEV], *in_path = NULL, *out_path = NULL;
     const char *dtype_arg = "auto", *comm_kind = NULL;
     int rank_given = 0;
-    int nl_arg = 0, nd_arg = 0, M_arg = 0, tp = 1, rank = 0, ep = 1, ep_rank = 0;
+    int nl_arg = 0, nd_arg = 0, M_arg = 0, tp = 1, rank = 0, ep = 1, ep_rank = 0, reps = 0;
     uint64_t seed = 1;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--layer") && i + 1 < argc && nl_arg < MAX_LAYERS) layers_arg[nl_arg++] = argv[++i];
@@ -176,6 +176,10 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(argv[i], "--comm") && i + 1 < argc) comm_kind = argv[++i];
         else if (!strcmp(argv[i], "--ep-size") && i + 1 < argc) ep = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--ep-rank") && i + 1 < argc) { ep_rank = atoi(argv[++i]); rank_given = 1; }
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            reps = atoi(argv[++i]);
+            if (reps < 1 || reps > 1000) return usage();
+        }
         else if (argv[i][0] != '-' && !dir) dir = argv[i];
         else return usage();
     }
@@ -183,6 +187,10 @@ int cmd_run(int argc, char **argv) {
     /* parallel mode: --comm, or --tp-size/--ep-size > 1 without a rank under
      * an MPI launcher (docs/parallel.md) */
     int parallel = comm_kind || ((tp > 1 || ep > 1) && !rank_given && under_mpi_launcher());
+    if (reps && !parallel) {
+        fprintf(stderr, "qport run: --reps times the parallel layers: run under mpirun -n N with --tp-size/--ep-size N\n");
+        return 2;
+    }
     if (parallel && (rank_given || in_path || out_path)) {
         fprintf(stderr, "qport run: under a communicator the ranks come from it: no --tp-rank, --ep-rank, --input or --output\n");
         return 2;
@@ -253,8 +261,8 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (parallel) {
-        rc = run_parallel(ctx, m, comm_kind, dev_specs, nd_arg, tp, ep, dt, M_arg ? M_arg : 4, seed, layers, nlayers, moes,
-                          nmoes);
+        rc = run_parallel(ctx, m, comm_kind, dev_specs, nd_arg, tp, ep, dt, M_arg ? M_arg : 4, seed, reps ? reps : 1, layers,
+                          nlayers, moes, nmoes);
         goto done;
     }
     printf("%-40s %-16s %-12s %-26s %9s %10s %-7s\n", "layer", "scheme", "device", "path", "ms", "max_err", "verdict");

@@ -63,7 +63,8 @@ static const help_entry entries[] = {
      "                   [--size KxN]... [--reps N] [--warmup N] [--max-seconds S] [--rotate-mib N]\n"
      "                   [--jobs N] [--seed N] [--json FILE] [--list]\n"
      "       qport bench --moe [--moe-model tiny|mixtral-8x7b|deepseek-v3] [--device SPEC]...\n"
-     "                   [--scheme NAME]... [--shapes decode|prefill|all] [--reps N]\n",
+     "                   [--scheme NAME]... [--shapes decode|prefill|all] [--reps N]\n"
+     "       mpirun -n N qport bench MODEL_DIR --tp-size N|--ep-size N [--device SPEC]... [--reps R] ...\n",
      "  --device SPEC  time this device (repeatable); default every device but the cpu reference,\n"
      "             which runs only when it is the only one or named\n"
      "  --scheme NAME  only this scheme (repeatable; --list shows them); fp16, the baseline, always runs\n"
@@ -85,6 +86,9 @@ static const help_entry entries[] = {
      "  --moe      the fused MoE layer instead (every MoE scheme, every device; fp16 MoE the\n"
      "             speedup basis; GB/s over the bytes of the experts the tokens select; M = 1, 8, 16\n"
      "             (decode) and 128, 512 (prefill); host-timed)\n"
+     "  --tp-size N, --ep-size N  across the N ranks of an MPI job: qport run's parallel mode on\n"
+     "             MODEL_DIR with --reps 20 (unless given): per layer the median time and the share of\n"
+     "             it spent in the collectives (docs/parallel.md); qport run's options apply\n"
      "  --moe-model  tiny (default: E 8, H 256, I 128, top-2), mixtral-8x7b (E 8, H 4096, I 14336,\n"
      "             top-2), deepseek-v3 (H 7168, I 2048, top-8 grouped over 256 experts; the 32 one\n"
      "             rank of EP-8 holds)\n"
@@ -124,7 +128,8 @@ static const help_entry entries[] = {
      "usage: qport run MODEL_DIR [--layer NAME]... [--device SPEC]... [--tokens M] [--seed N]\n"
      "                 [--input FILE.safetensors] [--output FILE.safetensors] [--tp-size N --tp-rank R]\n"
      "                 [--dtype auto|float16|bfloat16|float32] [--ep-size N --ep-rank R]\n"
-     "       mpirun -n N qport run MODEL_DIR --tp-size N|--ep-size N [--comm mpi|nccl|auto] [--device SPEC]...\n",
+     "       mpirun -n N qport run MODEL_DIR --tp-size N|--ep-size N [--comm mpi|nccl|auto] [--device SPEC]...\n"
+     "                 [--reps R]\n",
      "  MODEL_DIR     a quantized model folder (config.json with a quantization_config, safetensors)\n"
      "  --layer NAME  run this layer (repeatable), as vLLM names it (fused: qkv_proj, gate_up_proj);\n"
      "                default every layer of the model\n"
@@ -149,6 +154,8 @@ static const help_entry entries[] = {
      "                blocks expert-parallel, N = the job's ranks; the r-th --device is rank r's\n"
      "                (cycling; default QPORT_DEVICE or the best device); rank 0 prints the table and\n"
      "                checks every layer against the cpu reference (docs/parallel.md)\n"
+     "  --reps R      parallel mode: time R forwards per layer (after a warm-up); ms and the\n"
+     "                collectives' share (comm) are the medians (default 1 run)\n"
      "  Integer schemes and the fp8 KV cache must be bit-exact; float schemes NMSE <= 2^-20.\n"},
 };
 #define N_ENTRIES (sizeof entries / sizeof *entries)
