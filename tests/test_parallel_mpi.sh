@@ -13,8 +13,9 @@ command -v mpirun >/dev/null 2>&1 || { echo "SKIP: no mpirun (apt-get install op
 found=""
 for d in $(echo "${QPORT_BACKEND_PATH:-}" | tr ':' ' '); do [ -f "$d/libqport-mpi.so" ] && found=1; done
 [ -n "$found" ] || { echo "SKIP: libqport-mpi.so not built (no MPI at configure time)"; exit 77; }
-# root in CI; two ranks on a two-core machine; no busy-waiting while a rank works
-MPI="mpirun -n 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1"
+# root in CI; two ranks on a two-core machine; no busy-waiting while a rank works;
+# no cross-memory-attach copies (containers often forbid process_vm_readv)
+MPI="mpirun -n 2 --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1 --mca btl_vader_single_copy_mechanism none"
 run() { timeout 60 $MPI "$@" 2>&1; }
 "$Q" demo-model "$T/fp16" --hidden 256 --intermediate 512 --layers 1 >/dev/null || fail "demo-model"
 "$Q" demo-model "$T/fp16-small" --hidden 128 --intermediate 512 --layers 1 >/dev/null || fail "demo-model small"
@@ -71,7 +72,7 @@ p = os.path.join(d, "model.safetensors"); b = open(p, "rb").read(); n = struct.u
 h = json.loads(b[8:8 + n]); h["model.layers.0.self_attn.o_proj.weight_scalx"] = h.pop("model.layers.0.self_attn.o_proj.weight_scale")
 j = json.dumps(h).encode(); j += b" " * (-len(j) % 8); open(p, "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
 PY
-MPMD="timeout 60 mpirun --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1"
+MPMD="timeout 60 mpirun --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1 --mca btl_vader_single_copy_mechanism none"
 O="--tp-size 2 --device cpu --layer model.layers.0.self_attn.o_proj"
 out=$($MPMD -n 1 "$Q" run "$T/int8-dyn-sym" $O : -n 1 "$Q" run "$T/broken" $O 2>&1); rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "$out"; fail "a rank that fails to bind must fail the job, not hang (rc $rc)"; }
