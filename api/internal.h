@@ -11,6 +11,11 @@
 
 #define QP_ATTR_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
+/* The largest layer dimension (N, K, an MoE's E, H, I) the public API
+ * takes: 2^28 keeps every derived size (ceil(N/128), 2I, N*K) free of int
+ * overflow; real layers stay far below it (vocabularies of 2^18). */
+#define QP_DIM_MAX (1 << 28)
+
 /* Records a failure on the calling thread's slot of `ctx` and returns
  * `status`. `file`, `key_path`, `layer` may be NULL. */
 qp_status qp_error_set(const qp_context *ctx, qp_status status, const char *file,
@@ -190,5 +195,9 @@ float qp_ref_e8m0_hmul_scale(qp_dtype d, uint8_t e);
 /* Whether (weight element, activation key) is an OCP_MX_Scheme pair; the
  * resolver's / QuarkOCP_MX's messages otherwise (ref_ocp_mx.c). */
 qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act act);
+
+/* The routing options' checks of qp_moe_route (moe_route.c), also run by
+ * qp_moe_create so a bad option fails at creation. */
+qp_status qp_moe_route_check(qp_context *ctx, int M, int E, const qp_moe_options *o);
 
 #endif
