@@ -39,9 +39,9 @@ static const struct arch *arch_of(const qp_model *m, const char *prefix) {
 
 /* A look-up that records no error (qp_model_find_tensor does). */
 static int lookup(const qp_model *m, const char *name, qp_tensor *out) {
+    qp_status st; /* each shard's name index (issue 31: no scan of every tensor) */
     for (size_t i = 0; i < m->n_files; i++)
-        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++)
-            if (qp_safetensors_get(m->files[i], j, out, NULL) == QP_OK && !strcmp(out->name, name)) return 1;
+        if (qp_safetensors_lookup(m->files[i], name, out, &st) && st == QP_OK) return 1;
     return 0;
 }
 
@@ -53,11 +53,8 @@ static int has_tensor(const qp_model *m, const char *name) {
 /* Whether some tensor's name starts with `prefix` (an expert projection
  * of any scheme: weight, B, qweight, ...). */
 static int has_prefix(const qp_model *m, const char *prefix) {
-    size_t n = strlen(prefix);
-    qp_tensor t;
     for (size_t i = 0; i < m->n_files; i++)
-        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++)
-            if (qp_safetensors_get(m->files[i], j, &t, NULL) == QP_OK && !strncmp(t.name, prefix, n)) return 1;
+        if (qp_safetensors_has_prefix(m->files[i], prefix)) return 1;
     return 0;
 }
 

@@ -200,4 +200,15 @@ qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act ac
  * qp_moe_create so a bad option fails at creation. */
 qp_status qp_moe_route_check(qp_context *ctx, int M, int E, const qp_moe_options *o);
 
+/* qp_safetensors_find without an error on a miss (model.c looks a name up
+ * in every shard): 1 and *st (entry_tensor's status) when `name` is there,
+ * 0 when it is not. */
+int qp_safetensors_lookup(const qp_safetensors *f, const char *name, qp_tensor *out, qp_status *st);
+/* Whether a tensor (of at most QP_TENSOR_MAX_DIMS dims) has a name that
+ * starts with `prefix`: a binary search of the name index. */
+int qp_safetensors_has_prefix(const qp_safetensors *f, const char *prefix);
+/* The header indices (ascending: header order) of the tensors whose names
+ * start with `prefix`, in a malloc'd *idx (NULL when none) of *n. */
+qp_status qp_safetensors_prefixed(const qp_safetensors *f, const char *prefix, size_t **idx, size_t *n);
+
 #endif

@@ -10,6 +10,9 @@
 
 #define JSMN_STATIC
 #define JSMN_STRICT
+/* parent links: without them jsmn finds a comma's container by scanning
+ * back over every token so far, quadratic in an object's size */
+#define JSMN_PARENT_LINKS
 #include <jsmn.h>
 
 struct qj_doc {
@@ -181,6 +184,13 @@ static bool build_primitive(builder *b, const jsmntok_t *t, qj *v) {
     return true;
 }
 
+/* FNV-1a: the object keys' hash (QJ_HASH_MIN keys and more). */
+static size_t key_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
 static qj *build(builder *b, int depth) {
     if (b->pos >= b->ntok) { fail(b, 0, "unexpected end"); return NULL; }
     if (depth > QJ_MAX_DEPTH) { fail(b, b->tok[b->pos].start, "nesting deeper than 128 levels"); return NULL; }
@@ -202,6 +212,11 @@ static qj *build(builder *b, int depth) {
         v->items = doc_alloc(b->doc, n * sizeof *v->items);
         if (obj) v->keys = doc_alloc(b->doc, n * sizeof *v->keys);
         if (!v->items || (obj && !v->keys)) { fail(b, t->start, "out of memory"); return NULL; }
+        if (obj && n >= QJ_HASH_MIN && n < UINT32_MAX / 4) {
+            for (v->hcap = 32; v->hcap < 2 * n;) v->hcap *= 2;
+            v->hidx = doc_alloc(b->doc, v->hcap * sizeof *v->hidx);
+            if (!v->hidx) { fail(b, t->start, "out of memory"); return NULL; }
+        }
         for (size_t k = 0; k < n; k++) {
             char *key = NULL;
             if (obj) {
@@ -217,9 +232,16 @@ static qj *build(builder *b, int depth) {
             if (obj) {
                 /* Python dicts keep the last value of a duplicated key, at the
                  * position where the key first appeared. */
-                size_t j;
-                for (j = 0; j < v->n; j++)
-                    if (!strcmp(v->keys[j], key)) break;
+                size_t j = v->n;
+                if (v->hidx) {
+                    size_t h = key_hash(key) & (v->hcap - 1);
+                    while (v->hidx[h] && strcmp(v->keys[v->hidx[h] - 1], key)) h = (h + 1) & (v->hcap - 1);
+                    if (v->hidx[h]) j = v->hidx[h] - 1;
+                    else v->hidx[h] = (uint32_t)(v->n + 1);
+                } else {
+                    for (j = 0; j < v->n; j++)
+                        if (!strcmp(v->keys[j], key)) break;
+                }
                 if (j < v->n) { v->items[j] = item; continue; }
                 v->keys[v->n] = key;
             }
@@ -312,6 +334,11 @@ void qj_set_null(qj *v) {
 
 const qj *qj_get(const qj *obj, const char *key) {
     if (!obj || obj->type != QJ_OBJECT) return NULL;
+    if (obj->hidx) {
+        for (size_t h = key_hash(key) & (obj->hcap - 1); obj->hidx[h]; h = (h + 1) & (obj->hcap - 1))
+            if (!strcmp(obj->keys[obj->hidx[h] - 1], key)) return obj->items[obj->hidx[h] - 1];
+        return NULL;
+    }
     for (size_t i = 0; i < obj->n; i++)
         if (!strcmp(obj->keys[i], key)) return obj->items[i];
     return NULL;
