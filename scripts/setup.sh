@@ -23,7 +23,7 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 cd "$(dirname "$0")/.."
-# meson finds nvcc only on PATH (TOOLCHAIN.md)
+# meson finds nvcc only on PATH (docs/backends.md, the CUDA backend)
 [ -x /usr/local/cuda/bin/nvcc ] && PATH="/usr/local/cuda/bin:$PATH" && export PATH
 [ -f build/build.ninja ] || meson setup build >/dev/null
 ninja -C build > build/ninja.log 2>&1 || { tail -n 60 build/ninja.log; exit 1; }
