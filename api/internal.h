@@ -15,6 +15,9 @@
  * takes: 2^28 keeps every derived size (ceil(N/128), 2I, N*K) free of int
  * overflow; real layers stay far below it (vocabularies of 2^18). */
 #define QP_DIM_MAX (1 << 28)
+/* The most experts an MoE layer (and qp_moe_route) takes: 2^16 (DeepSeek-V3
+ * has 256, Kimi-K2 384), so routing's per-token scratch stays small. */
+#define QP_EXPERTS_MAX (1 << 16)
 
 /* Records a failure on the calling thread's slot of `ctx` and returns
  * `status`. `file`, `key_path`, `layer` may be NULL. */

@@ -359,10 +359,14 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "MoE activations must be fp16 or bf16, got %s",
                             qp_dtype_name(opts->act_dtype));
     int G = opts->global_num_experts ? opts->global_num_experts : E;
+    if (E > QP_EXPERTS_MAX || G < 0 || G > QP_EXPERTS_MAX)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, E > QP_EXPERTS_MAX ? "E" : "global_num_experts", layer,
+                            "%d experts (E = %d, global_num_experts = %d): at most %d", E > QP_EXPERTS_MAX ? E : G, E,
+                            opts->global_num_experts, QP_EXPERTS_MAX);
     if (opts->expert_offset < 0 || G < E || opts->expert_offset > G - E)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "expert_offset", layer,
-                            "experts %d .. %d are not within the %d experts of the layer", opts->expert_offset,
-                            opts->expert_offset + E - 1, G);
+                            "experts %d .. %lld are not within the %d experts of the layer", opts->expert_offset,
+                            (long long)opts->expert_offset + E - 1, G);
     if (opts->top_k <= 0 || opts->top_k > G)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "top_k", layer, "top_k %d must be in 1 .. %d experts", opts->top_k, G);
     if ((cs = qp_moe_route_check(ctx, 1, G, opts))) return cs; /* grouped top-k, scoring: at create, not first forward */

@@ -35,6 +35,8 @@ static void topk(const float *v, int n, int k, int *idx) {
 
 qp_status qp_moe_route_check(qp_context *ctx, int M, int E, const qp_moe_options *o) {
     const char *layer = o->layer;
+    if (E > QP_EXPERTS_MAX)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "E", layer, "%d experts: at most %d", E, QP_EXPERTS_MAX);
     if (M <= 0 || E <= 0 || o->top_k <= 0 || o->top_k > E)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "top_k", layer,
                             "routing needs M > 0 tokens and 0 < top_k <= E (M = %d, E = %d, top_k = %d)", M, E, o->top_k);

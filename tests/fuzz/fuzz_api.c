@@ -48,16 +48,16 @@ static const int NS = 64, KS = 128; /* the quantized layers' shape */
 
 static uint8_t at(const uint8_t *d, size_t n, size_t i) { return n ? d[i % n] : 0; }
 static int64_t i64(const uint8_t *d, size_t n, size_t i) {
-    int64_t v = 0;
-    for (int b = 0; b < 8; b++) v |= (int64_t)at(d, n, i + (size_t)b) << (8 * b);
-    return v;
+    uint64_t v = 0;
+    for (int b = 0; b < 8; b++) v |= (uint64_t)at(d, n, i + (size_t)b) << (8 * b);
+    return (int64_t)v;
 }
 
 /* An int from a fuzzed byte: small sizes near the layer's, or an extreme. */
 static int size_of(uint8_t sel, const uint8_t *d, size_t n, size_t i, int near) {
     switch (sel % 8) {
     case 0: return near;
-    case 1: return near + (int)(int8_t)at(d, n, i);
+    case 1: return (int)(int32_t)(uint32_t)((int64_t)near + (int8_t)at(d, n, i)); /* wraps, no UB */
     case 2: return INT_MAX;
     case 3: return INT_MIN;
     case 4: return -1;
@@ -124,7 +124,7 @@ static void fuzz_linear(const uint8_t *d, size_t n) {
         case 4: t[i].shape[at(d, n, pos) % 4] = (int64_t)(int8_t)at(d, n, pos + 1); pos += 2; break;
         case 5: t[i].shape[at(d, n, pos) % 4] = i64(d, n, pos + 1); pos += 9; break;
         case 6: /* negative dims whose product wraps to the real count */
-            if (t[i].ndim == 2) { t[i].shape[0] = -t[i].shape[0]; t[i].shape[1] = -t[i].shape[1]; }
+            if (t[i].ndim == 2 && t[i].shape[0] > INT64_MIN && t[i].shape[1] > INT64_MIN) { t[i].shape[0] = -t[i].shape[0]; t[i].shape[1] = -t[i].shape[1]; }
             break;
         case 7: t[i].data = NULL; break;
         case 8: t[i].name = NULL; break;
