@@ -17,21 +17,57 @@
 
 struct qj_doc {
     qj *root;
-    /* every allocation of the tree, freed together */
+    /* every allocation of the tree, freed together: small ones are carved
+     * from 64 KiB zeroed chunks (a header of 10^5 tensors makes ~10^6
+     * nodes and strings; one calloc each cost more than the parse), large
+     * ones get a block of their own */
     void **allocs;
     size_t n_allocs, cap_allocs;
+    char *chunk;
+    size_t chunk_used, chunk_cap;
 };
 
-static void *doc_alloc(qj_doc *d, size_t sz) {
+#define QJ_CHUNK ((size_t)64 << 10)
+/* sanitizer builds allocate every node on its own, so ASan sees each bound */
+#if defined(__SANITIZE_ADDRESS__)
+#define QJ_NO_ARENA 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define QJ_NO_ARENA 1
+#endif
+#endif
+#ifndef QJ_NO_ARENA
+#define QJ_NO_ARENA 0
+#endif
+
+static bool track(qj_doc *d, void *p) {
     if (d->n_allocs == d->cap_allocs) {
         size_t nc = d->cap_allocs ? d->cap_allocs * 2 : 64;
         void **na = realloc(d->allocs, nc * sizeof *na);
-        if (!na) return NULL;
+        if (!na) return false;
         d->allocs = na;
         d->cap_allocs = nc;
     }
-    void *p = calloc(1, sz ? sz : 1);
-    if (p) d->allocs[d->n_allocs++] = p;
+    d->allocs[d->n_allocs++] = p;
+    return true;
+}
+
+static void *doc_alloc(qj_doc *d, size_t sz) {
+    sz = ((sz ? sz : 1) + 15) & ~(size_t)15; /* 16-byte aligned, zeroed */
+    if (sz > QJ_CHUNK / 4 || QJ_NO_ARENA) {
+        void *p = calloc(1, sz);
+        if (p && !track(d, p)) { free(p); p = NULL; }
+        return p;
+    }
+    if (!d->chunk || d->chunk_used + sz > d->chunk_cap) {
+        char *c = calloc(1, QJ_CHUNK);
+        if (!c || !track(d, c)) { free(c); return NULL; }
+        d->chunk = c;
+        d->chunk_used = 0;
+        d->chunk_cap = QJ_CHUNK;
+    }
+    void *p = d->chunk + d->chunk_used;
+    d->chunk_used += sz;
     return p;
 }
 
