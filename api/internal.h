@@ -184,6 +184,13 @@ qp_status qp_capability_check(const qp_resolve_ctx *rc, int min_capability);
 /* Reference kernels (cpu/): activations, bias and outputs are fp16, bf16
  * (uint16_t bits) or fp32 (float), as vLLM's out_dtype = x.dtype. */
 qp_status qp_ref_check_act_dtype(qp_context *ctx, qp_dtype dtype);
+/* A public call's M, K, N: 0 <= M and 1 <= K, N, each <= QP_DIM_MAX;
+ * otherwise QP_ERR_INVALID_ARGUMENT naming `what` and the one out of range
+ * (issue 31: checked before anything is allocated or read from them). */
+qp_status qp_check_mnk(qp_context *ctx, const char *what, int M, int K, int N);
+/* m * k elements of a quantizer's arrays: QP_ERR_INVALID_ARGUMENT when the
+ * count (times 4-byte elements) would wrap a size_t, else QP_OK. */
+qp_status qp_check_mk(qp_context *ctx, size_t m, size_t k);
 /* Bytes of one activation element: 4 for F32, 2 for F16/BF16. */
 size_t qp_ref_elem_size(qp_dtype d);
 /* Element i of an activation-dtype array, widened to fp32 (exact). */
@@ -213,5 +220,9 @@ int qp_safetensors_has_prefix(const qp_safetensors *f, const char *prefix);
 /* The header indices (ascending: header order) of the tensors whose names
  * start with `prefix`, in a malloc'd *idx (NULL when none) of *n. */
 qp_status qp_safetensors_prefixed(const qp_safetensors *f, const char *prefix, size_t **idx, size_t *n);
+
+/* Names, dtypes, ranks, dims and data of caller-supplied tensors, at most
+ * max_n of them (0: any number) (linear_desc.c). */
+qp_status qp_tensors_check(qp_context *ctx, const char *layer, const qp_tensor *t, size_t n, size_t max_n);
 
 #endif

@@ -614,10 +614,10 @@ static qp_status bind_rotation(const binder *b, qp_lin_desc *d) {
 /* Caller-supplied tensors: a name, a qport dtype, a rank of 0 .. 4, dims
  * >= 0 whose product does not overflow, and data wherever there are
  * elements (issue 31). */
-qp_status qp_tensors_check(qp_context *ctx, const char *layer, const qp_tensor *t, size_t n) {
-    if (n > 64)
+qp_status qp_tensors_check(qp_context *ctx, const char *layer, const qp_tensor *t, size_t n, size_t max_n) {
+    if (max_n && n > max_n)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "n_tensors", layer,
-                            "n_tensors = %zu: a layer has at most 64 checkpoint tensors", n);
+                            "n_tensors = %zu: a layer has at most %zu checkpoint tensors", n, max_n);
     for (size_t i = 0; i < n; i++) {
         const char *nm = t[i].name ? t[i].name : "(null)";
         if (!t[i].name)
@@ -655,7 +655,7 @@ static qp_status check_args(qp_context *ctx, const char *layer, const qp_scheme 
                             "bad layer shape N = %d, K = %d (each must be in 1 .. %d)", N, K, QP_DIM_MAX);
     if (n && !t)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "tensors", layer, "tensors is NULL with n_tensors = %zu", n);
-    qp_status st = qp_tensors_check(ctx, layer, t, n);
+    qp_status st = qp_tensors_check(ctx, layer, t, n, 64);
     if (st) return st;
     const qp_qtensor *q[2] = {&s->weight, &s->activation};
     for (int i = 0; i < 2; i++)

@@ -353,7 +353,7 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
                             E, H, I, QP_DIM_MAX);
     if (n && !tensors)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "tensors", layer, "tensors is NULL with n_tensors = %zu", n);
-    qp_status cs = qp_tensors_check(ctx, layer, tensors, n);
+    qp_status cs = qp_tensors_check(ctx, layer, tensors, n, 64);
     if (cs) return cs;
     if (opts->act_dtype != QP_DTYPE_F16 && opts->act_dtype != QP_DTYPE_BF16)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "MoE activations must be fp16 or bf16, got %s",

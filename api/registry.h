@@ -100,8 +100,6 @@ const qp_backend_ops *qp_cpu_backend_ops(void);
 /* Builds the canonical layer description from checkpoint tensors
  * (linear_desc.c); qp_lin_desc_free releases what it allocated. */
 typedef struct qp_lin_desc_store qp_lin_desc_store;
-/* Names, dtypes, ranks, dims and data of caller-supplied tensors (linear_desc.c). */
-qp_status qp_tensors_check(qp_context *ctx, const char *layer, const qp_tensor *t, size_t n);
 qp_status qp_lin_desc_build(qp_context *ctx, const qp_scheme *scheme, int N, int K, const qp_tensor *t, size_t n,
                             const qp_linear_options *opts, qp_lin_desc *desc, qp_lin_desc_store **store);
 void qp_lin_desc_free(qp_lin_desc_store *store);

@@ -336,6 +336,8 @@ static const char *st_name(qp_dtype d) {
     return NULL;
 }
 
+static int cmp_name_ptr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 static void json_escape(qp_buf *b, const char *s) {
     qp_buf_puts(b, "\"");
     for (; *s; s++) {
@@ -350,6 +352,21 @@ static void json_escape(qp_buf *b, const char *s) {
 QP_API qp_status qp_safetensors_write(qp_context *ctx, const char *path, const qp_tensor *t, size_t n,
                                       const char *const *meta, size_t n_meta) {
     if (!ctx || !path || (n && !t) || (n_meta && !meta)) return QP_ERR_INVALID_ARGUMENT;
+    /* shapes a reader would refuse (negative or overflowing dims, a rank
+     * past 4, no data) and names given twice are refused here (issue 31) */
+    qp_status cs = qp_tensors_check(ctx, NULL, t, n, 0);
+    if (cs) return cs;
+    const char **names = malloc(sizeof *names * (n ? n : 1));
+    if (!names) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, path, NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) names[i] = t[i].name;
+    qsort(names, n, sizeof *names, cmp_name_ptr);
+    for (size_t i = 1; i < n; i++)
+        if (!strcmp(names[i - 1], names[i])) {
+            cs = qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, path, names[i], NULL, "tensor '%s' given twice", names[i]);
+            free(names);
+            return cs;
+        }
+    free(names);
     qp_buf h = {0};
     qp_buf_puts(&h, "{");
     if (n_meta) {
