@@ -21,8 +21,10 @@ import json, sys
 for line in open(sys.argv[1]):
     t = json.loads(line)
     if t.get("result") == "SKIP":
-        out = [l for l in (t.get("stdout") or "").splitlines() if l.strip()]
-        print("qport test: skipped %s: %s" % (t["name"], out[-1] if out else "(no reason printed)"))
+        out = [l.strip() for l in ((t.get("stdout") or "") + (t.get("stderr") or "")).splitlines() if l.strip()]
+        at = [i for i, l in enumerate(out) if "skip" in l.lower()]
+        why = " ".join(out[at[0]:] if at else out[-1:])[:300] or "(no reason printed)"
+        print("qport test: skipped %s: %s" % (t["name"], why))
 PY
 }
 if [ ! -f build-test/build.ninja ]; then
