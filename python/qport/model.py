@@ -8,6 +8,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
+import numpy as np
+
 from . import _abi
 from ._arrays import Tensor, tensor_from_c
 from ._handle import Handle, context
@@ -206,11 +208,16 @@ class Model:
                 self._ctx.check(_abi.lib.qp_moe_create(dev.ptr, ctypes.byref(b.scheme), b.E, b.H, b.I, b.tensors,
                                                        b.n_tensors, ctypes.byref(mo), ctypes.byref(q)))
                 E, H, I, G, router = b.E, b.H, b.I, b.global_num_experts or b.E, _abi.s(b.router)  # noqa: E741
+                bias = (np.ctypeslib.as_array(mo.e_score_correction_bias, (G,)).copy()
+                        if mo.e_score_correction_bias else None)
+                routing = dict(renormalize=bool(mo.renormalize), num_expert_group=mo.num_expert_group,
+                               topk_group=mo.topk_group, scoring=_abi.MOE_SCORING[mo.scoring],
+                               routed_scaling_factor=mo.routed_scaling_factor, e_score_correction_bias=bias)
             finally:
                 _abi.lib.qp_moe_binding_free(ctypes.byref(b))
         del keep
         m = MoE.__new__(MoE)
-        m._init(q.value, dev, scheme, E, H, I, G, mo.top_k, act)
+        m._init(q.value, dev, scheme, E, H, I, G, mo.top_k, act, routing)
         m.router = router or None
         return m
 
