@@ -98,9 +98,9 @@ def register() -> bool:
         lib = getattr(torch, "library", None)
         if lib is None or not hasattr(lib, "custom_op"):
             return False
-        Tensor = torch.Tensor
+        Tensor = torch.Tensor  # annotations are strings here (from __future__): the schemas are explicit
 
-        @lib.custom_op("qport::linear", mutates_args=())
+        @lib.custom_op("qport::linear", mutates_args=(), schema="(Tensor x, int layer) -> Tensor")
         def linear_op(x: Tensor, layer: int) -> Tensor:
             return layer_of(layer)._forward_torch(x.contiguous())
 
@@ -109,7 +109,7 @@ def register() -> bool:
             lay = layer_of(layer)
             return x.new_empty((*x.shape[:-1], lay.N), dtype=torch_dtype(lay.out_dtype))
 
-        @lib.custom_op("qport::moe", mutates_args=())
+        @lib.custom_op("qport::moe", mutates_args=(), schema="(Tensor x, Tensor router_logits, int layer) -> Tensor")
         def moe_op(x: Tensor, router_logits: Tensor, layer: int) -> Tensor:
             return layer_of(layer)._forward_torch(x.contiguous(), router_logits.contiguous(), None, None)
 
@@ -117,7 +117,8 @@ def register() -> bool:
         def _moe_fake(x: Tensor, router_logits: Tensor, layer: int) -> Tensor:
             return x.new_empty(x.shape, dtype=torch_dtype(layer_of(layer).act_dtype))
 
-        @lib.custom_op("qport::moe_topk", mutates_args=())
+        @lib.custom_op("qport::moe_topk", mutates_args=(),
+                       schema="(Tensor x, Tensor topk_ids, Tensor topk_weights, int layer) -> Tensor")
         def moe_topk_op(x: Tensor, topk_ids: Tensor, topk_weights: Tensor, layer: int) -> Tensor:
             return layer_of(layer)._forward_torch(x.contiguous(), None, topk_ids.contiguous(),
                                                   topk_weights.contiguous())
@@ -131,7 +132,9 @@ def register() -> bool:
 
 
 def _ops() -> Any:
-    if not register():
+    # no lock once registered: torch.compile traces this (layers are made,
+    # so the ops registered, before anything is compiled)
+    if not _registered and not register():
         raise RuntimeError("qport: torch.library.custom_op is not available (torch 2.4 or later is needed)")
     return torch_module().ops.qport
 
