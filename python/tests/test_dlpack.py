@@ -51,6 +51,17 @@ class Legacy:
         return self.a.__dlpack__(stream=stream)
 
 
+class _Wrap:
+    def __init__(self, b):
+        self.b = b
+
+    def __dlpack_device__(self):
+        return self.b.__dlpack_device__()
+
+    def __dlpack__(self, **kw):
+        return self.b.__dlpack__(**kw)
+
+
 @pytest.fixture(scope="module")
 def int8():
     s = scheme("int8-dyn-sym")
@@ -249,15 +260,29 @@ def test_chain_of_enqueues_on_every_device(int8, devices):
             bx = qport.Buffer.from_array(d, x)
         except qport.Error as e:
             pytest.fail(f"{d}: {e}")
+        gc.collect()  # objects of earlier tests freed now: a destroy waits for its device
         d.synchronize()
         before = d.stats["host_waits"]
-        h = bx
+        h, outs = bx, []
         for lay in layers:
             h = lay.enqueue(h)
+            outs.append(h)  # kept: freeing a buffer waits for its device (qp_buffer_destroy)
         d.synchronize()
         waits = d.stats["host_waits"] - before
         assert waits <= 1, f"{d}: {waits} host waits for a chain of {L}"
         assert (h.numpy() == ref).all(), d
+        if d.backend == "opencl":  # dlpack.h: data is the cl_mem, byte_offset the offset in it
+            assert h.__dlpack_device__() == (4, d.index)
+            cap = h.__dlpack__(max_version=(1, 1))
+            get = ctypes.pythonapi.PyCapsule_GetPointer
+            get.restype, get.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+            mt = _dlpack.DLManagedTensorVersioned.from_address(get(cap, b"dltensor_versioned"))
+            n = h.native()
+            assert mt.dl_tensor.data == n["cl_mem"] and mt.dl_tensor.byte_offset == n["offset"]
+            assert mt.dl_tensor.device.device_type == 4 and (mt.version.major, mt.version.minor) == (1, 1)
+            assert [mt.dl_tensor.shape[i] for i in range(mt.dl_tensor.ndim)] == [4, K]
+            with pytest.raises(ValueError, match="opencl"):
+                qport.as_buffer(_Wrap(h))  # qport takes host and CUDA memory through DLPack
         if d.backend == "vulkan":
             with pytest.raises(BufferError, match="Vulkan buffer has no portable DLPack form"):
                 h.__dlpack__()
