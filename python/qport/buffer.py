@@ -258,7 +258,8 @@ def _import(dev: Device, what: str, *, host_ptr: int = 0, cuda_ptr: int = 0, cl_
             offset: int = 0, size: int) -> int | None:
     d = _abi.BufferImportDesc()
     _abi.lib.qp_buffer_import_desc_init(ctypes.byref(d))
-    d.host_ptr, d.cuda_ptr, d.cl_mem, d.vk_buffer = host_ptr or None, cuda_ptr or None, cl_mem or None, vk_buffer or None
+    d.host_ptr, d.cuda_ptr = host_ptr or None, cuda_ptr or None
+    d.cl_mem, d.vk_buffer = cl_mem or None, vk_buffer or None
     d.offset, d.size = offset, size
     p = ctypes.c_void_p()
     context().check(_abi.lib.qp_buffer_import(dev.ptr, ctypes.byref(d), ctypes.byref(p)))

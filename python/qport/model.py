@@ -10,7 +10,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import _abi
+from . import _abi, _torch_ops
 from ._arrays import Tensor, tensor_from_c
 from ._handle import Handle, context
 from .config import Config, Scheme, _resolve_options
@@ -168,7 +168,7 @@ class Model:
             self._ctx.check(_abi.lib.qp_model_bind_layer(p, lb, ctypes.byref(o), ctypes.byref(b)))
             try:
                 scheme = Scheme(_abi.Scheme.from_buffer_copy(b.scheme), name, "linear")
-                dev = device if isinstance(device, Device) else _device(device, scheme)
+                dev = device if isinstance(device, Device) else _device(_torch_ops.device_spec(device), scheme)
                 if b.n_shards:
                     lo.shard_rows = ctypes.cast(b.shard_rows, ctypes.POINTER(ctypes.c_int))
                     lo.n_shards = b.n_shards
@@ -201,7 +201,8 @@ class Model:
                 lb = name.encode()
                 mo.layer = lb
                 scheme = Scheme(_abi.Scheme.from_buffer_copy(b.scheme), name, "moe")
-                dev = device if isinstance(device, Device) else _device(device if device is not None else "cpu")
+                dev = device if isinstance(device, Device) else _device(
+                    _torch_ops.device_spec(device) if device is not None else "cpu")
                 q = ctypes.c_void_p()
                 # the tensors and the correction bias point into the model's
                 # mapping and the binding: qp_moe_create copies both
