@@ -91,7 +91,7 @@ def test_export_cpu_buffer_without_copy():
         b.__dlpack__(dl_device=(2, 0))
 
 
-@pytest.mark.parametrize("kind", ["versioned", "legacy", "numpy-legacy"])
+@pytest.mark.parametrize("kind", ["versioned", "legacy", "numpy-legacy", "numpy"])
 def test_import_without_copy(kind):
     a = acts(4, 16)
     src = qport.Buffer.from_array("cpu", a)
@@ -99,15 +99,19 @@ def test_import_without_copy(kind):
         p = Producer(src)
     elif kind == "legacy":
         p = Producer(src, versioned=False)
-    else:
+    elif kind == "numpy-legacy":
         p = Legacy(a)  # numpy's own legacy capsule
+    else:
+        p = Producer(a)  # numpy >= 2.1: its versioned capsule; 1.24 refuses max_version: the legacy call
     live = len(_dlpack._live)
     b = qport.as_buffer(p)
     assert b.imported and b.device.backend == "cpu" and b.shape == (4, 16) and b.dtype == "f16"
-    want_ptr = a.ctypes.data if kind == "numpy-legacy" else src.native()["ptr"]
+    want_ptr = a.ctypes.data if kind.startswith("numpy") else src.native()["ptr"]
     assert b.native()["ptr"] == want_ptr
     assert (b.numpy() == a).all()
-    if kind != "numpy-legacy":
+    if kind == "numpy":
+        assert p.calls[0].get("max_version") == (1, 1)
+    elif kind != "numpy-legacy":
         assert p.calls[0].get("max_version") == (1, 1) and p.calls[0]["stream"] is None
         assert len(_dlpack._live) == live + 1  # the consumer holds the producer's tensor
         b.close()
