@@ -7,7 +7,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from . import _abi, _torch_ops
-from ._arrays import Tensor, as_host, c_tensor, is_torch, returner, storage_dtype
+from ._arrays import Tensor, as_host, c_tensor, is_torch, nice_dtype, returner, storage_dtype
 from ._handle import Handle, context
 from .buffer import Buffer, as_buffer, enqueue_sync, keep_until_sync, cl_out_event, run_torch_cuda, _import
 from .config import Scheme
@@ -143,19 +143,35 @@ class Linear:
         through the custom op torch.ops.qport.linear (CPU tensors; CUDA
         tensors of the layer's GPU without a copy, ordered on
         torch.cuda.current_stream()); a qport.Buffer or an object with
-        __dlpack__ / __cuda_array_interface__ -> host memory as numpy, device
-        memory of the layer's device -> a qport.Buffer."""
+        __dlpack__ / __cuda_array_interface__: host memory (any layer) -> a
+        numpy array; memory of the layer's device -> a qport.Buffer."""
         if is_torch(x):
             return _torch_ops.linear(self, x)
         if not isinstance(x, (np.ndarray, Tensor)) and (
                 isinstance(x, Buffer) or hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__")):
-            if not hasattr(x, "__cuda_array_interface__") and x.__dlpack_device__()[0] == 1 \
-                    and self.device.backend != "cpu":
-                return self._forward_host(np.from_dlpack(x))  # host memory into a GPU layer: the host path
+            if not hasattr(x, "__cuda_array_interface__") and x.__dlpack_device__()[0] == 1:
+                return self._forward_host_memory(x)
             y = self.enqueue(x)
             self.device.synchronize()
             return y
         return self._forward_host(x)
+
+    def _forward_host_memory(self, x: Any) -> np.ndarray:
+        """Host memory that comes through DLPack (a cpu-device Buffer
+        included), wrapped without a copy; y as a numpy array."""
+        bx = as_buffer(x, _device("cpu"), dtype=self.act_dtype, what="x")
+        _check_act(bx.shape, self.K, bx.dtype, self.act_dtype)
+        lead = bx.shape[:-1]
+        M = int(np.prod(lead, dtype=np.int64)) if lead else 1
+        out = np.empty(lead + (self.N,), storage_dtype(self.out_dtype))
+        if M:
+            if self.device.backend == "cpu":
+                self.enqueue(bx, out)
+                self.device.synchronize()
+            else:
+                with bx._h.use() as px, self._h.use() as p:
+                    self._ctx.check(_abi.lib.qp_linear_forward(p, bx.native()["ptr"], M, out.ctypes.data))
+        return out.view(nice_dtype(self.out_dtype))
 
     forward = __call__
 

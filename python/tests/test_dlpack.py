@@ -199,8 +199,9 @@ def test_linear_on_dlpack_and_enqueue_cpu(int8):
     lin = qport.Linear("cpu", s, t)
     x = acts(5, K)
     want = lin(x)
-    assert (lin(Producer(qport.Buffer.from_array("cpu", x))) .numpy() == want).all()
-    assert (lin(Legacy(x)).numpy() == want).all()
+    for src in (Producer(qport.Buffer.from_array("cpu", x)), Legacy(x), qport.Buffer.from_array("cpu", x)):
+        got = lin(src)  # host memory through DLPack: a numpy array back
+        assert isinstance(got, np.ndarray) and (got == want).all()
     # enqueue into the caller's own numpy array: written in place
     y = np.zeros((5, N), np.float16)
     out = lin.enqueue(x, y)
@@ -236,6 +237,8 @@ def test_enqueue_errors(int8, devices):
         if d.backend == "cpu":
             continue
         other = qport.Linear(d, s, t)
+        hx = acts(3, K)
+        assert (other(Legacy(hx)) == other(hx)).all()  # host memory through DLPack into a GPU layer
         with pytest.raises(ValueError, match="host memory"):
             other.enqueue(acts(2, K))
         with pytest.raises(ValueError, match="a buffer of cpu:0"):
