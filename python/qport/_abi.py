@@ -278,6 +278,7 @@ _PROTOS = {
     "qp_enqueue_sync_init": (None, [P(EnqueueSync)]),
     "qp_linear_enqueue": (c_int, [vp, vp, c_int, vp, P(EnqueueSync)]),
     "qp_moe_enqueue": (c_int, [vp, vp, c_int, vp, vp, vp, P(EnqueueSync)]),
+    "qp_moe_enqueue_logits": (c_int, [vp, vp, c_int, vp, vp, P(EnqueueSync)]),
     "qp_event_record": (c_int, [vp, P(vp)]),
     "qp_event_wait": (c_int, [vp]),
     "qp_event_query": (c_int, [vp, P(c_int)]),

@@ -9,6 +9,7 @@ import numpy as np
 
 from . import _abi, _torch_ops
 from ._arrays import as_host, is_torch, returner, storage_dtype
+from ._errors import UnsupportedError
 from ._handle import Handle, context
 from .buffer import Buffer, as_buffer, cl_out_event, enqueue_sync, keep_until_sync, run_torch_cuda
 from .config import Scheme
@@ -143,6 +144,7 @@ class MoE:
               act_dtype: str, routing: dict[str, Any] | None = None) -> None:
         self._ctx = context()
         self._routing = routing or {}  # for routing router logits of CUDA tensors (qport.moe_route)
+        self._device_routing: bool | None = None  # qp_moe_enqueue_logits: untried / works / unsupported
         self.device, self.scheme = dev, scheme
         self.E, self.H, self.I, self.global_num_experts, self.top_k = E, H, I, G, top_k
         self.act_dtype = act_dtype
@@ -155,7 +157,8 @@ class MoE:
         and topk_weights (float32 [M, top_k]). y comes back like x: numpy,
         or torch through the custom ops torch.ops.qport.moe / moe_topk (CUDA
         tensors of the block's GPU without a copy; router logits on the GPU
-        are routed on the host, one round trip)."""
+        are routed on the device, qp_moe_enqueue_logits, or on the host with
+        one round trip where the backend has no routing kernel)."""
         if is_torch(x):
             return _torch_ops.moe(self, x, router_logits, topk_ids, topk_weights)
         return self._forward_host(x, router_logits, topk_ids, topk_weights)
@@ -165,10 +168,22 @@ class MoE:
         if x.device.type != "cuda":
             return self._forward_host(x, router_logits, topk_ids, topk_weights)
         torch = _torch_ops.torch_module()
-        if router_logits is not None:
-            ids, w = route(router_logits.detach().float().cpu(), self.top_k, **self._routing)
-            topk_ids, topk_weights = ids.to(x.device), w.to(x.device)
         y = torch.empty(tuple(x.shape), dtype=_torch_ops.torch_dtype(self.act_dtype), device=x.device)
+        if router_logits is not None:
+            M = self._check_topk_shapes(x, None, None)
+            if tuple(router_logits.shape) != (M, self.global_num_experts) or str(router_logits.dtype) != "torch.float32":
+                raise ValueError(f"router_logits: float32 of shape ({M}, {self.global_num_experts}), got "
+                                 f"{router_logits.dtype} {tuple(router_logits.shape)}")
+            if M and self._device_routing is not False:
+                try:  # routed on the device (qp_moe_enqueue_logits), bit for bit as qp_moe_route
+                    run_torch_cuda(self.device, [x, router_logits], [y],
+                                   lambda b, sync: self._enqueue_logits_raw(b[0], M, b[1], b[2], sync))
+                    self._device_routing = True
+                    return y
+                except UnsupportedError:
+                    self._device_routing = False  # no routing kernel here: route on the host from now on
+            ids, w = route(router_logits.detach().cpu(), self.top_k, **self._routing)
+            topk_ids, topk_weights = ids.to(x.device), w.to(x.device)
         M = self._check_topk_shapes(x, topk_ids, topk_weights)
         if M:
             run_torch_cuda(self.device, [x, topk_ids, topk_weights], [y],
@@ -181,6 +196,8 @@ class MoE:
         M = int(x.shape[0])
         if _torch_ops.qport_dtype(x, self.act_dtype) != self.act_dtype:
             raise TypeError(f"x: the block computes {self.act_dtype} activations, x is {x.dtype}")
+        if ids is None:
+            return M
         if str(ids.dtype) not in ("torch.int32", "int32") or tuple(ids.shape) != (M, self.top_k):
             raise ValueError(f"topk_ids: int32 of shape ({M}, {self.top_k}), got {ids.dtype} {tuple(ids.shape)}")
         if str(w.dtype) not in ("torch.float32", "float32", "f32") or tuple(w.shape) != (M, self.top_k):
@@ -192,43 +209,70 @@ class MoE:
             self._ctx.check(_abi.lib.qp_moe_enqueue(p, bx, M, bi, bw, by,
                                                     ctypes.byref(sync) if sync is not None else None))
 
-    def enqueue(self, x: Any, topk_ids: Any, topk_weights: Any, y: Any = None, *,
-                sync: Mapping[str, Any] | None = None) -> Any:
-        """Enqueues y = MoE(x) with explicit routing on device memory and
-        returns y without waiting (qp_moe_enqueue): x [M, H] of act_dtype,
-        topk_ids int32 [M, top_k] (global expert ids; an id that is not one
-        of this block's experts contributes nothing: ids on the device are
-        not checked), topk_weights float32 [M, top_k], y None (a new Buffer)
-        or memory of [M, H]; each a qport.Buffer of the block's device or
-        memory as_buffer wraps without a copy, kept alive until the device
-        is synchronised. sync: as Linear.enqueue."""
+    def _enqueue_logits_raw(self, bx: int, M: int, bl: int, by: int, sync: Any) -> None:
+        with self._h.use() as p:
+            self._ctx.check(_abi.lib.qp_moe_enqueue_logits(p, bx, M, bl, by,
+                                                           ctypes.byref(sync) if sync is not None else None))
+
+    def enqueue(self, x: Any, topk_ids: Any = None, topk_weights: Any = None, y: Any = None, *,
+                router_logits: Any = None, sync: Mapping[str, Any] | None = None) -> Any:
+        """Enqueues y = MoE(x) on device memory and returns y without
+        waiting: x [M, H] of act_dtype, and either topk_ids int32 [M, top_k]
+        (global expert ids; an id that is not one of this block's experts
+        contributes nothing: ids on the device are not checked) with
+        topk_weights float32 [M, top_k] (qp_moe_enqueue), or router_logits
+        float32 [M, global E], routed on the device as moe_route routes
+        (qp_moe_enqueue_logits; UnsupportedError where the backend has no
+        routing kernel). y None (a new Buffer) or memory of [M, H]; each a
+        qport.Buffer of the block's device or memory as_buffer wraps
+        without a copy, kept alive until the device is synchronised. sync:
+        as Linear.enqueue."""
         dev = self.device
         bx = as_buffer(x, dev, dtype=self.act_dtype, what="x")
-        bi = as_buffer(topk_ids, dev, what="topk_ids")
-        bw = as_buffer(topk_weights, dev, what="topk_weights")
         if bx.dtype != self.act_dtype:
             raise TypeError(f"x: the block computes {self.act_dtype} activations, x is {bx.dtype}")
         if len(bx.shape) != 2 or bx.shape[1] != self.H:
             raise ValueError(f"x: shape {bx.shape}, want (tokens, {self.H})")
         M = bx.shape[0]
+        if not M:
+            raise ValueError("x: 0 tokens")
+        if router_logits is not None:
+            if topk_ids is not None or topk_weights is not None:
+                raise TypeError("give router_logits or topk_ids and topk_weights, not both")
+            bl = as_buffer(router_logits, dev, what="router_logits")
+            if bl.dtype != "f32" or bl.shape != (M, self.global_num_experts):
+                raise ValueError(f"router_logits: float32 of shape ({M}, {self.global_num_experts}), got "
+                                 f"{bl.dtype} {bl.shape}")
+            by = self._out(dev, y, M)
+            s, keep = enqueue_sync(sync)
+            with bx._h.use() as px, bl._h.use() as pl, by._h.use() as py:
+                self._enqueue_logits_raw(px, M, pl, py, s)
+            keep_until_sync(dev, bx, bl, by, self)
+            ev = cl_out_event(keep)
+            return (by, ev) if sync and sync.get("cl_out_event") else by
+        if topk_ids is None or topk_weights is None:
+            raise TypeError("give router_logits, or topk_ids and topk_weights")
+        bi = as_buffer(topk_ids, dev, what="topk_ids")
+        bw = as_buffer(topk_weights, dev, what="topk_weights")
         if bi.dtype != "int32" or bi.shape != (M, self.top_k):
             raise ValueError(f"topk_ids: int32 of shape ({M}, {self.top_k}), got {bi.dtype} {bi.shape}")
         if bw.dtype != "f32" or bw.shape != (M, self.top_k):
             raise ValueError(f"topk_weights: float32 of shape ({M}, {self.top_k}), got {bw.dtype} {bw.shape}")
-        if not M:
-            raise ValueError("x: 0 tokens")
-        if y is None:
-            by = Buffer.empty(dev, (M, self.H), self.act_dtype)
-        else:
-            by = as_buffer(y, dev, dtype=self.act_dtype, writable=True, what="y")
-            if by.dtype != self.act_dtype or by.shape != (M, self.H):
-                raise ValueError(f"y: {self.act_dtype} of shape ({M}, {self.H}), got {by.dtype} {by.shape}")
+        by = self._out(dev, y, M)
         s, keep = enqueue_sync(sync)
         with bx._h.use() as px, bi._h.use() as pi, bw._h.use() as pw, by._h.use() as py:
             self._enqueue_raw(px, M, pi, pw, py, s)
         keep_until_sync(dev, bx, bi, bw, by, self)
         ev = cl_out_event(keep)
         return (by, ev) if sync and sync.get("cl_out_event") else by
+
+    def _out(self, dev: Device, y: Any, M: int) -> Buffer:
+        if y is None:
+            return Buffer.empty(dev, (M, self.H), self.act_dtype)
+        by = as_buffer(y, dev, dtype=self.act_dtype, writable=True, what="y")
+        if by.dtype != self.act_dtype or by.shape != (M, self.H):
+            raise ValueError(f"y: {self.act_dtype} of shape ({M}, {self.H}), got {by.dtype} {by.shape}")
+        return by
 
     def _forward_host(self, x: Any, router_logits: Any, topk_ids: Any, topk_weights: Any) -> Any:
         a, lead, M = activations(x, self.H, self.act_dtype)

@@ -318,15 +318,33 @@ def test_moe_enqueue(cli, demo_moe, devices):
         moe.enqueue(x, ids.astype(np.uint8), w)
     with pytest.raises(ValueError, match="topk_weights: float32"):
         moe.enqueue(x, ids, w[:2].copy())
+    lg = rng.normal(size=(3, E)).astype(np.float32)
+    want_lg = moe(x, lg)
     s = m.scheme(block, kind="moe")
+    routed = 0
     for d in devices:
-        if d.backend == "cpu" or not d.supports_moe(s):
+        if not d.supports_moe(s):
             continue
-        dm = m.moe(block, d)
-        yd = dm.enqueue(qport.Buffer.from_array(d, x), qport.Buffer.from_array(d, ids),
-                        qport.Buffer.from_array(d, w))
+        dm = moe if d.backend == "cpu" else m.moe(block, d)
+        if d.backend != "cpu":
+            yd = dm.enqueue(qport.Buffer.from_array(d, x), qport.Buffer.from_array(d, ids),
+                            qport.Buffer.from_array(d, w))
+            d.synchronize()
+            assert (yd.numpy() == want).all(), d
+        # routed on the device (qp_moe_enqueue_logits), bit for bit as the host routing
+        try:
+            yl = dm.enqueue(qport.Buffer.from_array(d, x), router_logits=qport.Buffer.from_array(d, lg))
+        except qport.UnsupportedError as e:
+            assert "routing kernel" in str(e) or "route" in str(e)
+            continue
         d.synchronize()
-        assert (yd.numpy() == want).all(), d
+        assert (yl.numpy() == want_lg).all(), d
+        routed += 1
+    assert routed >= 1  # the cpu reference routes
+    with pytest.raises(TypeError, match="not both"):
+        moe.enqueue(x, ids, w, router_logits=lg)
+    with pytest.raises(ValueError, match="router_logits: float32"):
+        moe.enqueue(x, router_logits=lg[:, :2].copy())
 
 
 def test_device_native_and_stats(devices):
