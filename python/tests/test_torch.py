@@ -97,6 +97,13 @@ def test_custom_op_schema_and_fake():
                           test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
     y = torch.ops.qport.linear(x, lin.op_id)
     assert (y.numpy() == lin(x.numpy())).all()
+    assert qport.Linear(torch.device("cpu"), scheme("int8-dyn-sym"),
+                        qport.quantize_weights(weights(N, K), scheme("int8-dyn-sym"))).device.backend == "cpu"
+    # CPU tensors into a layer of another device: the host path, through the op too
+    for d in qport.devices():
+        if d.backend != "cpu":
+            other = _int8_layer(device=d)
+            assert (other(x).numpy() == other(x.numpy())).all() and (other(x).numpy() == y.numpy()).all()
 
 
 def test_linear_under_torch_compile():
