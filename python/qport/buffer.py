@@ -41,30 +41,38 @@ def _prod(shape: Sequence[int]) -> int:
 # -- pending work: what enqueued work reads or writes stays alive until the
 # device has been synchronised (dropping an imported buffer's wrapper would
 # otherwise wait for the device, as qp_buffer_destroy does)
-_pending: dict[int, list] = {}
+_pending: dict[int, list] = {}  # device ptr -> [(sequence number, object)]
+_pending_seq = 0
 _pending_lock = threading.Lock()
 
 
 def keep_until_sync(dev: Device, *objs: Any) -> None:
+    global _pending_seq
     with _pending_lock:
-        _pending.setdefault(dev.ptr or 0, []).extend(objs)
+        lst = _pending.setdefault(dev.ptr or 0, [])
+        for o in objs:
+            _pending_seq += 1
+            lst.append((_pending_seq, o))
 
 
 def _release_pending(dev: Device, upto: int | None = None) -> None:
+    """Drops what work enqueued before sequence number `upto` (None: all)
+    kept alive, once that work is known to be done."""
     with _pending_lock:
         lst = _pending.get(dev.ptr or 0)
         if not lst:
             return
-        if upto is None or upto >= len(lst):
+        if upto is None:
             drop, _pending[dev.ptr or 0] = lst, []
         else:
-            drop, _pending[dev.ptr or 0] = lst[:upto], lst[upto:]
+            drop = [e for e in lst if e[0] <= upto]
+            _pending[dev.ptr or 0] = [e for e in lst if e[0] > upto]
     del drop  # outside the lock: destroys may wait for the device
 
 
-def pending_count(dev: Device) -> int:
+def pending_mark() -> int:
     with _pending_lock:
-        return len(_pending.get(dev.ptr or 0, ()))
+        return _pending_seq
 
 
 class Buffer:
@@ -458,7 +466,7 @@ class Event:
         self.device = dev
         p = ctypes.c_void_p()
         context().check(_abi.lib.qp_event_record(dev.ptr, ctypes.byref(p)))
-        self._mark = pending_count(dev)
+        self._mark = pending_mark()
         self._h = Handle(p.value, _abi.lib.qp_event_destroy, "qport.Event")
 
     def wait(self) -> None:

@@ -209,10 +209,17 @@ def test_linear_on_dlpack_and_enqueue_cpu(int8):
     assert out.native()["ptr"] == y.ctypes.data and (y == want).all()
     # M rows of a flat buffer; a new buffer when y is None
     flat = qport.Buffer.from_array("cpu", x.reshape(-1))
+    from qport import buffer as qb
     yb = lin.enqueue(flat, M=5)
     ev = lin.device.record_event()
-    ev.wait()
+    lin.enqueue(x)  # after the event
+    kept = lambda: [o for _, o in qb._pending.get(lin.device.ptr, [])]  # noqa: E731
+    assert yb in kept() and flat in kept()
+    ev.wait()  # what the work before the event kept alive is dropped, not what came after
     assert ev.done and yb.shape == (5, N) and (yb.numpy() == want).all()
+    assert yb not in kept() and len(kept()) == 3  # x's wrapper, the new y, the layer
+    lin.device.synchronize()
+    assert kept() == []
 
 
 def test_enqueue_errors(int8, devices):
