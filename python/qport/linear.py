@@ -169,7 +169,7 @@ class Linear:
                 self.enqueue(bx, out)
                 self.device.synchronize()
             else:
-                with bx._h.use() as px, self._h.use() as p:
+                with bx._h.use(), self._h.use() as p:
                     self._ctx.check(_abi.lib.qp_linear_forward(p, bx.native()["ptr"], M, out.ctypes.data))
         return out.view(nice_dtype(self.out_dtype))
 
