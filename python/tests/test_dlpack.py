@@ -367,3 +367,12 @@ def test_device_native_and_stats(devices):
         qport.import_device("metal")
     with pytest.raises(TypeError, match="unknown handle"):
         qport.import_device("cuda", cuda_queue=1)
+
+
+def test_import_does_not_import_torch():
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "-c", "import sys, qport; print('torch' in sys.modules, "
+                        "qport._torch_ops._registered)"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["False", "False"]
