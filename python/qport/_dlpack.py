@@ -156,7 +156,8 @@ class Imported:
     """A consumed DLPack tensor: the memory and its description. release()
     (or collection) calls the producer's deleter once."""
 
-    __slots__ = ("data", "device", "shape", "dl_dtype", "read_only", "_addr", "_deleter", "_obj", "__weakref__")
+    __slots__ = ("data", "raw", "byte_offset", "device", "shape", "dl_dtype", "read_only", "_addr", "_deleter", "_obj",
+                 "__weakref__")
 
     def __init__(self) -> None:
         self._addr = None
@@ -231,6 +232,7 @@ def consume(obj: Any, stream: Any, what: str) -> Imported:
     imp.shape = shape
     imp.device = (t.device.device_type, t.device.device_id)
     imp.dl_dtype = (t.dtype.code, t.dtype.bits, t.dtype.lanes)
+    imp.raw, imp.byte_offset = t.data or 0, t.byte_offset  # OpenCL: a cl_mem and the offset in it
     imp.data = (t.data or 0) + t.byte_offset
     if not _compact(shape, strides):
         imp.release()

@@ -304,7 +304,8 @@ def as_buffer(obj: Any, device: Device | str | None = None, *, dtype: str | None
     alive): a qport.Buffer as it is; a CUDA torch tensor, an object with
     __cuda_array_interface__ (v3: its stream is waited for) or with
     __dlpack__ (asked for a versioned capsule, with the device's stream on
-    CUDA) as CUDA memory; a numpy array or a CPU torch tensor as host memory
+    CUDA) as CUDA memory (kDLOpenCL: a cl_mem of an OpenCL device's
+    context, at byte_offset); a numpy array or a CPU torch tensor as host memory
     of the cpu device. device None: the cpu device for host memory, qport's
     CUDA device of the memory's ordinal for CUDA memory. `dtype` says what
     uint16 bits are ("bf16" or "f16"). Contiguous memory only (ValueError
@@ -350,9 +351,14 @@ def as_buffer(obj: Any, device: Device | str | None = None, *, dtype: str | None
         elif dl_type in (_dlpack.kDLCUDA, _dlpack.kDLCUDAManaged):
             d = _check_target(dev, "cuda", int(dl_id), what)
             stream = stream_id(d)
+        elif dl_type == _dlpack.kDLOpenCL:
+            d = dev if dev is not None else _device(f"opencl:{int(dl_id)}")
+            if d.backend != "opencl":
+                raise ValueError(f"{what}: OpenCL memory (a cl_mem), but the device is {d}")
+            stream = None
         else:
             raise ValueError(f"{what}: DLPack device {_dlpack.DEVICE_NAMES.get(dl_type, dl_type)}:{dl_id}; qport "
-                             "takes host (kDLCPU) and CUDA memory")
+                             "takes host (kDLCPU), CUDA and OpenCL (cl_mem) memory")
         imp = _dlpack.consume(obj, stream, what)
         try:
             dt = _dlpack.dtype_from_dl(*imp.dl_dtype, dtype, what)
@@ -364,6 +370,8 @@ def as_buffer(obj: Any, device: Device | str | None = None, *, dtype: str | None
                 return Buffer.empty(d, imp.shape, dt)
             if d.backend == "cpu":
                 p = _import(d, what, host_ptr=imp.data, size=nbytes)
+            elif d.backend == "opencl":
+                p = _import(d, what, cl_mem=imp.raw, offset=imp.byte_offset, size=nbytes)
             else:
                 p = _import(d, what, cuda_ptr=imp.data, size=nbytes)
         except BaseException:

@@ -159,11 +159,11 @@ def test_import_errors():
     with pytest.raises(BufferError, match="used_dltensor"):
         qport.as_buffer(Once())
 
-    class OpenCL(Legacy):
+    class Metal(Legacy):
         def __dlpack_device__(self):
-            return (4, 0)
-    with pytest.raises(ValueError, match="opencl"):
-        qport.as_buffer(OpenCL(np.zeros(4, np.float32)))
+            return (8, 0)
+    with pytest.raises(ValueError, match="metal"):
+        qport.as_buffer(Metal(np.zeros(4, np.float32)))
     with pytest.raises(TypeError, match="expected a qport.Buffer"):
         qport.as_buffer([1.0, 2.0])
 
@@ -295,8 +295,10 @@ def test_chain_of_enqueues_on_every_device(int8, devices):
             assert mt.dl_tensor.data == n["cl_mem"] and mt.dl_tensor.byte_offset == n["offset"]
             assert mt.dl_tensor.device.device_type == 4 and (mt.version.major, mt.version.minor) == (1, 1)
             assert [mt.dl_tensor.shape[i] for i in range(mt.dl_tensor.ndim)] == [4, K]
-            with pytest.raises(ValueError, match="opencl"):
-                qport.as_buffer(_Wrap(h))  # qport takes host and CUDA memory through DLPack
+            back = qport.as_buffer(_Wrap(h))  # the cl_mem wrapped again (a sub-buffer), no copy
+            assert back.device == d and back.native()["api"] == "opencl" and (back.numpy() == ref).all()
+            with pytest.raises(ValueError, match="OpenCL memory"):
+                qport.as_buffer(_Wrap(h), "cpu")
         if d.backend == "vulkan":
             with pytest.raises(BufferError, match="Vulkan buffer has no portable DLPack form"):
                 h.__dlpack__()
