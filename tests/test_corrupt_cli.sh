@@ -1,0 +1,81 @@
+#!/bin/sh
+# Corrupt checkpoints fail, never run (issue 32): each case damages a copy
+# of the MoE demo model (qport demo-model --experts 4, quantized to int8)
+# and `qport run` must exit non-zero (not by a signal) naming the tensor,
+# key or file. Plus the files that used to block or kill: FIFOs as
+# config.json or shard, a truncated plugin, and SIGINT during quantize.
+set -u
+Q="$1"; D=$(dirname "$0")/damage_st.py; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+"$Q" demo-model "$T/fp16" --experts 4 --topk 2 --layers 1 --hidden 64 --intermediate 64 >/dev/null || fail "demo-model"
+"$Q" quantize "$T/fp16" "$T/good" --scheme int8-dyn-sym >/dev/null || fail "quantize"
+out=$("$Q" run "$T/good" --device cpu:0 2>&1) || { echo "$out"; fail "the undamaged model must run"; }
+n=0
+# case NAME PATTERN CMD...: a fresh copy in $C, CMD damages it, run must
+# fail with PATTERN in its output
+case_() {
+  name=$1; pat=$2; shift 2
+  C="$T/c"; rm -rf "$C"; cp -r "$T/good" "$C"
+  "$@" || fail "$name: damaging"
+  out=$(timeout 60 "$Q" run "$C" --device cpu:0 2>&1); rc=$?
+  [ $rc -eq 1 ] || { echo "$out"; fail "$name: exit $rc, expected 1"; }
+  echo "$out" | grep -q -- "$pat" || { echo "$out"; fail "$name: no '$pat' in the output"; }
+  n=$((n + 1))
+}
+ST=model.safetensors
+X=model.layers.0.mlp.experts
+dmg() { python3 "$D" "$C/$ST" "$@"; }
+cfg() { python3 "$D" "$C/config.json" set "$@"; }
+# experts: missing, extra, negative, huge, a stray projection or suffix
+case_ "missing expert" "not initialized from checkpoint: {'$X.2.gate_proj.weight'" dmg drop "experts\.2\."
+case_ "expert 3 missing" "'$X.3.gate_proj.weight'" dmg drop "experts\.3\."
+case_ "missing down_proj" "'$X.1.down_proj.weight'" dmg drop "experts\.1\.down_proj\.weight$"
+case_ "extra expert 7" "$X.7.gate_proj.weight' is expert 7, but config.json's num_experts is 4" dmg copy "experts\.0\." "experts.0." "experts.7."
+case_ "expert -1" "'-1' is not an expert index" dmg copy "experts\.0\." "experts.0." "experts.-1."
+case_ "expert 99999999999" "'99999999999' is not an expert index" dmg copy "experts\.0\." "experts.0." "experts.99999999999."
+case_ "expert 01" "'01' is not an expert index" dmg copy "experts\.1\." "experts.1." "experts.01."
+case_ "stray projection" "$X.0.foo_proj.weight' is not one of expert 0's projections" dmg copy "experts\.0\.up_proj\.weight$" "up_proj" "foo_proj"
+case_ "expert bias" "$X.0.up_proj.bias' of expert 0" dmg copy "experts\.0\.up_proj\.weight_scale$" "weight_scale" "bias"
+# the router: missing, mis-shaped, with a bias
+case_ "no router" "no router 'model.layers.0.mlp.gate.weight' in the checkpoint: .* \[4, 64\]" dmg drop "mlp\.gate\.weight$"
+case_ "router [3, 64]" "router 'model.layers.0.mlp.gate.weight' is f16 \[3, 64\]; expected a float tensor of \[4, 64\]" dmg shape model.layers.0.mlp.gate.weight 3,64
+case_ "router 1-D" "router 'model.layers.0.mlp.gate.weight' is f16 \[256\]" dmg shape model.layers.0.mlp.gate.weight 256
+case_ "router bias" "model.layers.0.mlp.gate.bias' of the router is not read" dmg copy "mlp\.gate\.weight$" "weight" "bias"
+# a linear layer whose weight is not 2-D, or gone with its scale left
+O=model.layers.0.self_attn.o_proj
+case_ "1-D weight" "$O.weight *unused: no layer binds this 1d int8 tensor (a linear layer's weight must be 2-D)" dmg shape $O.weight 4096
+case_ "0-d weight" "$O.weight *unused: no layer binds this 0d int8 tensor" dmg shape $O.weight ""
+case_ "scale only" "$O.weight_scale *unused: no layer binds this" dmg drop "o_proj\.weight$"
+case_ "1-D expert weight" "$X.1.up_proj" dmg shape $X.1.up_proj.weight 4096
+# config.json values of every JSON type, out of range, wrapping
+for v in 4294967299 '"3"' 0 -1 2.5 null true 5 '[2]' '{}'; do
+  case_ "num_experts_per_tok $v" "num_experts_per_tok" cfg num_experts_per_tok "$v"
+done
+case_ "no num_experts_per_tok" "no num_experts_per_tok" cfg num_experts_per_tok '"DELETE"'
+for v in 4294967298 '"2"' 0 3 1.5 true; do case_ "n_group $v" "n_group" cfg n_group "$v"; done
+case_ "topk_group > n_group" "topk_group 3 exceeds n_group 2" sh -c "python3 '$D' '$C/config.json' set n_group 2 && python3 '$D' '$C/config.json' set topk_group 3"
+for v in -1 '"1"' 0.5; do case_ "topk_group $v" "topk_group" cfg topk_group "$v"; done
+for v in 1e308 -1 0 '"2.5"' true '[1]'; do case_ "routed_scaling_factor $v" "routed_scaling_factor" cfg routed_scaling_factor "$v"; done
+for v in '"true"' 1 0 '[]'; do case_ "norm_topk_prob $v" "norm_topk_prob must be true or false" cfg norm_topk_prob "$v"; done
+for v in '"sigmoids"' 1 true; do case_ "scoring_func $v" "scoring_func" cfg scoring_func "$v"; done
+for v in '"4"' 0 -4 4.0 99999999999 null; do
+  case_ "num_experts $v" "num_experts" cfg num_experts "$v"
+done
+case_ "num_experts 3" "'$X.3.gate_proj.weight' is expert 3, but config.json's num_experts is 3" cfg num_experts 3
+case_ "num_experts 5" "not initialized from checkpoint: {'$X.4.gate_proj.weight'" cfg num_experts 5
+case_ "num_local_experts disagrees" "num_local_experts is 8 but num_experts is 4" cfg num_local_experts 8
+case_ "model_type 3" "model_type must be a string" cfg model_type 3
+case_ "text_config 3" "text_config must be an object" cfg text_config 3
+case_ "no expert count" "gives no expert count" cfg num_experts '"DELETE"'
+# files that are not regular: a FIFO as config.json or as the shard is
+# refused at once (it used to block forever in open)
+C="$T/f"; rm -rf "$C"; cp -r "$T/good" "$C"; rm "$C/config.json"; mkfifo "$C/config.json"
+out=$(timeout 20 "$Q" run "$C" --device cpu:0 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "config.json.*not a regular file (a FIFO)" || { echo "$out"; fail "FIFO config.json: exit $rc"; }
+C="$T/g"; rm -rf "$C"; cp -r "$T/good" "$C"; rm "$C/$ST"; mkfifo "$C/$ST"
+out=$(timeout 20 "$Q" run "$C" --device cpu:0 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "$ST.*not a regular file (a FIFO)" || { echo "$out"; fail "FIFO shard: exit $rc"; }
+out=$(timeout 20 "$Q" inspect "$T/f/config.json" 2>&1); [ $? -eq 2 ] || { echo "$out"; fail "inspect of a FIFO config"; }
+C="$T/h"; rm -rf "$C"; cp -r "$T/good" "$C"; rm "$C/config.json"; mkdir "$C/config.json"
+out=$(timeout 20 "$Q" run "$C" --device cpu:0 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "not a regular file (a directory)" || { echo "$out"; fail "directory config.json"; }
+echo "ok: $n damaged checkpoints refused, each naming its tensor or key; FIFOs and directories refused at once"
