@@ -47,6 +47,7 @@ typedef struct qp_backend_slot {
     char note[640];
     int loaded;
     int n_devices;
+    int tried;                 /* loading attempted (backends load lazily)   */
 } qp_backend_slot;
 
 struct qp_device {
@@ -89,6 +90,10 @@ typedef struct qp_registry {
 /* Loads the backends on first use (thread-safe); the error names the
  * invalid environment variable when the settings are bad. */
 qp_status qp_registry_get(qp_context *ctx, qp_registry **out);
+/* Loads only backend `kind` (a qp_backend_name_index value): what a
+ * command that names its devices needs, so `--device cpu:0` loads no plugin
+ * and a broken driver cannot kill a run that does not use it (issue 32). */
+qp_status qp_registry_get_kind(qp_context *ctx, int kind, qp_registry **out);
 void qp_registry_destroy(qp_registry *reg);
 /* The context's registry slot and lock (context.c). */
 qp_registry **qp_context_registry_slot(qp_context *ctx);

@@ -78,4 +78,57 @@ out=$(timeout 20 "$Q" run "$C" --device cpu:0 2>&1); rc=$?
 out=$(timeout 20 "$Q" inspect "$T/f/config.json" 2>&1); [ $? -eq 2 ] || { echo "$out"; fail "inspect of a FIFO config"; }
 C="$T/h"; rm -rf "$C"; cp -r "$T/good" "$C"; rm "$C/config.json"; mkdir "$C/config.json"
 out=$(timeout 20 "$Q" run "$C" --device cpu:0 2>&1); [ $? -eq 1 ] && echo "$out" | grep -q "not a regular file (a directory)" || { echo "$out"; fail "directory config.json"; }
+# a truncated plugin is that backend's status, never a SIGBUS; --device
+# cpu:0 loads no plugin at all
+P="$T/plugins"; mkdir "$P"
+printf '\177ELF' > "$P/libqport-cl.so"
+B=$(dirname "$Q")/..
+for so in "$B/vk/libqport-vk.so" "$B/cuda/libqport-cuda.so"; do
+  [ -f "$so" ] && head -c 65536 "$so" > "$P/$(basename "$so")"
+done
+out=$(QPORT_BACKEND_PATH="$P" timeout 60 "$Q" devices 2>&1); rc=$?
+[ $rc -eq 0 ] || { echo "$out"; fail "devices with truncated plugins: exit $rc"; }
+echo "$out" | grep -q "opencl .*not loaded.*libqport-cl.so: not an ELF shared object (4 bytes; truncated or damaged)" || { echo "$out"; fail "truncated OpenCL plugin status"; }
+if [ -f "$P/libqport-vk.so" ]; then
+  echo "$out" | grep -q "vulkan .*not loaded.*libqport-vk.so: truncated: a segment ends at byte" || { echo "$out"; fail "truncated Vulkan plugin status"; }
+fi
+out=$(QPORT_BACKEND_PATH="$P" QPORT_LOG=info timeout 60 "$Q" run "$T/good" --device cpu:0 2>&1) || { echo "$out"; fail "run --device cpu:0 beside truncated plugins"; }
+echo "$out" | grep -q "backend" && { echo "$out"; fail "--device cpu:0 must load no plugin"; }
+out=$(QPORT_BACKEND_PATH="$P" timeout 60 "$Q" run "$T/good" 2>&1) || { echo "$out"; fail "run on every device beside truncated plugins"; }
+# SIGINT/SIGTERM while the outputs are written (test-hook builds stop the
+# process with its temporaries complete): nothing that looks like output
+# is left, neither the temporaries nor the real names
+stopped() { s=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null); [ "$s" = T ] || [ "$s" = t ]; }
+interrupt() { # SIG PID
+  i=0
+  while ! stopped "$2" && [ $i -lt 600 ]; do
+    s=$(cut -d' ' -f3 "/proc/$2/stat" 2>/dev/null); [ -z "$s" ] || [ "$s" = Z ] && break  # ended: no hook
+    sleep 0.05; i=$((i + 1))
+  done
+  stopped "$2" || return 1
+  kill -"$1" "$2"; kill -CONT "$2"; wait "$2"; return 0
+}
+hooks=0
+for sig in INT TERM; do
+  O="$T/q$sig"
+  QPORT_TEST_STOP_BEFORE_RENAME=1 "$Q" quantize "$T/fp16" "$O" --scheme int8-dyn-sym >/dev/null 2>&1 &
+  pid=$!
+  if interrupt $sig $pid; then
+    hooks=1
+    [ -e "$O" ] && { ls -la "$O"; fail "SIG$sig during quantize left $O"; }
+    mkdir "$O"  # an existing folder is kept, and left without partial files
+    QPORT_TEST_STOP_BEFORE_RENAME=1 "$Q" quantize "$T/fp16" "$O" --scheme int8-dyn-sym >/dev/null 2>&1 &
+    pid=$!
+    interrupt $sig $pid || fail "second quantize did not stop"
+    [ -z "$(ls -A "$O")" ] || { ls -la "$O"; fail "SIG$sig during quantize left files in $O"; }
+    J="$T/c$sig.json"
+    QPORT_TEST_STOP_BEFORE_RENAME=1 "$Q" conform --quick --device cpu:0 --scheme int8-dyn-sym --no-moe --json "$J" --csv "$T/c$sig.csv" >/dev/null 2>&1 &
+    pid=$!
+    interrupt $sig $pid || fail "conform did not stop"
+    [ -z "$(ls "$T" | grep "^c$sig\.")" ] || { ls -la "$T"; fail "SIG$sig during conform left its --json/--csv files"; }
+  else
+    wait $pid  # a build without -Dtest_hooks: the hook is off, the run completes
+  fi
+done
+[ $hooks = 1 ] && echo "SIGINT/SIGTERM during quantize and conform --json/--csv left nothing"
 echo "ok: $n damaged checkpoints refused, each naming its tensor or key; FIFOs and directories refused at once"
