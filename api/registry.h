@@ -18,6 +18,7 @@ typedef struct qp_settings {
     const char *visible;       /* QPORT_VISIBLE_DEVICES or NULL            */
     const char *backend_path;  /* QPORT_BACKEND_PATH or NULL               */
     const char *comm;          /* QPORT_COMM: mpi, nccl, auto, or NULL     */
+    double comm_timeout;       /* QPORT_COMM_TIMEOUT seconds (default 300) */
     char cache_dir[512];       /* "" = caching off                         */
     int validation;            /* QPORT_VK_VALIDATION                      */
     int flip_bit;              /* QPORT_TEST_FLIP_BIT (test-hook builds)   */
