@@ -67,7 +67,7 @@ QP_API qp_status qp_config_load_buffer(qp_context *ctx, const char *name, const 
         return qp_error_set(ctx, QP_ERR_PARSE, name, NULL, NULL, "config larger than %zu bytes",
                             QP_CONFIG_MAX_BYTES);
     char err[512];
-    qj_doc *doc = qj_parse(json, len, err, sizeof err);
+    qj_doc *doc = qj_parse_bounded(json, len, QJ_CONFIG_MAX_VALUES(len), err, sizeof err);
     if (!doc) return qp_error_set(ctx, QP_ERR_PARSE, name, NULL, NULL, "%s", err);
     return qp_config_load_doc(ctx, name, doc, out);
 }

@@ -38,7 +38,7 @@ static qp_status read_json(qp_model *m, const char *path, qj_doc **doc) {
     qp_status st = qp_read_regular(m->ctx, path, (size_t)64 << 20, &text, &len);
     if (st) return st;
     char err[256];
-    *doc = qj_parse(text, len, err, sizeof err);
+    *doc = qj_parse_bounded(text, len, QJ_CONFIG_MAX_VALUES(len), err, sizeof err);
     free(text);
     return *doc ? QP_OK : qp_error_set(m->ctx, QP_ERR_PARSE, path, NULL, NULL, "%s", err);
 }

@@ -72,6 +72,26 @@ int main(void) {
     /* a shard shorter than its header says, at open: the parse error */
     CHECK(!truncate(path, sb.st_size / 3), "truncate");
     CHECK(qp_model_open(ctx, dir, &m) == QP_ERR_PARSE && !m, "open of a short shard: %s", qp_last_error(ctx));
+    /* a config.json of tiny values is refused before its tree is built
+     * (about 100 bytes a value): one value per 8 bytes beyond 65,536 */
+    write_model(ctx, dir, 16, 16);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    for (int dense = 1; dense >= 0; dense--) {
+        FILE *f = fopen(path, "w");
+        fprintf(f, "{\"model_type\":\"llama\",\"quantization_config\":%s,\"junk\":[", CFG);
+        for (int i = 0; i < 400000; i++) fputs(dense ? "0," : "\"abcdefgh\",", f);
+        fputs("0]}", f);
+        fclose(f);
+        st = qp_model_open(ctx, dir, &m);
+        if (dense)
+            CHECK(st == QP_ERR_PARSE && !m && strstr(qp_last_error(ctx), "config.json") &&
+                      strstr(qp_last_error(ctx), "JSON values in"),
+                  "a config of 400,000 zeros: %s", qp_last_error(ctx));
+        else
+            CHECK(!st && m, "a config of 400,000 short strings (12 bytes each): %s", qp_last_error(ctx));
+        qp_model_close(m);
+        m = NULL;
+    }
     /* FIFOs: refused at once, naming the file */
     write_model(ctx, dir, 16, 16);
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
