@@ -7,6 +7,10 @@ checkpoint tests (tests/test_corrupt_cli.sh, issue 32). Standard library only.
   damage_st.py FILE shape NAME DIMS       reshape NAME (comma-separated dims, "" for 0-d;
                                           data cut or zero-padded to fit)
   damage_st.py CONFIG set KEY JSON        config.json: KEY = the JSON value (JSON "DELETE" removes it)
+  damage_st.py batch SPEC SRC ROOT        each SPEC line "ID<TAB>FILE<TAB>OP<TAB>ARG...": ROOT/ID is a
+                                          copy of the model folder SRC, FILE in it damaged by OP
+                                          (one process for every case: the sanitizer runs preload
+                                          GPU drivers into each process, which makes Python slow)
 """
 import json
 import re
@@ -38,7 +42,20 @@ def save(p, meta, t):
     open(p, "wb").write(struct.pack("<Q", len(j)) + j + b"".join(blobs))
 
 
+def batch(spec, src, root):
+    import os
+    import shutil
+    for line in open(spec):
+        f = line.rstrip("\n").split("\t")
+        d = os.path.join(root, f[0])
+        if not os.path.exists(d):
+            shutil.copytree(src, d)
+        main([os.path.join(d, f[1])] + f[2:])
+
+
 def main(a):
+    if a[0] == "batch":
+        return batch(a[1], a[2], a[3])
     path, op = a[0], a[1]
     if op == "set":
         c = json.load(open(path))

@@ -10,63 +10,73 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$Q" demo-model "$T/fp16" --experts 4 --topk 2 --layers 1 --hidden 64 --intermediate 64 >/dev/null || fail "demo-model"
 "$Q" quantize "$T/fp16" "$T/good" --scheme int8-dyn-sym >/dev/null || fail "quantize"
 out=$("$Q" run "$T/good" --device cpu:0 2>&1) || { echo "$out"; fail "the undamaged model must run"; }
-n=0
-# case NAME PATTERN CMD...: a fresh copy in $C, CMD damages it, run must
-# fail with PATTERN in its output
-case_() {
-  name=$1; pat=$2; shift 2
-  C="$T/c"; rm -rf "$C"; cp -r "$T/good" "$C"
-  "$@" || fail "$name: damaging"
-  out=$(timeout 60 "$Q" run "$C" --device cpu:0 2>&1); rc=$?
-  [ $rc -eq 1 ] || { echo "$out"; fail "$name: exit $rc, expected 1"; }
-  echo "$out" | grep -q -- "$pat" || { echo "$out"; fail "$name: no '$pat' in the output"; }
-  n=$((n + 1))
-}
+# Each case: `new NAME PATTERN` then its damage (dmg: the safetensors
+# file, cfg: config.json); one Python process then makes every damaged
+# copy, and `qport run` must fail on each with PATTERN in its output.
+i=0
+SAN=${2:-}
+full() { [ "$SAN" != --sanitized ]; } # the plain build runs every case, the sanitizer build one of each kind
+new() { i=$((i + 1)); printf '%s\037%s\n' "$1" "$2" >> "$T/cases"; }
+op() { printf '%s' "$i" >> "$T/spec"; for a in "$@"; do printf '\t%s' "$a" >> "$T/spec"; done; printf '\n' >> "$T/spec"; }
+dmg() { op model.safetensors "$@"; }
+cfg() { op config.json set "$@"; }
 ST=model.safetensors
 X=model.layers.0.mlp.experts
-dmg() { python3 "$D" "$C/$ST" "$@"; }
-cfg() { python3 "$D" "$C/config.json" set "$@"; }
 # experts: missing, extra, negative, huge, a stray projection or suffix
-case_ "missing expert" "not initialized from checkpoint: {'$X.2.gate_proj.weight'" dmg drop "experts\.2\."
-case_ "expert 3 missing" "'$X.3.gate_proj.weight'" dmg drop "experts\.3\."
-case_ "missing down_proj" "'$X.1.down_proj.weight'" dmg drop "experts\.1\.down_proj\.weight$"
-case_ "extra expert 7" "$X.7.gate_proj.weight' is expert 7, but config.json's num_experts is 4" dmg copy "experts\.0\." "experts.0." "experts.7."
-case_ "expert -1" "'-1' is not an expert index" dmg copy "experts\.0\." "experts.0." "experts.-1."
-case_ "expert 99999999999" "'99999999999' is not an expert index" dmg copy "experts\.0\." "experts.0." "experts.99999999999."
-case_ "expert 01" "'01' is not an expert index" dmg copy "experts\.1\." "experts.1." "experts.01."
-case_ "stray projection" "$X.0.foo_proj.weight' is not one of expert 0's projections" dmg copy "experts\.0\.up_proj\.weight$" "up_proj" "foo_proj"
-case_ "expert bias" "$X.0.up_proj.bias' of expert 0" dmg copy "experts\.0\.up_proj\.weight_scale$" "weight_scale" "bias"
+new "missing expert" "not initialized from checkpoint: {'$X.2.gate_proj.weight'"; dmg drop "experts\.2\."
+full && { new "expert 3 missing" "'$X.3.gate_proj.weight'"; dmg drop "experts\.3\."; }
+full && { new "missing down_proj" "'$X.1.down_proj.weight'"; dmg drop "experts\.1\.down_proj\.weight$"; }
+new "extra expert 7" "$X.7.gate_proj.weight' is expert 7, but config.json's num_experts is 4"; dmg copy "experts\.0\." "experts.0." "experts.7."
+new "expert -1" "'-1' is not an expert index"; dmg copy "experts\.0\." "experts.0." "experts.-1."
+full && { new "expert 99999999999" "'99999999999' is not an expert index"; dmg copy "experts\.0\." "experts.0." "experts.99999999999."; }
+full && { new "expert 01" "'01' is not an expert index"; dmg copy "experts\.1\." "experts.1." "experts.01."; }
+new "stray projection" "$X.0.foo_proj.weight' is not one of expert 0's projections"; dmg copy "experts\.0\.up_proj\.weight$" "up_proj" "foo_proj"
+new "expert bias" "$X.0.up_proj.bias' of expert 0"; dmg copy "experts\.0\.up_proj\.weight_scale$" "weight_scale" "bias"
 # the router: missing, mis-shaped, with a bias
-case_ "no router" "no router 'model.layers.0.mlp.gate.weight' in the checkpoint: .* \[4, 64\]" dmg drop "mlp\.gate\.weight$"
-case_ "router [3, 64]" "router 'model.layers.0.mlp.gate.weight' is f16 \[3, 64\]; expected a float tensor of \[4, 64\]" dmg shape model.layers.0.mlp.gate.weight 3,64
-case_ "router 1-D" "router 'model.layers.0.mlp.gate.weight' is f16 \[256\]" dmg shape model.layers.0.mlp.gate.weight 256
-case_ "router bias" "model.layers.0.mlp.gate.bias' of the router is not read" dmg copy "mlp\.gate\.weight$" "weight" "bias"
+new "no router" "no router 'model.layers.0.mlp.gate.weight' in the checkpoint: .* \[4, 64\]"; dmg drop "mlp\.gate\.weight$"
+new "router [3, 64]" "router 'model.layers.0.mlp.gate.weight' is f16 \[3, 64\]; expected a float tensor of \[4, 64\]"; dmg shape model.layers.0.mlp.gate.weight 3,64
+full && { new "router 1-D" "router 'model.layers.0.mlp.gate.weight' is f16 \[256\]"; dmg shape model.layers.0.mlp.gate.weight 256; }
+full && { new "router bias" "model.layers.0.mlp.gate.bias' of the router is not read"; dmg copy "mlp\.gate\.weight$" "weight" "bias"; }
 # a linear layer whose weight is not 2-D, or gone with its scale left
 O=model.layers.0.self_attn.o_proj
-case_ "1-D weight" "$O.weight *unused: no layer binds this 1d int8 tensor (a linear layer's weight must be 2-D)" dmg shape $O.weight 4096
-case_ "0-d weight" "$O.weight *unused: no layer binds this 0d int8 tensor" dmg shape $O.weight ""
-case_ "scale only" "$O.weight_scale *unused: no layer binds this" dmg drop "o_proj\.weight$"
-case_ "1-D expert weight" "$X.1.up_proj" dmg shape $X.1.up_proj.weight 4096
+new "1-D weight" "$O.weight *unused: no layer binds this 1d int8 tensor (a linear layer's weight must be 2-D)"; dmg shape $O.weight 4096
+full && { new "0-d weight" "$O.weight *unused: no layer binds this 0d int8 tensor"; dmg shape $O.weight ""; }
+new "scale only" "$O.weight_scale *unused: no layer binds this"; dmg drop "o_proj\.weight$"
+full && { new "1-D expert weight" "$X.1.up_proj"; dmg shape $X.1.up_proj.weight 4096; }
 # config.json values of every JSON type, out of range, wrapping
-for v in 4294967299 '"3"' 0 -1 2.5 null true 5 '[2]' '{}'; do
-  case_ "num_experts_per_tok $v" "num_experts_per_tok" cfg num_experts_per_tok "$v"
-done
-case_ "no num_experts_per_tok" "no num_experts_per_tok" cfg num_experts_per_tok '"DELETE"'
-for v in 4294967298 '"2"' 0 3 1.5 true; do case_ "n_group $v" "n_group" cfg n_group "$v"; done
-case_ "topk_group > n_group" "topk_group 3 exceeds n_group 2" sh -c "python3 '$D' '$C/config.json' set n_group 2 && python3 '$D' '$C/config.json' set topk_group 3"
-for v in -1 '"1"' 0.5; do case_ "topk_group $v" "topk_group" cfg topk_group "$v"; done
-for v in 1e308 -1 0 '"2.5"' true '[1]'; do case_ "routed_scaling_factor $v" "routed_scaling_factor" cfg routed_scaling_factor "$v"; done
-for v in '"true"' 1 0 '[]'; do case_ "norm_topk_prob $v" "norm_topk_prob must be true or false" cfg norm_topk_prob "$v"; done
-for v in '"sigmoids"' 1 true; do case_ "scoring_func $v" "scoring_func" cfg scoring_func "$v"; done
-for v in '"4"' 0 -4 4.0 99999999999 null; do
-  case_ "num_experts $v" "num_experts" cfg num_experts "$v"
-done
-case_ "num_experts 3" "'$X.3.gate_proj.weight' is expert 3, but config.json's num_experts is 3" cfg num_experts 3
-case_ "num_experts 5" "not initialized from checkpoint: {'$X.4.gate_proj.weight'" cfg num_experts 5
-case_ "num_local_experts disagrees" "num_local_experts is 8 but num_experts is 4" cfg num_local_experts 8
-case_ "model_type 3" "model_type must be a string" cfg model_type 3
-case_ "text_config 3" "text_config must be an object" cfg text_config 3
-case_ "no expert count" "gives no expert count" cfg num_experts '"DELETE"'
+set -f # the values below are words, never file patterns
+if [ "${2:-}" = --sanitized ]; then # the sanitizer build: one value per JSON type
+  V_TOPK='4294967299 "3" null [2]'; V_GROUP='4294967298 true'; V_TKG='0.5'; V_SCALE='1e308'; V_NORM='1'; V_SCORE='true'; V_NE='4.0'
+else
+  V_TOPK='4294967299 "3" 0 -1 2.5 null true 5 [2] {}'; V_GROUP='4294967298 "2" 0 3 1.5 true'; V_TKG='-1 "1" 0.5'
+  V_SCALE='1e308 -1 0 "2.5" true [1]'; V_NORM='"true" 1 0 []'; V_SCORE='"sigmoids" 1 true'; V_NE='"4" 0 -4 4.0 99999999999 null'
+fi
+for v in $V_TOPK; do new "num_experts_per_tok $v" "num_experts_per_tok"; cfg num_experts_per_tok "$v"; done
+new "no num_experts_per_tok" "no num_experts_per_tok"; cfg num_experts_per_tok '"DELETE"'
+for v in $V_GROUP; do new "n_group $v" "n_group"; cfg n_group "$v"; done
+new "topk_group > n_group" "topk_group 3 exceeds n_group 2"; cfg n_group 2; cfg topk_group 3
+for v in $V_TKG; do new "topk_group $v" "topk_group"; cfg topk_group "$v"; done
+for v in $V_SCALE; do new "routed_scaling_factor $v" "routed_scaling_factor"; cfg routed_scaling_factor "$v"; done
+for v in $V_NORM; do new "norm_topk_prob $v" "norm_topk_prob must be true or false"; cfg norm_topk_prob "$v"; done
+for v in $V_SCORE; do new "scoring_func $v" "scoring_func"; cfg scoring_func "$v"; done
+for v in $V_NE; do new "num_experts $v" "num_experts"; cfg num_experts "$v"; done
+full && { new "num_experts 3" "'$X.3.gate_proj.weight' is expert 3, but config.json's num_experts is 3"; cfg num_experts 3; }
+new "num_experts 5" "not initialized from checkpoint: {'$X.4.gate_proj.weight'"; cfg num_experts 5
+full && { new "num_local_experts disagrees" "num_local_experts is 8 but num_experts is 4"; cfg num_local_experts 8; }
+full && { new "model_type 3" "model_type must be a string"; cfg model_type 3; }
+full && { new "text_config 3" "text_config must be an object"; cfg text_config 3; }
+new "no expert count" "gives no expert count"; cfg num_experts '"DELETE"'
+set +f
+python3 "$D" batch "$T/spec" "$T/good" "$T/cases.d" || fail "damaging the copies"
+n=0
+US=$(printf '\037')
+while IFS="$US" read -r name pat; do
+  n=$((n + 1))
+  out=$(timeout 60 "$Q" run "$T/cases.d/$n" --device cpu:0 2>&1); rc=$?
+  [ $rc -eq 1 ] || { echo "$out"; fail "$name: exit $rc, expected 1"; }
+  echo "$out" | grep -q -- "$pat" || { echo "$out"; fail "$name: no '$pat' in the output"; }
+done < "$T/cases"
+[ $n -eq $i ] || fail "$n of $i cases run"
 # files that are not regular: a FIFO as config.json or as the shard is
 # refused at once (it used to block forever in open)
 C="$T/f"; rm -rf "$C"; cp -r "$T/good" "$C"; rm "$C/config.json"; mkfifo "$C/config.json"

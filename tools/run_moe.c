@@ -39,8 +39,15 @@ int run_moe_logits(qp_model *m, const char *router, qp_dtype dt, const void *x, 
         for (size_t e = 0; e < E; e++) {
             float acc = 0;
             for (size_t h = 0; h < H; h++) {
-                float w = g.dtype == QP_DTYPE_F32 ? ((const float *)g.data)[e * H + h]
-                                                 : qp_format_decode(dt, (uint16_t)qp_format_encode(dt, qp_format_decode(g.dtype, ((const uint16_t *)g.data)[e * H + h])));
+                /* a mapped tensor may sit at any byte offset: loaded by memcpy */
+                const char *p = (const char *)g.data + (e * H + h) * (g.dtype == QP_DTYPE_F32 ? 4 : 2);
+                float w;
+                uint16_t b16;
+                if (g.dtype == QP_DTYPE_F32) memcpy(&w, p, 4);
+                else {
+                    memcpy(&b16, p, 2);
+                    w = qp_format_decode(dt, (uint16_t)qp_format_encode(dt, qp_format_decode(g.dtype, b16)));
+                }
                 acc += qp_format_decode(dt, ((const uint16_t *)x)[(size_t)i * H + h]) * w;
             }
             logits[(size_t)i * E + e] = qp_format_decode(dt, (uint16_t)qp_format_encode(dt, acc));
