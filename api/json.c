@@ -17,57 +17,38 @@
 
 struct qj_doc {
     qj *root;
-    /* every allocation of the tree, freed together: small ones are carved
-     * from 64 KiB zeroed chunks (a header of 10^5 tensors makes ~10^6
-     * nodes and strings; one calloc each cost more than the parse), large
-     * ones get a block of their own */
-    void **allocs;
-    size_t n_allocs, cap_allocs;
-    char *chunk;
-    size_t chunk_used, chunk_cap;
+    /* the tree lives in zeroed blocks, freed together: no per-node malloc
+     * header or bookkeeping (issue 32: memory a small multiple of the text) */
+    void **blocks;
+    size_t n_blocks, cap_blocks;
+    char *cur;
+    size_t left;
 };
 
-#define QJ_CHUNK ((size_t)64 << 10)
-/* sanitizer builds allocate every node on its own, so ASan sees each bound */
-#if defined(__SANITIZE_ADDRESS__)
-#define QJ_NO_ARENA 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define QJ_NO_ARENA 1
-#endif
-#endif
-#ifndef QJ_NO_ARENA
-#define QJ_NO_ARENA 0
-#endif
-
-static bool track(qj_doc *d, void *p) {
-    if (d->n_allocs == d->cap_allocs) {
-        size_t nc = d->cap_allocs ? d->cap_allocs * 2 : 64;
-        void **na = realloc(d->allocs, nc * sizeof *na);
-        if (!na) return false;
-        d->allocs = na;
-        d->cap_allocs = nc;
-    }
-    d->allocs[d->n_allocs++] = p;
-    return true;
-}
+#define QJ_BLOCK ((size_t)1 << 20)
 
 static void *doc_alloc(qj_doc *d, size_t sz) {
-    sz = ((sz ? sz : 1) + 15) & ~(size_t)15; /* 16-byte aligned, zeroed */
-    if (sz > QJ_CHUNK / 4 || QJ_NO_ARENA) {
-        void *p = calloc(1, sz);
-        if (p && !track(d, p)) { free(p); p = NULL; }
-        return p;
+    sz = (sz + 15) & ~(size_t)15;
+    if (!sz) sz = 16;
+    if (sz > d->left) {
+        size_t bs = sz > QJ_BLOCK / 4 ? sz : QJ_BLOCK; /* a big one alone, the current block kept */
+        if (d->n_blocks == d->cap_blocks) {
+            size_t nc = d->cap_blocks ? d->cap_blocks * 2 : 16;
+            void **nb = realloc(d->blocks, nc * sizeof *nb);
+            if (!nb) return NULL;
+            d->blocks = nb;
+            d->cap_blocks = nc;
+        }
+        char *b = calloc(1, bs);
+        if (!b) return NULL;
+        d->blocks[d->n_blocks++] = b;
+        if (bs != QJ_BLOCK) return b;
+        d->cur = b;
+        d->left = bs;
     }
-    if (!d->chunk || d->chunk_used + sz > d->chunk_cap) {
-        char *c = calloc(1, QJ_CHUNK);
-        if (!c || !track(d, c)) { free(c); return NULL; }
-        d->chunk = c;
-        d->chunk_used = 0;
-        d->chunk_cap = QJ_CHUNK;
-    }
-    void *p = d->chunk + d->chunk_used;
-    d->chunk_used += sz;
+    void *p = d->cur;
+    d->cur += sz;
+    d->left -= sz;
     return p;
 }
 
@@ -436,6 +417,10 @@ static bool syntax_ok(const char *t, size_t n, char *err, size_t cap) {
 }
 
 qj_doc *qj_parse(const char *text, size_t len, char *err, size_t errcap) {
+    return qj_parse_bounded(text, len, 0, err, errcap);
+}
+
+qj_doc *qj_parse_bounded(const char *text, size_t len, size_t max_values, char *err, size_t errcap) {
     if (!text) { snprintf(err, errcap, "no JSON text"); return NULL; }
     if (len > QJ_MAX_BYTES) { snprintf(err, errcap, "JSON text larger than %zu bytes", QJ_MAX_BYTES); return NULL; }
     if (len == 0) { snprintf(err, errcap, "empty JSON text"); return NULL; }
@@ -450,6 +435,13 @@ qj_doc *qj_parse(const char *text, size_t len, char *err, size_t errcap) {
         return NULL;
     }
     if (ntok == 0) { snprintf(err, errcap, "empty JSON text"); return NULL; }
+    /* the tree costs ~100 bytes a value: counted before anything is
+     * allocated, so a file of tiny values cannot take gigabytes (issue 32) */
+    if (max_values && (size_t)ntok > max_values) {
+        snprintf(err, errcap, "%d JSON values in %zu bytes: more than the %zu qport parses in a file this size "
+                 "(a config holds a few per line)", ntok, len, max_values);
+        return NULL;
+    }
     jsmntok_t *tok = malloc((size_t)ntok * sizeof *tok);
     if (!tok) { snprintf(err, errcap, "out of memory"); return NULL; }
     jsmn_init(&p);
@@ -477,8 +469,8 @@ qj_doc *qj_parse(const char *text, size_t len, char *err, size_t errcap) {
 
 void qj_free(qj_doc *doc) {
     if (!doc) return;
-    for (size_t i = 0; i < doc->n_allocs; i++) free(doc->allocs[i]);
-    free(doc->allocs);
+    for (size_t i = 0; i < doc->n_blocks; i++) free(doc->blocks[i]);
+    free(doc->blocks);
     free(doc);
 }
 

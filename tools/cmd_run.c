@@ -108,10 +108,30 @@ static int under_rank0(void) {
 int run_moe(qp_context *ctx, qp_model *m, const char *prefix, const qp_bind_options *bo, qp_dtype dt, int M_arg,
             qp_safetensors *inf, qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok);
 
+/* The modules qport does not run, by name: norms, embeddings, rotary
+ * tables; the KV-cache and routing scales are read by their layers. */
+static int not_run(const qp_tensor *t) {
+    const char *dot = strrchr(t->name, '.'), *suf = dot ? dot + 1 : t->name;
+    static const char *const scales[] = {"output_scale", "k_scale", "v_scale", "e_score_correction_bias", "inv_freq"};
+    for (size_t i = 0; i < sizeof scales / sizeof *scales; i++)
+        if (!strcmp(suf, scales[i])) return 1;
+    if (strstr(t->name, "embed") || strstr(t->name, ".wte.") || strstr(t->name, ".wpe.")) return 1;
+    /* a norm's module name: ...layernorm, ...norm, ln_f, ln_1, q_norm */
+    char mod[256];
+    size_t pl = dot ? (size_t)(dot - t->name) : 0;
+    snprintf(mod, sizeof mod, "%.*s", (int)(pl < sizeof mod ? pl : sizeof mod - 1), t->name);
+    const char *last = strrchr(mod, '.');
+    last = last ? last + 1 : mod;
+    return t->ndim <= 1 && (strstr(last, "norm") || !strncmp(last, "ln", 2));
+}
+
 /* Every checkpoint tensor is bound by a linear layer, an MoE block, the KV
- * cache or a module qport does not run (norms, embeddings: 1-D tensors and
- * embed_tokens); anything else -- 3-D fused expert tensors, say -- would be
- * skipped silently, so it is reported and fails the run. */
+ * cache or a module qport does not run (norms, embeddings: by name,
+ * not_run); anything else -- 3-D fused expert tensors, a linear layer's
+ * weight that is not 2-D, a scale left without its weight -- would be
+ * skipped silently, so it is reported and fails the run (issue 32). The
+ * tensors under an MoE block are the MoE binder's, which refuses any it
+ * does not bind. */
 static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 /* Whether the first `len` bytes of `name` are one of the sorted names. */
@@ -145,17 +165,20 @@ static int report_unused(qp_model *m) {
         const char *dot = strrchr(t.name, '.');
         size_t pl = dot ? (size_t)(dot - t.name) : 0;
         int used = listed(ls, nl, t.name, pl);
-        /* "<block>.<e>.<proj>...", <block> ending in ".experts" as qp_model_moe_name lists them */
+        /* under an MoE block "<...>.experts" (as qp_model_moe_name lists them) */
         for (const char *ex = strstr(t.name, ".experts."); !used && ex; ex = strstr(ex + 1, ".experts."))
-            used = ex[9] >= '0' && ex[9] <= '9' && listed(ms, nm, t.name, (size_t)(ex + 8 - t.name));
+            used = listed(ms, nm, t.name, (size_t)(ex + 8 - t.name));
         if (used) continue;
-        if ((dot && (!strcmp(dot, ".output_scale") || !strcmp(dot, ".k_scale") || !strcmp(dot, ".v_scale") ||
-                     !strcmp(dot, ".e_score_correction_bias"))) ||
-            t.ndim <= 1 || strstr(t.name, "embed")) {
+        if (not_run(&t)) {
             other++; /* the KV cache, routing biases, norms, embeddings */
             continue;
         }
-        if (unused++ < 10) printf("%-40s unused: no layer binds this %dd %s tensor\n", t.name, t.ndim, qp_dtype_name(t.dtype));
+        if (unused++ < 10) {
+            const char *why = "";
+            if (dot && !strcmp(dot, ".weight") && t.ndim != 2) why = " (a linear layer's weight must be 2-D)";
+            else if (dot && strcmp(dot, ".weight")) why = " (its layer has no 2-D weight)";
+            printf("%-40s unused: no layer binds this %dd %s tensor%s\n", t.name, t.ndim, qp_dtype_name(t.dtype), why);
+        }
     }
     free(ls);
     if (unused > 10) printf("... %zu unused tensors in all\n", unused);
