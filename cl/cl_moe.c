@@ -255,7 +255,8 @@ static qp_status ensure_scratch(qp_cl_device *d, qp_cl_moe *m, int M, int MK) {
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         cl_int err = CL_INVALID_BUFFER_SIZE;
         if ((uint64_t)want[i].bytes <= d->max_alloc)
-            *want[i].p = api->clCreateBuffer(d->context, CL_MEM_READ_WRITE, want[i].bytes, NULL, &err);
+            if ((*want[i].p = api->clCreateBuffer(d->context, CL_MEM_READ_WRITE, want[i].bytes, NULL, &err)))
+                d->stats.allocations++;
         if (!*want[i].p) {
             release_scratch(d, m);
             return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: MoE layer '%s': %s for M = %d, M*k = %d (%zu bytes): "
@@ -356,11 +357,16 @@ qp_status qp_cl_moe_forward(void *dev, void *moe, void *xbuf, int M, int k, void
         st = launch(d, m, QP_CL_K_MOE_SUM, "qp_moe_sum", sa, 9, 1, g, l1);
     }
     if (st) return st;
-    cl_int err = d->be->api.clFinish(d->queue);
-    if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: MoE layer '%s': clFinish after the forward failed: %s (%d)",
-                         d->index, m->layer, qp_cl_strerror(err), (int)err);
+    char what[96];
+    snprintf(what, sizeof what, "MoE '%.80s'", m->layer);
+    qp_cl_enqueued(d, what);
     return QP_OK;
+}
+
+qp_status qp_cl_moe_reserve(void *dev, void *moe, int max_m, int k) {
+    qp_cl_moe *m = moe;
+    if (!m || max_m <= 0 || k <= 0 || (size_t)max_m * (size_t)k > (size_t)INT_MAX / WG) return QP_OK;
+    return ensure_scratch(dev, m, max_m, max_m * k);
 }
 
 void qp_cl_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap) {
