@@ -208,11 +208,14 @@ static void pend_text(const cu_dev *d, char *out, size_t cap) {
     int shown = d->n_pend < 4 ? d->n_pend : 4;
     for (int i = 0; i < shown && o < cap; i++)
         o += (size_t)snprintf(out + o, cap - o, "%s'%s'", i ? ", " : "", d->pend[i]);
-    if (d->n_pend > shown && o < cap) snprintf(out + o, cap - o, " and %d more", d->n_pend - shown);
+    if (d->n_pend > shown && o < cap)
+        snprintf(out + o, cap - o, " and %d more, the last '%s'", d->n_pend - shown, d->pend_last);
 }
 
 void qpcu_enqueued(cu_dev *d, const char *layer) {
     if (!layer || !*layer) layer = "(unnamed)";
+    snprintf(d->pend_last, sizeof d->pend_last, "%s", layer);
+    d->enq_seq++;
     int shown = d->n_pend < 4 ? d->n_pend : 4;
     for (int i = 0; i < shown; i++)
         if (!strncmp(d->pend[i], layer, sizeof d->pend[i] - 1)) return; /* listed once */
@@ -1211,6 +1214,7 @@ static qp_status cu_vendor_gemm_time(void *dev, qp_dtype in, int M, int N, int K
 
 typedef struct cu_event {
     cudaEvent_t e;
+    unsigned long long seq; /* d->enq_seq when recorded */
     char pend[400]; /* the layers before it, for a fault's message */
 } cu_event;
 
@@ -1232,6 +1236,7 @@ static qp_status cu_event_record(void *dev, void **out) {
         return cuda_fail(d, NULL, "cudaEventRecord", e);
     }
     pend_text(d, ev->pend, sizeof ev->pend);
+    ev->seq = d->enq_seq;
     *out = ev;
     return QP_OK;
 }
@@ -1241,7 +1246,10 @@ static qp_status cu_event_wait(void *dev, void *evp) {
     cu_event *ev = evp;
     d->host_waits++;
     cudaError_t e = cudaEventSynchronize(ev->e);
-    if (e == cudaSuccess) return QP_OK;
+    if (e == cudaSuccess) {
+        if (ev->seq == d->enq_seq) d->n_pend = 0; /* nothing enqueued after it */
+        return QP_OK;
+    }
     cudaGetLastError();
     const qp_host *h = d->st->host;
     return h->error(h->ctx, QP_ERR_DEVICE, "cuda:%d: cudaEventSynchronize failed %s: %s (%d)", d->index, ev->pend,

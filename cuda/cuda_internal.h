@@ -37,8 +37,9 @@ typedef struct cu_dev {
     /* device_stats */
     unsigned long long host_waits, submissions, allocations;
     /* the layers enqueued since the last synchronize, for fault messages */
-    char pend[4][64];
+    char pend[4][64], pend_last[64];
     int n_pend;
+    unsigned long long enq_seq; /* enqueues so far (an event's wait clears pend) */
 } cu_dev;
 
 struct cu_state {

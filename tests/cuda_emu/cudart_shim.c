@@ -43,9 +43,9 @@ static void *sym(const char *name) {
 
 #define FWD(ret, name, params, args)                                                                                   \
     ret name params {                                                                                                  \
-        static ret(*f) params;                                                                                         \
-        if (!f) f = (ret(*) params)sym(#name);                                                                         \
-        return f args;                                                                                                 \
+        static ret(*fp_) params;                                                                                       \
+        if (!fp_) fp_ = (ret(*) params)sym(#name);                                                                     \
+        return fp_ args;                                                                                               \
     }
 
 FWD(cudaError_t, cudaGetDeviceCount, (int *n), (n))
