@@ -93,7 +93,7 @@ int main(void) {
 
     /* 2. ordered against the engine's events: the first layer waits for
      * `ready`, the MoE block records `done`; the engine waits for `done` */
-    cudaEvent_t ready, done;
+    cudaEvent_t ready = NULL, done = NULL;
     CU(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
     CU(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
     CU(cudaMemsetAsync(mem[2], 0, xb, stream));
@@ -117,8 +117,8 @@ int main(void) {
 
     /* 3. captured once into a CUDA graph, replayed by the engine: qport's
      * enqueues allocate nothing and never wait, so the capture holds */
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
+    cudaGraph_t graph = NULL;
+    cudaGraphExec_t exec = NULL;
     CU(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
     int erc = emb_step_enqueue(&m, &L, B[0], B[1], B[3], B[4], B[2], NULL);
     cudaError_t ce = cudaStreamEndCapture(stream, &graph);

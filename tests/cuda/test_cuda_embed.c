@@ -417,7 +417,7 @@ int main(void) {
 
     /* 5. events and enqueue synchronisation with the application's events */
     {
-        cudaEvent_t before, after;
+        cudaEvent_t before = NULL, after = NULL;
         CHECK(cudaEventCreateWithFlags(&before, cudaEventDisableTiming) == cudaSuccess &&
               cudaEventCreateWithFlags(&after, cudaEventDisableTiming) == cudaSuccess, "events");
         CHECK(cudaEventRecord(before, app) == cudaSuccess, "record");
