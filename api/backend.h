@@ -258,6 +258,19 @@ typedef struct qp_moe_desc {
     const float *w_lut;       /* [256]                                      */
 } qp_moe_desc;
 
+/* Routing of an MoE block on the device (moe_route): qp_moe_options'
+ * routing fields for G experts. */
+typedef struct qp_route_params {
+    int G, k;                  /* experts of the layer, slots per token      */
+    int renormalize;
+    int n_group, topk_group;   /* grouped top-k (0: plain)                   */
+    int sigmoid;               /* scoring: 0 softmax, 1 sigmoid (grouped)    */
+    float scale;               /* routed_scaling_factor (grouped)            */
+    void *bias;                /* e_score_correction_bias: device buffer of
+                                * G fp32, or NULL                            */
+} qp_route_params;
+#define QP_ROUTE_MAX_K 64      /* top_k and n_group the kernels hold          */
+
 /* Code-path forcing for tests and `qport conform` (qp_linear_options.path). */
 /* (QP_PATH_* live in qport.h.) */
 
@@ -384,6 +397,14 @@ typedef struct qp_backend_ops {
     qp_status (*buffer_import)(void *dev, const qp_buffer_import_desc *desc, void **buf);
     void (*buffer_unimport)(void *dev, void *buf);
     qp_status (*buffer_native)(void *dev, void *buf, qp_buffer_native *out);
+    /* Routing on the device (qp_moe_enqueue_logits): exactly qp_moe_route
+     * (api/moe_route.c) over logits [M][G] fp32 -> ids [M][k] int32 and
+     * w [M][k] fp32, with the exponentials evaluated in double and rounded
+     * once to fp32 (as the reference does; a device without fp64 is
+     * QP_ERR_UNSUPPORTED) and every fp32 division correctly rounded.
+     * scratch: 2 * M * G fp32; bias: G fp32 or NULL. Optional. */
+    qp_status (*moe_route)(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids,
+                           void *w);
     /* Counters (host waits, submissions, device allocations); optional. */
     qp_status (*device_stats)(void *dev, qp_device_stats *out);
 } qp_backend_ops;

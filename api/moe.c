@@ -20,6 +20,10 @@ struct qp_moe {
     void *handle;             /* the backend's layer (not on cpu)           */
     /* host-forward staging (x, ids, weights, y) for up to cap_m tokens */
     qp_buffer *stage[4];
+    /* routing on the device: ids, weights, scratch for route_m tokens, and
+     * the correction bias */
+    qp_buffer *route[3], *bias_buf;
+    int route_m;
     int cap_m, max_m;
     pthread_mutex_t lock;     /* guards the staging buffers                 */
 };
@@ -485,6 +489,97 @@ QP_API qp_status qp_moe_enqueue(qp_moe *m, qp_buffer *x, int M, qp_buffer *ids, 
     return st;
 }
 
+/* The ids, weights and scratch of routing on the device for M tokens. */
+static qp_status route_reserve(qp_moe *m, int M) {
+    if (M <= m->route_m) return QP_OK;
+    size_t k = (size_t)m->o.top_k, G = (size_t)m->d.G;
+    size_t bytes[3] = {(size_t)M * k * 4, (size_t)M * k * 4, 2 * (size_t)M * G * 4};
+    for (int i = 0; i < 3; i++) {
+        qp_buffer_destroy(m->route[i]);
+        m->route[i] = NULL;
+    }
+    m->route_m = 0;
+    for (int i = 0; i < 3; i++) {
+        qp_status st = qp_buffer_create(m->dev, bytes[i], &m->route[i]);
+        if (st) return st;
+    }
+    if (m->o.e_score_correction_bias && !m->bias_buf) {
+        qp_status st = qp_buffer_create(m->dev, G * 4, &m->bias_buf);
+        if (!st) st = qp_buffer_upload(m->bias_buf, 0, m->o.e_score_correction_bias, G * 4);
+        if (st) return st;
+    }
+    m->route_m = M;
+    return QP_OK;
+}
+
+QP_API qp_status qp_moe_enqueue_logits(qp_moe *m, qp_buffer *x, int M, qp_buffer *logits, qp_buffer *y,
+                                       const qp_enqueue_sync *sync) {
+    if (!m) return QP_ERR_INVALID_ARGUMENT;
+    qp_context *ctx = m->dev->ctx;
+    if (!x || !logits || !y || M <= 0 || M > (1 << 24))
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, m->layer,
+                            "qp_moe_enqueue_logits: NULL buffer or M = %d", M);
+    if (logits->dev != m->dev || x->dev != m->dev || y->dev != m->dev)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, logits->dev != m->dev ? "router_logits" : "x",
+                            m->layer, "qp_moe_enqueue_logits: a buffer belongs to another device");
+    size_t xb = (size_t)M * (size_t)m->d.H * 2;
+    if (x->size < xb || y->size < xb)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, x->size < xb ? "x" : "y", m->layer,
+                            "qp_moe_enqueue_logits: x and y need %zu bytes for M = %d (have %zu and %zu)", xb, M,
+                            x->size, y->size);
+    size_t lb = (size_t)M * (size_t)m->d.G * 4;
+    if (logits->size < lb)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "router_logits", m->layer,
+                            "qp_moe_enqueue_logits: router_logits holds %zu bytes, %zu needed for M = %d x %d experts",
+                            logits->size, lb, M, m->d.G);
+    const qp_backend_ops *ops = m->dev->backend->ops;
+    if (m->handle && !ops->moe_route)
+        return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, "router_logits", m->layer,
+                            "the %s backend has no routing kernel: route on the host (qp_moe_route) and pass the top-k "
+                            "ids and weights (qp_moe_enqueue)", ops->name);
+    if (m->o.top_k > QP_ROUTE_MAX_K || m->o.num_expert_group > QP_ROUTE_MAX_K)
+        return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, "top_k", m->layer,
+                            "routing on the device takes top_k and num_expert_group up to %d (got %d and %d)",
+                            QP_ROUTE_MAX_K, m->o.top_k, m->o.num_expert_group);
+    /* the routing options checked as qp_moe_route checks them, on one row */
+    float *zl = calloc((size_t)m->d.G, sizeof *zl);
+    int32_t zi[QP_ROUTE_MAX_K];
+    float zw[QP_ROUTE_MAX_K];
+    qp_status st = zl ? qp_moe_route(ctx, zl, 1, m->d.G, &m->o, zi, zw)
+                      : qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, m->layer, "out of memory");
+    free(zl);
+    if (st) return st;
+    pthread_mutex_lock(&m->lock);
+    st = route_reserve(m, M > m->max_m ? M : m->max_m);
+    if (!st) st = grow(m, M);
+    if (!st) {
+        pthread_mutex_lock(&m->dev->lock);
+        if (!m->handle) { /* the cpu reference: host memory, at once */
+            st = qp_moe_route(ctx, logits->handle, M, m->d.G, &m->o, m->route[0]->handle, m->route[1]->handle);
+            if (!st) st = enqueue_locked(m, x, M, m->route[0], m->route[1], y, sync);
+        } else {
+            qp_route_params p = {.G = m->d.G, .k = m->o.top_k, .renormalize = m->o.renormalize,
+                                 .n_group = m->o.num_expert_group, .topk_group = m->o.topk_group,
+                                 .sigmoid = m->o.scoring == QP_MOE_SIGMOID, .scale = m->o.routed_scaling_factor,
+                                 .bias = m->bias_buf ? m->bias_buf->handle : NULL};
+            /* one binding for both: the waits before the routing, the
+             * signal after the block */
+            st = qp_device_enqueue_begin(m->dev, sync);
+            if (!st) {
+                st = ops->moe_route(m->dev->handle, &p, logits->handle, M, m->route[2]->handle, m->route[0]->handle,
+                                    m->route[1]->handle);
+                if (!st)
+                    st = ops->moe_forward(m->dev->handle, m->handle, x->handle, M, m->o.top_k, m->route[0]->handle,
+                                          m->route[1]->handle, y->handle);
+                st = qp_device_enqueue_end(m->dev, sync, st);
+            }
+        }
+        pthread_mutex_unlock(&m->dev->lock);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return st;
+}
+
 QP_API qp_status qp_moe_forward_topk(qp_moe *m, const void *x, int M, const int32_t *ids, const float *w, void *y) {
     if (!m) return QP_ERR_INVALID_ARGUMENT;
     if (!x || !ids || !w || !y || M <= 0 || M > (1 << 24))
@@ -553,6 +648,8 @@ QP_API void qp_moe_describe(qp_moe *m, int M, char *out, size_t cap) {
 QP_API void qp_moe_destroy(qp_moe *m) {
     if (!m) return;
     for (int i = 0; i < 4; i++) qp_buffer_destroy(m->stage[i]);
+    for (int i = 0; i < 3; i++) qp_buffer_destroy(m->route[i]);
+    qp_buffer_destroy(m->bias_buf);
     if (m->handle) {
         pthread_mutex_lock(&m->dev->lock);
         (void)qp_device_sync_locked(m->dev);

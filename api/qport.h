@@ -1148,8 +1148,10 @@ QP_API void qp_moe_options_init(qp_moe_options *o);
 
 /* Routing alone (vLLM's fused_topk / grouped_topk): router logits [M][E]
  * fp32 -> topk_ids [M][top_k], topk_weights [M][top_k]. Softmax in fp32
- * (exp(x - max) * (1/sum)); top-k picks the largest, the lower expert index
- * on ties, in descending order; renormalize divides by the fp32 sum. */
+ * (exp(x - max) * (1/sum)), the exponential evaluated in double and rounded
+ * once to fp32 (so that every device routes to the same bits); top-k picks
+ * the largest, the lower expert index on ties, in descending order;
+ * renormalize divides by the fp32 sum. */
 QP_API qp_status qp_moe_route(qp_context *ctx, const float *logits, int M, int E, const qp_moe_options *o,
                               int32_t *topk_ids, float *topk_weights);
 
@@ -1181,6 +1183,14 @@ QP_API qp_status qp_moe_forward_topk(qp_moe *moe, const void *x, int M, const in
  * another expert-parallel rank does. sync may be NULL. */
 QP_API qp_status qp_moe_enqueue(qp_moe *moe, qp_buffer *x, int M, qp_buffer *topk_ids, qp_buffer *topk_weights,
                                 qp_buffer *y, const qp_enqueue_sync *sync);
+/* The same routed on the device: router_logits [M][G] fp32 on the block's
+ * device, routed as qp_moe_route does (the block's qp_moe_options: top_k,
+ * renormalize, grouped top-k, scoring, bias, scaling), bit for bit, into
+ * the block's own id and weight buffers, then the block. Backends without
+ * a routing kernel (or without fp64, which the exact exponential needs)
+ * say QP_ERR_UNSUPPORTED: route on the host and call qp_moe_enqueue. */
+QP_API qp_status qp_moe_enqueue_logits(qp_moe *moe, qp_buffer *x, int M, qp_buffer *router_logits, qp_buffer *y,
+                                       const qp_enqueue_sync *sync);
 /* Whether `dev` runs fused MoE experts of `scheme` (as qp_config_resolve
  * gives it for QP_LAYER_MOE): native, emulated (the block-float schemes'
  * fake-quantized activations, as their linear layers) or unsupported,

@@ -84,6 +84,7 @@ static const qp_backend_ops cl_ops = {
     .buffer_unimport = qp_cl_buffer_unimport,
     .buffer_native = qp_cl_buffer_native,
     .device_stats = qp_cl_device_stats,
+    .moe_route = qp_cl_moe_route,
     .moe_forward = qp_cl_moe_forward,
     .moe_describe = qp_cl_moe_describe,
 };

@@ -50,6 +50,7 @@ enum {
     QP_CL_K_MOE_GEMV_I,
     QP_CL_K_MOE_TILED_I,
     QP_CL_K_MOE_SUM,
+    QP_CL_K_MOE_ROUTE,  /* built only with fp64 (cl_khr_fp64) */
     QP_CL_K_COUNT
 };
 
@@ -172,6 +173,7 @@ qp_status qp_cl_moe_prepare(void *dev, const qp_moe_desc *desc, void **moe);
 void qp_cl_moe_destroy(void *dev, void *moe);
 qp_status qp_cl_moe_forward(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
 qp_status qp_cl_moe_reserve(void *dev, void *moe, int max_m, int k);
+qp_status qp_cl_moe_route(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids, void *w);
 void qp_cl_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap);
 
 /* Helpers */

@@ -385,6 +385,7 @@ static const qp_backend_ops vk_ops = {
     .buffer_unimport = vk_buffer_unimport,
     .buffer_native = vk_buffer_native,
     .device_stats = vk_device_stats,
+    .moe_route = qp_vk_moe_route,
 };
 
 QP_VK_EXPORT const qp_backend_ops *qp_backend_entry(void) { return &vk_ops; }

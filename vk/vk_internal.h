@@ -98,6 +98,7 @@ typedef enum qp_vk_shader {
     QP_VK_SH_MOE_SILU,      /* fp32 silu (devices without fp64)            */
     QP_VK_SH_MOE_SILU64,
     QP_VK_SH_MOE_SUM,
+    QP_VK_SH_MOE_ROUTE,     /* routing on the device (qp_moe_enqueue_logits) */
     QP_VK_SH_COUNT
 } qp_vk_shader;
 
@@ -321,5 +322,6 @@ void qp_vk_moe_destroy(void *dev, void *moe);
 qp_status qp_vk_moe_forward(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
 void qp_vk_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap);
 qp_status qp_vk_moe_reserve(void *dev, void *moe, int max_m, int k);
+qp_status qp_vk_moe_route(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids, void *w);
 
 #endif

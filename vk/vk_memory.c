@@ -294,7 +294,10 @@ qp_status qp_vk_rec_begin(qp_vk_device *d, const char *what) {
         lead_barrier(d);
         return QP_OK;
     }
+    /* each op begins with the barrier: the previous op's last dispatch may
+     * still read what this one overwrites (scratch, a ping-pong buffer) */
     d->cmd = d->ring[d->open].cmd;
+    lead_barrier(d);
     return QP_OK;
 }
 

@@ -412,3 +412,29 @@ void qp_vk_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t ca
     snprintf(out, cap, "moe %s %ux64 %s, silu %s", bm == 16 ? "decode" : "tiled", bm, arith,
              d->fp64 ? "fp64" : "fp32 (not bit-exact)");
 }
+
+/* Routing on the device (qp_moe_enqueue_logits): one invocation a token,
+ * recorded into the open batch; the exponential needs fp64 (shaderFloat64)
+ * to be the reference's. */
+qp_status qp_vk_moe_route(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids, void *w) {
+    qp_vk_device *d = dev;
+    if (!d->fp64)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d '%s': routing on the device needs shaderFloat64 (the "
+                         "reference's exponential in double); route on the host and pass the top-k (qp_moe_enqueue)",
+                         d->index, d->props.deviceName);
+    if (!p || M <= 0 || p->k <= 0 || p->k > QP_ROUTE_MAX_K || p->n_group > QP_ROUTE_MAX_K || p->G <= 0)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: moe_route: bad routing parameters", d->index);
+    if ((uint64_t)M > d->props.limits.maxComputeWorkGroupCount[0] * 64ull)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: moe_route: M = %d exceeds the dispatch limit", d->index, M);
+    qp_vk_push pc = {.M = (uint32_t)M, .N = (uint32_t)p->G, .K = (uint32_t)p->k,
+                     .flags = (p->renormalize ? 1u : 0u) | (p->sigmoid ? 2u : 0u) | (p->bias ? 4u : 0u),
+                     .aux0 = (uint32_t)p->n_group, .aux1 = (uint32_t)p->topk_group, .aux2 = p->scale};
+    uint32_t spec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64};
+    VkPipeline pipe;
+    qp_status st = qp_vk_pipeline_get(d, QP_VK_SH_MOE_ROUTE, spec, &pipe);
+    if (st != QP_OK) return st;
+    if ((st = qp_vk_rec_begin(d, "MoE routing")) != QP_OK) return st;
+    const qp_vk_buf *b[QP_VK_BINDINGS] = {logits, ids, w, scratch, p->bias, NULL, NULL, NULL};
+    dispatch(d, pipe, b, &pc, ((uint32_t)M + 63u) / 64u, 1);
+    return qp_vk_rec_end(d, "MoE routing", QP_OK);
+}
