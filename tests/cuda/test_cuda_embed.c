@@ -40,6 +40,15 @@ enum { M = 3, MCAP = 32, H = 128, N0 = 256, I = 64, E = 8, TOPK = 2, NL = 4 };
 
 static qp_context *ctx;
 static int app_dev; /* the application's current device (1 when there are two) */
+static cudaStream_t app; /* the application's stream (non-blocking) */
+
+/* The application's host-to-device copy, ordered on its stream: a
+ * legacy-stream cudaMemcpy from pageable memory may still be in flight
+ * when a kernel on a non-blocking stream starts. */
+static cudaError_t app_h2d(void *dst, const void *src, size_t n) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, app);
+    return e != cudaSuccess ? e : cudaStreamSynchronize(app);
+}
 
 static void current_is_app(const char *after) {
     int cur = -1;
@@ -176,7 +185,7 @@ static void poison_outputs(void) {
     static uint8_t junk[MCAP * N0 * 2];
     memset(junk, 0x7B, sizeof junk);
     for (int i = B_Y0; i <= B_YM; i++)
-        if (i != B_IDS && i != B_W) cudaMemcpy(dptr[i], junk, bsize[i] < sizeof junk ? bsize[i] : sizeof junk, cudaMemcpyHostToDevice);
+        if (i != B_IDS && i != B_W) app_h2d(dptr[i], junk, bsize[i] < sizeof junk ? bsize[i] : sizeof junk);
 }
 
 static int diff16(const uint16_t *a, const uint16_t *b, size_t n) {
@@ -211,7 +220,6 @@ int main(void) {
     CHECK(cudaSetDevice(app_dev) == cudaSuccess, "cudaSetDevice(%d)", app_dev);
     /* the application's stream lives on device 0 */
     CHECK(cudaSetDevice(0) == cudaSuccess, "cudaSetDevice(0)");
-    cudaStream_t app;
     CHECK(cudaStreamCreateWithFlags(&app, cudaStreamNonBlocking) == cudaSuccess, "cudaStreamCreate");
     uint16_t hx[MCAP * N0];
     for (int i = 0; i < MCAP * N0; i++) hx[i] = (uint16_t)qp_format_encode(QP_DTYPE_F16, frand() * 4.0f);
@@ -235,11 +243,11 @@ int main(void) {
         bsize[i] = i == B_IDS || i == B_W ? (size_t)MCAP * TOPK * 4 : (size_t)MCAP * N0 * 2;
         CHECK(cudaMalloc(&dptr[i], bsize[i]) == cudaSuccess, "cudaMalloc");
         static uint8_t zero[MCAP * N0 * 2];
-        CHECK(cudaMemcpy(dptr[i], zero, bsize[i], cudaMemcpyHostToDevice) == cudaSuccess, "zero"); /* ids 0, weights 0 */
+        CHECK(app_h2d(dptr[i], zero, bsize[i]) == cudaSuccess, "zero"); /* ids 0, weights 0 */
     }
-    CHECK(cudaMemcpy(dptr[B_X], hx, sizeof hx, cudaMemcpyHostToDevice) == cudaSuccess, "x");
-    CHECK(cudaMemcpy(dptr[B_IDS], hids, sizeof hids, cudaMemcpyHostToDevice) == cudaSuccess, "ids");
-    CHECK(cudaMemcpy(dptr[B_W], hw, sizeof hw, cudaMemcpyHostToDevice) == cudaSuccess, "w");
+    CHECK(app_h2d(dptr[B_X], hx, sizeof hx) == cudaSuccess, "x");
+    CHECK(app_h2d(dptr[B_IDS], hids, sizeof hids) == cudaSuccess, "ids");
+    CHECK(app_h2d(dptr[B_W], hw, sizeof hw) == cudaSuccess, "w");
     CHECK(cudaSetDevice(app_dev) == cudaSuccess, "cudaSetDevice(%d)", app_dev);
 
     qp_device_import_desc id;
@@ -375,7 +383,7 @@ int main(void) {
         }
         /* new input, the same graph: equals the blocking API on it */
         for (int j = 0; j < M * H; j++) hx[j] = (uint16_t)qp_format_encode(QP_DTYPE_F16, frand() * 4.0f);
-        CHECK(cudaMemcpy(dptr[B_X], hx, (size_t)M * H * 2, cudaMemcpyHostToDevice) == cudaSuccess, "x");
+        CHECK(app_h2d(dptr[B_X], hx, (size_t)M * H * 2) == cudaSuccess, "x");
         poison_outputs();
         CHECK(cudaGraphLaunch(gx, app) == cudaSuccess && cudaStreamSynchronize(app) == cudaSuccess, "graph launch");
         download(&C);
@@ -425,7 +433,7 @@ int main(void) {
         qp_enqueue_sync_init(&sy);
         sy.cuda_wait_event = before;
         sy.cuda_record_event = after;
-        CHECK(cudaMemcpy(dptr[B_X], hx, (size_t)M * H * 2, cudaMemcpyHostToDevice) == cudaSuccess, "x");
+        CHECK(app_h2d(dptr[B_X], hx, (size_t)M * H * 2) == cudaSuccess, "x");
         CHECK(!qp_linear_enqueue(L.lin[0], qb[B_X], M, qb[B_Y0], &sy), "enqueue with events: %s", qp_last_error(ctx));
         CHECK(cudaEventSynchronize(after) == cudaSuccess, "the application waits for qport's event");
         static uint16_t y0[M * N0];
