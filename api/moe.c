@@ -373,6 +373,10 @@ static qp_status bind_fp8_block(const mb *b, qp_moe *m) {
 
 static qp_status bind(const mb *b, const qp_scheme *s, qp_moe *m) {
     qp_moe_desc *r = &m->d;
+    if (!strcmp(s->scheme_class, "QuarkW8A8Mxfp8MoEMethod") && (r->H % 32 || r->I % 32))
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "w13_weight", b->layer,
+                            "Quark MXFP8 MoE requires hidden_size and intermediate_size_per_partition divisible by 32, "
+                            "got %d and %d.", r->H, r->I);
     if (emulated(s->kind)) return bind_emulated(b, s, m);
     if (s->kind == QP_SCHEME_W4A16_INT4) return bind_w4a16(b, s, m);
     if (s->kind == QP_SCHEME_W8A8_FP8_BLOCK) return bind_fp8_block(b, m);

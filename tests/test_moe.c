@@ -713,6 +713,41 @@ static void run_fp8_block(qp_dtype dt) {
     free(w13); free(w2); free(b13); free(b2);
 }
 
+/* 0.34.0's refusals at binding time, before any tensor is read */
+static void create_refusals(void) {
+#define QCFG(W, I) "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"reorder\"}," \
+    "\"global_quant_config\":{\"weight\":" W ",\"input_tensors\":" I ",\"output_tensors\":null,\"bias\":null}," \
+    "\"layer_quant_config\":{},\"layer_type_quant_config\":{},\"exclude\":[]}"
+#define MXW(d) "{\"dtype\":\"" d "\",\"qscheme\":\"per_group\",\"group_size\":32,\"scale_format\":\"e8m0\",\"is_dynamic\":false}"
+    static const struct { const char *cfg; int H, I; qp_status st; const char *msg; } t[] = {
+        {QCFG(MXW("fp8_e4m3"), "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":32,\"is_dynamic\":true}"), 48,
+         32, QP_ERR_VALUE,
+         "Quark MXFP8 MoE requires hidden_size and intermediate_size_per_partition divisible by 32, got 48 and 32."},
+        {QCFG(MXW("fp6_e3m2"), "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"is_dynamic\":false,\"symmetric\":true}"),
+         64, 32, QP_ERR_NOT_IMPLEMENTED,
+         "Currently there is no corresponding fused moe quant config configured in vLLM for OCP MX scheme "
+         "w_mxfp6_e3m2_a_fp8. Please open an issue."},
+        {QCFG("{\"dtype\":\"uint4\",\"qscheme\":\"per_group\",\"group_size\":128,\"symmetric\":false}", "null"), 48, 64,
+         QP_ERR_UNSUPPORTED, "AssertionError: group_size >= 32"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        qp_config *cfg = tu_load(ctx, t[i].cfg);
+        qp_scheme s;
+        CHECK(cfg && !qp_config_resolve(cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, NULL, &s), "case %zu: %s", i,
+              qp_last_error(ctx));
+        qp_moe_options o;
+        qp_moe_options_init(&o);
+        o.top_k = 2;
+        o.layer = "model.layers.0.mlp.experts";
+        qp_moe *m = NULL;
+        qp_status st = cfg ? qp_moe_create(cpu, &s, 4, t[i].H, t[i].I, NULL, 0, &o, &m) : QP_OK;
+        CHECK(st == t[i].st && strstr(qp_last_error(ctx), t[i].msg), "case %zu: %s: %s", i, qp_status_str(st),
+              qp_last_error(ctx));
+        qp_moe_destroy(m);
+        qp_config_destroy(cfg);
+    }
+}
+
 int main(void) {
     if (qp_context_create(&ctx) || qp_device_find(ctx, "cpu", &cpu)) return 1;
     test_route();
@@ -728,6 +763,7 @@ int main(void) {
     run_w4a16(QP_DTYPE_F16, false, 256); /* halved to 64 to divide I = 64 */
     run_fp8_block(QP_DTYPE_F16);
     run_fp8_block(QP_DTYPE_BF16);
+    create_refusals();
     qp_context_destroy(ctx);
     return tu_finish("moe");
 }
