@@ -503,7 +503,7 @@ qp_status qp_resolve_quark_config(const qp_resolve_ctx *rc, const qj *c, const c
         /* QuarkScheme.__init__ key validation: QuarkOCP_MX accepts only MX
          * activation keys or none (spec 1.5.1 surprise, 9.14). */
         if (m.akey && !strstr(m.akey, "Mxfp"))
-            return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported activation quant key: %s", m.akey);
+            return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported activation quant key: %s", qp_quant_key_repr(m.akey));
         set_quark(out, QP_SCHEME_OCP_MX, "QuarkOCP_MX", m, 70);
         if (rows > 1) {
             out->weight.granularity = QP_GRAN_BLOCK;
@@ -546,9 +546,9 @@ static bool key_in(const char *k, const char *const *list, size_t n) {
 static qp_status moe_keys(const qp_resolve_ctx *rc, const char *key, const match *m, const char *const *acts, size_t na,
                           const char *const *ws, size_t nw) {
     if (!key_in(m->akey, acts, na))
-        return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported activation quant key: %s", m->akey ? m->akey : "None");
+        return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported activation quant key: %s", qp_quant_key_repr(m->akey));
     if (!key_in(m->wkey, ws, nw))
-        return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported weight quant key: %s", m->wkey);
+        return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported weight quant key: %s", qp_quant_key_repr(m->wkey));
     return QP_OK;
 }
 #define KEYS(a) a, sizeof a / sizeof *a

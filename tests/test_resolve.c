@@ -175,9 +175,9 @@ static void predicates(void) {
     ONE_ERR("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[32,16],\"scale_type\":\"float8_e8m0fnu\","
             "\"symmetric\":true,\"is_dynamic\":false}", MXFP8_A, QP_ERR_NOT_IMPLEMENTED, "~No quark compatible scheme was found.");
     /* QuarkOCP_MX's keys: MX activations or none */
-    ONE_ERR(MX_W("fp8_e4m3"), I_FP8_DT, QP_ERR_VALUE, "Unsupported activation quant key: kFp8DynamicTensorSym");
+    ONE_ERR(MX_W("fp8_e4m3"), I_FP8_DT, QP_ERR_VALUE, "Unsupported activation quant key: QuantKey(f8e4m3fn,scale(f32,dynamic,per_tensor),symmetric)");
     /* spec 9.14: MXFP4 weight + dynamic fp8 passes the predicate, fails the key check */
-    ONE_ERR(MX_W("fp4"), I_FP8_DT, QP_ERR_VALUE, "Unsupported activation quant key: kFp8DynamicTensorSym");
+    ONE_ERR(MX_W("fp4"), I_FP8_DT, QP_ERR_VALUE, "Unsupported activation quant key: QuantKey(f8e4m3fn,scale(f32,dynamic,per_tensor),symmetric)");
     ONE_ERR(MX_W("fp4"), "{\"dtype\":\"int8\",\"is_dynamic\":true}", QP_ERR_VALUE,
             "Unsupported input_dtype=int8 in Quark's vLLM integration. Supported activation dtypes are "
             "dict_keys(['mxfp4', 'mxfp6_e3m2', 'mxfp6_e2m3', 'mxfp8_e4m3']), or None for weight-only quantization.");

@@ -56,7 +56,7 @@ static const moe_case cases[] = {
     /* 0.34.0: per-block (128x128) experts run; e8m0 block scales are no key of the method */
     {FP8BLK, FP8G128, QP_OK, "QuarkW8A8Fp8MoEMethod", "kFp8Static128BlockSym", "kFp8Dynamic128Sym",
      QP_SCHEME_W8A8_FP8_BLOCK},
-    {FP8BLKE8, FP8G128, QP_ERR_VALUE, "Unsupported weight quant key: kFp8Static128BlockE8M0Sym", NULL, NULL, 0},
+    {FP8BLKE8, FP8G128, QP_ERR_VALUE, "Unsupported weight quant key: QuantKey(f8e4m3fn,scale(f8e8m0fnu,static,GroupShape(row=128, col=128)),symmetric)", NULL, NULL, 0},
     /* per-block with static or per-token input, or without block_size: no predicate matches */
     {FP8BLK, FP8T, QP_ERR_CAPABILITY, "Unsupported FusedMoe scheme", NULL, NULL, 0},
     {FP8BLK, FP8DTOK, QP_ERR_CAPABILITY, "Unsupported FusedMoe scheme", NULL, NULL, 0},
@@ -107,15 +107,15 @@ static const moe_case cases[] = {
     {MX("fp6_e2m3", "false"), MX("fp6_e3m2", "true"), QP_ERR_VALUE,
      "~input_dtype=mxfp6_e3m2, weight_dtype=mxfp6_e2m3.", NULL, NULL, 0},
     /* 0.34.0: the method's explicit key lists refuse MXFP8 activations */
-    {MX("fp4", "false"), MXFP8A, QP_ERR_VALUE, "Unsupported activation quant key: kMxfp8Dynamic", NULL, NULL, 0},
+    {MX("fp4", "false"), MXFP8A, QP_ERR_VALUE, "Unsupported activation quant key: QuantKey(f8e4m3fn,scale(u8,dynamic,GroupShape(row=1, col=32)),symmetric)", NULL, NULL, 0},
     /* 0.34.0: MXFP8 experts are QuarkW8A8Mxfp8MoEMethod (dynamic MXFP8 activations only) */
     {MX("fp8_e4m3", "false"), MXFP8A, QP_OK, "QuarkW8A8Mxfp8MoEMethod", "kMxfp8Static", "kMxfp8Dynamic",
      QP_SCHEME_OCP_MX},
     {MXFP8B("1"), MXFP8A, QP_OK, "QuarkW8A8Mxfp8MoEMethod", "kMxfp8Static", "kMxfp8Dynamic", QP_SCHEME_OCP_MX},
     {MX("fp8_e4m3", "false"), "null", QP_ERR_VALUE, "Unsupported activation quant key: None", NULL, NULL, 0},
-    {MX("fp8_e4m3", "false"), MX("fp4", "true"), QP_ERR_VALUE, "Unsupported activation quant key: kMxfp4Dynamic", NULL,
+    {MX("fp8_e4m3", "false"), MX("fp4", "true"), QP_ERR_VALUE, "Unsupported activation quant key: QuantKey(u8,scale(u8,dynamic,GroupShape(row=1, col=32)),symmetric)", NULL,
      NULL, 0},
-    {MX("fp8_e4m3", "false"), FP8T, QP_ERR_VALUE, "Unsupported activation quant key: kFp8StaticTensorSym", NULL, NULL, 0},
+    {MX("fp8_e4m3", "false"), FP8T, QP_ERR_VALUE, "Unsupported activation quant key: QuantKey(f8e4m3fn,scale(f32,static,per_tensor),symmetric)", NULL, NULL, 0},
     {MXFP8B("32"), MXFP8A, QP_ERR_NOT_IMPLEMENTED,
      "Quark MXFP8 MoE experts support only the 1-D per_group (group_size=32, e8m0) weight spelling, got {'dtype': "
      "'fp8_e4m3', 'qscheme': 'per_block', 'block_size': [32, 32], 'scale_type': 'float8_e8m0fnu', 'symmetric': True, "
