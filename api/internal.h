@@ -203,5 +203,7 @@ float qp_ref_e8m0_hmul_scale(qp_dtype d, uint8_t e);
 /* Whether (weight element, activation key) is an OCP_MX_Scheme pair; the
  * resolver's / QuarkOCP_MX's messages otherwise (ref_ocp_mx.c). */
 qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act act);
+/* str(QuantKey) of a key constant name (vLLM 0.34.0); "None" for NULL/"". */
+const char *qp_quant_key_repr(const char *name);
 
 #endif

@@ -304,3 +304,56 @@ QP_API qp_status qp_config_layer_shards(const qp_config *cfg, const char *layer,
     if (proj) *proj = p;
     return QP_OK;
 }
+
+/* str(QuantKey) as vLLM 0.34.0 prints it in QuarkScheme / QuarkMoEMethod's
+ * "Unsupported ... quant key: K" messages (quant_utils.py's QuantKey and
+ * ScaleDesc __str__, torch.fx's dtype abbreviations, ScalarType names),
+ * made by running 0.34.0's quant_utils.py (see docs/numerics.md). */
+static const struct { const char *name, *repr; } key_reprs[] = {
+    {"kFp8Dynamic128Sym", "QuantKey(f8e4m3fn,scale(f32,dynamic,GroupShape(row=1, col=128)),symmetric)"},
+    {"kFp8Dynamic64Sym", "QuantKey(f8e4m3fn,scale(f32,dynamic,GroupShape(row=1, col=64)),symmetric)"},
+    {"kFp8DynamicTensorSym", "QuantKey(f8e4m3fn,scale(f32,dynamic,per_tensor),symmetric)"},
+    {"kFp8DynamicTokenSym", "QuantKey(f8e4m3fn,scale(f32,dynamic,per_token),symmetric)"},
+    {"kFp8Static128BlockE8M0Sym", "QuantKey(f8e4m3fn,scale(f8e8m0fnu,static,GroupShape(row=128, col=128)),symmetric)"},
+    {"kFp8Static128BlockSym", "QuantKey(f8e4m3fn,scale(f32,static,GroupShape(row=128, col=128)),symmetric)"},
+    {"kFp8StaticChannelSym", "QuantKey(f8e4m3fn,scale(f32,static,per_channel),symmetric)"},
+    {"kFp8StaticTensorSym", "QuantKey(f8e4m3fn,scale(f32,static,per_tensor),symmetric)"},
+    {"kFp8StaticTokenSym", "QuantKey(f8e4m3fn,scale(f32,static,per_token),symmetric)"},
+    {"kInt4Static", "QuantKey(uint4b8,scale(f16,static,per_token),symmetric)"},
+    {"kInt4Static32", "QuantKey(uint4b8,scale(f16,static,GroupShape(row=1, col=32)),symmetric)"},
+    {"kInt4Static32Asym", "QuantKey(uint4,scale(f16,static,GroupShape(row=1, col=32)),asymmetric)"},
+    {"kInt4StaticAsym", "QuantKey(uint4,scale(f16,static,per_token),asymmetric)"},
+    {"kInt4W4A8StaticChannelSym", "QuantKey(i8,scale(f32,static,per_channel),symmetric)"},
+    {"kInt4W4A8StaticGroup128Sym", "QuantKey(i8,scale(bf16,static,GroupShape(row=1, col=128)),symmetric)"},
+    {"kInt4W4A8StaticGroup32Sym", "QuantKey(i8,scale(bf16,static,GroupShape(row=1, col=32)),symmetric)"},
+    {"kInt4W4A8StaticGroup64Sym", "QuantKey(i8,scale(bf16,static,GroupShape(row=1, col=64)),symmetric)"},
+    {"kInt4W4A8StaticGroupSym", "QuantKey(i8,scale(bf16,static,per_token),symmetric)"},
+    {"kInt8Dynamic32Sym", "QuantKey(i8,scale(f32,dynamic,GroupShape(row=1, col=32)),symmetric)"},
+    {"kInt8DynamicTensorAsym", "QuantKey(i8,scale(f32,dynamic,per_tensor),asymmetric)"},
+    {"kInt8DynamicTensorSym", "QuantKey(i8,scale(f32,dynamic,per_tensor),symmetric)"},
+    {"kInt8DynamicTokenAsym", "QuantKey(i8,scale(f32,dynamic,per_token),asymmetric)"},
+    {"kInt8DynamicTokenSym", "QuantKey(i8,scale(f32,dynamic,per_token),symmetric)"},
+    {"kInt8Static", "QuantKey(uint8b128,scale(f16,static,per_token),symmetric)"},
+    {"kInt8StaticChannelSym", "QuantKey(i8,scale(f32,static,per_channel),symmetric)"},
+    {"kInt8StaticTensorAsym", "QuantKey(i8,scale(f32,static,per_tensor),asymmetric)"},
+    {"kInt8StaticTensorSym", "QuantKey(i8,scale(f32,static,per_tensor),symmetric)"},
+    {"kLutBStatic", "QuantKey(u8,scale(f8e4m3fn,static,GroupShape(row=8, col=64)),symmetric)"},
+    {"kMxfp4Dynamic", "QuantKey(u8,scale(u8,dynamic,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp4Static", "QuantKey(u8,scale(u8,static,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp6E2M3Dynamic", "QuantKey(float6_e2m3f,scale(u8,dynamic,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp6E2M3Static", "QuantKey(float6_e2m3f,scale(u8,static,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp6E3M2Dynamic", "QuantKey(float6_e3m2f,scale(u8,dynamic,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp6E3M2Static", "QuantKey(float6_e3m2f,scale(u8,static,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp8Dynamic", "QuantKey(f8e4m3fn,scale(u8,dynamic,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp8Static", "QuantKey(f8e4m3fn,scale(u8,static,GroupShape(row=1, col=32)),symmetric)"},
+    {"kNvfp4Dynamic", "QuantKey(u8,scale(f8e4m3fn,dynamic,GroupShape(row=1, col=16)),scale2(f32,static,per_tensor),symmetric)"},
+    {"kNvfp4DynamicToken", "QuantKey(u8,scale(f8e4m3fn,dynamic,GroupShape(row=1, col=16)),scale2(f32,dynamic,per_token),symmetric)"},
+    {"kNvfp4Static", "QuantKey(u8,scale(f8e4m3fn,static,GroupShape(row=1, col=16)),scale2(f32,static,per_tensor),symmetric)"},
+};
+
+const char *qp_quant_key_repr(const char *name) {
+    if (!name || !*name) return "None";
+    for (size_t i = 0; i < sizeof key_reprs / sizeof *key_reprs; i++)
+        if (!strcmp(key_reprs[i].name, name)) return key_reprs[i].repr;
+    return name;
+}

@@ -68,12 +68,16 @@ static qp_status classify(cu_dev *d, const qp_moe_desc *s, cu_moe *m, const char
     if (!s->w13 || !s->w2) return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "missing w13 / w2");
     if ((size_t)s->E * (size_t)rup(2 * s->I, 64) > INT_MAX / 64 || (size_t)s->E * (size_t)rup(s->H, 64) > INT_MAX / 64)
         return moe_err(d, QP_ERR_UNSUPPORTED, layer, "E x 2I or E x H too large for the kernels' 32-bit row indices");
-    if (s->w_blk > 0) { /* emulated block-float experts */
+    if (s->act == QP_ACT_FP8_GROUP128)
+        return moe_err(d, QP_ERR_UNSUPPORTED, layer, "fp8 per-block experts (per-token-group fp8 activations, block-scaled "
+                                                     "GEMM) have no fused MoE kernel on cuda yet");
+    if (s->w_blk > 0) { /* emulated block-float experts; W4A16: signed int4 codes (I8) through w_lut */
         if (!s->b13 || !s->b2 || !s->w_lut)
             return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "block-float experts need b13, b2 and w_lut");
         if (s->w_dtype != QP_DTYPE_F4_E2M1 && s->w_dtype != QP_DTYPE_F6_E2M3 && s->w_dtype != QP_DTYPE_F6_E3M2 &&
-            s->w_dtype != QP_DTYPE_F8_E4M3FN)
-            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "w_dtype must be fp4_e2m1, fp6_e3m2, fp6_e2m3 or fp8_e4m3fn");
+            s->w_dtype != QP_DTYPE_F8_E4M3FN && s->w_dtype != QP_DTYPE_I8)
+            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer,
+                           "w_dtype must be fp4_e2m1, fp6_e3m2, fp6_e2m3, fp8_e4m3fn or i8 (W4A16 codes)");
         if (s->w_blk != 16 && s->w_blk != 32) return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "w_blk must be 16 or 32");
         if (s->H % s->w_blk || s->I % s->w_blk)
             return moe_err(d, QP_ERR_UNSUPPORTED, layer, "H and I must be multiples of the weight block");

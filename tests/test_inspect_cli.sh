@@ -14,8 +14,14 @@ check "four lines" '[ $(printf "%s\n" "$out" | wc -l) -eq 4 ]'
 check "int8 qkv" 'printf "%s\n" "$out" | grep -q "\"layer\":\"model.layers.0.self_attn.qkv_proj\",\"kind\":\"linear\",\"result\":\"ok\",\"method\":\"QuarkLinearMethod\",\"scheme\":\"QuarkW8A8Int8\""'
 check "keys" 'printf "%s\n" "$out" | grep -q "\"weight_key\":\"kInt8StaticChannelSym\",\"activation_key\":\"kInt8DynamicTokenSym\",\"min_capability\":75"'
 check "fp8 down_proj refused at cc 80" 'printf "%s\n" "$out" | grep -q "\"error_type\":\"RuntimeError\",\"error\":\"Quantization scheme is not supported for the current GPU. Min capability: 89. Current capability: 80.\""'
-check "lm_head unquantized" 'printf "%s\n" "$out" | grep -q "\"layer\":\"lm_head\",\"kind\":\"linear\",\"result\":\"ok\",\"method\":\"UnquantizedLinearMethod\",\"scheme\":null"'
+check "lm_head unquantized (ParallelLMHead)" 'printf "%s\n" "$out" | grep -q "\"layer\":\"lm_head\",\"kind\":\"linear\",\"result\":\"ok\",\"method\":\"UnquantizedEmbeddingMethod\",\"scheme\":null"'
 check "kv cache" 'printf "%s\n" "$out" | grep "QuarkKVCacheMethod" | grep -q "\"kv_cache\":{\"dtype\":\"fp8_e4m3fn\""'
+out=$("$Q" inspect "$C/qqq-exporter-derived-g128.quant.json")
+check "qqq: 0.34.0 refuses it, resolved as 0.8.5" 'printf "%s\n" "$out" | grep -q "^note: .*Unknown quantization method: qqq. Must be one of \[...\]).*as vLLM 0.8.5 did"'
+out=$("$Q" inspect "$C/qqq-exporter-derived-g128.quant.json" --json)
+check "qqq note in the JSON" 'printf "%s\n" "$out" | grep -q "\"note\":\"vLLM 0.34.0 refuses this config"'
+out=$("$Q" inspect "$C/llama-w8a8-int8-kv.json" --json)
+check "no note for quark" 'printf "%s\n" "$out" | grep -q "\"note\":null}$"'
 
 "$Q" inspect "$C/llama-w8a8-int8-kv.json" --json --layer model.layers.0.self_attn.qkv_proj >/dev/null
 check "exit 0 when all resolve" '[ $? -eq 0 ]'

@@ -25,6 +25,9 @@
  *    in fp32, Quark in the model dtype; docs/loading.md): that difference
  *    is printed and held to the scheme's quantization step instead.
  *  - int4_fp8 (a list of two weight specs): refused with vLLM's message.
+ *  - the W4A16 MoE exports (uint4_wo_128, int4_wo_128): the experts'
+ *    FusedMoE parameters byte for byte as vLLM 0.34.0's weight loader makes
+ *    them from Quark's words (check_w4a16_moe).
  * Also: the model dtype comes from config.json (fp16 and bf16 exports). */
 #include <dirent.h>
 #include <math.h>
@@ -132,6 +135,91 @@ static void run_layer(qp_model *m, qp_safetensors *ref, const char *scheme, cons
     qp_layer_binding_free(&b);
 }
 
+/* W4A16 experts (vLLM 0.34.0's QuarkW4A16Int4MoEMethod): qp_model_bind_moe's
+ * FusedMoE parameters against an independent transcription of the
+ * method's weight loader (convert_quark_tensor) on Quark's own words: the
+ * int32 words viewed as bytes, low nibble first; with pack_method reorder
+ * each run of 8 nibbles taken in the order [0, 4, 1, 5, 2, 6, 3, 7];
+ * symmetric codes ^ 8; transposed; weights packed two per byte along K
+ * (t[:, 1::2] * 16 + t[:, ::2]), zero points two per byte along N; scales
+ * transposed. Every byte must agree. */
+static void convert_quark(const int32_t *words, int R, int C, int reorder, int sym, uint8_t *out /* [C][R] */) {
+    static const int order[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+    const uint8_t *b = (const uint8_t *)words; /* little endian, as torch's view(uint8) */
+    int nb = (C + 7) / 8 * 4;                  /* bytes per row */
+    for (int r = 0; r < R; r++)
+        for (int c0 = 0; c0 < nb * 2; c0 += 8)
+            for (int j = 0; j < 8; j++) {
+                int src = c0 + (reorder ? order[j] : j), c = c0 + j;
+                int v = (b[(size_t)r * nb + src / 2] >> (4 * (src % 2))) & 15;
+                if (c < C) out[(size_t)c * R + r] = (uint8_t)(v ^ (sym ? 8 : 0));
+            }
+}
+
+static void check_w4a16_moe(qp_model *m, const char *where, const char *scheme) {
+    int sym = !strcmp(scheme, "int4_wo_128");
+    qp_moe_binding b;
+    qp_status st = qp_model_bind_moe(m, "model.layers.0.mlp.experts", NULL, &b);
+    CHECK(!st && !strcmp(b.scheme.scheme_class, "QuarkW4A16Int4MoEMethod"), "%s: bind moe: %s", where, qp_last_error(ctx));
+    if (st) return;
+    int E = b.E, H = b.H, I = b.I, g = 128;
+    const char *proj[3] = {"gate_proj", "up_proj", "down_proj"};
+    size_t bad = 0, bytes = 0;
+    for (int e = 0; e < E; e++)
+        for (int p = 0; p < 3; p++) {
+            int N = p < 2 ? I : H, K = p < 2 ? H : I, G = K / g, rows = p < 2 ? 2 * I : H, r0 = p == 1 ? I : 0;
+            char nm[200];
+            qp_tensor tw, ts, tz;
+            snprintf(nm, sizeof nm, "model.layers.0.mlp.experts.%d.%s.weight", e, proj[p]);
+            st = qp_model_find_tensor(m, nm, &tw);
+            snprintf(nm, sizeof nm, "model.layers.0.mlp.experts.%d.%s.weight_scale", e, proj[p]);
+            if (!st) st = qp_model_find_tensor(m, nm, &ts);
+            snprintf(nm, sizeof nm, "model.layers.0.mlp.experts.%d.%s.weight_zero_point", e, proj[p]);
+            if (!st && !sym) st = qp_model_find_tensor(m, nm, &tz);
+            CHECK(!st && tw.dtype == QP_DTYPE_I32, "%s: expert %d %s: %s", where, e, proj[p], qp_last_error(ctx));
+            if (st) continue;
+            uint8_t *t = malloc((size_t)K * N), *z = malloc((size_t)G * N);
+            convert_quark(tw.data, K, N, 1, sym, t); /* [N][K] */
+            const qp_tensor *w = NULL, *sc = NULL, *zp = NULL;
+            for (size_t i = 0; i < b.n_tensors; i++) {
+                const char *n = b.tensors[i].name;
+                if (!strcmp(n, p < 2 ? "w13_weight" : "w2_weight")) w = &b.tensors[i];
+                if (!strcmp(n, p < 2 ? "w13_weight_scale" : "w2_weight_scale")) sc = &b.tensors[i];
+                if (!strcmp(n, p < 2 ? "w13_weight_zero_point" : "w2_weight_zero_point")) zp = &b.tensors[i];
+            }
+            CHECK(w && sc && (sym || zp), "%s: missing FusedMoE parameters", where);
+            if (w && sc && (sym || zp)) {
+                const uint8_t *wb = w->data, *zb = zp ? zp->data : NULL;
+                for (int n = 0; n < N; n++)
+                    for (int k = 0; k < K; k += 2) {
+                        uint8_t want = (uint8_t)(t[(size_t)n * K + k + 1] * 16 + t[(size_t)n * K + k]);
+                        bad += wb[((size_t)e * rows + r0 + n) * (K / 2) + k / 2] != want;
+                        bytes++;
+                    }
+                for (int gi = 0; gi < G; gi++)
+                    for (int n = 0; n < N; n++) {
+                        const uint16_t *s0 = ts.data, *s1 = sc->data;
+                        bad += s1[((size_t)e * rows + r0 + n) * G + gi] != s0[(size_t)gi * N + n];
+                        bytes++;
+                    }
+                if (!sym) {
+                    convert_quark(tz.data, G, N, 1, 0, z); /* [N][G] */
+                    for (int n = 0; n < N; n += 2)
+                        for (int gi = 0; gi < G; gi++) {
+                            uint8_t want = (uint8_t)(z[(size_t)(n + 1) * G + gi] * 16 + z[(size_t)n * G + gi]);
+                            bad += zb[((size_t)e * rows / 2 + (r0 + n) / 2) * G + gi] != want;
+                            bytes++;
+                        }
+                }
+            }
+            free(t);
+            free(z);
+        }
+    CHECK(bad == 0 && bytes > 0, "%s: %zu of %zu FusedMoE bytes differ from vLLM's convert_quark_tensor", where, bad, bytes);
+    printf("%s: W4A16 experts stacked as QuarkW4A16Int4MoEMethod loads them (%zu bytes)\n", where, bytes);
+    qp_moe_binding_free(&b);
+}
+
 static void run_fixture(const char *root, const char *dname, const char *scheme) {
     char path[1024], where[128];
     snprintf(path, sizeof path, "%s/%s/%s", root, dname, scheme);
@@ -172,6 +260,7 @@ static void run_fixture(const char *root, const char *dname, const char *scheme)
     }
     size_t want_nl = strstr(dname, "moe") ? 32 : 14; /* Mixtral: 4 attention + 4 experts x 3, twice */
     CHECK(st || nl == want_nl, "%s: %zu quantized modules in Quark's outputs (%zu expected)", where, nl, want_nl);
+    if (strstr(dname, "moe") && strstr(scheme, "int4_wo")) check_w4a16_moe(m, where, scheme);
     qp_safetensors_close(ref);
     qp_model_close(m);
 }
@@ -201,7 +290,7 @@ int main(int argc, char **argv) {
             n_fixtures++;
         }
     }
-    CHECK(n_fixtures >= 44, "%d fixtures (16 dense and 6 MoE schemes x 2 dtypes expected)", n_fixtures);
+    CHECK(n_fixtures >= 48, "%d fixtures (16 dense and 8 MoE schemes x 2 dtypes expected)", n_fixtures);
     printf("%d fixtures, %d modules: %d MX modules within the accumulation-order bound on x (%zu of %zu outputs bit "
            "for bit equal to Quark's), %d others within their bounds (on Quark's xq; int8 per-token on x)\n",
            n_fixtures, n_layers, n_exact, n_out_same, n_out, n_bounded);

@@ -76,6 +76,16 @@ static void error_json(FILE *f, qp_context *ctx, qp_status st) {
  * such part"), as a --layer query that fails exits 1. */
 static int refused(qp_status st) { return st != QP_OK && st != QP_ERR_NOT_FOUND; }
 
+/* What the followed vLLM release says of the config as a whole: 0.34.0 (the
+ * Quark reference) removed QQQ and refuses the method at config parsing;
+ * qport keeps resolving QQQ as vLLM 0.8.5 did. NULL when nothing. */
+static const char *dialect_note(const qp_config *cfg, const qp_resolve_options *o) {
+    if (o->dialect == QP_DIALECT_VLLM && qp_config_method(cfg) == QP_METHOD_QQQ)
+        return "vLLM 0.34.0 refuses this config (ValueError: Unknown quantization method: qqq. Must be one of [...]): "
+               "QQQ was removed after 0.8.5; qport resolves QQQ as vLLM 0.8.5 did";
+    return NULL;
+}
+
 static int summary(qp_context *ctx, const qp_config *cfg, const qp_resolve_options *o) {
     int rc = 0;
     qp_status st;
@@ -85,6 +95,7 @@ static int summary(qp_context *ctx, const qp_config *cfg, const qp_resolve_optio
     printf("quant_method: %s\n", qp_method_name(sm.method));
     if (sm.model_type) printf("model_type:   %s\n", sm.model_type);
     if (sm.pack_method) printf("pack_method:  %s\n", sm.pack_method);
+    if (dialect_note(cfg, o)) printf("note:         %s\n", dialect_note(cfg, o));
     qp_scheme s;
     printf("global:       ");
     if ((st = qp_config_resolve_global(cfg, o, &s)) == QP_OK) scheme_human(stdout, &s);
@@ -178,7 +189,9 @@ int cmd_inspect(int argc, char **argv) {
             printf(",\"quant_method\":\"%s\",\"global\":{\"result\":\"%s\"", qp_method_name(qp_config_method(cfg)),
                    st == QP_OK ? "ok" : "error");
             if (st == QP_OK) scheme_json(stdout, &s); else error_json(stdout, ctx, st);
-            printf("}}\n");
+            printf("},\"note\":");
+            json_str(stdout, dialect_note(cfg, &o));
+            printf("}\n");
         } else {
             rc |= summary(ctx, cfg, &o);
         }

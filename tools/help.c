@@ -124,7 +124,7 @@ static const help_entry entries[] = {
      "                go; other tensors (embeddings, norms, lm_head) are copied unchanged\n"
      "  --scheme NAME  the scheme, as its exporter writes it (the list is printed on a usage error):\n"
      "                int8-{dyn,static}-{sym,asym}, fp8-static, fp8-dyn-tensor, fp8-dyn-token,\n"
-     "                fp8-block, w4a16-int4, w4a16-uint4, mxfp4, mxfp4-a-mxfp4, mxfp6-e3m2,\n"
+     "                fp8-block, w4a16-int4, w4a16-uint4, mxfp4, mxfp4-a-mxfp4, mxfp8, mxfp6-e3m2,\n"
      "                mxfp6-e2m3, w4a8-mxfp4-fp8, nvfp4, qqq, qqq-channel, hf-fp8, hf-fp8-static\n"
      "  --group-size G  the group size of a grouped scheme (default: its config's 128; a scheme\n"
      "                without groups refuses it)\n"
