@@ -1470,10 +1470,13 @@ QPCU_WRAP(vendor_gemm_time, (void *dev, qp_dtype in, int M, int N, int K, int re
 #define cu_moe_destroy qpcu_moe_destroy
 #define cu_moe_forward qpcu_moe_forward_op
 #define cu_moe_reserve qpcu_moe_reserve
+#define cu_moe_route qpcu_moe_route_op
 QPCU_WRAP(moe_prepare, (void *dev, const qp_moe_desc *desc, void **moe), (dev, desc, moe))
 QPCU_WRAPV(moe_destroy, (void *dev, void *moe), (dev, moe))
 QPCU_WRAP(moe_forward, (void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y), (dev, moe, x, M, k, ids, w, y))
 QPCU_WRAP(moe_reserve, (void *dev, void *moe, int max_m, int k), (dev, moe, max_m, k))
+QPCU_WRAP(moe_route, (void *dev, const qp_route_params *p, void *lg, int M, void *sc, void *ids, void *w),
+          (dev, p, lg, M, sc, ids, w))
 QPCU_WRAP(event_record, (void *dev, void **ev), (dev, ev))
 QPCU_WRAP(event_wait, (void *dev, void *ev), (dev, ev))
 QPCU_WRAP(event_query, (void *dev, void *ev, int *done), (dev, ev, done))
@@ -1518,6 +1521,7 @@ static const qp_backend_ops cu_ops = {
     .vendor_gemm_time = w_vendor_gemm_time,
     .moe_prepare = w_moe_prepare,
     .moe_destroy = w_moe_destroy,
+    .moe_route = w_moe_route,
     .moe_forward = w_moe_forward,
     .moe_describe = qpcu_moe_describe,
     .linear_reserve = w_linear_reserve,

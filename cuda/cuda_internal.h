@@ -73,6 +73,8 @@ void qpcu_enqueued(cu_dev *d, const char *layer);
 qp_status qpcu_moe_prepare(void *dev, const qp_moe_desc *desc, void **moe);
 void qpcu_moe_destroy(void *dev, void *moe);
 qp_status qpcu_moe_forward_op(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
+qp_status qpcu_moe_route_op(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids,
+                            void *w);
 qp_status qpcu_moe_reserve(void *dev, void *moe, int max_m, int k);
 void qpcu_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap);
 

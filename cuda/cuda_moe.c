@@ -403,3 +403,25 @@ void qpcu_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap
                  kind, act);
     }
 }
+
+/* Routing on the device (qp_moe_enqueue_logits): one thread a token. */
+qp_status qpcu_moe_route_op(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids,
+                            void *w) {
+    cu_dev *d = dev;
+    const qp_host *h = d->st->host;
+    cu_buf *lb = logits, *sb = scratch, *ib = ids, *wb = w, *bb = p ? p->bias : NULL;
+    if (!p || !lb || !sb || !ib || !wb || M <= 0 || p->k <= 0 || p->k > QP_ROUTE_MAX_K || p->n_group > QP_ROUTE_MAX_K ||
+        p->G <= 0)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: moe_route: bad routing parameters", d->index);
+    if (!d->has_stream)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: moe_route: the device has no stream yet", d->index);
+    int flags = (p->renormalize ? 1 : 0) | (p->sigmoid ? 2 : 0) | (bb ? 4 : 0);
+    int ke = qpcu_moe_route(lb->p, M, p->G, p->k, flags, p->n_group, p->topk_group, p->scale, bb ? bb->p : NULL,
+                            sb->p, ib->p, wb->p, d->stream);
+    if (ke) {
+        cudaGetLastError();
+        return qpcu_call_failed(d, "MoE routing", "k_moe_route", (cudaError_t)ke);
+    }
+    qpcu_enqueued(d, "MoE routing");
+    return QP_OK;
+}
