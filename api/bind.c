@@ -63,6 +63,9 @@ static qp_status collect(qp_model *m, const char *prefix, part *p, size_t *n) {
             if (strncmp(t.name, prefix, pl) || t.name[pl] != '.' || strchr(t.name + pl + 1, '.')) continue;
             const char *suf = t.name + pl + 1;
             if (!strcmp(suf, "output_scale")) continue; /* the KV-cache scale belongs to the attention layer */
+            /* routing state: the router's fp32 parameter, read by
+             * qp_model_moe_options, never an input of the linear layer */
+            if (!strcmp(suf, "e_score_correction_bias")) continue;
             if (*n >= MAX_T || strlen(suf) >= sizeof p->suffix)
                 return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, t.name, prefix, "too many tensors or a long name");
             snprintf(p[*n].suffix, sizeof p[*n].suffix, "%s", suf);

@@ -115,6 +115,7 @@ static qp_status find_dtype(qp_model *m, const char *path) {
     if (doc) {
         const qj *root = qj_root(doc), *tc = qj_get(root, "text_config"), *mt = qj_get(root, "model_type");
         if (mt && mt->type == QJ_STRING) m->model_type = strdup(mt->s);
+        qp_arch_from_json(root, &m->arch);
         const qj *cfgs[2] = {root, tc};
         for (int c = 1; c >= 0; c--) { /* the root wins over text_config */
             if (!cfgs[c]) continue;
@@ -156,7 +157,39 @@ static qp_status find_dtype(qp_model *m, const char *path) {
     return QP_OK;
 }
 
+/* vLLM's DeepSeek router owns e_score_correction_bias as an fp32
+ * parameter and copy_s the checkpoint's (model-dtype) tensor into it:
+ * widened once here, exactly, so MoE options can point at fp32 data. */
+static qp_status widen_biases(qp_model *m) {
+    static const char suffix[] = ".e_score_correction_bias";
+    size_t n = qp_model_tensor_count(m);
+    for (size_t i = 0; i < n; i++) {
+        qp_tensor t;
+        if (qp_model_tensor_get(m, i, &t)) continue;
+        size_t l = strlen(t.name);
+        if (l < sizeof suffix || strcmp(t.name + l - (sizeof suffix - 1), suffix) || t.ndim != 1 ||
+            (t.dtype != QP_DTYPE_F16 && t.dtype != QP_DTYPE_BF16))
+            continue;
+        float **f = realloc(m->bias_f32, sizeof *f * (m->n_bias_f32 + 1));
+        if (f) m->bias_f32 = f;
+        const void **s = f ? realloc((void *)m->bias_src, sizeof *s * (m->n_bias_f32 + 1)) : NULL;
+        if (s) m->bias_src = s;
+        float *w = s ? malloc(sizeof(float) * (size_t)(t.shape[0] ? t.shape[0] : 1)) : NULL;
+        if (!w) return qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, t.name, NULL, "out of memory");
+        for (int64_t k = 0; k < t.shape[0]; k++) w[k] = qp_ref_load(t.dtype, t.data, (size_t)k);
+        m->bias_src[m->n_bias_f32] = t.data;
+        m->bias_f32[m->n_bias_f32++] = w;
+    }
+    return QP_OK;
+}
+
 QP_API qp_dtype qp_model_dtype(const qp_model *m) { return m ? m->dtype : QP_DTYPE_NONE; }
+
+QP_API qp_status qp_model_arch(const qp_model *m, qp_arch_info *out) {
+    if (!m || !out || out->struct_size < sizeof *out) return QP_ERR_INVALID_ARGUMENT;
+    qp_arch_fill(&m->arch, out);
+    return QP_OK;
+}
 
 QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out) {
     if (!ctx || !dir || !out) return QP_ERR_INVALID_ARGUMENT;
@@ -167,6 +200,7 @@ QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out)
     m->dir = strdup(dir);
     m->moe_top_k = m->moe_renorm = m->moe_groups = m->moe_topk_group = -1;
     m->moe_scale = 1.0f;
+    qp_arch_from_json(NULL, &m->arch);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     struct stat sb;
@@ -183,6 +217,7 @@ QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out)
     }
     if (!st) st = open_weights(m);
     if (!st) st = find_dtype(m, path);
+    if (!st) st = widen_biases(m);
     if (st) { qp_model_close(m); return st; }
     *out = m;
     return QP_OK;
@@ -193,6 +228,9 @@ QP_API void qp_model_close(qp_model *m) {
     for (size_t i = 0; i < m->n_files; i++) { qp_safetensors_close(m->files[i]); free(m->file_names[i]); }
     qp_config_destroy(m->cfg);
     free(m->model_type);
+    for (size_t i = 0; i < m->n_bias_f32; i++) free(m->bias_f32[i]);
+    free(m->bias_f32);
+    free((void *)m->bias_src);
     for (size_t i = 0; i < m->n_layers; i++) free(m->layers[i]);
     free(m->layers);
     for (size_t i = 0; i < m->n_moes; i++) free(m->moes[i]);

@@ -19,21 +19,21 @@ static double now_ms(void) {
 }
 
 /* The layer vLLM builds for a checkpoint tensor prefix: shards map to their
- * fused module (default Llama mapping of the config), others stay. */
+ * fused module (the packed-modules mapping resolution uses: the model
+ * class's from qport's architecture table, api/arch.c), others stay. */
 static void vllm_layer(const qp_config *cfg, const char *name, char *out, size_t cap) {
-    static const char *const fused[] = {"qkv_proj", "gate_up_proj"};
     snprintf(out, cap, "%s", name);
     const char *dot = strrchr(name, '.');
     const char *last = dot ? dot + 1 : name;
-    for (size_t f = 0; f < 2; f++) {
-        char cand[1024];
-        snprintf(cand, sizeof cand, "%.*s%s", (int)(last - name), name, fused[f]);
-        const char *const *sh;
-        size_t ns;
-        if (qp_config_layer_shards(cfg, cand, NULL, &sh, &ns, NULL)) continue;
-        for (size_t i = 0; i < ns; i++)
-            if (!strcmp(sh[i], last)) { snprintf(out, cap, "%s", cand); return; }
-    }
+    const qp_packed_module *pm;
+    size_t npm;
+    if (qp_config_packed_modules(cfg, NULL, &pm, &npm)) return;
+    for (size_t f = 0; f < npm; f++)
+        for (size_t i = 0; i < pm[f].n_shards; i++)
+            if (!strcmp(pm[f].shards[i], last)) {
+                snprintf(out, cap, "%.*s%s", (int)(last - name), name, pm[f].fused);
+                return;
+            }
 }
 
 /* The fp8 KV cache of one attention module on one device: K and V values
