@@ -320,6 +320,22 @@ QP_API qp_module_class qp_arch_module_class(const qp_arch_info *a, const char *m
     return QP_MODULE_LINEAR;
 }
 
+QP_API qp_module_class qp_arch_module_class_vllm(const qp_arch_info *a, qp_method method, const char *module) {
+    qp_module_class c = qp_arch_module_class(a, module);
+    /* QQQ follows vLLM 0.8.5, whose Qwen3-MoE built its router as
+     * ReplicatedLinear(quant_config=None); 0.34.0's GateLinear takes the
+     * quant config */
+    if (c == QP_MODULE_LINEAR && method == QP_METHOD_QQQ && a && a->router_quantized) {
+        const char *dot = strrchr(module, '.');
+        if (dot && !strcmp(dot + 1, a->router) && qp_arch_module_class(a, module) == QP_MODULE_LINEAR) {
+            qp_arch_info b = *a;
+            b.router_quantized = 0;
+            return qp_arch_module_class(&b, module);
+        }
+    }
+    return c;
+}
+
 /* Which module classes each method's get_quant_method gives a quant method:
  * Quark (0.34.0 QuarkConfig.get_quant_method_target): LinearBase,
  * Attention, RoutedExperts; QQQ (vLLM 0.8.5 QQQConfig.get_quant_method):
@@ -332,7 +348,7 @@ QP_API int qp_method_quantizes(qp_method method, qp_module_class cls) {
     switch (cls) {
     case QP_MODULE_LINEAR: return 1;
     case QP_MODULE_ATTENTION:
-    case QP_MODULE_ROUTED_EXPERTS: return method != QP_METHOD_QQQ;
+    case QP_MODULE_ROUTED_EXPERTS: return method != QP_METHOD_QQQ; /* Quark, Quark online, fp8 */
     case QP_MODULE_LM_HEAD:
     case QP_MODULE_EMBEDDING:
     case QP_MODULE_LINEAR_UNQUANTIZED:

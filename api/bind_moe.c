@@ -69,7 +69,7 @@ QP_API int qp_model_layer_unquantized(const qp_model *m, const char *layer) {
     if (m->arch.row) {
         qp_arch_info a = {.struct_size = sizeof a};
         qp_arch_fill(&m->arch, &a);
-        return qp_arch_module_class(&a, layer) == QP_MODULE_LINEAR_UNQUANTIZED;
+        return qp_arch_module_class_vllm(&a, m->cfg ? m->cfg->method : QP_METHOD_QUARK, layer) == QP_MODULE_LINEAR_UNQUANTIZED;
     }
     const char *dot = strrchr(layer, '.');
     if (!dot || strcmp(dot + 1, ROUTER)) return 0;

@@ -919,6 +919,9 @@ QP_API const char *qp_arch_name(size_t i);
 QP_API const char *qp_arch_model_types(size_t i);
 /* The class of a module name ("model.layers.3.mlp.gate", "lm_head"). */
 QP_API qp_module_class qp_arch_module_class(const qp_arch_info *arch, const char *module);
+/* The same as the vLLM version `method` follows builds it (Quark and fp8:
+ * 0.34.0; QQQ: 0.8.5, where Qwen3-MoE's router had quant_config=None). */
+QP_API qp_module_class qp_arch_module_class_vllm(const qp_arch_info *arch, qp_method method, const char *module);
 /* Whether decoder layer `layer` has an MoE block. */
 QP_API int qp_arch_layer_is_moe(const qp_arch_info *arch, long layer);
 /* The packed-modules mapping resolution uses with `opts` (NULL: defaults):

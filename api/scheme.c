@@ -254,13 +254,14 @@ static qp_status resolve_setup(const qp_config *cfg, const char *layer, qp_layer
 static qp_status module_class_rule(const qp_resolve_ctx *rc, qp_scheme *out) {
     qp_arch_info a = {.struct_size = sizeof a};
     qp_config_arch(rc->cfg, &a);
-    qp_module_class c = qp_arch_module_class(&a, rc->layer);
+    qp_module_class c = qp_arch_module_class_vllm(&a, rc->cfg->method, rc->layer);
     if (c == QP_MODULE_LINEAR_UNQUANTIZED && a.known) {
         qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
         qp_scheme_set_names(out, "UnquantizedLinearMethod", NULL, NULL, NULL);
         return QP_OK;
     }
     if ((c == QP_MODULE_LM_HEAD || c == QP_MODULE_EMBEDDING) && rc->cfg->method != QP_METHOD_QUARK &&
+        rc->cfg->method != QP_METHOD_QUARK_ONLINE &&
         !qp_method_quantizes(rc->cfg->method, c)) {
         qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
         qp_scheme_set_names(out, "UnquantizedEmbeddingMethod", NULL, NULL, NULL);
