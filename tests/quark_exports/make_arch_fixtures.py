@@ -25,7 +25,8 @@ make_fixtures.py does. quark_reference/outputs.safetensors holds, beside
 the per-module numbers of make_fixtures.py (L.x, L.y, L.xq, L.yabs,
 L.wsum), for every MoE block B (B = "model.layers.1.mlp.experts"):
 
-  B.x     the block's input [4, H] (the routed experts' input, bf16)
+  B.x     the block's input [4, H]: the hidden states the model feeds the
+          experts on 4 held-out tokens (bf16)
   B.y     Quark's routed-expert output on it (the fake-quantized experts,
           weighted by the model's own routing; shared experts not added)
   B.ids   the experts the model's router chose [4, top_k] (i32)
@@ -86,28 +87,29 @@ def tiny(arch):
 
 
 def moe_outputs(model):
-    """Each MoE block's routed-expert output on a seeded input, with the
-    model's own router: hooks on the experts module capture its
-    (hidden, ids, weights) and its output."""
-    out = {}
-    g = torch.Generator().manual_seed(SEED + 1)
+    """Each MoE block's routed-expert output on M tokens of a held-out
+    sequence, as the model computes it: the block's input is the hidden
+    state the decoder feeds it (in the calibrated range, so that static
+    activation scales fit it), routed by the model's own router; hooks on
+    the experts module capture its (hidden, ids, weights) and output."""
+    out, seen = {}, {}
+    hooks = []
     for name, mod in model.named_modules():
-        if not name.endswith(".mlp") or not hasattr(mod, "experts"):
-            continue
-        H = model.config.hidden_size
-        x = (torch.randn(1, M, H, generator=g) * (1 + 7 * (torch.rand(1, M, H, generator=g) < 0.02))).to(torch.bfloat16)
-        seen = {}
-        h1 = mod.experts.register_forward_pre_hook(lambda m, a: seen.setdefault("a", a))
-        h2 = mod.experts.register_forward_hook(lambda m, a, o: seen.setdefault("y", o))
-        with torch.no_grad():
-            mod(x)
-        h1.remove()
-        h2.remove()
-        args = seen["a"]
+        if name.endswith(".mlp") and hasattr(mod, "experts"):
+            b = name + ".experts"
+            hooks.append(mod.experts.register_forward_pre_hook(lambda m, a, b=b: seen.setdefault(b, {}).setdefault("a", a)))
+            hooks.append(mod.experts.register_forward_hook(lambda m, a, o, b=b: seen.setdefault(b, {}).setdefault("y", o)))
+    torch.manual_seed(SEED + 4)
+    with torch.no_grad():
+        model(torch.randint(0, 64, (1, M)))
+    for h in hooks:
+        h.remove()
+    H = model.config.hidden_size
+    for b, s in seen.items():
+        args = s["a"]
         ids = [a for a in args[1:] if torch.is_tensor(a) and not a.is_floating_point()][0]
-        b = name + ".experts"
         out[b + ".x"] = args[0].reshape(M, H).to(torch.bfloat16).contiguous()
-        out[b + ".y"] = seen["y"].reshape(M, H).to(torch.bfloat16).contiguous()
+        out[b + ".y"] = s["y"].reshape(M, H).to(torch.bfloat16).contiguous()
         out[b + ".ids"] = ids.reshape(M, -1).to(torch.int32).contiguous()
     return out
 
@@ -117,7 +119,7 @@ def make(root, arch, scheme):
     template = LLMTemplate.get(arch)
     config = template.get_config(scheme=scheme)
     torch.manual_seed(SEED + 2)
-    calib = [torch.randint(0, 64, (1, 32)) for _ in range(4)]
+    calib = [torch.randint(0, 64, (1, 32)) for _ in range(16)]  # every expert sees tokens
     quantizer = ModelQuantizer(config)
     model = quantizer.quantize_model(model, calib)
     model = quantizer.freeze(model)
