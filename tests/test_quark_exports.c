@@ -142,9 +142,9 @@ static int n_moe_blocks;
  * the model's own (transformers) routing. The experts chosen must be
  * Quark's; the outputs differ where the activation quantizers do (vLLM
  * quantizes in fp32, Quark in the model dtype: a step of the activation
- * format here and there, docs/loading.md), so the relative error is held
- * to half the element format's relative step: NMSE <= (2^-(m+1))^2 with m
- * the mantissa bits of the activation format (fp8 e4m3: 3; fp4 e2m1: 1). */
+ * format here and there, docs/loading.md) and, for static fp8, where
+ * vLLM's one activation scale per layer (the max over experts) differs
+ * from each expert's own: bounds below, and docs/loading.md. */
 static void run_moe_block(qp_model *m, qp_safetensors *ref, const char *scheme, const char *block, const char *where) {
     char nx[300], ny[300], ni[300];
     snprintf(nx, sizeof nx, "%s.x", block);
@@ -203,8 +203,7 @@ static void run_moe_block(qp_model *m, qp_safetensors *ref, const char *scheme, 
             sr += r * r;
             worst = fmax(worst, fabs(a - r));
         }
-        int mant = strstr(scheme, "fp4") ? 1 : 3;
-        double nmse = se / fmax(sr, 1e-300), bound = ldexp(1.0, -2 * (mant + 1));
+        double nmse = se / fmax(sr, 1e-300), bound = ldexp(1.0, -8); /* fp8: (2^-4)^2 */
         /* Quark's own semantics in qport's arithmetic: each routed expert
          * run as its three linear layers, each with its own activation
          * scales (QuarkExperts), silu(gate) * up in the model dtype, the
@@ -249,8 +248,29 @@ static void run_moe_block(qp_model *m, qp_safetensors *ref, const char *scheme, 
             se_m += (a - c) * (a - c);
         }
         double nmse_c = se_c / fmax(sr, 1e-300), nmse_m = se_m / fmax(sr, 1e-300);
-        CHECK(nmse_c <= bound * 0x1p-4, "%s: %s: Quark's experts recomputed by qport: NMSE %.3g, over %.3g", where, block, nmse_c,
-              bound * 0x1p-4);
+        double bound_c = bound;
+        const char *dash = strrchr(scheme, '-'); /* "deepseek_v3-fp8" */
+        if (!strcmp(dash ? dash + 1 : scheme, "fp8")) {
+            /* static per-tensor fp8 activations: both sides may round a
+             * value to the neighbouring code (half a step, 2^-4 relative:
+             * bound_c); vLLM's one scale per layer is the max over the
+             * experts' (QuarkW8A8Fp8MoEMethod), coarser than an expert's
+             * own: a full step (2^-3) against Quark, and the per-expert
+             * model must be the closer one -- that is whose arithmetic the
+             * difference is */
+            bound = ldexp(1.0, -6);
+            CHECK(nmse_c < nmse, "%s: %s: Quark's per-expert scales (NMSE %.3g) must explain Quark's output better than "
+                                 "vLLM's max scale (%.3g)", where, block, nmse_c, nmse);
+        } else {
+            /* MXFP4 / NVFP4: dynamic block quantization, the same rule on
+             * both sides (bit-exact in the linear comparisons); they differ
+             * by the model-dtype roundings of the intermediate (u = 2^-8)
+             * and the few fp4 codes of the down projection's input those
+             * move: NMSE within 2^-12 */
+            bound = bound_c = ldexp(1.0, -12);
+        }
+        CHECK(nmse_c <= bound_c, "%s: %s: Quark's experts recomputed by qport: NMSE %.3g, over %.3g", where, block, nmse_c,
+              bound_c);
         CHECK(nmse <= bound, "%s: %s: NMSE %.3g against Quark's experts, over the bound %.3g", where, block, nmse, bound);
         n_moe_blocks++;
         printf("  %s %s: experts as Quark's; NMSE against Quark: vLLM's MoE %.3g (bound %.3g), Quark's per-expert scales "
