@@ -134,6 +134,48 @@ static void run_layer(qp_model *m, qp_safetensors *ref, const char *scheme, cons
 
 static int n_moe_blocks;
 
+/* Quark's experts in qport's arithmetic: each routed expert as its three
+ * linear layers (each with its own activation scales, as QuarkExperts
+ * runs them), silu(gate) * up in the model dtype, the routing weights
+ * summed in double and rounded once. */
+static void compose(qp_model *m, const char *block, const qp_moe_binding *bp, qp_dtype dt, const void *xd, int M,
+                    const int32_t *tid, const float *tw, int k, void *comp, const char *where) {
+    qp_moe_binding b = *bp;
+    int H = b.H;
+    struct { const void *data; } x = {xd};
+        double *acc = calloc((size_t)M * H, sizeof(double));
+        for (int i = 0; acc && comp && i < M; i++)
+            for (int j = 0; j < k; j++) {
+                int e = tid[i * k + j];
+                void *gu[2] = {calloc((size_t)b.I, 2), calloc((size_t)b.I, 2)}, *hh = calloc((size_t)b.I, 2), *d = calloc((size_t)H, 2);
+                const char *pn[3] = {"gate_proj", "up_proj", "down_proj"};
+                for (int p = 0; p < 3; p++) {
+                    char ln[300];
+                    snprintf(ln, sizeof ln, "%s.%d.%s", block, e, pn[p]);
+                    qp_layer_binding lb;
+                    qp_linear *l = NULL;
+                    qp_linear_options lo;
+                    qp_linear_options_init(&lo);
+                    lo.act_dtype = dt;
+                    if (p == 2)
+                        for (int c = 0; c < b.I; c++) {
+                            float gv = (float)tu_get(dt, gu[0], (size_t)c), uv = (float)tu_get(dt, gu[1], (size_t)c);
+                            tu_put(dt, hh, (size_t)c, (float)tu_get(dt, (uint16_t[]){(uint16_t)qp_format_encode(dt, gv / (1.0f + expf(-gv)))}, 0) * uv);
+                        }
+                    CHECK(!qp_model_bind_layer(m, ln, NULL, &lb) && !qp_linear_create(cpu, &lb.scheme, lb.N, lb.K, lb.tensors, lb.n_tensors, &lo, &l) &&
+                              !qp_linear_forward(l, p == 2 ? hh : (const uint16_t *)x.data + (size_t)i * H, 1, p == 2 ? d : gu[p]),
+                          "%s: %s: %s", where, ln, qp_last_error(ctx));
+                    qp_linear_destroy(l);
+                    qp_layer_binding_free(&lb);
+                }
+                for (int h = 0; h < H; h++) acc[(size_t)i * H + h] += (double)tw[i * k + j] * tu_get(dt, d, (size_t)h);
+                free(gu[0]); free(gu[1]); free(hh); free(d);
+            }
+    for (size_t i = 0; acc && i < (size_t)M * H; i++) tu_put(dt, comp, i, (float)acc[i]);
+    free(acc);
+}
+
+
 /* One MoE block of an architecture fixture (make_arch_fixtures.py): the
  * routed experts bound as vLLM's FusedMoE loads them, routed as vLLM
  * routes them (router logits: the unquantized router in the model dtype,
@@ -211,38 +253,10 @@ static void run_moe_block(qp_model *m, qp_safetensors *ref, const char *scheme, 
          * differs only by where the activation quantizers round (fp32 vs
          * the model dtype), and against qport's MoE only by vLLM's one
          * static activation scale per layer (the max over experts) */
-        double *acc = calloc((size_t)M * H, sizeof(double));
         void *comp = calloc((size_t)M * H, 2);
-        for (int i = 0; acc && comp && i < M; i++)
-            for (int j = 0; j < k; j++) {
-                int e = tid[i * k + j];
-                void *gu[2] = {calloc((size_t)b.I, 2), calloc((size_t)b.I, 2)}, *hh = calloc((size_t)b.I, 2), *d = calloc((size_t)H, 2);
-                const char *pn[3] = {"gate_proj", "up_proj", "down_proj"};
-                for (int p = 0; p < 3; p++) {
-                    char ln[300];
-                    snprintf(ln, sizeof ln, "%s.%d.%s", block, e, pn[p]);
-                    qp_layer_binding lb;
-                    qp_linear *l = NULL;
-                    qp_linear_options lo;
-                    qp_linear_options_init(&lo);
-                    lo.act_dtype = dt;
-                    if (p == 2)
-                        for (int c = 0; c < b.I; c++) {
-                            float gv = (float)tu_get(dt, gu[0], (size_t)c), uv = (float)tu_get(dt, gu[1], (size_t)c);
-                            tu_put(dt, hh, (size_t)c, (float)tu_get(dt, (uint16_t[]){(uint16_t)qp_format_encode(dt, gv / (1.0f + expf(-gv)))}, 0) * uv);
-                        }
-                    CHECK(!qp_model_bind_layer(m, ln, NULL, &lb) && !qp_linear_create(cpu, &lb.scheme, lb.N, lb.K, lb.tensors, lb.n_tensors, &lo, &l) &&
-                              !qp_linear_forward(l, p == 2 ? hh : (const uint16_t *)x.data + (size_t)i * H, 1, p == 2 ? d : gu[p]),
-                          "%s: %s: %s", where, ln, qp_last_error(ctx));
-                    qp_linear_destroy(l);
-                    qp_layer_binding_free(&lb);
-                }
-                for (int h = 0; h < H; h++) acc[(size_t)i * H + h] += (double)tw[i * k + j] * tu_get(dt, d, (size_t)h);
-                free(gu[0]); free(gu[1]); free(hh); free(d);
-            }
+        compose(m, block, &b, dt, x.data, M, tid, tw, k, comp, where);
         double se_c = 0, se_m = 0;
-        for (size_t i = 0; acc && comp && i < (size_t)M * H; i++) {
-            tu_put(dt, comp, i, (float)acc[i]);
+        for (size_t i = 0; comp && i < (size_t)M * H; i++) {
             double r = tu_get(dt, y.data, i), c = tu_get(dt, comp, i), a = tu_get(dt, yq, i);
             se_c += (c - r) * (c - r);
             se_m += (a - c) * (a - c);
@@ -275,7 +289,38 @@ static void run_moe_block(qp_model *m, qp_safetensors *ref, const char *scheme, 
         n_moe_blocks++;
         printf("  %s %s: experts as Quark's; NMSE against Quark: vLLM's MoE %.3g (bound %.3g), Quark's per-expert scales "
                "%.3g; vLLM's MoE against those %.3g\n", where, block, nmse, bound, nmse_c, nmse_m);
-        free(acc);
+        char n8[300], m8[300];
+        snprintf(n8, sizeof n8, "%s.x8", block);
+        snprintf(m8, sizeof m8, "%s.y8", block);
+        qp_tensor x8, y8;
+        if (!qp_safetensors_find(ref, n8, &x8) && !qp_safetensors_find(ref, m8, &y8) && x8.shape[0] == M && x8.shape[1] == H) {
+            /* NVFP4 past the calibrated range (rows 1 and 3 times 8, the
+             * same experts and weights): vLLM's MoE, Quark's experts and
+             * the per-expert model, row by row */
+            void *q8 = calloc((size_t)M * H, 2), *c8 = calloc((size_t)M * H, 2);
+            CHECK(!qp_moe_forward_topk(moe, x8.data, M, tid, tw, q8), "%s: forward_topk: %s", where, qp_last_error(ctx));
+            compose(m, block, &b, dt, x8.data, M, tid, tw, k, c8, where);
+            printf("  %s %s: rows 1, 3 x8, NMSE by row: vLLM's MoE vs Quark", where, block);
+            double rows_q[64] = {0}, rows_c[64] = {0};
+            for (int i = 0; i < M && i < 64; i++) {
+                double e2 = 0, c2 = 0, r2 = 0;
+                for (int h = 0; h < H; h++) {
+                    double r = tu_get(dt, y8.data, (size_t)i * H + h), a = tu_get(dt, q8, (size_t)i * H + h),
+                           c = tu_get(dt, c8, (size_t)i * H + h);
+                    e2 += (a - r) * (a - r);
+                    c2 += (c - r) * (c - r);
+                    r2 += r * r;
+                }
+                rows_q[i] = e2 / fmax(r2, 1e-300);
+                rows_c[i] = c2 / fmax(r2, 1e-300);
+                printf(" %.3g", rows_q[i]);
+            }
+            printf("; per-expert model vs Quark");
+            for (int i = 0; i < M && i < 64; i++) printf(" %.3g", rows_c[i]);
+            printf("\n");
+            free(q8);
+            free(c8);
+        }
         free(comp);
     }
     qp_moe_destroy(moe);

@@ -30,6 +30,8 @@ L.wsum), for every MoE block B (B = "model.layers.1.mlp.experts"):
   B.y     Quark's routed-expert output on it (the fake-quantized experts,
           weighted by the model's own routing; shared experts not added)
   B.ids   the experts the model's router chose [4, top_k] (i32)
+  B.x8, B.y8  (nvfp4) the same with rows 1 and 3 times 8, past the
+          calibrated global input scale, and the same routing
 """
 import json
 import os
@@ -86,7 +88,7 @@ def tiny(arch):
     return model
 
 
-def moe_outputs(model):
+def moe_outputs(model, scheme):
     """Each MoE block's routed-expert output on M tokens of a held-out
     sequence, as the model computes it: the block's input is the hidden
     state the decoder feeds it (in the calibrated range, so that static
@@ -111,6 +113,14 @@ def moe_outputs(model):
         out[b + ".x"] = args[0].reshape(M, H).to(torch.bfloat16).contiguous()
         out[b + ".y"] = s["y"].reshape(M, H).to(torch.bfloat16).contiguous()
         out[b + ".ids"] = ids.reshape(M, -1).to(torch.int32).contiguous()
+        if scheme == "nvfp4":  # past the calibrated range: rows 1 and 3 times 8, the same routing
+            mod = dict(model.named_modules())[b]
+            x8 = args[0].clone()
+            x8.view(M, H)[1::2] *= 8
+            with torch.no_grad():
+                y8 = mod(x8, *args[1:])
+            out[b + ".x8"] = x8.reshape(M, H).to(torch.bfloat16).contiguous()
+            out[b + ".y8"] = y8.reshape(M, H).to(torch.bfloat16).contiguous()
     return out
 
 
@@ -125,7 +135,7 @@ def make(root, arch, scheme):
     model = quantizer.freeze(model)
     dest = os.path.join(root, "arch-bf16", f"{arch}-{scheme}")
     outs = mf.module_outputs(model, torch.bfloat16)
-    outs.update(moe_outputs(model))
+    outs.update(moe_outputs(model, scheme))
     with tempfile.TemporaryDirectory() as tmp:
         export_safetensors(model, tmp, custom_mode="quark", weight_format="real_quantized", pack_method="reorder")
         os.makedirs(dest, exist_ok=True)
