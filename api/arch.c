@@ -321,19 +321,15 @@ QP_API qp_module_class qp_arch_module_class(const qp_arch_info *a, const char *m
 }
 
 QP_API qp_module_class qp_arch_module_class_vllm(const qp_arch_info *a, qp_method method, const char *module) {
-    qp_module_class c = qp_arch_module_class(a, module);
     /* QQQ follows vLLM 0.8.5, whose Qwen3-MoE built its router as
      * ReplicatedLinear(quant_config=None); 0.34.0's GateLinear takes the
      * quant config */
-    if (c == QP_MODULE_LINEAR && method == QP_METHOD_QQQ && a && a->router_quantized) {
-        const char *dot = strrchr(module, '.');
-        if (dot && !strcmp(dot + 1, a->router) && qp_arch_module_class(a, module) == QP_MODULE_LINEAR) {
-            qp_arch_info b = *a;
-            b.router_quantized = 0;
-            return qp_arch_module_class(&b, module);
-        }
+    if (a && a->router_quantized && method == QP_METHOD_QQQ) {
+        qp_arch_info b = *a;
+        b.router_quantized = 0;
+        return qp_arch_module_class(&b, module);
     }
-    return c;
+    return qp_arch_module_class(a, module);
 }
 
 /* Which module classes each method's get_quant_method gives a quant method:

@@ -134,6 +134,11 @@ static void run_layer(qp_model *m, qp_safetensors *ref, const char *scheme, cons
 
 static int n_moe_blocks;
 
+static double scalar_of(const qp_tensor *t) {
+    if (t->dtype == QP_DTYPE_F32) { float v; memcpy(&v, t->data, 4); return v; }
+    return qp_format_decode(t->dtype, *(const uint16_t *)t->data);
+}
+
 /* Quark's experts in qport's arithmetic: each routed expert as its three
  * linear layers (each with its own activation scales, as QuarkExperts
  * runs them), silu(gate) * up in the model dtype, the routing weights
@@ -314,6 +319,28 @@ static void run_moe_block(qp_model *m, qp_safetensors *ref, const char *scheme, 
                 rows_q[i] = e2 / fmax(r2, 1e-300);
                 rows_c[i] = c2 / fmax(r2, 1e-300);
                 printf(" %.3g", rows_q[i]);
+            }
+            for (int i = 0; i < M && i < 64; i++)
+                CHECK(rows_q[i] <= 0x1p-12 && rows_c[i] <= 0x1p-12, "%s: %s: row %d x8: NMSE %.3g / %.3g over 2^-12", where,
+                      block, i, rows_q[i], rows_c[i]);
+            /* why vLLM's two NVFP4 MoE rules (the gate's weight_scale_2
+             * for up too; one input_scale_2, the max over experts) change
+             * nothing here: Quark writes equal gate/up global weight scales
+             * and one input global scale for all the experts of a layer */
+            float is0 = 0;
+            for (int e = 0; e < E; e++) {
+                float v[3][2];
+                const char *pn[3] = {"gate_proj", "up_proj", "down_proj"}, *sn[2] = {"weight_scale_2", "input_scale_2"};
+                for (int p = 0; p < 3; p++)
+                    for (int q = 0; q < 2; q++) {
+                        char tn[300];
+                        qp_tensor t;
+                        snprintf(tn, sizeof tn, "%s.%d.%s.%s", block, e, pn[p], sn[q]);
+                        v[p][q] = qp_model_find_tensor(m, tn, &t) ? NAN : (float)scalar_of(&t);
+                    }
+                if (!e) is0 = v[0][1];
+                CHECK(v[0][0] == v[1][0] && v[0][1] == v[1][1] && v[0][1] == is0, "%s: %s: expert %d: gate/up scales %g/%g, "
+                      "input %g/%g (expert 0: %g)", where, block, e, v[0][0], v[1][0], v[0][1], v[1][1], is0);
             }
             printf("; per-expert model vs Quark");
             for (int i = 0; i < M && i < 64; i++) printf(" %.3g", rows_c[i]);
