@@ -44,6 +44,7 @@ from safetensors.torch import save_file
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_fixtures as mf  # noqa: E402  (module_outputs, the CPU MXFP4 patch)
+# versions-arch.json records what made the files
 
 from quark.torch import LLMTemplate, ModelQuantizer, export_safetensors  # noqa: E402
 from quark.torch.utils.llm.model_preparation import preprocess_for_quantization  # noqa: E402
@@ -149,6 +150,13 @@ def make(root, arch, scheme):
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.dirname(os.path.abspath(__file__))
     only = sys.argv[2:]
+    import quark
+    import transformers
+    os.makedirs(root, exist_ok=True)
+    with open(os.path.join(root, "versions-arch.json"), "w") as f:
+        json.dump({"amd-quark": quark.__version__, "torch": torch.__version__,
+                   "transformers": transformers.__version__, "seed": SEED}, f, indent=1)
+        f.write("\n")
     for arch in ("deepseek_v3", "qwen2_moe", "qwen3_moe"):
         for scheme in SCHEMES:
             if only and f"{arch}-{scheme}" not in only:
