@@ -15,6 +15,18 @@
  * Threads: the core serialises all calls on one device with a per-device
  * mutex, so a backend never sees two concurrent calls for the same device.
  * Calls for different devices of one backend may run concurrently.
+ *
+ * Asynchronous execution (ABI 3): every op that takes device buffers and
+ * computes (linear_forward, moe_forward, rotation_forward, kv_quantize,
+ * kv_dequantize, buffer_copy) ENQUEUES its work on the device's queue in
+ * call order and returns; it never waits for the device, never allocates
+ * once the scratch covers the shape (reserve ops), and checks what can be
+ * checked before enqueueing. `synchronize` waits for all of it and returns
+ * the first device error with the layer named; buffer_upload and
+ * buffer_download are blocking and ordered after everything enqueued
+ * before them. Between sync_begin and sync_end the enqueued work is bound
+ * to the caller's qp_enqueue_sync (waits before, signals after, or the
+ * caller's command buffer).
  */
 #ifndef QP_BACKEND_H
 #define QP_BACKEND_H
@@ -25,7 +37,7 @@
 
 #include "qport.h"
 
-#define QP_BACKEND_ABI_VERSION 2u
+#define QP_BACKEND_ABI_VERSION 3u
 
 /* Services of the core, valid from init until shutdown. */
 typedef struct qp_host {
@@ -246,6 +258,19 @@ typedef struct qp_moe_desc {
     const float *w_lut;       /* [256]                                      */
 } qp_moe_desc;
 
+/* Routing of an MoE block on the device (moe_route): qp_moe_options'
+ * routing fields for G experts. */
+typedef struct qp_route_params {
+    int G, k;                  /* experts of the layer, slots per token      */
+    int renormalize;
+    int n_group, topk_group;   /* grouped top-k (0: plain)                   */
+    int sigmoid;               /* scoring: 0 softmax, 1 sigmoid (grouped)    */
+    float scale;               /* routed_scaling_factor (grouped)            */
+    void *bias;                /* e_score_correction_bias: device buffer of
+                                * G fp32, or NULL                            */
+} qp_route_params;
+#define QP_ROUTE_MAX_K 64      /* top_k and n_group the kernels hold          */
+
 /* Code-path forcing for tests and `qport conform` (qp_linear_options.path). */
 /* (QP_PATH_* live in qport.h.) */
 
@@ -282,8 +307,7 @@ typedef struct qp_backend_ops {
     qp_status (*linear_prepare)(void *dev, const qp_lin_desc *desc, unsigned path, void **lin);
     void (*linear_destroy)(void *dev, void *lin);
     /* y[M][N] (act_dtype, or F16 for QQQ) from x[M][K] (act_dtype), both
-     * device buffers of this device. Completes before returning, or is
-     * completed by `synchronize`. */
+     * device buffers of this device: enqueued, completed by `synchronize`. */
     qp_status (*linear_forward)(void *dev, void *lin, void *x, int M, void *y);
     /* Short text of the code path taken for M rows ("gemv int-dot",
      * "tiled 64x64 sg16"); optional. */
@@ -343,6 +367,46 @@ typedef struct qp_backend_ops {
     qp_status (*moe_forward)(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
     /* Short text of the code path for M tokens and k slots; optional. */
     void (*moe_describe)(void *dev, void *moe, int M, int k, char *out, size_t cap);
+
+    /* ---- Asynchronous execution and embedding (ABI 3) ---- */
+    /* Scratch for forwards of up to max_m rows (MoE: tokens, with k slots
+     * each), reserved now so that such forwards allocate nothing. */
+    qp_status (*linear_reserve)(void *dev, void *lin, int max_m);
+    qp_status (*moe_reserve)(void *dev, void *moe, int max_m, int k);
+    /* Submits recorded work without waiting (NULL: nothing is deferred). */
+    qp_status (*flush)(void *dev);
+    /* An event after everything enqueued so far; wait returns the errors of
+     * that work; query sets *done (1 complete, 0 not yet). */
+    qp_status (*event_record)(void *dev, void **ev);
+    qp_status (*event_wait)(void *dev, void *ev);
+    qp_status (*event_query)(void *dev, void *ev, int *done);
+    void (*event_destroy)(void *dev, void *ev);
+    /* Binds the work enqueued until sync_end to `s` (the core calls them
+     * around one enqueue; NULL s never reaches them). A field of `s` the
+     * backend cannot honour is QP_ERR_INVALID_ARGUMENT / UNSUPPORTED. */
+    qp_status (*sync_begin)(void *dev, const qp_enqueue_sync *s);
+    qp_status (*sync_end)(void *dev, const qp_enqueue_sync *s, qp_status enqueue_status);
+    /* A device over the application's objects (never destroyed by the
+     * backend); device_release waits for its work and frees what the backend
+     * made on it. device_native fills the handles of any device. */
+    qp_status (*device_import)(void *state, const qp_device_import_desc *desc, void **dev);
+    void (*device_release)(void *state, void *dev);
+    qp_status (*device_native)(void *dev, qp_device_native *out);
+    /* The application's memory as a buffer handle (not owned: buffer_unimport
+     * frees the wrapper only); buffer_native describes any buffer. */
+    qp_status (*buffer_import)(void *dev, const qp_buffer_import_desc *desc, void **buf);
+    void (*buffer_unimport)(void *dev, void *buf);
+    qp_status (*buffer_native)(void *dev, void *buf, qp_buffer_native *out);
+    /* Routing on the device (qp_moe_enqueue_logits): exactly qp_moe_route
+     * (api/moe_route.c) over logits [M][G] fp32 -> ids [M][k] int32 and
+     * w [M][k] fp32, with the exponentials evaluated in double and rounded
+     * once to fp32 (as the reference does; a device without fp64 is
+     * QP_ERR_UNSUPPORTED) and every fp32 division correctly rounded.
+     * scratch: 2 * M * G fp32; bias: G fp32 or NULL. Optional. */
+    qp_status (*moe_route)(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids,
+                           void *w);
+    /* Counters (host waits, submissions, device allocations); optional. */
+    qp_status (*device_stats)(void *dev, qp_device_stats *out);
 } qp_backend_ops;
 
 /* The plugin's only export. */

@@ -155,7 +155,10 @@ QP_API qp_status qp_buffer_create(qp_device *dev, size_t bytes, qp_buffer **out)
 QP_API void qp_buffer_destroy(qp_buffer *b) {
     if (!b) return;
     pthread_mutex_lock(&b->dev->lock);
-    b->dev->backend->ops->buffer_free(b->dev->handle, b->handle);
+    /* enqueued work may still use it (as cudaFree waits) */
+    (void)qp_device_sync_locked(b->dev);
+    if (!b->imported) b->dev->backend->ops->buffer_free(b->dev->handle, b->handle);
+    else if (b->dev->backend->ops->buffer_unimport) b->dev->backend->ops->buffer_unimport(b->dev->handle, b->handle);
     pthread_mutex_unlock(&b->dev->lock);
     free(b);
 }

@@ -11,6 +11,8 @@ QP_API void qp_linear_options_init(qp_linear_options *o) {
     o->act_dtype = QP_DTYPE_F16;
 }
 
+static qp_status reserve(qp_linear *l, int M);
+
 QP_API qp_status qp_linear_create(qp_device *dev, const qp_scheme *scheme, int N, int K, const qp_tensor *tensors,
                                   size_t n_tensors, const qp_linear_options *opts, qp_linear **out) {
     if (!dev || !scheme || !out) return QP_ERR_INVALID_ARGUMENT;
@@ -59,6 +61,13 @@ QP_API qp_status qp_linear_create(qp_device *dev, const qp_scheme *scheme, int N
     l->K = K;
     l->act_dtype = o.act_dtype;
     l->out_dtype = d.kind == QP_SCHEME_QQQ_W4A8 ? QP_DTYPE_F16 : o.act_dtype;
+    if (o.max_m < 0 || o.max_m > (1 << 24)) {
+        qp_linear_destroy(l);
+        return qp_error_set(dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "max_m", o.layer,
+                            "qp_linear_options.max_m %d: must be 0 (16) .. 16777216", o.max_m);
+    }
+    l->max_m = o.max_m ? o.max_m : 16;
+    if ((st = reserve(l, l->max_m))) { qp_linear_destroy(l); return st; }
     *out = l;
     return QP_OK;
 }
@@ -69,6 +78,7 @@ QP_API void qp_linear_destroy(qp_linear *l) {
     qp_buffer_destroy(l->ybuf);
     qp_buffer_destroy(l->rbuf);
     pthread_mutex_lock(&l->dev->lock);
+    (void)qp_device_sync_locked(l->dev); /* enqueued forwards may still read it */
     if (l->rot) l->dev->backend->ops->rotation_destroy(l->dev->handle, l->rot);
     l->dev->backend->ops->linear_destroy(l->dev->handle, l->handle);
     pthread_mutex_unlock(&l->dev->lock);
@@ -87,6 +97,8 @@ static qp_status check_m(const qp_linear *l, int M) {
     return QP_OK;
 }
 
+/* A staging or rotation buffer of at least `bytes`. Growing one that
+ * enqueued work may still use waits for the device first (the destroy does). */
 static qp_status ensure(qp_linear *l, qp_buffer **b, size_t bytes) {
     if (*b && (*b)->size >= bytes) return QP_OK;
     qp_buffer_destroy(*b);
@@ -94,17 +106,35 @@ static qp_status ensure(qp_linear *l, qp_buffer **b, size_t bytes) {
     return qp_buffer_create(l->dev, bytes, b);
 }
 
-/* Runs the backend (after the input rotation, into l->rbuf, when the layer
- * has one); the test hook flips one output bit (conform must fail). */
-static qp_status forward_locked(qp_linear *l, qp_buffer *x, int M, qp_buffer *y) {
-    const qp_backend_ops *ops = l->dev->backend->ops;
+/* Scratch for M rows: the backend's (quantized activations, statistics) and
+ * the rotated input. Called at creation for max_m and when a larger M comes. */
+static qp_status reserve(qp_linear *l, int M) {
+    size_t xb = (size_t)M * l->K * esize(l->act_dtype);
     qp_status st = QP_OK;
+    if (l->rot) st = ensure(l, &l->rbuf, xb);
+    const qp_backend_ops *ops = l->dev->backend->ops;
+    if (!st && ops->linear_reserve) {
+        pthread_mutex_lock(&l->dev->lock);
+        st = ops->linear_reserve(l->dev->handle, l->handle, M);
+        pthread_mutex_unlock(&l->dev->lock);
+    }
+    if (!st && M > l->max_m) l->max_m = M;
+    return st;
+}
+
+/* Enqueues the backend's forward (after the input rotation, into l->rbuf,
+ * when the layer has one); the test hook flips one output bit (conform must
+ * fail), which needs the result and so waits. */
+static qp_status forward_locked(qp_linear *l, qp_buffer *x, int M, qp_buffer *y, const qp_enqueue_sync *sync) {
+    const qp_backend_ops *ops = l->dev->backend->ops;
+    qp_status st = qp_device_enqueue_begin(l->dev, sync);
+    if (st) return st;
     if (l->rot && M > 0) {
         st = ops->rotation_forward(l->dev->handle, l->rot, l->act_dtype, x->handle, M, l->K, l->rbuf->handle);
-        if (st) return st;
-        x = l->rbuf;
+        if (!st) x = l->rbuf;
     }
-    st = ops->linear_forward(l->dev->handle, l->handle, x->handle, M, y->handle);
+    if (!st) st = ops->linear_forward(l->dev->handle, l->handle, x->handle, M, y->handle);
+    st = qp_device_enqueue_end(l->dev, sync, st);
     if (!st && M > 0 && l->dev->flip_bit >= 0) {
         uint16_t v;
         st = l->dev->backend->ops->buffer_download(l->dev->handle, y->handle, 0, &v, 2);
@@ -114,25 +144,39 @@ static qp_status forward_locked(qp_linear *l, qp_buffer *x, int M, qp_buffer *y)
     return st;
 }
 
-QP_API qp_status qp_linear_forward_buffers(qp_linear *l, qp_buffer *x, int M, qp_buffer *y) {
-    if (!l || !x || !y) return QP_ERR_INVALID_ARGUMENT;
+static qp_status check_buffers(const qp_linear *l, const qp_buffer *x, int M, const qp_buffer *y) {
     qp_status st = check_m(l, M);
     if (st) return st;
     if (x->dev != l->dev || y->dev != l->dev)
-        return qp_error_set(l->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "buffers belong to another device");
+        return qp_error_set(l->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, x->dev != l->dev ? "x" : "y", NULL,
+                            "buffers belong to another device");
     size_t xb = (size_t)M * l->K * esize(l->act_dtype), yb = (size_t)M * l->N * esize(l->out_dtype);
     if (x->size < xb || y->size < yb)
-        return qp_error_set(l->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL,
-                            "buffers too small for M = %d (need %zu and %zu bytes)", M, xb, yb);
+        return qp_error_set(l->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, x->size < xb ? "x" : "y", NULL,
+                            "buffers too small for M = %d (need %zu and %zu bytes, have %zu and %zu)", M, xb, yb,
+                            x->size, y->size);
+    return QP_OK;
+}
+
+QP_API qp_status qp_linear_enqueue(qp_linear *l, qp_buffer *x, int M, qp_buffer *y, const qp_enqueue_sync *sync) {
+    if (!l || !x || !y) return QP_ERR_INVALID_ARGUMENT;
+    qp_status st = check_buffers(l, x, M, y);
+    if (st) return st;
     pthread_mutex_lock(&l->lock);
-    if (l->rot && (st = ensure(l, &l->rbuf, xb))) { pthread_mutex_unlock(&l->lock); return st; }
-    pthread_mutex_lock(&l->dev->lock);
-    st = forward_locked(l, x, M, y);
-    pthread_mutex_unlock(&l->dev->lock);
+    if (M > l->max_m) st = reserve(l, M);
+    if (!st) {
+        pthread_mutex_lock(&l->dev->lock);
+        st = forward_locked(l, x, M, y, sync);
+        pthread_mutex_unlock(&l->dev->lock);
+    }
     pthread_mutex_unlock(&l->lock);
     return st;
 }
 
+QP_API qp_status qp_linear_forward_buffers(qp_linear *l, qp_buffer *x, int M, qp_buffer *y) {
+    qp_status st = qp_linear_enqueue(l, x, M, y, NULL);
+    return st ? st : qp_device_synchronize(l->dev);
+}
 
 QP_API qp_status qp_linear_forward(qp_linear *l, const void *x, int M, void *y) {
     if (!l || (M > 0 && (!x || !y))) return QP_ERR_INVALID_ARGUMENT;
@@ -142,15 +186,17 @@ QP_API qp_status qp_linear_forward(qp_linear *l, const void *x, int M, void *y) 
     /* staging buffers belong to the layer: its own lock makes concurrent
      * host forwards of one layer safe; the device lock orders the work */
     pthread_mutex_lock(&l->lock);
-    if ((st = ensure(l, &l->xbuf, xb)) || (st = ensure(l, &l->ybuf, yb)) || (l->rot && (st = ensure(l, &l->rbuf, xb)))) {
+    if ((st = ensure(l, &l->xbuf, xb)) || (st = ensure(l, &l->ybuf, yb)) || (M > l->max_m && (st = reserve(l, M)))) {
         pthread_mutex_unlock(&l->lock);
         return st;
     }
     const qp_backend_ops *ops = l->dev->backend->ops;
     pthread_mutex_lock(&l->dev->lock);
     st = ops->buffer_upload(l->dev->handle, l->xbuf->handle, 0, x, xb);
-    if (!st) st = forward_locked(l, l->xbuf, M, l->ybuf);
+    if (!st) st = forward_locked(l, l->xbuf, M, l->ybuf, NULL);
+    /* the download is ordered after the forward and waits for it */
     if (!st) st = ops->buffer_download(l->dev->handle, l->ybuf->handle, 0, y, yb);
+    if (st) (void)qp_device_sync_locked(l->dev); /* nothing left in flight on an error */
     pthread_mutex_unlock(&l->dev->lock);
     pthread_mutex_unlock(&l->lock);
     return st;

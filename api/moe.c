@@ -18,6 +18,14 @@ struct qp_moe {
     qp_moe_desc d;
     void *own[8];             /* what the desc points to                    */
     void *handle;             /* the backend's layer (not on cpu)           */
+    /* host-forward staging (x, ids, weights, y) for up to cap_m tokens */
+    qp_buffer *stage[4];
+    /* routing on the device: ids, weights, scratch for route_m tokens, and
+     * the correction bias */
+    qp_buffer *route[3], *bias_buf;
+    int route_m;
+    int cap_m, max_m;
+    pthread_mutex_t lock;     /* guards the staging buffers                 */
 };
 
 /* qp_moe_desc's pointers, owned by the layer. */
@@ -391,9 +399,15 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
         else memcpy(bias, opts->e_score_correction_bias, sizeof(float) * (size_t)G);
         m->o.e_score_correction_bias = bias;
     }
+    pthread_mutex_init(&m->lock, NULL);
+    if (!st && (opts->max_m < 0 || opts->max_m > (1 << 24)))
+        st = qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "max_m", layer,
+                          "qp_moe_options.max_m %d: must be 0 (16) .. 16777216", opts->max_m);
+    m->max_m = opts->max_m ? opts->max_m : 16;
     if (!st && !on_cpu(dev)) {
         pthread_mutex_lock(&dev->lock);
         st = ops->moe_prepare(dev->handle, &m->d, &m->handle);
+        if (!st && ops->moe_reserve) st = ops->moe_reserve(dev->handle, m->handle, m->max_m, opts->top_k);
         pthread_mutex_unlock(&dev->lock);
     }
     if (st) { qp_moe_destroy(m); return st; }
@@ -401,29 +415,174 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
     return QP_OK;
 }
 
-/* A backend's forward: the inputs uploaded, y downloaded (device lock held). */
-static qp_status forward_device(qp_moe *m, const void *x, int M, const int32_t *ids, const float *w, void *y) {
-    const qp_backend_ops *ops = m->dev->backend->ops;
-    void *h = m->dev->handle, *bx = NULL, *bi = NULL, *bw = NULL, *by = NULL;
+/* The block's staging buffers for M tokens (grown with the block's lock
+ * held; destroying an old one waits for the work that used it). */
+static qp_status stage_reserve(qp_moe *m, int M) {
+    if (M <= m->cap_m) return QP_OK;
     size_t k = (size_t)m->o.top_k, xb = (size_t)M * (size_t)m->d.H * 2, ib = (size_t)M * k * 4;
-    qp_status st = ops->buffer_alloc(h, xb, &bx);
-    if (!st) st = ops->buffer_alloc(h, ib, &bi);
-    if (!st) st = ops->buffer_alloc(h, ib, &bw);
-    if (!st) st = ops->buffer_alloc(h, xb, &by);
-    if (!st) st = ops->buffer_upload(h, bx, 0, x, xb);
-    if (!st) st = ops->buffer_upload(h, bi, 0, ids, ib);
-    if (!st) st = ops->buffer_upload(h, bw, 0, w, ib);
-    if (!st) st = ops->moe_forward(h, m->handle, bx, M, (int)k, bi, bw, by);
-    if (!st) st = ops->buffer_download(h, by, 0, y, xb);
-    void *bufs[4] = {bx, bi, bw, by};
-    for (int i = 0; i < 4; i++)
-        if (bufs[i]) ops->buffer_free(h, bufs[i]);
+    size_t bytes[4] = {xb, ib, ib, xb};
+    for (int i = 0; i < 4; i++) {
+        qp_buffer_destroy(m->stage[i]);
+        m->stage[i] = NULL;
+    }
+    m->cap_m = 0;
+    for (int i = 0; i < 4; i++) {
+        qp_status st = qp_buffer_create(m->dev, bytes[i], &m->stage[i]);
+        if (st) return st;
+    }
+    m->cap_m = M;
+    return QP_OK;
+}
+
+/* Enqueues the block on device buffers (device lock held); on cpu the
+ * reference runs at once on the buffers' host memory. */
+static qp_status enqueue_locked(qp_moe *m, qp_buffer *x, int M, qp_buffer *ids, qp_buffer *w, qp_buffer *y,
+                                const qp_enqueue_sync *sync) {
+    if (!m->handle)
+        return qp_ref_moe_forward(m->dev->ctx, &m->d, x->handle, M, m->o.top_k, ids->handle, w->handle, y->handle);
+    qp_status st = qp_device_enqueue_begin(m->dev, sync);
+    if (st) return st;
+    st = m->dev->backend->ops->moe_forward(m->dev->handle, m->handle, x->handle, M, m->o.top_k, ids->handle, w->handle,
+                                           y->handle);
+    return qp_device_enqueue_end(m->dev, sync, st);
+}
+
+static qp_status grow(qp_moe *m, int M) {
+    if (M <= m->max_m) return QP_OK;
+    qp_status st = QP_OK;
+    if (m->handle && m->dev->backend->ops->moe_reserve) {
+        pthread_mutex_lock(&m->dev->lock);
+        st = m->dev->backend->ops->moe_reserve(m->dev->handle, m->handle, M, m->o.top_k);
+        pthread_mutex_unlock(&m->dev->lock);
+    }
+    if (!st) m->max_m = M;
+    return st;
+}
+
+QP_API qp_status qp_moe_enqueue(qp_moe *m, qp_buffer *x, int M, qp_buffer *ids, qp_buffer *w, qp_buffer *y,
+                                const qp_enqueue_sync *sync) {
+    if (!m) return QP_ERR_INVALID_ARGUMENT;
+    qp_context *ctx = m->dev->ctx;
+    if (!x || !ids || !w || !y || M <= 0 || M > (1 << 24))
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, m->layer, "qp_moe_enqueue: NULL buffer or M = %d", M);
+    qp_buffer *bufs[4] = {x, ids, w, y};
+    static const char *const names[4] = {"x", "topk_ids", "topk_weights", "y"};
+    size_t k = (size_t)m->o.top_k, xb = (size_t)M * (size_t)m->d.H * 2, ib = (size_t)M * k * 4;
+    size_t need[4] = {xb, ib, ib, xb};
+    for (int i = 0; i < 4; i++) {
+        if (bufs[i]->dev != m->dev)
+            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, names[i], m->layer,
+                                "qp_moe_enqueue: %s belongs to another device", names[i]);
+        if (bufs[i]->size < need[i])
+            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, names[i], m->layer,
+                                "qp_moe_enqueue: %s holds %zu bytes, %zu needed for M = %d, top_k = %zu", names[i],
+                                bufs[i]->size, need[i], M, k);
+    }
+    pthread_mutex_lock(&m->lock);
+    qp_status st = grow(m, M);
+    if (!st) {
+        pthread_mutex_lock(&m->dev->lock);
+        st = enqueue_locked(m, x, M, ids, w, y, sync);
+        pthread_mutex_unlock(&m->dev->lock);
+    }
+    pthread_mutex_unlock(&m->lock);
+    return st;
+}
+
+/* The ids, weights and scratch of routing on the device for M tokens. */
+static qp_status route_reserve(qp_moe *m, int M) {
+    if (M <= m->route_m) return QP_OK;
+    size_t k = (size_t)m->o.top_k, G = (size_t)m->d.G;
+    size_t bytes[3] = {(size_t)M * k * 4, (size_t)M * k * 4, 2 * (size_t)M * G * 4};
+    for (int i = 0; i < 3; i++) {
+        qp_buffer_destroy(m->route[i]);
+        m->route[i] = NULL;
+    }
+    m->route_m = 0;
+    for (int i = 0; i < 3; i++) {
+        qp_status st = qp_buffer_create(m->dev, bytes[i], &m->route[i]);
+        if (st) return st;
+    }
+    if (m->o.e_score_correction_bias && !m->bias_buf) {
+        qp_status st = qp_buffer_create(m->dev, G * 4, &m->bias_buf);
+        if (!st) st = qp_buffer_upload(m->bias_buf, 0, m->o.e_score_correction_bias, G * 4);
+        if (st) return st;
+    }
+    m->route_m = M;
+    return QP_OK;
+}
+
+QP_API qp_status qp_moe_enqueue_logits(qp_moe *m, qp_buffer *x, int M, qp_buffer *logits, qp_buffer *y,
+                                       const qp_enqueue_sync *sync) {
+    if (!m) return QP_ERR_INVALID_ARGUMENT;
+    qp_context *ctx = m->dev->ctx;
+    if (!x || !logits || !y || M <= 0 || M > (1 << 24))
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, m->layer,
+                            "qp_moe_enqueue_logits: NULL buffer or M = %d", M);
+    if (logits->dev != m->dev || x->dev != m->dev || y->dev != m->dev)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, logits->dev != m->dev ? "router_logits" : "x",
+                            m->layer, "qp_moe_enqueue_logits: a buffer belongs to another device");
+    size_t xb = (size_t)M * (size_t)m->d.H * 2;
+    if (x->size < xb || y->size < xb)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, x->size < xb ? "x" : "y", m->layer,
+                            "qp_moe_enqueue_logits: x and y need %zu bytes for M = %d (have %zu and %zu)", xb, M,
+                            x->size, y->size);
+    size_t lb = (size_t)M * (size_t)m->d.G * 4;
+    if (logits->size < lb)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "router_logits", m->layer,
+                            "qp_moe_enqueue_logits: router_logits holds %zu bytes, %zu needed for M = %d x %d experts",
+                            logits->size, lb, M, m->d.G);
+    const qp_backend_ops *ops = m->dev->backend->ops;
+    if (m->handle && !ops->moe_route)
+        return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, "router_logits", m->layer,
+                            "the %s backend has no routing kernel: route on the host (qp_moe_route) and pass the top-k "
+                            "ids and weights (qp_moe_enqueue)", ops->name);
+    if (m->o.top_k > QP_ROUTE_MAX_K || m->o.num_expert_group > QP_ROUTE_MAX_K)
+        return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, "top_k", m->layer,
+                            "routing on the device takes top_k and num_expert_group up to %d (got %d and %d)",
+                            QP_ROUTE_MAX_K, m->o.top_k, m->o.num_expert_group);
+    /* the routing options checked as qp_moe_route checks them, on one row */
+    float *zl = calloc((size_t)m->d.G, sizeof *zl);
+    int32_t zi[QP_ROUTE_MAX_K];
+    float zw[QP_ROUTE_MAX_K];
+    qp_status st = zl ? qp_moe_route(ctx, zl, 1, m->d.G, &m->o, zi, zw)
+                      : qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, m->layer, "out of memory");
+    free(zl);
+    if (st) return st;
+    pthread_mutex_lock(&m->lock);
+    st = route_reserve(m, M > m->max_m ? M : m->max_m);
+    if (!st) st = grow(m, M);
+    if (!st) {
+        pthread_mutex_lock(&m->dev->lock);
+        if (!m->handle) { /* the cpu reference: host memory, at once */
+            st = qp_moe_route(ctx, logits->handle, M, m->d.G, &m->o, m->route[0]->handle, m->route[1]->handle);
+            if (!st) st = enqueue_locked(m, x, M, m->route[0], m->route[1], y, sync);
+        } else {
+            qp_route_params p = {.G = m->d.G, .k = m->o.top_k, .renormalize = m->o.renormalize,
+                                 .n_group = m->o.num_expert_group, .topk_group = m->o.topk_group,
+                                 .sigmoid = m->o.scoring == QP_MOE_SIGMOID, .scale = m->o.routed_scaling_factor,
+                                 .bias = m->bias_buf ? m->bias_buf->handle : NULL};
+            /* one binding for both: the waits before the routing, the
+             * signal after the block */
+            st = qp_device_enqueue_begin(m->dev, sync);
+            if (!st) {
+                st = ops->moe_route(m->dev->handle, &p, logits->handle, M, m->route[2]->handle, m->route[0]->handle,
+                                    m->route[1]->handle);
+                if (!st)
+                    st = ops->moe_forward(m->dev->handle, m->handle, x->handle, M, m->o.top_k, m->route[0]->handle,
+                                          m->route[1]->handle, y->handle);
+                st = qp_device_enqueue_end(m->dev, sync, st);
+            }
+        }
+        pthread_mutex_unlock(&m->dev->lock);
+    }
+    pthread_mutex_unlock(&m->lock);
     return st;
 }
 
 QP_API qp_status qp_moe_forward_topk(qp_moe *m, const void *x, int M, const int32_t *ids, const float *w, void *y) {
     if (!m) return QP_ERR_INVALID_ARGUMENT;
-    if (!x || !ids || !w || !y || M <= 0)
+    if (!x || !ids || !w || !y || M <= 0 || M > (1 << 24))
         return qp_error_set(m->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, m->layer, "qp_moe_forward: NULL buffer or M = %d", M);
     size_t mk = (size_t)M * (size_t)m->o.top_k;
     for (size_t i = 0; i < mk; i++)
@@ -431,10 +590,30 @@ QP_API qp_status qp_moe_forward_topk(qp_moe *m, const void *x, int M, const int3
             return qp_error_set(m->dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, "topk_ids", m->layer,
                                 "topk_ids[%zu][%zu] = %d is not an expert of 0 .. %d", i / (size_t)m->o.top_k,
                                 i % (size_t)m->o.top_k, (int)ids[i], m->d.G - 1);
-    pthread_mutex_lock(&m->dev->lock);
-    qp_status st = m->handle ? forward_device(m, x, M, ids, w, y)
-                             : qp_ref_moe_forward(m->dev->ctx, &m->d, x, M, m->o.top_k, ids, w, y);
-    pthread_mutex_unlock(&m->dev->lock);
+    if (!m->handle) {
+        pthread_mutex_lock(&m->dev->lock);
+        qp_status st = qp_ref_moe_forward(m->dev->ctx, &m->d, x, M, m->o.top_k, ids, w, y);
+        pthread_mutex_unlock(&m->dev->lock);
+        return st;
+    }
+    size_t xb = (size_t)M * (size_t)m->d.H * 2, ib = mk * 4;
+    pthread_mutex_lock(&m->lock);
+    qp_status st = stage_reserve(m, M);
+    if (!st) st = grow(m, M);
+    if (!st) {
+        const qp_backend_ops *ops = m->dev->backend->ops;
+        void *h = m->dev->handle;
+        qp_buffer **b = m->stage;
+        pthread_mutex_lock(&m->dev->lock);
+        st = ops->buffer_upload(h, b[0]->handle, 0, x, xb);
+        if (!st) st = ops->buffer_upload(h, b[1]->handle, 0, ids, ib);
+        if (!st) st = ops->buffer_upload(h, b[2]->handle, 0, w, ib);
+        if (!st) st = enqueue_locked(m, b[0], M, b[1], b[2], b[3], NULL);
+        if (!st) st = ops->buffer_download(h, b[3]->handle, 0, y, xb);
+        if (st) (void)qp_device_sync_locked(m->dev);
+        pthread_mutex_unlock(&m->dev->lock);
+    }
+    pthread_mutex_unlock(&m->lock);
     return st;
 }
 
@@ -468,12 +647,17 @@ QP_API void qp_moe_describe(qp_moe *m, int M, char *out, size_t cap) {
 
 QP_API void qp_moe_destroy(qp_moe *m) {
     if (!m) return;
+    for (int i = 0; i < 4; i++) qp_buffer_destroy(m->stage[i]);
+    for (int i = 0; i < 3; i++) qp_buffer_destroy(m->route[i]);
+    qp_buffer_destroy(m->bias_buf);
     if (m->handle) {
         pthread_mutex_lock(&m->dev->lock);
+        (void)qp_device_sync_locked(m->dev);
         m->dev->backend->ops->moe_destroy(m->dev->handle, m->handle);
         pthread_mutex_unlock(&m->dev->lock);
     }
     for (int i = 0; i < 8; i++) free(m->own[i]);
     free((void *)m->o.e_score_correction_bias);
+    pthread_mutex_destroy(&m->lock);
     free(m);
 }

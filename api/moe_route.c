@@ -17,6 +17,12 @@ QP_API void qp_moe_options_init(qp_moe_options *o) {
     o->routed_scaling_factor = 1.0f;
 }
 
+/* exp of an fp32 value, evaluated in double and rounded once: a function
+ * every backend can evaluate identically (fp32 expf is not correctly
+ * rounded, and differs between libm, CUDA and the shader compilers), so
+ * routing on a device (qp_moe_enqueue_logits) gives these bits too. */
+static float exp_rn(float x) { return (float)exp((double)x); }
+
 /* Indices of the k largest of v[n] in descending order, the lower index
  * first on ties (the CUDA kernels' argmax); -inf entries are never taken
  * before finite ones. */
@@ -75,11 +81,11 @@ QP_API qp_status qp_moe_route(qp_context *ctx, const float *logits, int M, int E
         if (opts->scoring == QP_MOE_SOFTMAX) { /* topk_softmax / torch.softmax in fp32 */
             float mx = -INFINITY, sum = 0.0f;
             for (int e = 0; e < E; e++) mx = fmaxf(mx, x[e]);
-            for (int e = 0; e < E; e++) sum += (sc[e] = expf(x[e] - mx));
+            for (int e = 0; e < E; e++) sum += (sc[e] = exp_rn(x[e] - mx));
             float inv = 1.0f / sum;
             for (int e = 0; e < E; e++) sc[e] *= inv;
         } else {
-            for (int e = 0; e < E; e++) sc[e] = 1.0f / (1.0f + expf(-x[e]));
+            for (int e = 0; e < E; e++) sc[e] = 1.0f / (1.0f + exp_rn(-x[e]));
         }
         int *sel = idx + E;
         if (opts->num_expert_group) {

@@ -730,6 +730,9 @@ typedef struct qp_linear_options {
      * VLLM_USE_DEEP_GEMM_E8M0); 0 (default): fp32 scales absmax/448 as on
      * every other GPU. The checkpoint does not say which; the runtime does. */
     int act_ue8m0;
+    /* Rows the layer's scratch is reserved for at creation (0: 16, a decode
+     * batch): enqueues of up to max_m rows allocate nothing. */
+    int max_m;
 } qp_linear_options;
 
 QP_API void qp_linear_options_init(qp_linear_options *opts);
@@ -798,6 +801,219 @@ QP_API qp_status qp_buffer_copy_time(qp_buffer *src, qp_buffer *dst, size_t byte
  * one (cuBLASLt); elsewhere QP_ERR_UNSUPPORTED naming the backend. */
 QP_API qp_status qp_vendor_gemm_time(qp_device *dev, qp_dtype in, int M, int N, int K, int reps, double *ms,
                                      char *name, size_t cap);
+
+/* ------------------------------------------------------------------------ */
+/* Embedding qport in an engine: asynchronous execution, the application's  */
+/* device objects and memory (docs/c-api.md, "Embedding qport in an engine") */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Execution model. Every call that takes device buffers -- qp_linear_enqueue,
+ * qp_moe_enqueue, qp_kv_quantize / qp_kv_dequantize, qp_buffer_copy --
+ * ENQUEUES its work on the device's one queue (Vulkan VkQueue, OpenCL
+ * in-order cl_command_queue, CUDA stream) in call order and returns without
+ * waiting. What can be checked at enqueue is returned at once (handles,
+ * shapes, dtypes, buffer sizes, buffers of another device); a fault of the
+ * device itself surfaces at the next qp_device_synchronize or qp_event_wait,
+ * with the layer named. qp_buffer_upload / qp_buffer_download are blocking
+ * and ordered after all work enqueued before them on the device. The
+ * blocking forwards (qp_linear_forward[_buffers], qp_moe_forward[_topk])
+ * are an enqueue followed by a synchronize.
+ *
+ * Memory: a layer reserves its scratch for `max_m` rows at creation
+ * (qp_linear_options.max_m, qp_moe_options.max_m); an enqueue of at most
+ * that many rows allocates nothing, creates no descriptor pool and rewrites
+ * no descriptor set. A larger M grows the device's scratch once (the old
+ * scratch is released when the work using it has completed).
+ */
+
+/* The native API of a device or buffer. */
+typedef enum qp_native_api {
+    QP_NATIVE_NONE = 0,
+    QP_NATIVE_HOST,      /* the cpu reference: buffers are host memory      */
+    QP_NATIVE_VULKAN,
+    QP_NATIVE_OPENCL,
+    QP_NATIVE_CUDA
+} qp_native_api;
+
+/* The application's device objects for qp_device_import. Handles are
+ * passed as void* (VkInstance, VkPhysicalDevice, VkDevice, VkQueue,
+ * cl_context, cl_device_id, cl_command_queue, cudaStream_t), so this header
+ * needs none of the runtimes' headers. */
+typedef struct qp_device_import_desc {
+    size_t struct_size;              /* qp_device_import_desc_init sets it   */
+    qp_native_api api;
+    /* Vulkan (1.2 or later). qport calls the application's loader through
+     * vk_get_instance_proc_addr (PFN_vkGetInstanceProcAddr) and checks that
+     * the device was created with what its shaders need, saying which
+     * feature or extension is missing:
+     *   required: storageBuffer16BitAccess, the extension
+     *             VK_KHR_push_descriptor (qport records its bindings into
+     *             the command buffer, so no descriptor set is ever shared
+     *             with work in flight);
+     *   used when enabled: shaderIntegerDotProduct (1.3 or
+     *             VK_KHR_shader_integer_dot_product), shaderFloat64,
+     *             timelineSemaphore (needed for qp_enqueue_sync's
+     *             semaphores).
+     * vk_enabled_features is the VkPhysicalDeviceFeatures2 chain (with
+     * VkPhysicalDeviceVulkan11Features / 12 / 13 or the per-feature structs)
+     * the device was created with, vk_enabled_extensions its extension
+     * names. The queue belongs to vk_queue_family and must support compute.
+     * qport submits to vk_queue from the threads that call it: the
+     * application must not use that queue concurrently (Vulkan's external
+     * synchronisation; serialise with qp_device_lock / qp_device_unlock). */
+    void *vk_instance;
+    void *vk_physical_device;
+    void *vk_device;
+    uint32_t vk_queue_family;
+    void *vk_queue;
+    void *vk_get_instance_proc_addr;
+    const void *vk_enabled_features;
+    const char *const *vk_enabled_extensions;
+    uint32_t vk_n_enabled_extensions;
+    /* OpenCL 1.2 or later: an in-order queue of that device and context
+     * (out-of-order queues are refused: qport's kernels rely on queue order). */
+    void *cl_context;
+    void *cl_device;
+    void *cl_queue;
+    /* CUDA: the device ordinal and the application's stream (NULL: the legacy
+     * default stream). Every call sets that device current and restores the
+     * caller's current device before it returns. */
+    int cuda_device;
+    void *cuda_stream;
+} qp_device_import_desc;
+
+QP_API void qp_device_import_desc_init(qp_device_import_desc *d);
+/* A qport device over the application's objects. qport never destroys what
+ * it did not create: qp_device_release frees qport's own objects on it
+ * (pipelines, command buffers, scratch) after waiting for its work; call it
+ * before destroying the application's device, context or stream. The device
+ * is not listed by qp_device_count / qp_device_get. Imported devices are
+ * released with the context when not released before. */
+QP_API qp_status qp_device_import(qp_context *ctx, const qp_device_import_desc *desc, qp_device **out);
+QP_API void qp_device_release(qp_device *dev);
+
+/* The native handles of any device (imported or created by qport), so an
+ * engine can order its own work against qport's: the VkDevice and VkQueue
+ * qport submits to, the cl_command_queue it enqueues on, the CUDA stream it
+ * launches on. */
+typedef struct qp_device_native {
+    size_t struct_size;              /* set by the caller                     */
+    qp_native_api api;
+    int imported;                    /* 1: qp_device_import made it           */
+    void *vk_instance, *vk_physical_device, *vk_device, *vk_queue;
+    uint32_t vk_queue_family;
+    void *cl_context, *cl_device, *cl_queue;
+    int cuda_device;
+    void *cuda_stream;
+} qp_device_native;
+QP_API qp_status qp_device_get_native(const qp_device *dev, qp_device_native *out);
+
+/* Serialises the caller with qport's own submissions to the device's queue:
+ * hold it while submitting to an imported VkQueue yourself. */
+QP_API void qp_device_lock(qp_device *dev);
+QP_API void qp_device_unlock(qp_device *dev);
+
+/* Submits what qport has recorded for the device without waiting (Vulkan
+ * batches the enqueued layers into command buffers; OpenCL clFlush; CUDA:
+ * nothing to do). qp_device_synchronize and qp_event_record flush too. */
+QP_API qp_status qp_device_flush(qp_device *dev);
+
+/* The application's memory as a qp_buffer (no ownership taken;
+ * qp_buffer_destroy releases only qport's wrapper). One of:
+ *   Vulkan: vk_buffer (VkBuffer of the imported device's VkDevice, created
+ *           with STORAGE_BUFFER | TRANSFER_SRC | TRANSFER_DST usage), offset
+ *           a multiple of minStorageBufferOffsetAlignment;
+ *   OpenCL: cl_mem of the device's context, offset a multiple of
+ *           CL_DEVICE_MEM_BASE_ADDR_ALIGN (a sub-buffer is made);
+ *   CUDA:   cuda_ptr, device memory of the device (offset must be 0: pass
+ *           the pointer you want), 16-byte aligned;
+ *   host:   host_ptr on the cpu reference device.
+ * size bytes from offset, which must lie inside the object. */
+typedef struct qp_buffer_import_desc {
+    size_t struct_size;
+    void *vk_buffer;
+    void *cl_mem;
+    void *cuda_ptr;
+    void *host_ptr;
+    size_t offset;
+    size_t size;
+} qp_buffer_import_desc;
+QP_API void qp_buffer_import_desc_init(qp_buffer_import_desc *d);
+QP_API qp_status qp_buffer_import(qp_device *dev, const qp_buffer_import_desc *desc, qp_buffer **out);
+
+/* What a buffer is natively (for DLPack export and interop): the object,
+ * the byte offset of the qp_buffer's first byte in it, its size. */
+typedef struct qp_buffer_native {
+    size_t struct_size;
+    qp_native_api api;
+    int imported;
+    void *vk_buffer;          /* Vulkan                                      */
+    void *cl_mem;             /* OpenCL                                      */
+    void *ptr;                /* CUDA device pointer / cpu host pointer,
+                               * already including the offset                */
+    size_t offset, size;
+} qp_buffer_native;
+QP_API qp_status qp_buffer_get_native(const qp_buffer *buf, qp_buffer_native *out);
+
+/* Synchronisation with the application's own work, per enqueue. All fields
+ * optional (zero: none); fields of another API than the device's are an
+ * error.
+ *   Vulkan: vk_wait_semaphore / vk_wait_value: a timeline semaphore the
+ *     submission holding this work waits on (at compute-shader stage);
+ *     vk_signal_semaphore / vk_signal_value: signalled when it completes
+ *     (both end the current batch: the work is submitted at once).
+ *     vk_command_buffer: record into the application's VkCommandBuffer (in
+ *     the recording state, of a pool of the device's queue family) instead
+ *     of qport's; the application submits it. Barrier contract: qport
+ *     expects the inputs' writes made available to compute-shader reads
+ *     before its first command (the application's barrier), and leaves its
+ *     outputs behind a compute-shader-write -> compute-shader-read|write and
+ *     transfer-read barrier; between its own dispatches it places its own
+ *     barriers. The command buffer must be executed on the imported queue
+ *     in recording order relative to qport's other work on the device.
+ *   OpenCL: cl_wait_list / cl_n_wait: events (cl_event) the work waits for;
+ *     cl_out_event: receives a cl_event completing with the work (the
+ *     caller releases it with clReleaseEvent).
+ *   CUDA: cuda_wait_event (cudaEvent_t) the stream waits for first;
+ *     cuda_record_event recorded on the stream after the work. */
+typedef struct qp_enqueue_sync {
+    size_t struct_size;
+    void *vk_wait_semaphore;
+    uint64_t vk_wait_value;
+    void *vk_signal_semaphore;
+    uint64_t vk_signal_value;
+    void *vk_command_buffer;
+    const void *const *cl_wait_list;
+    uint32_t cl_n_wait;
+    void **cl_out_event;
+    void *cuda_wait_event;
+    void *cuda_record_event;
+} qp_enqueue_sync;
+QP_API void qp_enqueue_sync_init(qp_enqueue_sync *s);
+
+/* y[M][N] = linear(x[M][K]) enqueued on device buffers of the layer's device
+ * (x: M*K elements of the act dtype, y: M*N of qp_linear_out_dtype); sync
+ * may be NULL. Returns once the work is enqueued. */
+QP_API qp_status qp_linear_enqueue(qp_linear *lin, qp_buffer *x, int M, qp_buffer *y, const qp_enqueue_sync *sync);
+
+/* Completion markers. qp_event_record marks everything enqueued on the
+ * device so far (flushing it); qp_event_wait blocks until that work is done
+ * and returns its errors (naming the layer); qp_event_query sets *done
+ * without blocking. */
+typedef struct qp_event qp_event;
+QP_API qp_status qp_event_record(qp_device *dev, qp_event **out);
+QP_API qp_status qp_event_wait(qp_event *ev);
+QP_API qp_status qp_event_query(qp_event *ev, int *done);
+QP_API void qp_event_destroy(qp_event *ev);
+
+/* Per-device counters, for tests and tuning: host waits qport performed
+ * (fence / event / stream waits), submissions, device allocations. */
+typedef struct qp_device_stats {
+    size_t struct_size;
+    uint64_t host_waits, submissions, allocations;
+} qp_device_stats;
+QP_API qp_status qp_device_get_stats(const qp_device *dev, qp_device_stats *out);
 
 /* ------------------------------------------------------------------------ */
 /* safetensors checkpoints                                                   */
@@ -1036,13 +1252,17 @@ typedef struct qp_moe_options {
      * nothing here (vLLM's expert_map -1; the ranks' outputs are summed
      * by the all-reduce that follows) */
     int global_num_experts, expert_offset;
+    /* Tokens the block's scratch is reserved for at creation (0: 16). */
+    int max_m;
 } qp_moe_options;
 QP_API void qp_moe_options_init(qp_moe_options *o);
 
 /* Routing alone (vLLM's fused_topk / grouped_topk): router logits [M][E]
  * fp32 -> topk_ids [M][top_k], topk_weights [M][top_k]. Softmax in fp32
- * (exp(x - max) * (1/sum)); top-k picks the largest, the lower expert index
- * on ties, in descending order; renormalize divides by the fp32 sum. */
+ * (exp(x - max) * (1/sum)), the exponential evaluated in double and rounded
+ * once to fp32 (so that every device routes to the same bits); top-k picks
+ * the largest, the lower expert index on ties, in descending order;
+ * renormalize divides by the fp32 sum. */
 QP_API qp_status qp_moe_route(qp_context *ctx, const float *logits, int M, int E, const qp_moe_options *o,
                               int32_t *topk_ids, float *topk_weights);
 
@@ -1065,6 +1285,23 @@ QP_API qp_status qp_moe_forward(qp_moe *moe, const void *x, int M, const float *
 /* The same with explicit routing: topk_ids [M][k] in [0, E), weights. */
 QP_API qp_status qp_moe_forward_topk(qp_moe *moe, const void *x, int M, const int32_t *topk_ids,
                                      const float *topk_weights, void *y);
+/* The same on device buffers of the block's device, enqueued (see
+ * "Embedding qport in an engine"): x [M][H] act dtype, topk_ids [M][top_k]
+ * int32 global expert ids, topk_weights [M][top_k] fp32, y [M][H]. Ids are
+ * on the device and cannot be checked at enqueue: a slot whose id is not
+ * one of this block's experts (outside expert_offset .. expert_offset+E-1,
+ * including ids outside 0 .. G-1) contributes nothing, as a slot routed to
+ * another expert-parallel rank does. sync may be NULL. */
+QP_API qp_status qp_moe_enqueue(qp_moe *moe, qp_buffer *x, int M, qp_buffer *topk_ids, qp_buffer *topk_weights,
+                                qp_buffer *y, const qp_enqueue_sync *sync);
+/* The same routed on the device: router_logits [M][G] fp32 on the block's
+ * device, routed as qp_moe_route does (the block's qp_moe_options: top_k,
+ * renormalize, grouped top-k, scoring, bias, scaling), bit for bit, into
+ * the block's own id and weight buffers, then the block. Backends without
+ * a routing kernel (or without fp64, which the exact exponential needs)
+ * say QP_ERR_UNSUPPORTED: route on the host and call qp_moe_enqueue. */
+QP_API qp_status qp_moe_enqueue_logits(qp_moe *moe, qp_buffer *x, int M, qp_buffer *router_logits, qp_buffer *y,
+                                       const qp_enqueue_sync *sync);
 /* Whether `dev` runs fused MoE experts of `scheme` (as qp_config_resolve
  * gives it for QP_LAYER_MOE): native, emulated (the block-float schemes'
  * fake-quantized activations, as their linear layers) or unsupported,

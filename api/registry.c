@@ -222,6 +222,7 @@ static qp_status registry_load(qp_context *ctx, qp_registry **out) {
     if (!r) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, NULL, "out of memory");
     qp_status st = qp_settings_read(ctx, &r->settings);
     if (st) { free(r); return st; }
+    pthread_mutex_init(&r->imported_lock, NULL);
     r->host = (qp_host){QP_BACKEND_ABI_VERSION, sizeof(qp_host), ctx, host_error, host_log,
                         r->settings.cache_dir, qp_version(), r->settings.validation, host_setting};
     for (int i = 0; i < r->settings.n_backends; i++) {
@@ -277,6 +278,15 @@ qp_status qp_registry_get(qp_context *ctx, qp_registry **out) {
 
 void qp_registry_destroy(qp_registry *r) {
     if (!r) return;
+    /* imported devices first: their backends are still loaded */
+    while (r->imported) {
+        qp_device *d = r->imported;
+        r->imported = d->next_imported;
+        if (d->backend->ops->device_release) d->backend->ops->device_release(d->backend->state, d->handle);
+        pthread_mutex_destroy(&d->lock);
+        free(d);
+    }
+    pthread_mutex_destroy(&r->imported_lock);
     for (size_t i = 0; i < r->n_devices; i++) {
         pthread_mutex_destroy(&r->devices[i]->lock);
         free(r->devices[i]);

@@ -57,12 +57,20 @@ struct qp_device {
     int rank;                  /* selection score, lower is better          */
     pthread_mutex_t lock;      /* serialises calls on this device           */
     int flip_bit;              /* test hook, -1 off                          */
+    int imported;              /* qp_device_import made it                   */
+    struct qp_device *next_imported; /* the registry's list of imported ones */
 };
 
 struct qp_buffer {
     qp_device *dev;
     void *handle;
     size_t size;
+    int imported;              /* the application's memory (not freed)      */
+};
+
+struct qp_event {
+    qp_device *dev;
+    void *handle;              /* the backend's event                        */
 };
 
 /* One layer on one device (linear.c; bench.c times it). */
@@ -73,7 +81,8 @@ struct qp_linear {
     qp_dtype act_dtype, out_dtype;
     qp_buffer *xbuf, *ybuf; /* host-forward staging, grown on demand */
     void *rot;              /* the backend's input rotation, or NULL      */
-    qp_buffer *rbuf;        /* rotated activations, grown on demand        */
+    qp_buffer *rbuf;        /* rotated activations (reserved for max_m)    */
+    int max_m;              /* rows the scratch is reserved for            */
     pthread_mutex_t lock;   /* guards the staging and rotation buffers */
 };
 
@@ -84,7 +93,16 @@ typedef struct qp_registry {
     int n_slots;
     qp_device **devices;       /* priority order                             */
     size_t n_devices;
+    qp_device *imported;       /* qp_device_import's devices (not listed)    */
+    pthread_mutex_t imported_lock;
 } qp_registry;
+
+/* The enqueue-binding protocol around one backend call (device lock held):
+ * sync_begin, the call, sync_end; NULL s: the call alone. */
+qp_status qp_device_enqueue_begin(qp_device *dev, const qp_enqueue_sync *s);
+qp_status qp_device_enqueue_end(qp_device *dev, const qp_enqueue_sync *s, qp_status st);
+/* Waits for the device's work (device lock held). */
+qp_status qp_device_sync_locked(qp_device *dev);
 
 /* Loads the backends on first use (thread-safe); the error names the
  * invalid environment variable when the settings are bad. */

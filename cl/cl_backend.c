@@ -39,16 +39,6 @@ static void *cl_device_get(void *state, int i) {
     return be && i >= 0 && i < be->n_devices ? &be->devices[i] : NULL;
 }
 
-static qp_status cl_synchronize(void *dev) {
-    qp_cl_device *d = dev;
-    if (!d->queue) return QP_OK;
-    cl_int err = d->be->api.clFinish(d->queue);
-    if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clFinish failed: %s (%d)", d->index, qp_cl_strerror(err),
-                         (int)err);
-    return QP_OK;
-}
-
 static const qp_backend_ops cl_ops = {
     .abi_version = QP_BACKEND_ABI_VERSION,
     .struct_size = sizeof(qp_backend_ops),
@@ -67,7 +57,7 @@ static const qp_backend_ops cl_ops = {
     .linear_destroy = qp_cl_linear_destroy,
     .linear_forward = qp_cl_linear_forward,
     .linear_describe = qp_cl_linear_describe,
-    .synchronize = cl_synchronize,
+    .synchronize = qp_cl_synchronize,
     .rotation_prepare = qp_cl_rotation_prepare,
     .rotation_destroy = qp_cl_rotation_destroy,
     .rotation_forward = qp_cl_rotation_forward,
@@ -78,6 +68,23 @@ static const qp_backend_ops cl_ops = {
     .buffer_copy_time = qp_cl_buffer_copy_time,
     .moe_prepare = qp_cl_moe_prepare,
     .moe_destroy = qp_cl_moe_destroy,
+    .linear_reserve = qp_cl_linear_reserve,
+    .moe_reserve = qp_cl_moe_reserve,
+    .flush = qp_cl_flush,
+    .event_record = qp_cl_event_record,
+    .event_wait = qp_cl_event_wait,
+    .event_query = qp_cl_event_query,
+    .event_destroy = qp_cl_event_destroy,
+    .sync_begin = qp_cl_sync_begin,
+    .sync_end = qp_cl_sync_end,
+    .device_import = qp_cl_device_import,
+    .device_release = qp_cl_device_release,
+    .device_native = qp_cl_device_native,
+    .buffer_import = qp_cl_buffer_import,
+    .buffer_unimport = qp_cl_buffer_unimport,
+    .buffer_native = qp_cl_buffer_native,
+    .device_stats = qp_cl_device_stats,
+    .moe_route = qp_cl_moe_route,
     .moe_forward = qp_cl_moe_forward,
     .moe_describe = qp_cl_moe_describe,
 };

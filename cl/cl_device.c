@@ -49,7 +49,7 @@ static void parse_version(const char *s, const char *prefix, int *major, int *mi
     if (!strncmp(s, prefix, strlen(prefix))) sscanf(s + strlen(prefix), "%d.%d", major, minor);
 }
 
-static void fill_device(qp_cl_backend *be, qp_cl_device *d) {
+void qp_cl_fill_device(qp_cl_backend *be, qp_cl_device *d) {
     qp_cl_api *api = &be->api;
     qp_device_info *in = &d->info;
     memset(in, 0, sizeof *in);
@@ -219,7 +219,7 @@ void qp_cl_devices_enumerate(qp_cl_backend *be) {
             d->index = be->n_devices;
             d->platform = plats[p];
             d->id = ids[i];
-            fill_device(be, d);
+            qp_cl_fill_device(be, d);
             QP_CL_LOG(be, QP_LOG_INFO, "opencl:%d: %s (%s, %s)", d->index, d->info.name, d->info.driver,
                       d->cl_c_version);
             be->n_devices++;
@@ -349,6 +349,7 @@ qp_status qp_cl_device_open(qp_cl_device *d) {
 
 void qp_cl_device_close(qp_cl_device *d) {
     qp_cl_api *api = &d->be->api;
+    if (d->queue) api->clFinish(d->queue); /* qport's work may still use what it frees */
     qp_cl_program_release(d);
     if (d->dummy) api->clReleaseMemObject(d->dummy);
     d->dummy = NULL;

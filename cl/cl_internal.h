@@ -50,6 +50,7 @@ enum {
     QP_CL_K_MOE_GEMV_I,
     QP_CL_K_MOE_TILED_I,
     QP_CL_K_MOE_SUM,
+    QP_CL_K_MOE_ROUTE,  /* built only with fp64 (cl_khr_fp64) */
     QP_CL_K_COUNT
 };
 
@@ -84,6 +85,10 @@ typedef struct qp_cl_device {
      * the first launch, the first GEMM launch, the last launch */
     int rec_on;
     cl_event rec_first, rec_gemm, rec_last;
+    /* enqueued since the last synchronize, for device-fault messages */
+    char pending_first[64], pending_last[64];
+    int imported;               /* the application's context and queue     */
+    qp_device_stats stats;
 } qp_cl_device;
 
 struct qp_cl_backend {
@@ -92,11 +97,14 @@ struct qp_cl_backend {
     int loaded;
     int n_devices;
     qp_cl_device devices[QP_CL_MAX_DEVICES];
+    int n_imported;
 };
 
 typedef struct qp_cl_buffer {
     cl_mem mem;
     size_t bytes;
+    cl_mem parent;              /* imported: the application's cl_mem      */
+    size_t offset;              /* ... and the offset of `mem` in it        */
 } qp_cl_buffer;
 
 /* cl_device.c */
@@ -120,7 +128,29 @@ qp_status qp_cl_buffer_download(void *dev, void *buf, size_t offset, void *dst, 
 qp_status qp_cl_buffer_from_host(qp_cl_device *d, const void *src, size_t bytes, const char *what, const char *layer,
                                  cl_mem *out);
 
+/* cl_embed.c: enqueue bookkeeping, events, imports (ABI 3) */
+/* Notes an op enqueued (for synchronize's messages and the counters). */
+void qp_cl_enqueued(qp_cl_device *d, const char *what);
+qp_status qp_cl_synchronize(void *dev);
+qp_status qp_cl_flush(void *dev);
+qp_status qp_cl_event_record(void *dev, void **ev);
+qp_status qp_cl_event_wait(void *dev, void *ev);
+qp_status qp_cl_event_query(void *dev, void *ev, int *done);
+void qp_cl_event_destroy(void *dev, void *ev);
+qp_status qp_cl_sync_begin(void *dev, const qp_enqueue_sync *s);
+qp_status qp_cl_sync_end(void *dev, const qp_enqueue_sync *s, qp_status st);
+qp_status qp_cl_device_import(void *state, const qp_device_import_desc *desc, void **dev);
+void qp_cl_device_release(void *state, void *dev);
+qp_status qp_cl_device_native(void *dev, qp_device_native *out);
+qp_status qp_cl_buffer_import(void *dev, const qp_buffer_import_desc *desc, void **buf);
+void qp_cl_buffer_unimport(void *dev, void *buf);
+qp_status qp_cl_buffer_native(void *dev, void *buf, qp_buffer_native *out);
+qp_status qp_cl_device_stats(void *dev, qp_device_stats *out);
+/* cl_device.c: the description of one device (enumeration and import). */
+void qp_cl_fill_device(qp_cl_backend *be, qp_cl_device *d);
+
 /* cl_linear.c */
+qp_status qp_cl_linear_reserve(void *dev, void *lin, int max_m);
 qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path, void **lin);
 void qp_cl_linear_destroy(void *dev, void *lin);
 qp_status qp_cl_linear_forward(void *dev, void *lin, void *x, int M, void *y);
@@ -142,6 +172,8 @@ qp_status qp_cl_event_ms(qp_cl_device *d, cl_event a, cl_event b, double *ms);
 qp_status qp_cl_moe_prepare(void *dev, const qp_moe_desc *desc, void **moe);
 void qp_cl_moe_destroy(void *dev, void *moe);
 qp_status qp_cl_moe_forward(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
+qp_status qp_cl_moe_reserve(void *dev, void *moe, int max_m, int k);
+qp_status qp_cl_moe_route(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids, void *w);
 void qp_cl_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap);
 
 /* Helpers */

@@ -150,6 +150,8 @@ void qp_cl_linear_destroy(void *dev, void *lin) {
     qp_cl_device *d = dev;
     qp_cl_linear *l = lin;
     if (!l) return;
+    /* (OpenCL keeps a released cl_mem alive until the commands using it
+     * complete, so nothing here waits) */
     for (int i = 0; i < MAX_CHUNKS; i++) release(d, &l->w[i]);
     release(d, &l->wsc); release(d, &l->adj); release(d, &l->bias); release(d, &l->lut); release(d, &l->wz);
     release(d, &l->xq); release(d, &l->sx); release(d, &l->szp); release(d, &l->rowmax);
@@ -545,7 +547,8 @@ static qp_status ensure_scratch(qp_cl_device *d, qp_cl_linear *l, int M) {
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         if ((uint64_t)want[i].bytes > d->max_alloc) err = CL_INVALID_BUFFER_SIZE;
-        else *want[i].m = api->clCreateBuffer(d->context, CL_MEM_READ_WRITE, want[i].bytes, NULL, &err);
+        else if ((*want[i].m = api->clCreateBuffer(d->context, CL_MEM_READ_WRITE, want[i].bytes, NULL, &err)))
+            d->stats.allocations++;
         if (!*want[i].m)
             return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': %s for M = %d (%zu bytes): %s (%d)",
                              d->index, l->layer, want[i].name, M, want[i].bytes, qp_cl_strerror(err), (int)err);
@@ -678,13 +681,16 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
         }
     }
     if (st != QP_OK) return st;
-    /* complete before returning: errors of the kernels surface here, and the
-     * caller may free x/y right after */
-    cl_int err = d->be->api.clFinish(d->queue);
-    if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: layer '%s': clFinish after the forward failed: %s (%d)", d->index,
-                         l->layer, qp_cl_strerror(err), (int)err);
+    /* enqueued only: the kernels' errors surface at synchronize or an event */
+    char what[96];
+    snprintf(what, sizeof what, "layer '%.80s'", l->layer);
+    qp_cl_enqueued(d, what);
     return QP_OK;
+}
+
+qp_status qp_cl_linear_reserve(void *dev, void *lin, int max_m) {
+    qp_cl_linear *l = lin;
+    return l && max_m > 0 ? ensure_scratch(dev, l, max_m) : QP_OK;
 }
 
 void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {

@@ -16,7 +16,10 @@
     X(clEnqueueWriteBuffer) X(clEnqueueReadBuffer) X(clCreateProgramWithSource) X(clCreateProgramWithBinary)        \
     X(clBuildProgram) X(clGetProgramBuildInfo) X(clGetProgramInfo) X(clReleaseProgram) X(clCreateKernel)            \
     X(clReleaseKernel) X(clSetKernelArg) X(clEnqueueNDRangeKernel) X(clFinish) X(clFlush)                           \
-    X(clEnqueueCopyBuffer) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents)
+    X(clEnqueueCopyBuffer) X(clGetEventProfilingInfo) X(clReleaseEvent) X(clWaitForEvents)                         \
+    X(clGetEventInfo) X(clEnqueueMarkerWithWaitList) X(clEnqueueBarrierWithWaitList) X(clGetCommandQueueInfo)        \
+    X(clCreateSubBuffer) X(clRetainMemObject) X(clRetainContext) X(clRetainCommandQueue) X(clGetMemObjectInfo)      \
+    X(clGetContextInfo)
 
 typedef struct qp_cl_api {
     void *lib;

@@ -28,6 +28,7 @@ static qp_status create_mem(qp_cl_device *d, size_t bytes, const char *what, cl_
     cl_int err = CL_SUCCESS;
     *out = d->be->api.clCreateBuffer(d->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (!*out) return mem_error(d, err, "clCreateBuffer", bytes, what);
+    d->stats.allocations++;
     return QP_OK;
 }
 
@@ -65,6 +66,7 @@ qp_status qp_cl_buffer_upload(void *dev, void *buf, size_t offset, const void *s
     qp_cl_buffer *b = buf;
     qp_status st = check_range(d, b, offset, bytes, "upload");
     if (st != QP_OK || !bytes) return st;
+    /* blocking, and after the work enqueued before it (in-order queue) */
     cl_int err = d->be->api.clEnqueueWriteBuffer(d->queue, b->mem, CL_TRUE, offset, bytes, src, 0, NULL, NULL);
     if (err != CL_SUCCESS) return mem_error(d, err, "clEnqueueWriteBuffer", bytes, "");
     return QP_OK;

@@ -255,7 +255,8 @@ static qp_status ensure_scratch(qp_cl_device *d, qp_cl_moe *m, int M, int MK) {
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         cl_int err = CL_INVALID_BUFFER_SIZE;
         if ((uint64_t)want[i].bytes <= d->max_alloc)
-            *want[i].p = api->clCreateBuffer(d->context, CL_MEM_READ_WRITE, want[i].bytes, NULL, &err);
+            if ((*want[i].p = api->clCreateBuffer(d->context, CL_MEM_READ_WRITE, want[i].bytes, NULL, &err)))
+                d->stats.allocations++;
         if (!*want[i].p) {
             release_scratch(d, m);
             return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: MoE layer '%s': %s for M = %d, M*k = %d (%zu bytes): "
@@ -356,11 +357,16 @@ qp_status qp_cl_moe_forward(void *dev, void *moe, void *xbuf, int M, int k, void
         st = launch(d, m, QP_CL_K_MOE_SUM, "qp_moe_sum", sa, 9, 1, g, l1);
     }
     if (st) return st;
-    cl_int err = d->be->api.clFinish(d->queue);
-    if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: MoE layer '%s': clFinish after the forward failed: %s (%d)",
-                         d->index, m->layer, qp_cl_strerror(err), (int)err);
+    char what[96];
+    snprintf(what, sizeof what, "MoE '%.80s'", m->layer);
+    qp_cl_enqueued(d, what);
     return QP_OK;
+}
+
+qp_status qp_cl_moe_reserve(void *dev, void *moe, int max_m, int k) {
+    qp_cl_moe *m = moe;
+    if (!m || max_m <= 0 || k <= 0 || (size_t)max_m * (size_t)k > (size_t)INT_MAX / WG) return QP_OK;
+    return ensure_scratch(dev, m, max_m, max_m * k);
 }
 
 void qp_cl_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap) {
@@ -379,4 +385,36 @@ void qp_cl_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t ca
         snprintf(out, cap, "moe decode %d-slot blocks %s, %s%s", BM_DECODE, arith, silu, q[m->qmode & 3]);
     else
         snprintf(out, cap, "moe tiled %dx32 %s, %s%s", BM_TILED, arith, silu, q[m->qmode & 3]);
+}
+
+/* Routing on the device (qp_moe_enqueue_logits): one work-item a token;
+ * needs fp64 (the reference's exponential in double). */
+qp_status qp_cl_moe_route(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids, void *w) {
+    qp_cl_device *d = dev;
+    qp_cl_buffer *lb = logits, *sb = scratch, *ib = ids, *wb = w, *bb = p ? p->bias : NULL;
+    if (!d->has_fp64 || !d->kernels[QP_CL_K_MOE_ROUTE])
+        return QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: routing on the device needs fp64 (cl_khr_fp64: the "
+                         "reference's exponential in double); route on the host and pass the top-k (qp_moe_enqueue)",
+                         d->index);
+    if (!p || !lb || !sb || !ib || !wb || M <= 0 || p->k <= 0 || p->k > QP_ROUTE_MAX_K || p->n_group > QP_ROUTE_MAX_K)
+        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: moe_route: bad routing parameters", d->index);
+    int flags = (p->renormalize ? 1 : 0) | (p->sigmoid ? 2 : 0) | (bb ? 4 : 0), dm = (int)d->div_mode;
+    cl_mem bias = bb ? bb->mem : d->dummy;
+    karg a[] = {A(lb->mem), A(M), A(p->G), A(p->k), A(flags), A(p->n_group), A(p->topk_group), A(p->scale), A(bias),
+                A(sb->mem), A(ib->mem), A(wb->mem), A(dm)};
+    size_t g[1] = {((size_t)M + WG - 1) / WG * WG}, l[1] = {WG};
+    qp_cl_api *api = &d->be->api;
+    cl_kernel k = d->kernels[QP_CL_K_MOE_ROUTE];
+    for (int i = 0; i < 13; i++) {
+        cl_int err = api->clSetKernelArg(k, (cl_uint)i, a[i].size, a[i].ptr);
+        if (err != CL_SUCCESS)
+            return QP_CL_ERR(d, QP_ERR_INTERNAL, "opencl:%d: clSetKernelArg(qp_moe_route, %d) failed: %s (%d)", d->index,
+                             i, qp_cl_strerror(err), (int)err);
+    }
+    cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, 1, NULL, g, l, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clEnqueueNDRangeKernel(qp_moe_route) failed: %s (%d)", d->index,
+                         qp_cl_strerror(err), (int)err);
+    qp_cl_enqueued(d, "MoE routing");
+    return QP_OK;
 }

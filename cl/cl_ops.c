@@ -1,7 +1,7 @@
 /* Optional ops (api/backend.h, issues 9 and 10): Quark's online input
  * rotation, the fp8 e4m3 KV cache, device-to-device copies and their device
- * timers. Kernels in shaders/cl_gemm_fw.cl; every op completes before it
- * returns (clFinish), as linear_forward does. */
+ * timers. Kernels in shaders/cl_gemm_fw.cl; every op is enqueued on the
+ * device's in-order queue, as linear_forward is (the timed copies wait). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,11 +38,9 @@ static qp_status launch(qp_cl_device *d, int which, const char *name, const size
     return QP_OK;
 }
 
+/* Enqueued only (ABI 3): errors of the kernel surface at synchronize. */
 static qp_status finish(qp_cl_device *d, const char *what) {
-    cl_int err = d->be->api.clFinish(d->queue);
-    if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: %s: clFinish failed: %s (%d)", d->index, what,
-                         qp_cl_strerror(err), (int)err);
+    qp_cl_enqueued(d, what);
     return QP_OK;
 }
 

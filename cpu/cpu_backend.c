@@ -371,6 +371,29 @@ static qp_status cpu_buffer_copy(void *dev, void *src, size_t so, void *dst, siz
     return QP_OK;
 }
 
+/* Host memory is the cpu device's memory: an application's pointer is a
+ * buffer as it is (offset applied), and every op completes before it
+ * returns, so there is nothing to flush, wait for or signal. */
+static qp_status cpu_buffer_import(void *dev, const qp_buffer_import_desc *d, void **buf) {
+    if (!d->host_ptr)
+        return host_of(dev)->error(host_of(dev)->ctx, QP_ERR_INVALID_ARGUMENT,
+                                   "cpu: qp_buffer_import takes host_ptr (host memory) on the cpu reference device");
+    *buf = (char *)d->host_ptr + d->offset;
+    return QP_OK;
+}
+static void cpu_buffer_unimport(void *dev, void *buf) { (void)dev; (void)buf; }
+static qp_status cpu_buffer_native(void *dev, void *buf, qp_buffer_native *o) {
+    (void)dev;
+    o->api = QP_NATIVE_HOST;
+    o->ptr = buf;
+    return QP_OK;
+}
+static qp_status cpu_device_native(void *dev, qp_device_native *o) {
+    (void)dev;
+    o->api = QP_NATIVE_HOST;
+    return QP_OK;
+}
+
 static const qp_backend_ops cpu_ops = {
     QP_BACKEND_ABI_VERSION, sizeof(qp_backend_ops), "cpu", cpu_init, cpu_shutdown, cpu_device_count, cpu_device_get,
     cpu_device_info, cpu_supports, cpu_buffer_alloc, cpu_buffer_free, cpu_upload, cpu_download, cpu_linear_prepare,
@@ -378,6 +401,8 @@ static const qp_backend_ops cpu_ops = {
     .rotation_prepare = cpu_rotation_prepare, .rotation_destroy = cpu_rotation_destroy,
     .rotation_forward = cpu_rotation_forward, .kv_quantize = cpu_kv_quantize, .kv_dequantize = cpu_kv_dequantize,
     .buffer_copy = cpu_buffer_copy, .linear_time = cpu_linear_time, .buffer_copy_time = cpu_buffer_copy_time,
+    .buffer_import = cpu_buffer_import, .buffer_unimport = cpu_buffer_unimport, .buffer_native = cpu_buffer_native,
+    .device_native = cpu_device_native,
     /* vendor_gemm_time: none (no vendor BLAS is linked; qport bench's
      * arithmetic limit on the cpu device is its fp16 layer) */
 };

@@ -341,3 +341,89 @@ void qp_moe_sum(__global const ushort *c3, __global const int *ids, int M, int k
     }
     y[it] = qp_act_encode(acc, bf16);
 }
+
+/* ---- routing on the device (qp_moe_enqueue_logits) -------------------------
+ * api/moe_route.c for one token per work-item: softmax (or sigmoid) scores
+ * with the exponential in double rounded once, correctly rounded divisions
+ * (qp_div), the lower index on ties, grouped top-k with the correction bias
+ * choosing but not weighting. Without fp64 the kernel is not built: the
+ * host refuses (the reference's exponential needs it). sc: scratch
+ * [2][M][G] (scores, biased). flags: 1 renormalize, 2 sigmoid, 4 bias. */
+#if QP_HAS_FP64
+#define QP_ROUTE_KMAX 64
+inline float qp_exp_rn(float x) { return (float)exp((double)x); }
+
+inline void qp_topk_g(__global const float *v, int n, int k, int *idx) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            int taken = 0;
+            for (int t = 0; t < j; t++) taken |= idx[t] == i;
+            if (taken) continue;
+            if (best < 0 || v[i] > v[best]) best = i;
+        }
+        idx[j] = best;
+    }
+}
+
+inline void qp_topk_p(const float *v, int n, int k, int *idx) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            int taken = 0;
+            for (int t = 0; t < j; t++) taken |= idx[t] == i;
+            if (taken) continue;
+            if (best < 0 || v[i] > v[best]) best = i;
+        }
+        idx[j] = best;
+    }
+}
+
+__kernel void qp_moe_route(__global const float *lg, int M, int G, int k, int flags, int ng, int topk_group,
+                           float scale, __global const float *bias, __global float *sc, __global int *ids,
+                           __global float *rw, int dm) {
+    int m = get_global_id(0);
+    if (m >= M) return;
+    __global const float *x = lg + (size_t)m * G;
+    __global float *s = sc + (size_t)m * G, *b = sc + (size_t)M * G + (size_t)m * G;
+    int renorm = flags & 1, sig = flags & 2, hb = flags & 4;
+    if (!sig) {
+        float mx = -INFINITY, sum = 0.0f;
+        for (int e = 0; e < G; e++) mx = fmax(mx, x[e]);
+        for (int e = 0; e < G; e++) sum += (s[e] = qp_exp_rn(x[e] - mx));
+        float inv = qp_div(1.0f, sum, dm);
+        for (int e = 0; e < G; e++) s[e] *= inv;
+    } else {
+        for (int e = 0; e < G; e++) s[e] = qp_div(1.0f, 1.0f + qp_exp_rn(-x[e]), dm);
+    }
+    int sel[QP_ROUTE_KMAX];
+    if (ng > 0) {
+        int per = G / ng;
+        float gs[QP_ROUTE_KMAX];
+        int gi[QP_ROUTE_KMAX], two[2];
+        for (int e = 0; e < G; e++) b[e] = hb ? s[e] + bias[e] : s[e];
+        for (int g = 0; g < ng; g++) {
+            qp_topk_g(b + g * per, per, hb ? 2 : 1, two);
+            gs[g] = hb ? b[g * per + two[0]] + b[g * per + two[1]] : b[g * per + two[0]];
+        }
+        qp_topk_p(gs, ng, topk_group, gi);
+        for (int e = 0; e < G; e++) {
+            int keep = 0;
+            for (int t = 0; t < topk_group; t++) keep |= gi[t] == e / per;
+            if (!keep) b[e] = -INFINITY;
+        }
+        qp_topk_g(b, G, k, sel);
+    } else {
+        qp_topk_g(s, G, k, sel);
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < k; j++) sum += s[sel[j]];
+    for (int j = 0; j < k; j++) {
+        float w = s[sel[j]];
+        if (renorm) w = qp_div(w, sum, dm);
+        if (ng > 0 && scale != 1.0f) w *= scale;
+        ids[(size_t)m * k + j] = sel[j];
+        rw[(size_t)m * k + j] = w;
+    }
+}
+#endif

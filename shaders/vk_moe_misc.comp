@@ -79,6 +79,105 @@ void main() {
     }
     c2[s * I + i] = uint16_t(o);
 }
+#elif STAGE == 3
+// 3 routing on the device (qp_moe_enqueue_logits): api/moe_route.c for one
+//   token per invocation -- softmax (or sigmoid) scores with the exponential
+//   in double rounded once, correctly rounded divisions, the lower index on
+//   ties, grouped top-k with the correction bias choosing but not weighting.
+//   pc.M tokens, pc.N = G experts, pc.K = k; pc.flags: 1 renormalize,
+//   2 sigmoid, 4 a bias; pc.aux0 groups (0: plain top-k), pc.aux1 topk_group,
+//   pc.aux2 the routed scaling factor. Scratch [2][M][G]: scores, biased.
+layout(local_size_x = 64) in;
+layout(std430, binding = 0) readonly buffer LG { float lg[]; };
+layout(std430, binding = 1) writeonly buffer IDS { int ids[]; };
+layout(std430, binding = 2) writeonly buffer RW { float rw[]; };
+layout(std430, binding = 3) buffer SC { float sc[]; };
+layout(std430, binding = 4) readonly buffer BIAS { float bias[]; };
+#define KMAX 64
+
+float exp_rn(float x) { return d2f_rn(exp_d(double(x))); }
+
+// the k largest of sc[base + 0 .. n-1], descending (api/moe_route.c topk)
+void topk_sc(uint base, uint n, uint k, inout int idx[KMAX]) {
+    for (uint j = 0u; j < k; j++) {
+        int best = -1;
+        for (uint i = 0u; i < n; i++) {
+            bool taken = false;
+            for (uint t = 0u; t < j; t++) taken = taken || idx[t] == int(i);
+            if (taken) continue;
+            if (best < 0 || sc[base + i] > sc[base + uint(best)]) best = int(i);
+        }
+        idx[j] = best;
+    }
+}
+
+void topk_local(float v[KMAX], uint n, uint k, inout int idx[KMAX]) {
+    for (uint j = 0u; j < k; j++) {
+        int best = -1;
+        for (uint i = 0u; i < n; i++) {
+            bool taken = false;
+            for (uint t = 0u; t < j; t++) taken = taken || idx[t] == int(i);
+            if (taken) continue;
+            if (best < 0 || v[i] > v[uint(best)]) best = int(i);
+        }
+        idx[j] = best;
+    }
+}
+
+void main() {
+    uint m = gl_GlobalInvocationID.x;
+    if (m >= pc.M) return;
+    uint G = pc.N, k = pc.K, s0 = m * G, b0 = pc.M * G + m * G;
+    bool renorm = (pc.flags & 1u) != 0u, sig = (pc.flags & 2u) != 0u, hb = (pc.flags & 4u) != 0u;
+    if (!sig) {
+        float mx = uintBitsToFloat(0xFF800000u);
+        for (uint e = 0u; e < G; e++) { float v = lg[s0 + e]; mx = v > mx ? v : mx; }
+        precise float sum = 0.0;
+        for (uint e = 0u; e < G; e++) {
+            precise float d = lg[s0 + e] - mx;
+            float v = exp_rn(d);
+            sc[s0 + e] = v;
+            sum = sum + v;
+        }
+        float inv = div_rn(1.0, sum);
+        for (uint e = 0u; e < G; e++) { precise float v = sc[s0 + e] * inv; sc[s0 + e] = v; }
+    } else {
+        for (uint e = 0u; e < G; e++) { precise float t = 1.0 + exp_rn(-lg[s0 + e]); sc[s0 + e] = div_rn(1.0, t); }
+    }
+    int sel[KMAX];
+    uint ng = pc.aux0;
+    if (ng > 0u) {
+        uint per = G / ng;
+        for (uint e = 0u; e < G; e++) { precise float b = hb ? sc[s0 + e] + bias[e] : sc[s0 + e]; sc[b0 + e] = b; }
+        float gs[KMAX];
+        for (uint g = 0u; g < ng; g++) {
+            int two[KMAX];
+            topk_sc(b0 + g * per, per, hb ? 2u : 1u, two);
+            float best = sc[b0 + g * per + uint(two[0])];
+            if (hb) { precise float t = best + sc[b0 + g * per + uint(two[1])]; best = t; }
+            gs[g] = best;
+        }
+        int gi[KMAX];
+        topk_local(gs, ng, pc.aux1, gi);
+        for (uint e = 0u; e < G; e++) {
+            bool keep = false;
+            for (uint t = 0u; t < pc.aux1; t++) keep = keep || gi[t] == int(e / per);
+            if (!keep) sc[b0 + e] = uintBitsToFloat(0xFF800000u);
+        }
+        topk_sc(b0, G, k, sel);
+    } else {
+        topk_sc(s0, G, k, sel);
+    }
+    precise float sum = 0.0;
+    for (uint j = 0u; j < k; j++) sum = sum + sc[s0 + uint(sel[j])];
+    for (uint j = 0u; j < k; j++) {
+        float w = sc[s0 + uint(sel[j])];
+        if (renorm) w = div_rn(w, sum);
+        if (ng > 0u && pc.aux2 != 1.0) { precise float t = w * pc.aux2; w = t; }
+        ids[m * k + j] = sel[j];
+        rw[m * k + j] = w;
+    }
+}
 #else
 layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer C3 { uint16_t c3[]; };

@@ -189,6 +189,14 @@ check "bench --moe: int8 rows on every GPU device with a ratio" \
   '[ $(grep -Ec "^int8-dyn-sym +(vulkan|opencl):0 +(1|8|16) .*[0-9]\.[0-9][0-9]$" "$T/moe.txt") -eq 6 ]'
 "$Q" bench --moe --moe-model gpt5 > /dev/null 2>&1; rc=$?
 check "bench --moe: an unknown model is a usage error" '[ $rc -eq 2 ]'
+# ---- the chain (issue 26): one wait per chain vs one per layer ------------------
+"$Q" bench --chain 4 --size 256x256 --reps 2 > "$T/chain.txt" 2>&1; rc=$?
+check "bench --chain (rc=$rc)" '[ $rc -eq 0 ]'
+check "bench --chain: both ratios for M = 1, 4, 16 on every device" \
+  '[ $(grep -Ec "^(cpu|vulkan|opencl):0 +(1|4|16) +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$" "$T/chain.txt") -ge 3 ]'
+"$Q" bench --chain 4 --size 256x512 > /dev/null 2>&1; rc=$?
+check "bench --chain: K != N is a usage error" '[ $rc -eq 2 ]'
+[ $fail -ne 0 ] && { echo "--- chain.txt"; cat "$T/chain.txt"; }
 [ $fail -ne 0 ] && { echo "--- moe.txt"; cat "$T/moe.txt"; }
 [ $fail -ne 0 ] && { echo "--- cpu.txt"; cat "$T/cpu.txt"; echo "--- fake.txt"; cat "$T/fake.txt"; echo "--- nt.txt"; cat "$T/nt.txt"; }
 exit $fail

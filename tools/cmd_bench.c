@@ -640,6 +640,7 @@ static qp_dtype arith_of(const qp_scheme *s) {
 int cmd_bench(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--moe")) return cmd_bench_moe(argc, argv); /* bench_moe.c */
+        if (!strcmp(argv[i], "--chain")) return cmd_bench_chain(argc, argv); /* bench_chain.c */
         /* across ranks: qport run's parallel mode, timed (the medians of
          * --reps runs, 20 by default, with the collectives' share) */
         if (!strcmp(argv[i], "--tp-size") || !strcmp(argv[i], "--ep-size")) {

@@ -8,6 +8,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_bench_resolve(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_bench_moe(int argc, char **argv);
+int cmd_bench_chain(int argc, char **argv);
 int cmd_devices(int argc, char **argv);
 int cmd_conform(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);

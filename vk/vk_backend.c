@@ -170,6 +170,7 @@ static qp_status vk_buffer_alloc(void *dev, size_t bytes, void **buf) {
 
 static void vk_buffer_free(void *dev, void *buf) {
     if (!buf) return;
+    if (qp_vk_busy(dev)) (void)qp_vk_idle(dev); /* work in flight may use it */
     qp_vk_buf_destroy(dev, buf);
     free(buf);
 }
@@ -182,8 +183,160 @@ static qp_status vk_buffer_download(void *dev, void *buf, size_t off, void *dst,
     return qp_vk_download(dev, buf, off, dst, bytes);
 }
 
-/* Every submission is waited for; nothing is left queued. */
-static qp_status vk_synchronize(void *dev) { (void)dev; return QP_OK; }
+static qp_status vk_synchronize(void *dev) {
+    qp_status st = qp_vk_flush(dev, VK_NULL_HANDLE, 0);
+    qp_status w = qp_vk_wait(dev, UINT64_MAX);
+    return st ? st : w;
+}
+
+static qp_status vk_flush(void *dev) { return qp_vk_flush(dev, VK_NULL_HANDLE, 0); }
+
+/* An event is the serial of the last batch submitted when it was recorded:
+ * waiting for it waits for every batch up to that one. */
+static qp_status vk_event_record(void *dev, void **ev) {
+    qp_vk_device *d = dev;
+    qp_status st = qp_vk_flush(d, VK_NULL_HANDLE, 0);
+    if (st != QP_OK) return st;
+    uint64_t *e = malloc(sizeof *e);
+    if (!e) return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: out of host memory", d->index);
+    *e = d->serial;
+    *ev = e;
+    return QP_OK;
+}
+
+static qp_status vk_event_wait(void *dev, void *ev) { return qp_vk_wait(dev, *(uint64_t *)ev); }
+
+static qp_status vk_event_query(void *dev, void *ev, int *done) {
+    qp_vk_device *d = dev;
+    uint64_t upto = *(uint64_t *)ev;
+    *done = 1;
+    for (int i = 0; i < QP_VK_RING; i++) {
+        qp_vk_slot *s = &d->ring[i];
+        if (!s->pending || s->serial > upto) continue;
+        VkResult r = d->fn->vkGetFenceStatus(d->dev, s->fence);
+        if (r == VK_NOT_READY) { *done = 0; return QP_OK; }
+        if (r != VK_SUCCESS) return qp_vk_wait(d, upto); /* reports the fault, naming the work */
+    }
+    return QP_OK;
+}
+
+static void vk_event_destroy(void *dev, void *ev) { (void)dev; free(ev); }
+
+static qp_status vk_sync_begin(void *dev, const qp_enqueue_sync *s) {
+    qp_vk_device *d = dev;
+    if ((s->vk_wait_semaphore || s->vk_signal_semaphore) && !d->timeline)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: qp_enqueue_sync semaphores need the timelineSemaphore feature "
+                         "enabled on the device", d->index);
+    if (!s->vk_wait_semaphore != !s->vk_wait_value && !s->vk_wait_semaphore)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: vk_wait_value without vk_wait_semaphore", d->index);
+    if (!s->vk_signal_semaphore && s->vk_signal_value)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: vk_signal_value without vk_signal_semaphore", d->index);
+    if (s->vk_command_buffer && (s->vk_wait_semaphore || s->vk_signal_semaphore))
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: recording into the application's command buffer: its "
+                         "submission carries the semaphores, not qport's (leave vk_*_semaphore unset)", d->index);
+    /* what was enqueued before is submitted first: the wait (or the
+     * application's command buffer) covers this enqueue only */
+    qp_status st = qp_vk_flush(d, VK_NULL_HANDLE, 0);
+    if (st != QP_OK) return st;
+    if (s->vk_command_buffer) {
+        d->ext_cmd = (VkCommandBuffer)s->vk_command_buffer;
+        return QP_OK;
+    }
+    if (s->vk_wait_semaphore) {
+        if (d->n_waits == QP_VK_MAX_WAITS)
+            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: more than %d semaphore waits", d->index,
+                             QP_VK_MAX_WAITS);
+        d->wait_sem[d->n_waits] = (VkSemaphore)s->vk_wait_semaphore;
+        d->wait_val[d->n_waits++] = s->vk_wait_value;
+    }
+    return QP_OK;
+}
+
+static qp_status vk_sync_end(void *dev, const qp_enqueue_sync *s, qp_status st) {
+    qp_vk_device *d = dev;
+    if (s->vk_command_buffer) {
+        d->ext_cmd = VK_NULL_HANDLE;
+        d->cmd = VK_NULL_HANDLE;
+        return QP_OK;
+    }
+    if (st != QP_OK && d->open < 0) d->n_waits = 0;
+    /* the signal (and the waits) go with this enqueue's batch, now */
+    if (s->vk_signal_semaphore || d->n_waits)
+        return qp_vk_flush(d, (VkSemaphore)s->vk_signal_semaphore, s->vk_signal_value);
+    return QP_OK;
+}
+
+static qp_status vk_device_import(void *state, const qp_device_import_desc *desc, void **dev) {
+    qp_vk_backend *be = state;
+    qp_vk_device *d = NULL;
+    qp_status st = qp_vk_device_import(be, desc, &d);
+    *dev = d;
+    return st;
+}
+
+static void vk_device_release(void *state, void *dev) {
+    (void)state;
+    qp_vk_device_destroy(dev);
+}
+
+static qp_status vk_device_native(void *dev, qp_device_native *o) {
+    qp_vk_device *d = dev;
+    o->api = QP_NATIVE_VULKAN;
+    o->vk_instance = d->be->instance;
+    o->vk_physical_device = d->phys;
+    o->vk_device = d->dev;
+    o->vk_queue = d->queue;
+    o->vk_queue_family = d->queue_family;
+    return QP_OK;
+}
+
+static qp_status vk_buffer_import(void *dev, const qp_buffer_import_desc *desc, void **buf) {
+    qp_vk_device *d = dev;
+    *buf = NULL;
+    if (!desc->vk_buffer)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: qp_buffer_import takes vk_buffer on a Vulkan device",
+                         d->index);
+    uint64_t align = d->props.limits.minStorageBufferOffsetAlignment;
+    if (align && desc->offset % align)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: qp_buffer_import: offset %zu is not a multiple of "
+                         "minStorageBufferOffsetAlignment (%llu)", d->index, desc->offset, (unsigned long long)align);
+    if (desc->size % 4)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: qp_buffer_import: size %zu is not a multiple of 4 "
+                         "bytes (the shaders bind 32-bit words)", d->index, desc->size);
+    if (desc->size > d->max_range)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: qp_buffer_import: %zu bytes exceed maxStorageBufferRange "
+                         "(%llu)", d->index, desc->size, (unsigned long long)d->max_range);
+    qp_vk_buf *b = calloc(1, sizeof *b);
+    if (!b) return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: out of host memory", d->index);
+    b->buf = (VkBuffer)desc->vk_buffer;
+    b->size = b->alloc_size = desc->size;
+    b->offset = desc->offset;
+    b->imported = true;
+    *buf = b;
+    return QP_OK;
+}
+
+static void vk_buffer_unimport(void *dev, void *buf) {
+    (void)dev;
+    free(buf);
+}
+
+static qp_status vk_buffer_native(void *dev, void *buf, qp_buffer_native *o) {
+    (void)dev;
+    qp_vk_buf *b = buf;
+    o->api = QP_NATIVE_VULKAN;
+    o->vk_buffer = b->buf;
+    o->offset = b->offset;
+    return QP_OK;
+}
+
+static qp_status vk_device_stats(void *dev, qp_device_stats *o) {
+    qp_vk_device *d = dev;
+    o->host_waits = d->stats.host_waits;
+    o->submissions = d->stats.submissions;
+    o->allocations = d->stats.allocations;
+    return QP_OK;
+}
 
 static const qp_backend_ops vk_ops = {
     .abi_version = QP_BACKEND_ABI_VERSION,
@@ -216,6 +369,23 @@ static const qp_backend_ops vk_ops = {
     .moe_destroy = qp_vk_moe_destroy,
     .moe_forward = qp_vk_moe_forward,
     .moe_describe = qp_vk_moe_describe,
+    .linear_reserve = qp_vk_linear_reserve,
+    .moe_reserve = qp_vk_moe_reserve,
+    .flush = vk_flush,
+    .event_record = vk_event_record,
+    .event_wait = vk_event_wait,
+    .event_query = vk_event_query,
+    .event_destroy = vk_event_destroy,
+    .sync_begin = vk_sync_begin,
+    .sync_end = vk_sync_end,
+    .device_import = vk_device_import,
+    .device_release = vk_device_release,
+    .device_native = vk_device_native,
+    .buffer_import = vk_buffer_import,
+    .buffer_unimport = vk_buffer_unimport,
+    .buffer_native = vk_buffer_native,
+    .device_stats = vk_device_stats,
+    .moe_route = qp_vk_moe_route,
 };
 
 QP_VK_EXPORT const qp_backend_ops *qp_backend_entry(void) { return &vk_ops; }

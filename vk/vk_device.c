@@ -140,12 +140,12 @@ void qp_vk_instance_destroy(qp_vk_backend *be) {
     be->messenger = VK_NULL_HANDLE;
 }
 
-static bool has_device_ext(qp_vk_backend *be, VkPhysicalDevice p, const char *name) {
+static bool has_device_ext(qp_vk_fns *fn, VkPhysicalDevice p, const char *name) {
     uint32_t n = 0;
-    if (be->fn.vkEnumerateDeviceExtensionProperties(p, NULL, &n, NULL) != VK_SUCCESS || !n) return false;
+    if (fn->vkEnumerateDeviceExtensionProperties(p, NULL, &n, NULL) != VK_SUCCESS || !n) return false;
     VkExtensionProperties *e = calloc(n, sizeof *e);
     bool found = false;
-    if (e && be->fn.vkEnumerateDeviceExtensionProperties(p, NULL, &n, e) == VK_SUCCESS)
+    if (e && fn->vkEnumerateDeviceExtensionProperties(p, NULL, &n, e) == VK_SUCCESS)
         for (uint32_t i = 0; i < n && !found; i++) found = !strcmp(e[i].extensionName, name);
     free(e);
     return found;
@@ -182,20 +182,75 @@ static void pin_icd_for_lsan(VkDriverId id) {
 #endif
 }
 
-qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int index) {
-    qp_vk_fns *f = &be->fn;
+/* What an application enabled on the device it hands over (import): the
+ * extension list and the VkPhysicalDeviceFeatures2 chain it created it with. */
+typedef struct vk_enabled {
+    bool push, dot_ext, f16storage, dot, fp64, timeline;
+} vk_enabled;
+
+static bool ext_listed(const qp_device_import_desc *imp, const char *name) {
+    for (uint32_t i = 0; i < imp->vk_n_enabled_extensions; i++)
+        if (imp->vk_enabled_extensions[i] && !strcmp(imp->vk_enabled_extensions[i], name)) return true;
+    return false;
+}
+
+static void read_enabled(const qp_device_import_desc *imp, vk_enabled *e) {
+    memset(e, 0, sizeof *e);
+    e->push = ext_listed(imp, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+    e->dot_ext = ext_listed(imp, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    for (const VkBaseInStructure *p = imp->vk_enabled_features; p; p = p->pNext) {
+        switch (p->sType) {
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2:
+            e->fp64 |= ((const VkPhysicalDeviceFeatures2 *)p)->features.shaderFloat64;
+            break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES:
+            e->f16storage |= ((const VkPhysicalDeviceVulkan11Features *)p)->storageBuffer16BitAccess;
+            break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES:
+            e->f16storage |= ((const VkPhysicalDevice16BitStorageFeatures *)p)->storageBuffer16BitAccess;
+            break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES:
+            e->timeline |= ((const VkPhysicalDeviceVulkan12Features *)p)->timelineSemaphore;
+            break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES:
+            e->timeline |= ((const VkPhysicalDeviceTimelineSemaphoreFeatures *)p)->timelineSemaphore;
+            break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES:
+            e->dot |= ((const VkPhysicalDeviceVulkan13Features *)p)->shaderIntegerDotProduct;
+            break;
+        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES:
+            e->dot |= ((const VkPhysicalDeviceShaderIntegerDotProductFeatures *)p)->shaderIntegerDotProduct;
+            break;
+        default: break;
+        }
+    }
+}
+
+/* The device for a physical one: created by qport (imp NULL), or adopted
+ * from the application (imp, whose objects are never destroyed). On
+ * failure NULL, with the reason in why. */
+static qp_vk_device *device_setup(qp_vk_backend *be, qp_vk_fns *f, VkPhysicalDevice phys, int index,
+                                  const qp_device_import_desc *imp, char *why, size_t why_cap) {
+    vk_enabled en_app;
+    if (imp) read_enabled(imp, &en_app);
     VkPhysicalDeviceProperties props;
     f->vkGetPhysicalDeviceProperties(phys, &props);
     if (props.apiVersion < VK_API_VERSION_1_2) {
-        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: device '%s' supports only Vulkan %u.%u; 1.2 is needed", props.deviceName,
-                  VK_API_VERSION_MAJOR(props.apiVersion), VK_API_VERSION_MINOR(props.apiVersion));
+        snprintf(why, why_cap, "vulkan: device '%s' supports only Vulkan %u.%u; 1.2 is needed", props.deviceName,
+                 VK_API_VERSION_MAJOR(props.apiVersion), VK_API_VERSION_MINOR(props.apiVersion));
         return NULL;
     }
     uint32_t inst_version = VK_API_VERSION_1_2;
     if (f->vkEnumerateInstanceVersion) f->vkEnumerateInstanceVersion(&inst_version);
     bool core13 = props.apiVersion >= VK_API_VERSION_1_3 && inst_version >= VK_API_VERSION_1_3;
-    bool dot_ext = !core13 && has_device_ext(be, phys, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
-    bool sgc_ext = !core13 && has_device_ext(be, phys, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    bool dot_ext = !core13 && has_device_ext(f, phys, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    if (imp ? !en_app.push : !has_device_ext(f, phys, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME)) {
+        snprintf(why, why_cap, "vulkan: device '%s' %s %s (qport records its bindings into the command buffer)",
+                 props.deviceName, imp ? "was not created with the extension" : "lacks",
+                 VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
+        return NULL;
+    }
+    bool sgc_ext = !core13 && has_device_ext(f, phys, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
 
     /* properties chain */
     VkPhysicalDeviceShaderIntegerDotProductProperties dotp = {
@@ -219,10 +274,15 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
     if (core13 || dot_ext) v12.pNext = &dotf;
     f->vkGetPhysicalDeviceFeatures2(phys, &f2);
 
-    if (!v11.storageBuffer16BitAccess) {
-        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: device '%s' lacks storageBuffer16BitAccess (fp16/bf16 activations)",
-                  props.deviceName);
+    if (!v11.storageBuffer16BitAccess || (imp && !en_app.f16storage)) {
+        snprintf(why, why_cap, "vulkan: device '%s' %s storageBuffer16BitAccess (fp16/bf16 activations)",
+                 props.deviceName, v11.storageBuffer16BitAccess ? "was not created with the feature" : "lacks");
         return NULL;
+    }
+    if (imp) { /* what the application enabled, of what the device has */
+        f2.features.shaderFloat64 = f2.features.shaderFloat64 && en_app.fp64;
+        v12.timelineSemaphore = v12.timelineSemaphore && en_app.timeline;
+        dotf.shaderIntegerDotProduct = dotf.shaderIntegerDotProduct && en_app.dot && (core13 || en_app.dot_ext);
     }
     uint32_t nq = 0;
     f->vkGetPhysicalDeviceQueueFamilyProperties(phys, &nq, NULL);
@@ -230,21 +290,34 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
     if (!qf) return NULL;
     f->vkGetPhysicalDeviceQueueFamilyProperties(phys, &nq, qf);
     uint32_t qfam = UINT32_MAX, ts_bits = 0;
-    for (uint32_t i = 0; i < nq && qfam == UINT32_MAX; i++)
-        if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
-            qfam = i;
-            ts_bits = qf[i].timestampValidBits;
+    if (imp) {
+        if (imp->vk_queue_family < nq && (qf[imp->vk_queue_family].queueFlags & VK_QUEUE_COMPUTE_BIT)) {
+            qfam = imp->vk_queue_family;
+            ts_bits = qf[qfam].timestampValidBits;
         }
+    } else {
+        for (uint32_t i = 0; i < nq && qfam == UINT32_MAX; i++)
+            if (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) {
+                qfam = i;
+                ts_bits = qf[i].timestampValidBits;
+            }
+    }
     free(qf);
     if (qfam == UINT32_MAX) {
-        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: device '%s' has no compute queue", props.deviceName);
+        if (imp)
+            snprintf(why, why_cap, "vulkan: queue family %u of device '%s' %s", imp->vk_queue_family, props.deviceName,
+                     imp->vk_queue_family < nq ? "has no compute capability" : "does not exist");
+        else
+            snprintf(why, why_cap, "vulkan: device '%s' has no compute queue", props.deviceName);
         return NULL;
     }
 
     qp_vk_device *d = calloc(1, sizeof *d);
     if (!d) return NULL;
     d->be = be;
+    d->fn = f;
     d->index = index;
+    d->imported = imp != NULL;
     d->phys = phys;
     d->props = props;
     d->queue_family = qfam;
@@ -283,9 +356,15 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
         if (mp.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) d->local_bytes += mp.memoryHeaps[i].size;
     if (d->mem_local == UINT32_MAX) d->mem_local = d->mem_host;
     if (d->mem_host == UINT32_MAX) {
-        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: device '%s' has no host-visible coherent memory", props.deviceName);
+        snprintf(why, why_cap, "vulkan: device '%s' has no host-visible coherent memory", props.deviceName);
         free(d);
         return NULL;
+    }
+    if (imp) {
+        d->dev = (VkDevice)imp->vk_device;
+        d->queue = (VkQueue)imp->vk_queue;
+        d->timeline = v12.timelineSemaphore;
+        goto adopted;
     }
 
     /* logical device: enable only what is used */
@@ -294,14 +373,18 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
                                    .queueCount = 1, .pQueuePriorities = &prio};
     VkPhysicalDeviceShaderIntegerDotProductFeatures en_dot = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES, .shaderIntegerDotProduct = VK_TRUE};
+    VkPhysicalDeviceVulkan12Features en12 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+                                             .timelineSemaphore = v12.timelineSemaphore};
     VkPhysicalDeviceVulkan11Features en11 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES,
-                                             .storageBuffer16BitAccess = VK_TRUE};
-    if (d->int_dot) en11.pNext = &en_dot;
+                                             .storageBuffer16BitAccess = VK_TRUE, .pNext = &en12};
+    if (d->int_dot) en12.pNext = &en_dot;
+    d->timeline = v12.timelineSemaphore;
     /* fp64: the MoE silu's exp in double (ref_moe.c), so int8 MoE is exact */
     VkPhysicalDeviceFeatures2 en2 = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, .pNext = &en11};
     en2.features.shaderFloat64 = d->fp64 ? VK_TRUE : VK_FALSE;
-    const char *dev_exts[1];
+    const char *dev_exts[2];
     uint32_t n_dev_exts = 0;
+    dev_exts[n_dev_exts++] = VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME;
     if (d->int_dot && dot_ext) dev_exts[n_dev_exts++] = VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME;
     VkDeviceCreateInfo dci = {
         .sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
@@ -313,13 +396,20 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
     };
     VkResult r = f->vkCreateDevice(phys, &dci, NULL, &d->dev);
     if (r != VK_SUCCESS) {
-        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: vkCreateDevice('%s') failed: %s", props.deviceName, qp_vk_result_str(r));
+        snprintf(why, why_cap, "vulkan: vkCreateDevice('%s') failed: %s", props.deviceName, qp_vk_result_str(r));
         free(d);
         return NULL;
     }
     f->vkGetDeviceQueue(d->dev, qfam, 0, &d->queue);
+adopted:
+    d->push_set = (PFN_vkCmdPushDescriptorSetKHR)f->vkGetDeviceProcAddr(d->dev, "vkCmdPushDescriptorSetKHR");
+    if (!d->push_set) {
+        snprintf(why, why_cap, "vulkan: device '%s': no vkCmdPushDescriptorSetKHR", props.deviceName);
+        qp_vk_device_destroy(d);
+        return NULL;
+    }
     if (qp_vk_submission_init(d) != QP_OK || qp_vk_pipelines_init(d) != QP_OK) {
-        QP_VK_LOG(be, QP_LOG_INFO, "vulkan: device '%s': setup failed", props.deviceName);
+        snprintf(why, why_cap, "vulkan: device '%s': setup failed: %s", props.deviceName, "see the error");
         qp_vk_device_destroy(d);
         return NULL;
     }
@@ -330,17 +420,64 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
     return d;
 }
 
+qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int index) {
+    char why[512] = "";
+    qp_vk_device *d = device_setup(be, &be->fn, phys, index, NULL, why, sizeof why);
+    if (!d) QP_VK_LOG(be, QP_LOG_INFO, "%s", why);
+    return d;
+}
+
+qp_status qp_vk_device_import(qp_vk_backend *be, const qp_device_import_desc *imp, qp_vk_device **out) {
+    const qp_host *h = be->host;
+    *out = NULL;
+    if (!imp->vk_instance || !imp->vk_physical_device || !imp->vk_device || !imp->vk_queue ||
+        !imp->vk_get_instance_proc_addr)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "vulkan: qp_device_import needs vk_instance, "
+                        "vk_physical_device, vk_device, vk_queue and vk_get_instance_proc_addr");
+    if (!imp->vk_enabled_features)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "vulkan: qp_device_import needs vk_enabled_features, the "
+                        "VkPhysicalDeviceFeatures2 chain the device was created with (qport checks what it needs)");
+    if (imp->vk_n_enabled_extensions && !imp->vk_enabled_extensions)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "vulkan: vk_n_enabled_extensions %u with NULL names",
+                        imp->vk_n_enabled_extensions);
+    qp_vk_fns *f = calloc(1, sizeof *f);
+    if (!f) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "vulkan: out of host memory");
+    /* the application's loader and dispatch, never dlclosed by qport */
+    memcpy(&f->vkGetInstanceProcAddr, &imp->vk_get_instance_proc_addr, sizeof f->vkGetInstanceProcAddr);
+#define QP_VK_LOAD_GLOBAL(name) f->name = (PFN_##name)f->vkGetInstanceProcAddr(NULL, #name);
+    QP_VK_GLOBAL_FNS(QP_VK_LOAD_GLOBAL)
+#undef QP_VK_LOAD_GLOBAL
+    char why[512] = "";
+    if (!qp_vk_load_instance(f, (VkInstance)imp->vk_instance, why, sizeof why)) {
+        free(f);
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "vulkan: qp_device_import: %s", why);
+    }
+    int index = be->n_devices + be->n_imported++; /* unique in messages */
+    qp_vk_device *d = device_setup(be, f, (VkPhysicalDevice)imp->vk_physical_device, index, imp, why, sizeof why);
+    if (!d) {
+        free(f);
+        return h->error(h->ctx, QP_ERR_UNSUPPORTED, "%s", why);
+    }
+    *out = d;
+    return QP_OK;
+}
+
 void qp_vk_device_destroy(qp_vk_device *d) {
     if (!d) return;
     if (d->dev) {
-        d->be->fn.vkDeviceWaitIdle(d->dev);
+        /* an imported device: only qport's own work is waited for (the
+         * application may be using its queue) */
+        if (d->imported) (void)qp_vk_wait(d, UINT64_MAX);
+        else d->fn->vkDeviceWaitIdle(d->dev);
         qp_vk_buf_destroy(d, &d->xq);
         qp_vk_buf_destroy(d, &d->st);
+        qp_vk_buf_destroy(d, &d->inplace);
         qp_vk_buf_destroy(d, &d->dummy);
         qp_vk_pipelines_destroy(d);
         qp_vk_submission_destroy(d);
-        d->be->fn.vkDestroyDevice(d->dev, NULL);
+        if (!d->imported) d->fn->vkDestroyDevice(d->dev, NULL);
     }
+    if (d->imported) free(d->fn);
     free(d);
 }
 

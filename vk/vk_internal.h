@@ -33,9 +33,11 @@
     X(vkDestroyDescriptorSetLayout) X(vkCreatePipelineLayout) X(vkDestroyPipelineLayout) \
     X(vkCreateDescriptorPool) X(vkDestroyDescriptorPool) X(vkAllocateDescriptorSets) \
     X(vkUpdateDescriptorSets) X(vkDeviceWaitIdle) \
-    X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdResetQueryPool) X(vkCmdWriteTimestamp) X(vkGetQueryPoolResults)
+    X(vkCreateQueryPool) X(vkDestroyQueryPool) X(vkCmdResetQueryPool) X(vkCmdWriteTimestamp) X(vkGetQueryPoolResults) \
+    X(vkGetFenceStatus) X(vkGetDeviceProcAddr)
 
-/* Present only with VK_EXT_debug_utils (validation runs). */
+/* Present only with VK_EXT_debug_utils (validation runs); push descriptors
+ * are loaded per device (vkGetDeviceProcAddr). */
 #define QP_VK_OPTIONAL_FNS(X) X(vkCreateDebugUtilsMessengerEXT) X(vkDestroyDebugUtilsMessengerEXT)
 
 typedef struct qp_vk_fns {
@@ -58,9 +60,11 @@ const char *qp_vk_result_str(VkResult r);
 /* ---- objects ------------------------------------------------------------ */
 typedef struct qp_vk_buf {
     VkBuffer buf;
-    VkDeviceMemory mem;
+    VkDeviceMemory mem; /* VK_NULL_HANDLE for an application's buffer      */
     size_t size;       /* the size asked for                              */
-    size_t alloc_size; /* the VkBuffer's size (rounded up to 16 bytes)    */
+    size_t alloc_size; /* the bound range (rounded up to 16 bytes)         */
+    size_t offset;     /* in buf: an application's buffer may start inside */
+    bool imported;
 } qp_vk_buf;
 
 /* Shaders embedded by vk_shaders.c (vk_*.spv.inc made by glslangValidator). */
@@ -94,6 +98,7 @@ typedef enum qp_vk_shader {
     QP_VK_SH_MOE_SILU,      /* fp32 silu (devices without fp64)            */
     QP_VK_SH_MOE_SILU64,
     QP_VK_SH_MOE_SUM,
+    QP_VK_SH_MOE_ROUTE,     /* routing on the device (qp_moe_enqueue_logits) */
     QP_VK_SH_COUNT
 } qp_vk_shader;
 
@@ -143,6 +148,19 @@ typedef struct qp_vk_pipe {
 
 struct qp_vk_backend;
 
+#define QP_VK_RING 8
+#define QP_VK_BATCH_OPS 16
+#define QP_VK_MAX_WAITS 8
+
+typedef struct qp_vk_slot {
+    VkCommandBuffer cmd;
+    VkFence fence;
+    bool pending;              /* submitted, fence not yet seen signalled    */
+    uint64_t serial;
+    uint32_t n_ops;
+    char first[64], last[64];  /* what it holds, for device-fault messages   */
+} qp_vk_slot;
+
 typedef struct qp_vk_device {
     struct qp_vk_backend *be;
     int index;
@@ -169,14 +187,39 @@ typedef struct qp_vk_device {
     uint32_t max_wg_invocations;
     uint32_t mem_local, mem_host; /* memory type indices                     */
     bool host_coherent;
-    /* submission */
+    /* submission: a ring of command buffers that enqueued work is recorded
+     * into (one open at a time, submitted when QP_VK_BATCH_OPS ops are in it,
+     * at flush, at an event or a synchronize), each with its fence; plus one
+     * command buffer for the blocking copies and timed runs */
     VkCommandPool pool;
-    VkCommandBuffer cmd;
-    VkFence fence;
+    VkCommandBuffer cmd;       /* the command buffer being recorded into    */
+    qp_vk_slot ring[QP_VK_RING];
+    int open;                  /* the ring slot being recorded, or -1        */
+    int next;                  /* the slot to open next                      */
+    uint64_t serial;           /* of the last submitted batch                */
+    VkCommandBuffer once;
+    VkFence once_fence;
+    VkFence fence;             /* unused (kept for the one-shot path)        */
+    /* the application's command buffer while an enqueue records into it */
+    VkCommandBuffer ext_cmd;
+    /* timeline waits of the open batch (qp_enqueue_sync) */
+    VkSemaphore wait_sem[QP_VK_MAX_WAITS];
+    uint64_t wait_val[QP_VK_MAX_WAITS];
+    uint32_t n_waits;
+    /* buffers replaced while work in flight may use them: freed at the next
+     * synchronize */
+    qp_vk_buf *retired;
+    size_t n_retired, cap_retired;
+    qp_device_stats stats;
+    bool imported;             /* the application's VkDevice and VkQueue     */
+    bool timeline;             /* timelineSemaphore enabled                  */
+    qp_vk_fns *fn;             /* the backend's, or the application's loader */
+    PFN_vkCmdPushDescriptorSetKHR push_set; /* vkGetDeviceProcAddr        */
     qp_vk_buf staging;
     void *staging_map;
     /* forward scratch: quantized activations and row statistics */
     qp_vk_buf xq, st, dummy;
+    qp_vk_buf inplace;         /* the source copy of in-place rotations / KV */
     /* pipelines */
     VkPipelineCache cache;
     VkDescriptorSetLayout dsl;
@@ -195,6 +238,7 @@ typedef struct qp_vk_backend {
     unsigned validation_messages; /* WARNING + ERROR seen                   */
     int n_devices;
     qp_vk_device **devices;
+    int n_imported;            /* indices of imported devices              */
 } qp_vk_backend;
 
 #define QP_VK_ERR(d, st, ...) ((d)->be->host->error((d)->be->host->ctx, (st), __VA_ARGS__))
@@ -209,6 +253,8 @@ void qp_vk_instance_destroy(qp_vk_backend *be);
 /* Creates the logical device for a physical one; NULL (logged) when the
  * device lacks what the shaders need. */
 qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int index);
+/* A device over the application's objects (qp_device_import). */
+qp_status qp_vk_device_import(qp_vk_backend *be, const qp_device_import_desc *desc, qp_vk_device **out);
 void qp_vk_device_destroy(qp_vk_device *d);
 qp_status qp_vk_device_info(qp_vk_device *d, qp_device_info *out);
 
@@ -219,9 +265,26 @@ qp_status qp_vk_upload(qp_vk_device *d, qp_vk_buf *b, size_t off, const void *sr
 qp_status qp_vk_download(qp_vk_device *d, qp_vk_buf *b, size_t off, void *dst, size_t bytes);
 /* Grows a scratch buffer to at least `bytes`. */
 qp_status qp_vk_buf_reserve(qp_vk_device *d, qp_vk_buf *b, size_t bytes, const char *what);
-/* One command buffer per device: begin, then submit and wait. */
+/* The blocking path (uploads, downloads, timed runs): waits for all
+ * enqueued work, then one command buffer: begin, then submit and wait. */
 qp_status qp_vk_cmd_begin(qp_vk_device *d);
 qp_status qp_vk_cmd_submit(qp_vk_device *d, const char *what);
+/* The enqueue path: d->cmd is the open batch (or the application's command
+ * buffer) after rec_begin; rec_end counts the op and submits a full batch.
+ * `what` names the op in device-fault messages. */
+qp_status qp_vk_rec_begin(qp_vk_device *d, const char *what);
+qp_status qp_vk_rec_end(qp_vk_device *d, const char *what, qp_status st);
+/* Submits the open batch (and pending semaphore waits; `signal` may be
+ * VK_NULL_HANDLE) without waiting. */
+qp_status qp_vk_flush(qp_vk_device *d, VkSemaphore signal, uint64_t signal_value);
+/* Waits for every submitted batch with serial <= upto (UINT64_MAX: all), in
+ * one wait; frees the retired buffers when all are done. */
+qp_status qp_vk_wait(qp_vk_device *d, uint64_t upto);
+/* Frees `b` once the work in flight no longer uses it (now when idle). */
+qp_status qp_vk_buf_retire(qp_vk_device *d, qp_vk_buf *b);
+bool qp_vk_busy(const qp_vk_device *d);
+/* Submits the open batch and waits for everything (before freeing). */
+qp_status qp_vk_idle(qp_vk_device *d);
 qp_status qp_vk_submission_init(qp_vk_device *d);
 void qp_vk_submission_destroy(qp_vk_device *d);
 
@@ -236,9 +299,11 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
 void qp_vk_linear_destroy(void *dev, void *lin);
 qp_status qp_vk_linear_forward(void *dev, void *lin, void *x, int M, void *y);
 void qp_vk_linear_describe(void *dev, void *lin, int M, char *out, size_t cap);
+qp_status qp_vk_linear_reserve(void *dev, void *lin, int max_m);
 qp_status qp_vk_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms);
-/* Points the 8 bindings of `set` at bufs (NULL: the dummy buffer). */
-void qp_vk_write_set(qp_vk_device *d, VkDescriptorSet set, const qp_vk_buf *const bufs[QP_VK_BINDINGS]);
+/* Pushes the 8 bindings (NULL: the dummy buffer) into d->cmd
+ * (VK_KHR_push_descriptor: nothing shared with work in flight). */
+void qp_vk_push_set(qp_vk_device *d, const qp_vk_buf *const bufs[QP_VK_BINDINGS]);
 /* compute -> compute memory barrier on d->cmd */
 void qp_vk_barrier(qp_vk_device *d);
 
@@ -256,5 +321,7 @@ qp_status qp_vk_moe_prepare(void *dev, const qp_moe_desc *desc, void **moe);
 void qp_vk_moe_destroy(void *dev, void *moe);
 qp_status qp_vk_moe_forward(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
 void qp_vk_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap);
+qp_status qp_vk_moe_reserve(void *dev, void *moe, int max_m, int k);
+qp_status qp_vk_moe_route(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids, void *w);
 
 #endif

@@ -59,9 +59,13 @@ typedef struct qp_vk_linear {
     qp_vk_buf ws, azp, bias;
     int n_chunks;
     vk_chunk *chunks;
-    VkDescriptorPool pool;
-    VkDescriptorSet *sets; /* [0]: activation passes, [1 + c]: chunk c */
 } qp_vk_linear;
+
+/* The bindings of one forward: the activation passes' and each weight
+ * chunk's, pushed into the command buffer as it is recorded. */
+typedef struct vk_binds {
+    const qp_vk_buf *x, *y;
+} vk_binds;
 
 #define GEMV_SHARED_BYTES (QP_VK_GEMV_MAX_M * QP_VK_GEMV_COLS * 4 * QP_VK_GEMV_WG + 1024)
 #define TILED_SHARED_BYTES (2 * 32 * QP_VK_TILE * 4 + 1024)
@@ -79,13 +83,12 @@ void qp_vk_linear_destroy(void *dev, void *lin_) {
     qp_vk_device *d = dev;
     qp_vk_linear *l = lin_;
     if (!l) return;
+    if (qp_vk_busy(d)) (void)qp_vk_idle(d); /* work in flight may use it */
     for (int c = 0; c < l->n_chunks; c++) qp_vk_buf_destroy(d, &l->chunks[c].w);
     free(l->chunks);
     qp_vk_buf_destroy(d, &l->ws);
     qp_vk_buf_destroy(d, &l->azp);
     qp_vk_buf_destroy(d, &l->bias);
-    if (l->pool) d->be->fn.vkDestroyDescriptorPool(d->dev, l->pool, NULL); /* frees the sets */
-    free(l->sets);
     free(l);
 }
 
@@ -519,29 +522,6 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     if (st == QP_OK && desc->bias) st = upload_vec(d, l, &l->bias, desc->bias, sizeof(uint16_t) * (size_t)l->N, "bias");
     if (st != QP_OK) goto fail;
 
-    /* descriptor sets: one for the activation passes, one per weight chunk */
-    uint32_t n_sets = 1 + (uint32_t)l->n_chunks;
-    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = n_sets * QP_VK_BINDINGS};
-    VkDescriptorPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = n_sets,
-                                      .poolSizeCount = 1, .pPoolSizes = &ps};
-    VkResult r = d->be->fn.vkCreateDescriptorPool(d->dev, &pci, NULL, &l->pool);
-    if (r != VK_SUCCESS) {
-        l->pool = VK_NULL_HANDLE;
-        FAIL(QP_ERR_DEVICE, "vulkan:%d: layer '%s': vkCreateDescriptorPool failed: %s", d->index, layer, qp_vk_result_str(r));
-    }
-    l->sets = calloc(n_sets, sizeof *l->sets);
-    VkDescriptorSetLayout *layouts = calloc(n_sets, sizeof *layouts);
-    if (!l->sets || !layouts) {
-        free(layouts);
-        FAIL(QP_ERR_OUT_OF_MEMORY, "vulkan:%d: layer '%s': out of host memory", d->index, layer);
-    }
-    for (uint32_t i = 0; i < n_sets; i++) layouts[i] = d->dsl;
-    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = l->pool,
-                                      .descriptorSetCount = n_sets, .pSetLayouts = layouts};
-    r = d->be->fn.vkAllocateDescriptorSets(d->dev, &ai, l->sets);
-    free(layouts);
-    if (r != VK_SUCCESS)
-        FAIL(QP_ERR_DEVICE, "vulkan:%d: layer '%s': vkAllocateDescriptorSets failed: %s", d->index, layer, qp_vk_result_str(r));
 #undef FAIL
     wf_free(&wfh);
     *out = l;
@@ -555,25 +535,25 @@ fail:
 static VkDescriptorBufferInfo bind_of(const qp_vk_device *d, const qp_vk_buf *b) {
     const qp_vk_buf *u = b && b->buf ? b : &d->dummy;
     VkDeviceSize range = u->alloc_size < d->max_range ? u->alloc_size : d->max_range;
-    return (VkDescriptorBufferInfo){.buffer = u->buf, .offset = 0, .range = range};
+    return (VkDescriptorBufferInfo){.buffer = u->buf, .offset = u->offset, .range = range};
 }
 
-void qp_vk_write_set(qp_vk_device *d, VkDescriptorSet set, const qp_vk_buf *const bufs[QP_VK_BINDINGS]) {
+void qp_vk_push_set(qp_vk_device *d, const qp_vk_buf *const bufs[QP_VK_BINDINGS]) {
     VkDescriptorBufferInfo info[QP_VK_BINDINGS];
     VkWriteDescriptorSet w[QP_VK_BINDINGS];
     for (uint32_t i = 0; i < QP_VK_BINDINGS; i++) {
         info[i] = bind_of(d, bufs[i]);
-        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstSet = set, .dstBinding = i,
+        w[i] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET, .dstBinding = i,
                                       .descriptorCount = 1, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                       .pBufferInfo = &info[i]};
     }
-    d->be->fn.vkUpdateDescriptorSets(d->dev, QP_VK_BINDINGS, w, 0, NULL);
+    d->push_set(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, QP_VK_BINDINGS, w);
 }
 
 void qp_vk_barrier(qp_vk_device *d) {
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
-    d->be->fn.vkCmdPipelineBarrier(d->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
+    d->fn->vkCmdPipelineBarrier(d->cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
                                    1, &mb, 0, NULL, 0, NULL);
 }
 
@@ -594,7 +574,7 @@ static qp_vk_shader gemm_shader(const qp_vk_linear *l, bool gemv) {
 }
 
 static void dispatch(qp_vk_device *d, VkPipeline p, const qp_vk_push *pc, uint32_t gx, uint32_t gy) {
-    qp_vk_fns *f = &d->be->fn;
+    qp_vk_fns *f = d->fn;
     f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
     f->vkCmdDispatch(d->cmd, gx, gy, 1);
@@ -603,8 +583,8 @@ static void dispatch(qp_vk_device *d, VkPipeline p, const qp_vk_push *pc, uint32
 
 /* Records the forward. With a query pool, timestamps q0 (start), q0 + 1
  * (after the activation passes) and q0 + 2 (end) bracket the GEMM. */
-static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M, VkQueryPool qp, uint32_t q0) {
-    qp_vk_fns *f = &d->be->fn;
+static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M, const vk_binds *b, VkQueryPool qp, uint32_t q0) {
+    qp_vk_fns *f = d->fn;
     qp_vk_push pc = {.M = (uint32_t)M, .K = (uint32_t)l->K, .Kw = l->Kw, .N = (uint32_t)l->N,
                      .input_scale = l->input_scale, .input_zp = l->wf ? l->gsz : l->input_zp,
                      .flags = (l->bf16 ? QP_VK_PC_BF16 : 0u) | (l->has_bias ? QP_VK_PC_BIAS : 0u) |
@@ -614,7 +594,9 @@ static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M, VkQueryPool qp,
     VkPipeline p;
     qp_status st;
     if (qp) f->vkCmdWriteTimestamp(d->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, qp, q0);
-    f->vkCmdBindDescriptorSets(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &l->sets[0], 0, NULL);
+    const qp_vk_buf *none = &d->dummy;
+    const qp_vk_buf *act[QP_VK_BINDINGS] = {b->x, &d->xq, &d->st, none, none, none, none, none};
+    qp_vk_push_set(d, act);
     if (l->wf) {
         /* x' as fp32 rows (plain or fake-quantized) */
         uint32_t sspec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64, [QP_VK_SPEC_MODE] = l->qdq};
@@ -647,7 +629,8 @@ static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M, VkQueryPool qp,
     f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
     for (int c = 0; c < l->n_chunks; c++) {
         vk_chunk *ch = &l->chunks[c];
-        f->vkCmdBindDescriptorSets(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &l->sets[1 + c], 0, NULL);
+        const qp_vk_buf *g[QP_VK_BINDINGS] = {b->x, &d->xq, &d->st, &ch->w, &l->ws, &l->azp, &l->bias, b->y};
+        qp_vk_push_set(d, g);
         pc.n_base = ch->n0;
         pc.n_count = ch->nc;
         if (gemv) {
@@ -668,8 +651,24 @@ static qp_status record(qp_vk_device *d, qp_vk_linear *l, int M, VkQueryPool qp,
     return QP_OK;
 }
 
-/* Checks the buffers, grows the scratch and points the descriptor sets at
- * x, y and the scratch. */
+/* The scratch (quantized activations and row statistics, shared by the
+ * device's layers: one queue, a barrier between consecutive ops) for M rows. */
+static qp_status reserve_scratch(qp_vk_device *d, qp_vk_linear *l, int M) {
+    size_t qb = (size_t)M * l->Kw * 4, sb = (size_t)M * QP_VK_ST_WORDS * 4;
+    if (l->fp8b && l->aux0 > QP_VK_ST_WORDS) sb = (size_t)M * l->aux0 * 4; /* per-group scales */
+    qp_status st = qp_vk_buf_reserve(d, &d->xq, qb, "quantized activations");
+    return st == QP_OK ? qp_vk_buf_reserve(d, &d->st, sb, "activation scales") : st;
+}
+
+qp_status qp_vk_linear_reserve(void *dev, void *lin, int max_m) {
+    qp_vk_device *d = dev;
+    qp_vk_linear *l = lin;
+    if (!l || max_m <= 0) return QP_OK;
+    if ((size_t)max_m * l->Kw * 4 > d->max_range) max_m = (int)(d->max_range / 4 / l->Kw); /* forward refuses more */
+    return max_m > 0 ? reserve_scratch(d, l, max_m) : QP_OK;
+}
+
+/* Checks the buffers and grows the scratch for M rows. */
 static qp_status forward_bind(qp_vk_device *d, qp_vk_linear *l, qp_vk_buf *x, int M, qp_vk_buf *y) {
     size_t xb = (size_t)M * (size_t)l->K * 2, yb = (size_t)M * (size_t)l->N * 2;
     size_t qb = (size_t)M * l->Kw * 4, sb = (size_t)M * QP_VK_ST_WORDS * 4;
@@ -687,18 +686,8 @@ static qp_status forward_bind(qp_vk_device *d, qp_vk_linear *l, qp_vk_buf *x, in
         (!use_gemv(d, l, M) && ((uint64_t)M + QP_VK_TILE - 1) / QP_VK_TILE > max_y))
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': M=%d exceeds the dispatch limit", d->index,
                          l->layer, M);
-    qp_status st = qp_vk_buf_reserve(d, &d->xq, qb, "quantized activations");
-    if (st == QP_OK) st = qp_vk_buf_reserve(d, &d->st, sb, "activation scales");
-    if (st != QP_OK) return st;
-
-    const qp_vk_buf *none = &d->dummy;
-    const qp_vk_buf *act[QP_VK_BINDINGS] = {x, &d->xq, &d->st, none, none, none, none, none};
-    qp_vk_write_set(d, l->sets[0], act);
-    for (int c = 0; c < l->n_chunks; c++) {
-        const qp_vk_buf *g[QP_VK_BINDINGS] = {x, &d->xq, &d->st, &l->chunks[c].w, &l->ws, &l->azp, &l->bias, y};
-        qp_vk_write_set(d, l->sets[1 + c], g);
-    }
-    return QP_OK;
+    (void)sb;
+    return reserve_scratch(d, l, M);
 }
 
 qp_status qp_vk_linear_forward(void *dev, void *lin, void *x_, int M, void *y_) {
@@ -710,15 +699,11 @@ qp_status qp_vk_linear_forward(void *dev, void *lin, void *x_, int M, void *y_) 
     if (M == 0) return QP_OK;
     qp_status st = forward_bind(d, l, x, M, y);
     if (st != QP_OK) return st;
-    if ((st = qp_vk_cmd_begin(d)) != QP_OK) return st;
-    st = record(d, l, M, VK_NULL_HANDLE, 0);
-    if (st != QP_OK) {
-        d->be->fn.vkEndCommandBuffer(d->cmd);
-        return st;
-    }
-    char what[160];
-    snprintf(what, sizeof what, "the forward of layer '%s'", l->layer);
-    return qp_vk_cmd_submit(d, what);
+    char what[120];
+    snprintf(what, sizeof what, "layer '%.100s'", l->layer);
+    if ((st = qp_vk_rec_begin(d, what)) != QP_OK) return st;
+    vk_binds b = {x, y};
+    return qp_vk_rec_end(d, what, record(d, l, M, &b, VK_NULL_HANDLE, 0));
 }
 
 void qp_vk_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
@@ -745,7 +730,7 @@ qp_status qp_vk_linear_time(void *dev, void *lin, void *x_, int M, void *y_, int
                             double *gemm_ms) {
     qp_vk_device *d = dev;
     qp_vk_linear *l = lin;
-    qp_vk_fns *f = &d->be->fn;
+    qp_vk_fns *f = d->fn;
     if (!l || !x_ || !y_ || M <= 0 || reps <= 0 || !total_ms)
         return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: linear_time: NULL argument, M <= 0 or reps <= 0",
                          d->index);
@@ -765,7 +750,8 @@ qp_status qp_vk_linear_time(void *dev, void *lin, void *x_, int M, void *y_, int
     for (int i = 0; i < reps && st == QP_OK; i++) {
         if ((st = qp_vk_cmd_begin(d)) != QP_OK) break;
         f->vkCmdResetQueryPool(d->cmd, pool, 0, 3);
-        st = record(d, l, M, pool, 0);
+        vk_binds b = {x_, y_};
+        st = record(d, l, M, &b, pool, 0);
         if (st != QP_OK) {
             f->vkEndCommandBuffer(d->cmd);
             break;

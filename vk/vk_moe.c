@@ -49,17 +49,17 @@ typedef struct qp_vk_moe {
     uint32_t kw[2];          /* words (codes) or floats (x') per A row      */
     qp_vk_buf w[2], s[2], lut;
     qp_vk_buf info, xq, st, c1, c2, c3;
-    VkDescriptorPool pool;
-    VkDescriptorSet sets[S_COUNT];
+    /* the bindings of each pass for the forward being recorded */
+    const qp_vk_buf *b[S_COUNT][QP_VK_BINDINGS];
 } qp_vk_moe;
 
 void qp_vk_moe_destroy(void *dev, void *moe) {
     qp_vk_device *d = dev;
     qp_vk_moe *m = moe;
     if (!m) return;
+    if (qp_vk_busy(d)) (void)qp_vk_idle(d); /* work in flight may use it */
     qp_vk_buf *bufs[] = {&m->w[0], &m->w[1], &m->s[0], &m->s[1], &m->lut, &m->info, &m->xq, &m->st, &m->c1, &m->c2, &m->c3};
     for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) qp_vk_buf_destroy(d, bufs[i]);
-    if (m->pool) d->be->fn.vkDestroyDescriptorPool(d->dev, m->pool, NULL);
     free(m);
 }
 
@@ -258,27 +258,6 @@ qp_status qp_vk_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
         if ((st = qp_vk_buf_create(d, 256 * sizeof(float), false, what, &m->lut)) == QP_OK)
             st = qp_vk_upload(d, &m->lut, 0, s->w_lut, 256 * sizeof(float));
     }
-    if (st == QP_OK) {
-        VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = S_COUNT * QP_VK_BINDINGS};
-        VkDescriptorPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = S_COUNT,
-                                          .poolSizeCount = 1, .pPoolSizes = &ps};
-        VkResult r = d->be->fn.vkCreateDescriptorPool(d->dev, &pci, NULL, &m->pool);
-        if (r != VK_SUCCESS) {
-            m->pool = VK_NULL_HANDLE;
-            st = QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: MoE '%s': vkCreateDescriptorPool failed: %s", d->index,
-                           m->layer, qp_vk_result_str(r));
-        } else {
-            VkDescriptorSetLayout layouts[S_COUNT];
-            for (int i = 0; i < S_COUNT; i++) layouts[i] = d->dsl;
-            VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
-                                              .descriptorPool = m->pool, .descriptorSetCount = S_COUNT,
-                                              .pSetLayouts = layouts};
-            r = d->be->fn.vkAllocateDescriptorSets(d->dev, &ai, m->sets);
-            if (r != VK_SUCCESS)
-                st = QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: MoE '%s': vkAllocateDescriptorSets failed: %s", d->index,
-                               m->layer, qp_vk_result_str(r));
-        }
-    }
     if (st != QP_OK) {
         qp_vk_moe_destroy(d, m);
         return st;
@@ -297,17 +276,17 @@ static uint32_t max_blocks(const qp_vk_moe *m, int M, int k) {
     return (uint32_t)(mk / bm + (mk < (size_t)m->E ? mk : (size_t)m->E));
 }
 
-static void dispatch(qp_vk_device *d, VkPipeline p, VkDescriptorSet set, const qp_vk_push *pc, uint32_t gx,
+static void dispatch(qp_vk_device *d, VkPipeline p, const qp_vk_buf *const *set, const qp_vk_push *pc, uint32_t gx,
                      uint32_t gy) {
-    qp_vk_fns *f = &d->be->fn;
+    qp_vk_fns *f = d->fn;
     f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
-    f->vkCmdBindDescriptorSets(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &set, 0, NULL);
+    qp_vk_push_set(d, set);
     f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
     f->vkCmdDispatch(d->cmd, gx, gy, 1);
     qp_vk_barrier(d);
 }
 
-static qp_status pass(qp_vk_device *d, qp_vk_shader sh, uint32_t mode, uint32_t rows, VkDescriptorSet set,
+static qp_status pass(qp_vk_device *d, qp_vk_shader sh, uint32_t mode, uint32_t rows, const qp_vk_buf *const *set,
                       const qp_vk_push *pc, uint32_t gx, uint32_t gy) {
     /* GEMMs: ROWS = BM, MODE = the weight format (WFMT of vk_wdeq.glsl) */
     uint32_t spec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64, [QP_VK_SPEC_MODE] = rows ? 0 : mode, [QP_VK_SPEC_ROWS] = rows,
@@ -319,7 +298,7 @@ static qp_status pass(qp_vk_device *d, qp_vk_shader sh, uint32_t mode, uint32_t 
 }
 
 /* The activation passes of GEMM g on `rows` rows of K act-dtype values. */
-static qp_status act_pass(qp_vk_device *d, qp_vk_moe *m, int g, uint32_t rows, uint32_t K, VkDescriptorSet set) {
+static qp_status act_pass(qp_vk_device *d, qp_vk_moe *m, int g, uint32_t rows, uint32_t K, const qp_vk_buf *const *set) {
     qp_vk_push pc = {.M = rows, .K = K, .Kw = m->kw[g], .input_scale = m->scale[g], .flags = m->bf16 ? QP_VK_PC_BF16 : 0u,
                      .aux0 = m->aux0, .aux1 = m->aux1, .aux2 = m->inv_g[g], .aux3 = m->inv6};
     qp_status st = QP_OK;
@@ -339,20 +318,44 @@ static qp_status record(qp_vk_device *d, qp_vk_moe *m, int M, int k) {
     uint32_t E = (uint32_t)m->E, H = (uint32_t)m->H, I = (uint32_t)m->I, bf = m->bf16 ? QP_VK_PC_BF16 : 0u;
     qp_status st;
     qp_vk_push pa = {.M = mk, .N = E, .input_zp = m->off, .aux0 = bm, .aux1 = maxb};
-    if ((st = pass(d, QP_VK_SH_MOE_ALIGN, 0, 0, m->sets[S_ALIGN], &pa, 1, 1)) != QP_OK) return st;
-    if ((st = act_pass(d, m, 0, (uint32_t)M, H, m->sets[S_ACT1])) != QP_OK) return st;
+    if ((st = pass(d, QP_VK_SH_MOE_ALIGN, 0, 0, m->b[S_ALIGN], &pa, 1, 1)) != QP_OK) return st;
+    if ((st = act_pass(d, m, 0, (uint32_t)M, H, m->b[S_ACT1])) != QP_OK) return st;
     qp_vk_push pg = {.M = mk, .K = H, .Kw = m->kw[0], .N = 2 * I, .n_count = 2 * I, .input_zp = m->blk, .flags = bf,
                      .epi = (uint32_t)k, .aux1 = maxb};
-    if ((st = pass(d, gemm_shader(m), m->wfmt, bm, m->sets[S_GEMM1], &pg, (2 * I + 63) / 64, maxb)) != QP_OK) return st;
+    if ((st = pass(d, gemm_shader(m), m->wfmt, bm, m->b[S_GEMM1], &pg, (2 * I + 63) / 64, maxb)) != QP_OK) return st;
     qp_vk_push ps = {.M = mk, .K = I, .N = E, .input_zp = m->off, .flags = bf};
-    if ((st = pass(d, d->fp64 ? QP_VK_SH_MOE_SILU64 : QP_VK_SH_MOE_SILU, 0, 0, m->sets[S_SILU], &ps, (I + 63) / 64, mk)))
+    if ((st = pass(d, d->fp64 ? QP_VK_SH_MOE_SILU64 : QP_VK_SH_MOE_SILU, 0, 0, m->b[S_SILU], &ps, (I + 63) / 64, mk)))
         return st;
-    if ((st = act_pass(d, m, 1, mk, I, m->sets[S_ACT2])) != QP_OK) return st;
+    if ((st = act_pass(d, m, 1, mk, I, m->b[S_ACT2])) != QP_OK) return st;
     pg = (qp_vk_push){.M = mk, .K = I, .Kw = m->kw[1], .N = H, .n_count = H, .input_zp = m->blk, .flags = bf | 8u,
                       .epi = 1, .aux1 = maxb};
-    if ((st = pass(d, gemm_shader(m), m->wfmt, bm, m->sets[S_GEMM2], &pg, (H + 63) / 64, maxb)) != QP_OK) return st;
+    if ((st = pass(d, gemm_shader(m), m->wfmt, bm, m->b[S_GEMM2], &pg, (H + 63) / 64, maxb)) != QP_OK) return st;
     qp_vk_push pu = {.M = (uint32_t)M, .K = (uint32_t)k, .N = H, .input_zp = m->off, .flags = bf, .aux0 = E};
-    return pass(d, QP_VK_SH_MOE_SUM, 0, 0, m->sets[S_SUM], &pu, (H + 63) / 64, (uint32_t)M);
+    return pass(d, QP_VK_SH_MOE_SUM, 0, 0, m->b[S_SUM], &pu, (H + 63) / 64, (uint32_t)M);
+}
+
+/* The block's scratch for M tokens of k slots (grown buffers that work in
+ * flight may use are retired, not freed). */
+static qp_status reserve(qp_vk_device *d, qp_vk_moe *m, int M, int k) {
+    size_t mk = (size_t)M * (size_t)k, H = (size_t)m->H, I = (size_t)m->I, bm = block_rows(M);
+    size_t maxb = max_blocks(m, M, k);
+    size_t xqb = 4 * ((size_t)M * m->kw[0] > mk * m->kw[1] ? (size_t)M * m->kw[0] : mk * m->kw[1]);
+    size_t sizes[] = {4 * (1 + maxb + maxb * bm), xqb, 4 * QP_VK_ST_WORDS * mk, mk * 4 * I, mk * 2 * I, mk * 2 * H};
+    qp_vk_buf *scr[] = {&m->info, &m->xq, &m->st, &m->c1, &m->c2, &m->c3};
+    static const char *const names[] = {"MoE block list", "MoE activations", "MoE activation scales",
+                                        "MoE w13 output", "MoE silu output", "MoE w2 output"};
+    qp_status st = QP_OK;
+    for (int i = 0; i < 6 && st == QP_OK; i++) st = qp_vk_buf_reserve(d, scr[i], sizes[i], names[i]);
+    return st;
+}
+
+qp_status qp_vk_moe_reserve(void *dev, void *moe, int max_m, int k) {
+    qp_vk_device *d = dev;
+    qp_vk_moe *m = moe;
+    if (!m || max_m <= 0 || k <= 0) return QP_OK;
+    /* the decode path (<= 16 tokens) and, above it, the tiled path's sizes */
+    qp_status st = reserve(d, m, max_m < 16 ? max_m : 16, k);
+    return st == QP_OK && max_m > 16 ? reserve(d, m, max_m, k) : st;
 }
 
 qp_status qp_vk_moe_forward(void *dev, void *moe, void *x_, int M, int k, void *ids_, void *w_, void *y_) {
@@ -375,11 +378,7 @@ qp_status qp_vk_moe_forward(void *dev, void *moe, void *x_, int M, int k, void *
     if (big)
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: MoE '%s': unsupported: M = %d tokens x k = %d exceed one "
                          "binding or the dispatch limits; split the batch", d->index, m->layer, M, k);
-    qp_vk_buf *scr[] = {&m->info, &m->xq, &m->st, &m->c1, &m->c2, &m->c3};
-    static const char *const names[] = {"MoE block list", "MoE activations", "MoE activation scales",
-                                        "MoE w13 output", "MoE silu output", "MoE w2 output"};
-    qp_status st = QP_OK;
-    for (int i = 0; i < 6 && st == QP_OK; i++) st = qp_vk_buf_reserve(d, scr[i], sizes[i], names[i]);
+    qp_status st = reserve(d, m, M, k);
     if (st != QP_OK) return st;
     const qp_vk_buf *N = NULL;
     const qp_vk_buf *b[S_COUNT][QP_VK_BINDINGS] = {
@@ -391,15 +390,11 @@ qp_status qp_vk_moe_forward(void *dev, void *moe, void *x_, int M, int k, void *
         [S_GEMM2] = {&m->info, &m->xq, &m->st, &m->w[1], &m->s[1], &m->lut, rw, &m->c3},
         [S_SUM] = {&m->c3, ids, N, N, N, N, N, y},
     };
-    for (int i = 0; i < S_COUNT; i++) qp_vk_write_set(d, m->sets[i], b[i]);
-    if ((st = qp_vk_cmd_begin(d)) != QP_OK) return st;
-    if ((st = record(d, m, M, k)) != QP_OK) {
-        d->be->fn.vkEndCommandBuffer(d->cmd);
-        return st;
-    }
-    char what[160];
-    snprintf(what, sizeof what, "the MoE forward of '%s'", m->layer);
-    return qp_vk_cmd_submit(d, what);
+    memcpy(m->b, b, sizeof b);
+    char what[120];
+    snprintf(what, sizeof what, "MoE '%.96s'", m->layer);
+    if ((st = qp_vk_rec_begin(d, what)) != QP_OK) return st;
+    return qp_vk_rec_end(d, what, record(d, m, M, k));
 }
 
 void qp_vk_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap) {
@@ -416,4 +411,30 @@ void qp_vk_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t ca
     uint32_t bm = block_rows(M);
     snprintf(out, cap, "moe %s %ux64 %s, silu %s", bm == 16 ? "decode" : "tiled", bm, arith,
              d->fp64 ? "fp64" : "fp32 (not bit-exact)");
+}
+
+/* Routing on the device (qp_moe_enqueue_logits): one invocation a token,
+ * recorded into the open batch; the exponential needs fp64 (shaderFloat64)
+ * to be the reference's. */
+qp_status qp_vk_moe_route(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids, void *w) {
+    qp_vk_device *d = dev;
+    if (!d->fp64)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d '%s': routing on the device needs shaderFloat64 (the "
+                         "reference's exponential in double); route on the host and pass the top-k (qp_moe_enqueue)",
+                         d->index, d->props.deviceName);
+    if (!p || M <= 0 || p->k <= 0 || p->k > QP_ROUTE_MAX_K || p->n_group > QP_ROUTE_MAX_K || p->G <= 0)
+        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: moe_route: bad routing parameters", d->index);
+    if ((uint64_t)M > d->props.limits.maxComputeWorkGroupCount[0] * 64ull)
+        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: moe_route: M = %d exceeds the dispatch limit", d->index, M);
+    qp_vk_push pc = {.M = (uint32_t)M, .N = (uint32_t)p->G, .K = (uint32_t)p->k,
+                     .flags = (p->renormalize ? 1u : 0u) | (p->sigmoid ? 2u : 0u) | (p->bias ? 4u : 0u),
+                     .aux0 = (uint32_t)p->n_group, .aux1 = (uint32_t)p->topk_group, .aux2 = p->scale};
+    uint32_t spec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64};
+    VkPipeline pipe;
+    qp_status st = qp_vk_pipeline_get(d, QP_VK_SH_MOE_ROUTE, spec, &pipe);
+    if (st != QP_OK) return st;
+    if ((st = qp_vk_rec_begin(d, "MoE routing")) != QP_OK) return st;
+    const qp_vk_buf *b[QP_VK_BINDINGS] = {logits, ids, w, scratch, p->bias, NULL, NULL, NULL};
+    dispatch(d, pipe, b, &pc, ((uint32_t)M + 63u) / 64u, 1);
+    return qp_vk_rec_end(d, "MoE routing", QP_OK);
 }

@@ -1,7 +1,7 @@
-/* Optional ops of ABI 2 (issue 9/10): Quark's online input rotation, the fp8
- * KV cache, device-to-device copies and their timing. Each op records one
- * dispatch (or copy) with a descriptor set from a one-set pool of its own,
- * then submits and waits, as linear_forward does. */
+/* Optional ops: Quark's online input rotation, the fp8 KV cache,
+ * device-to-device copies and their timing. Each op records one dispatch
+ * (or copy) into the device's open batch with pushed descriptors, as
+ * linear_forward does; only the timed copies submit and wait. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,62 +15,42 @@ typedef struct qp_vk_rot {
     float c;
 } qp_vk_rot;
 
-/* Grid-stride dispatch of `sh` over `items` invocations with bufs bound. */
+/* Grid-stride dispatch of `sh` over `items` invocations with bufs bound,
+ * recorded into the device's open batch (enqueued, not waited for). */
 static qp_status run_op(qp_vk_device *d, qp_vk_shader sh, uint32_t mode, const qp_vk_push *pc,
                         const qp_vk_buf *const bufs[QP_VK_BINDINGS], size_t items, const char *what) {
-    qp_vk_fns *f = &d->be->fn;
+    qp_vk_fns *f = d->fn;
     uint32_t spec[QP_VK_SPEC_COUNT] = {[QP_VK_SPEC_WG] = 64, [QP_VK_SPEC_MODE] = mode};
     VkPipeline p;
     qp_status st = qp_vk_pipeline_get(d, sh, spec, &p);
     if (st != QP_OK) return st;
-    VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, .descriptorCount = QP_VK_BINDINGS};
-    VkDescriptorPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO, .maxSets = 1,
-                                      .poolSizeCount = 1, .pPoolSizes = &ps};
-    VkDescriptorPool pool;
-    VkResult r = f->vkCreateDescriptorPool(d->dev, &pci, NULL, &pool);
-    if (r != VK_SUCCESS)
-        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: %s: vkCreateDescriptorPool failed: %s", d->index, what,
-                         qp_vk_result_str(r));
-    VkDescriptorSet set;
-    VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO, .descriptorPool = pool,
-                                      .descriptorSetCount = 1, .pSetLayouts = &d->dsl};
-    r = f->vkAllocateDescriptorSets(d->dev, &ai, &set);
-    if (r != VK_SUCCESS) {
-        f->vkDestroyDescriptorPool(d->dev, pool, NULL);
-        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: %s: vkAllocateDescriptorSets failed: %s", d->index, what,
-                         qp_vk_result_str(r));
-    }
-    qp_vk_write_set(d, set, bufs);
-    st = qp_vk_cmd_begin(d);
-    if (st == QP_OK) {
-        size_t groups = (items + 63) / 64;
-        uint32_t gmax = d->props.limits.maxComputeWorkGroupCount[0];
-        if (gmax > 65535) gmax = 65535;
-        if (groups > gmax) groups = gmax;
-        if (groups == 0) groups = 1;
-        f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
-        f->vkCmdBindDescriptorSets(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, d->layout, 0, 1, &set, 0, NULL);
-        f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
-        f->vkCmdDispatch(d->cmd, (uint32_t)groups, 1, 1);
-        st = qp_vk_cmd_submit(d, what);
-    }
-    f->vkDestroyDescriptorPool(d->dev, pool, NULL);
-    return st;
+    if ((st = qp_vk_rec_begin(d, what)) != QP_OK) return st;
+    size_t groups = (items + 63) / 64;
+    uint32_t gmax = d->props.limits.maxComputeWorkGroupCount[0];
+    if (gmax > 65535) gmax = 65535;
+    if (groups > gmax) groups = gmax;
+    if (groups == 0) groups = 1;
+    f->vkCmdBindPipeline(d->cmd, VK_PIPELINE_BIND_POINT_COMPUTE, p);
+    qp_vk_push_set(d, bufs);
+    f->vkCmdPushConstants(d->cmd, d->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, sizeof *pc, pc);
+    f->vkCmdDispatch(d->cmd, (uint32_t)groups, 1, 1);
+    qp_vk_barrier(d);
+    return qp_vk_rec_end(d, what, QP_OK);
 }
 
 static bool act_dt_ok(qp_dtype dt) { return dt == QP_DTYPE_F16 || dt == QP_DTYPE_BF16; }
 
 /* In-place ops (source and destination one buffer): every output reads
  * inputs other invocations overwrite, so the op reads a device copy of the
- * source's first `bytes` instead. */
-static qp_status source_copy(qp_vk_device *d, qp_vk_buf *src, size_t bytes, qp_vk_buf *tmp, const char *what) {
+ * source's first `bytes` instead (the device's in-place scratch, enqueued
+ * before the op). */
+static qp_status source_copy(qp_vk_device *d, qp_vk_buf *src, size_t bytes, qp_vk_buf **tmp, const char *what) {
     char w[96];
     snprintf(w, sizeof w, "the in-place copy of %s", what);
-    qp_status st = qp_vk_buf_create(d, bytes, false, w, tmp);
+    qp_status st = qp_vk_buf_reserve(d, &d->inplace, bytes, w);
     if (st != QP_OK) return st;
-    st = qp_vk_buffer_copy(d, src, 0, tmp, 0, bytes);
-    if (st != QP_OK) qp_vk_buf_destroy(d, tmp);
-    return st;
+    *tmp = &d->inplace;
+    return qp_vk_buffer_copy(d, src, 0, &d->inplace, 0, bytes);
 }
 
 qp_status qp_vk_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **out) {
@@ -110,6 +90,7 @@ qp_status qp_vk_rotation_prepare(void *dev, const int8_t *H, int r, float c, voi
 void qp_vk_rotation_destroy(void *dev, void *rot_) {
     qp_vk_rot *rot = rot_;
     if (!rot) return;
+    if (qp_vk_busy(dev)) (void)qp_vk_idle(dev); /* work in flight may use it */
     qp_vk_buf_destroy(dev, &rot->h);
     free(rot);
 }
@@ -134,13 +115,11 @@ qp_status qp_vk_rotation_forward(void *dev, void *rot_, qp_dtype dt, void *x_, i
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: rotation_forward: %d x %d exceeds one binding", d->index, M, K);
     qp_vk_push pc = {.M = (uint32_t)M, .K = (uint32_t)K, .N = (uint32_t)rot->r, .input_scale = rot->c, .input_zp = 0,
                      .flags = dt == QP_DTYPE_BF16 ? QP_VK_PC_BF16 : 0u};
-    qp_vk_buf tmp = {0};
+    qp_vk_buf *tmp = x;
     qp_status st = QP_OK;
     if (x == y && (st = source_copy(d, x, 2 * total, &tmp, "the rotation input")) != QP_OK) return st;
-    const qp_vk_buf *b[QP_VK_BINDINGS] = {x == y ? &tmp : x, &rot->h, NULL, y, NULL, NULL, NULL, NULL};
-    st = run_op(d, QP_VK_SH_ROT, 0, &pc, b, total, "the input rotation");
-    qp_vk_buf_destroy(d, &tmp);
-    return st;
+    const qp_vk_buf *b[QP_VK_BINDINGS] = {tmp, &rot->h, NULL, y, NULL, NULL, NULL, NULL};
+    return run_op(d, QP_VK_SH_ROT, 0, &pc, b, total, "the input rotation");
 }
 
 static qp_status kv_run(qp_vk_device *d, uint32_t mode, qp_dtype dt, qp_vk_buf *src, size_t n, float scale,
@@ -161,14 +140,11 @@ static qp_status kv_run(qp_vk_device *d, uint32_t mode, qp_dtype dt, qp_vk_buf *
     if (n > UINT32_MAX - 4 || 2 * n > d->max_range)
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: %s: %zu elements exceed one binding", d->index, op, n);
     qp_vk_push pc = {.M = (uint32_t)n, .input_scale = scale, .flags = dt == QP_DTYPE_BF16 ? QP_VK_PC_BF16 : 0u};
-    qp_vk_buf tmp = {0};
+    qp_vk_buf *s = src;
     qp_status st = QP_OK;
-    if (src == dst && (st = source_copy(d, src, sb, &tmp, op)) != QP_OK) return st;
-    const qp_vk_buf *s = src == dst ? &tmp : src;
+    if (src == dst && (st = source_copy(d, src, sb, &s, op)) != QP_OK) return st;
     const qp_vk_buf *b[QP_VK_BINDINGS] = {s, dst, s, dst, NULL, NULL, NULL, NULL};
-    st = run_op(d, QP_VK_SH_KV, mode, &pc, b, mode ? n : (n + 3) / 4, op);
-    qp_vk_buf_destroy(d, &tmp);
-    return st;
+    return run_op(d, QP_VK_SH_KV, mode, &pc, b, mode ? n : (n + 3) / 4, op);
 }
 
 qp_status qp_vk_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
@@ -191,17 +167,24 @@ qp_status qp_vk_buffer_copy(void *dev, void *src_, size_t src_off, void *dst_, s
     if (src == dst && src_off < dst_off + bytes && dst_off < src_off + bytes)
         return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: buffer_copy: overlapping ranges of one buffer", d->index);
     if (bytes == 0) return QP_OK;
-    qp_status st = qp_vk_cmd_begin(d);
+    qp_status st = qp_vk_rec_begin(d, "a device-to-device copy");
     if (st != QP_OK) return st;
-    VkBufferCopy c = {.srcOffset = src_off, .dstOffset = dst_off, .size = bytes};
-    d->be->fn.vkCmdCopyBuffer(d->cmd, src->buf, dst->buf, 1, &c);
-    return qp_vk_cmd_submit(d, "a device-to-device copy");
+    VkBufferCopy c = {.srcOffset = src->offset + src_off, .dstOffset = dst->offset + dst_off, .size = bytes};
+    d->fn->vkCmdCopyBuffer(d->cmd, src->buf, dst->buf, 1, &c);
+    /* the copy's writes -> the compute and transfer commands after it */
+    VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER, .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
+                          .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                           VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+    d->fn->vkCmdPipelineBarrier(d->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                                VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &mb, 0, NULL,
+                                0, NULL);
+    return qp_vk_rec_end(d, "a device-to-device copy", QP_OK);
 }
 
 qp_status qp_vk_buffer_copy_time(void *dev, void *src_, void *dst_, size_t bytes, int reps, double *ms) {
     qp_vk_device *d = dev;
     qp_vk_buf *src = src_, *dst = dst_;
-    qp_vk_fns *f = &d->be->fn;
+    qp_vk_fns *f = d->fn;
     if (!src || !dst || reps <= 0 || !ms || bytes == 0 || src == dst)
         return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: buffer_copy_time: NULL or equal buffers, no bytes or "
                          "reps <= 0", d->index);
@@ -223,7 +206,7 @@ qp_status qp_vk_buffer_copy_time(void *dev, void *src_, void *dst_, size_t bytes
         if ((st = qp_vk_cmd_begin(d)) != QP_OK) break;
         f->vkCmdResetQueryPool(d->cmd, pool, 0, 2);
         f->vkCmdWriteTimestamp(d->cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, pool, 0);
-        VkBufferCopy c = {.srcOffset = 0, .dstOffset = 0, .size = bytes};
+        VkBufferCopy c = {.srcOffset = src->offset, .dstOffset = dst->offset, .size = bytes};
         f->vkCmdCopyBuffer(d->cmd, src->buf, dst->buf, 1, &c);
         f->vkCmdWriteTimestamp(d->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, pool, 1);
         if ((st = qp_vk_cmd_submit(d, "a timed device-to-device copy")) != QP_OK) break;

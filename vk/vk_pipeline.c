@@ -39,11 +39,11 @@ static void *read_cache(qp_vk_device *d, size_t *len) {
 static void write_cache(qp_vk_device *d) {
     if (!d->cache || !d->be->host->cache_dir || !*d->be->host->cache_dir || !d->n_pipes) return;
     size_t n = 0;
-    if (d->be->fn.vkGetPipelineCacheData(d->dev, d->cache, &n, NULL) != VK_SUCCESS || !n) return;
+    if (d->fn->vkGetPipelineCacheData(d->dev, d->cache, &n, NULL) != VK_SUCCESS || !n) return;
     void *buf = malloc(n);
     if (!buf) return;
     char path[1024], tmp[1100];
-    if (d->be->fn.vkGetPipelineCacheData(d->dev, d->cache, &n, buf) == VK_SUCCESS) {
+    if (d->fn->vkGetPipelineCacheData(d->dev, d->cache, &n, buf) == VK_SUCCESS) {
         cache_path(d, path, sizeof path);
         snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
         FILE *fp = fopen(tmp, "wb");
@@ -60,12 +60,15 @@ static void write_cache(qp_vk_device *d) {
 }
 
 qp_status qp_vk_pipelines_init(qp_vk_device *d) {
-    qp_vk_fns *f = &d->be->fn;
+    qp_vk_fns *f = d->fn;
     VkDescriptorSetLayoutBinding b[QP_VK_BINDINGS];
     for (uint32_t i = 0; i < QP_VK_BINDINGS; i++)
         b[i] = (VkDescriptorSetLayoutBinding){.binding = i, .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                               .descriptorCount = 1, .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT};
+    /* push descriptors: each dispatch's bindings live in the command buffer,
+     * so no descriptor set is ever rewritten under work in flight */
     VkDescriptorSetLayoutCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO,
+                                           .flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_PUSH_DESCRIPTOR_BIT_KHR,
                                            .bindingCount = QP_VK_BINDINGS, .pBindings = b};
     VkResult r = f->vkCreateDescriptorSetLayout(d->dev, &dci, NULL, &d->dsl);
     if (r != VK_SUCCESS) {
@@ -96,7 +99,7 @@ qp_status qp_vk_pipelines_init(qp_vk_device *d) {
 }
 
 void qp_vk_pipelines_destroy(qp_vk_device *d) {
-    qp_vk_fns *f = &d->be->fn;
+    qp_vk_fns *f = d->fn;
     write_cache(d);
     for (size_t i = 0; i < d->n_pipes; i++) f->vkDestroyPipeline(d->dev, d->pipes[i].pipeline, NULL);
     free(d->pipes);
@@ -114,7 +117,7 @@ void qp_vk_pipelines_destroy(qp_vk_device *d) {
 }
 
 qp_status qp_vk_pipeline_get(qp_vk_device *d, qp_vk_shader sh, const uint32_t spec[QP_VK_SPEC_COUNT], VkPipeline *out) {
-    qp_vk_fns *f = &d->be->fn;
+    qp_vk_fns *f = d->fn;
     for (size_t i = 0; i < d->n_pipes; i++)
         if (d->pipes[i].shader == sh && !memcmp(d->pipes[i].spec, spec, sizeof d->pipes[i].spec)) {
             *out = d->pipes[i].pipeline;

@@ -74,6 +74,9 @@ static const uint32_t moe_silu64[] = {
 static const uint32_t moe_sum[] = {
 #include "vk_moe_sum.spv.inc"
 };
+static const uint32_t moe_route[] = {
+#include "vk_moe_route.spv.inc"
+};
 #if QP_VK_HAVE_DOT
 static const uint32_t gemv_i8_dot[] = {
 #include "vk_gemv_i8_dot.spv.inc"
@@ -121,6 +124,7 @@ static const qp_vk_spirv table[QP_VK_SH_COUNT] = {
     [QP_VK_SH_MOE_SILU] = {"vk_moe_misc (silu, fp32)", moe_silu, sizeof moe_silu},
     [QP_VK_SH_MOE_SILU64] = {"vk_moe_misc (silu, fp64)", moe_silu64, sizeof moe_silu64},
     [QP_VK_SH_MOE_SUM] = {"vk_moe_misc (sum)", moe_sum, sizeof moe_sum},
+    [QP_VK_SH_MOE_ROUTE] = {"vk_moe_misc (routing, fp64 exp)", moe_route, sizeof moe_route},
 };
 
 const qp_vk_spirv *qp_vk_spirv_get(qp_vk_shader id) {

@@ -96,7 +96,8 @@ class BackendStatus(C.Structure):
 
 class LinearOptions(C.Structure):
     _fields_ = [("struct_size", c_size_t), ("act_dtype", c_int), ("path", C.c_uint), ("layer", c_char_p),
-                ("shard_rows", C.POINTER(c_int)), ("n_shards", c_size_t), ("act_ue8m0", c_int)]
+                ("shard_rows", C.POINTER(c_int)), ("n_shards", c_size_t), ("act_ue8m0", c_int),
+                ("max_m", c_int)]
 
 
 class BindOptions(C.Structure):
@@ -114,7 +115,7 @@ class MoeOptions(C.Structure):
     _fields_ = [("struct_size", c_size_t), ("act_dtype", c_int), ("layer", c_char_p), ("top_k", c_int),
                 ("renormalize", c_int), ("num_expert_group", c_int), ("topk_group", c_int), ("scoring", c_int),
                 ("routed_scaling_factor", c_float), ("e_score_correction_bias", C.POINTER(c_float)),
-                ("global_num_experts", c_int), ("expert_offset", c_int)]
+                ("global_num_experts", c_int), ("expert_offset", c_int), ("max_m", c_int)]
 
 
 class MoeBinding(C.Structure):

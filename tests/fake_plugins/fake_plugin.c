@@ -41,19 +41,19 @@ static qp_status supports(void *dev, const qp_scheme *s, int M, int N, int K, qp
     return QP_OK;
 }
 static const qp_backend_ops ops = {
-    QP_BACKEND_ABI_VERSION, sizeof(qp_backend_ops), FAKE_TWIN, init_ok, shutdown_, count1, get_one, info, supports,
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    .abi_version = QP_BACKEND_ABI_VERSION, .struct_size = sizeof(qp_backend_ops), .name = FAKE_TWIN, .init = init_ok,
+    .shutdown = shutdown_, .device_count = count1, .device_get = get_one, .device_info = info, .device_supports = supports,
 };
 #else
 static const qp_backend_ops ops = {
 #if defined(FAKE_WRONG_ABI)
-    QP_BACKEND_ABI_VERSION + 41, sizeof(qp_backend_ops), "vulkan", init_ok,
+    .abi_version = QP_BACKEND_ABI_VERSION + 41, .name = "vulkan", .init = init_ok,
 #elif defined(FAKE_NO_DEVICES)
-    QP_BACKEND_ABI_VERSION, sizeof(qp_backend_ops), "opencl", init_ok,
+    .abi_version = QP_BACKEND_ABI_VERSION, .name = "opencl", .init = init_ok,
 #else
-    QP_BACKEND_ABI_VERSION, sizeof(qp_backend_ops), "cuda", init_fail,
+    .abi_version = QP_BACKEND_ABI_VERSION, .name = "cuda", .init = init_fail,
 #endif
-    shutdown_, count0, get_none, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+    .struct_size = sizeof(qp_backend_ops), .shutdown = shutdown_, .device_count = count0, .device_get = get_none,
 };
 #endif
 
