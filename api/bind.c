@@ -41,17 +41,39 @@ static size_t esize(const qp_tensor *t) {
     return b >= 8 ? (size_t)b / 8 : 1;
 }
 
-/* Copies the [lo, hi) slice of dimension `dim` (2-D or 1-D). */
-static void *slice(const qp_tensor *t, int dim, int64_t lo, int64_t hi) {
+qp_status qp_model_copy(const qp_model *m, void *dst, const void *src, size_t n) {
+    qp_status st = QP_OK;
+    for (size_t i = 0; i < m->n_files; i++)
+        if (qp_safetensors_pread(m->files[i], dst, src, n, &st)) return st;
+    if (n) memcpy(dst, src, n); /* a copy the binding owns already */
+    return QP_OK;
+}
+
+/* Copies the [lo, hi) slice of dimension `dim` (2-D or 1-D) into *out. */
+static qp_status slice(const qp_model *m, const qp_tensor *t, int dim, int64_t lo, int64_t hi, void **out) {
     size_t es = esize(t);
     int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
     if (t->ndim == 1) dim = 1;
     int64_t r0 = dim == 0 ? lo : 0, r1 = dim == 0 ? hi : rows, c0 = dim == 1 ? lo : 0, c1 = dim == 1 ? hi : cols;
     char *o = malloc((size_t)((r1 - r0) * (c1 - c0)) * es + 1), *w = o;
-    if (!o) return NULL;
-    for (int64_t r = r0; r < r1; r++, w += (size_t)(c1 - c0) * es)
-        memcpy(w, (const char *)t->data + ((size_t)(r * cols + c0)) * es, (size_t)(c1 - c0) * es);
-    return o;
+    *out = o;
+    if (!o) return qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, NULL, "out of memory");
+    qp_status st = QP_OK;
+    if (c0 == 0 && c1 == cols) /* whole rows: one read */
+        return qp_model_copy(m, o, (const char *)t->data + (size_t)(r0 * cols) * es, (size_t)((r1 - r0) * cols) * es);
+    for (int64_t r = r0; r < r1 && !st; r++, w += (size_t)(c1 - c0) * es)
+        st = qp_model_copy(m, w, (const char *)t->data + ((size_t)(r * cols + c0)) * es, (size_t)(c1 - c0) * es);
+    return st;
+}
+
+/* The shards still the size they were opened with (before mapped bytes
+ * are read in place). */
+static qp_status check_mapped(const qp_model *m) {
+    for (size_t i = 0; i < m->n_files; i++) {
+        qp_status st = qp_safetensors_check(m->files[i]);
+        if (st) return st;
+    }
+    return QP_OK;
 }
 
 static qp_status collect(qp_model *m, const char *prefix, part *p, size_t *n) {
@@ -225,8 +247,9 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
                         goto done;
                     }
                     int64_t len = t->shape[d] / tp;
-                    void *c = slice(t, d, len * rank, len * (rank + 1));
-                    if (!c) { st = qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, layer, "out of memory"); goto done; }
+                    void *c;
+                    st = slice(m, t, d, len * rank, len * (rank + 1), &c);
+                    if (st) { free(c); goto done; }
                     free(p->owned);
                     p->owned = c;
                     t->data = c;
@@ -262,6 +285,7 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
             /* QuarkConfig._input_rotation_size: one rotation for all shards */
             for (size_t s = 1; s < nsrc; s++) {
                 const qp_tensor *q = &get(parts[s], np[s], p0->suffix)->t;
+                if ((st = check_mapped(m))) goto done;
                 if (q->shape[0] != p0->t.shape[0] || q->shape[1] != p0->t.shape[1] ||
                     memcmp(q->data, p0->t.data, qp_tensor_bytes(q))) {
                     st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, p0->suffix, layer,
@@ -294,14 +318,14 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
                 for (size_t s = 0; s < ns; s++) {
                     const qp_tensor *q = &get(parts[s], np[s], p0->suffix)->t;
                     size_t rb = (size_t)q->shape[1] * es;
-                    memcpy(w, (const char *)q->data + (size_t)r * rb, rb);
+                    if ((st = qp_model_copy(m, w, (const char *)q->data + (size_t)r * rb, rb))) goto done;
                     w += rb;
                 }
         } else {
             char *w = buf;
             for (size_t s = 0; s < ns; s++) {
                 const qp_tensor *q = &get(parts[s], np[s], p0->suffix)->t;
-                memcpy(w, q->data, qp_tensor_bytes(q));
+                if ((st = qp_model_copy(m, w, q->data, qp_tensor_bytes(q)))) goto done;
                 w += qp_tensor_bytes(q);
             }
         }

@@ -45,11 +45,6 @@ static int lookup(const qp_model *m, const char *name, qp_tensor *out) {
     return 0;
 }
 
-static int has_tensor(const qp_model *m, const char *name) {
-    qp_tensor t;
-    return lookup(m, name, &t);
-}
-
 /* Whether some tensor's name starts with `prefix` (an expert projection
  * of any scheme: weight, B, qweight, ...). */
 static int has_prefix(const qp_model *m, const char *prefix) {
@@ -172,6 +167,120 @@ static qp_status stack_blocked(qp_model *m, qp_moe_binding *b, const qp_layer_bi
     return QP_OK;
 }
 
+/* Whether `s` is one of the suffixes the fused MoE of `kind` consumes
+ * (zero points: Quark writes them for symmetric schemes, all zero). */
+static int known_suffix(const char *s, qp_scheme_kind kind, bool blocked) {
+    static const char *const q[] = {"weight_scale", "input_scale", "weight_zero_point", "input_zero_point"};
+    if (!strcmp(s, "weight")) return 1;
+    if (kind == QP_SCHEME_UNQUANTIZED) return 0;
+    for (size_t i = 0; i < sizeof q / sizeof *q; i++)
+        if (!strcmp(s, q[i])) return 1;
+    return blocked && (!strcmp(s, "weight_scale_2") || !strcmp(s, "input_scale_2"));
+}
+
+/* The block's tensors against config.json's expert count E: each name is
+ * "<prefix>.<e>.<proj>.<suffix>" with a decimal e in [0, E), proj one of
+ * the spelling's three and a suffix the scheme consumes; each expert has
+ * the weight of all three projections (vLLM: "Following weights were not
+ * initialized from checkpoint"). Anything else is an error naming the
+ * tensor: an extra, negative or huge expert index would otherwise be
+ * dropped, and a missing expert shrink the block. */
+static qp_status check_block(qp_model *m, const char *prefix, const struct arch *a, int E, qp_scheme_kind kind, bool blocked) {
+    size_t pl = strlen(prefix);
+    const char *proj[3] = {a->gate, a->up, a->down};
+    unsigned char *seen = calloc((size_t)E * 3, 1);
+    if (!seen) return oom(m, prefix);
+    qp_status st = QP_OK;
+    for (size_t i = 0; i < m->n_files && !st; i++)
+        for (size_t j = 0; j < qp_safetensors_count(m->files[i]) && !st; j++) {
+            qp_tensor t;
+            if (qp_safetensors_get(m->files[i], j, &t, NULL) || strncmp(t.name, prefix, pl) || t.name[pl] != '.') continue;
+            const char *p = t.name + pl + 1, *dot = strchr(p, '.');
+            size_t il = dot ? (size_t)(dot - p) : strlen(p);
+            long long e = 0;
+            bool num = il > 0 && il <= 9 && (il == 1 || p[0] != '0');
+            for (size_t k = 0; num && k < il; k++) {
+                num = p[k] >= '0' && p[k] <= '9';
+                e = e * 10 + (p[k] - '0');
+            }
+            if (!num) {
+                st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, t.name, prefix,
+                                  "tensor '%s' is under the experts of '%s' but '%.*s' is not an expert index (0 to %d)",
+                                  t.name, prefix, (int)(il > 40 ? 40 : il), p, E - 1);
+                break;
+            }
+            if (e >= E) {
+                st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, t.name, prefix,
+                                  "tensor '%s' is expert %lld, but config.json's %s is %d (experts 0 to %d)", t.name, e,
+                                  m->moe_experts_key ? m->moe_experts_key : "num_experts", E, E - 1);
+                break;
+            }
+            const char *pn = dot ? dot + 1 : "", *d2 = strchr(pn, '.');
+            int pi = -1;
+            for (int k = 0; k < 3 && d2; k++)
+                if (strlen(proj[k]) == (size_t)(d2 - pn) && !strncmp(pn, proj[k], (size_t)(d2 - pn))) pi = k;
+            if (pi < 0 || strchr(d2 + 1, '.') || !known_suffix(d2 + 1, kind, blocked)) {
+                st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, t.name, prefix,
+                                  pi < 0 ? "tensor '%s' is not one of expert %lld's projections (%s, %s, %s): no layer binds it"
+                                         : "tensor '%s' of expert %lld (%s, %s, %s) is not a tensor the fused MoE of this "
+                                           "scheme reads: no layer binds it",
+                                  t.name, e, a->gate, a->up, a->down);
+                break;
+            }
+            if (!strcmp(d2 + 1, "weight")) seen[e * 3 + pi] = 1;
+        }
+    for (int e = 0; e < E && !st; e++)
+        for (int k = 0; k < 3; k++)
+            if (!seen[e * 3 + k]) {
+                int more = 0;
+                for (int f = e * 3 + k + 1; f < E * 3; f++) more += !seen[f];
+                st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, NULL, prefix,
+                                  "Following weights were not initialized from checkpoint: {'%s.%d.%s.weight'%s} "
+                                  "(config.json's %s is %d; %d more missing)",
+                                  prefix, e, proj[k], more ? ", ..." : "", m->moe_experts_key ? m->moe_experts_key : "num_experts",
+                                  E, more);
+                break;
+            }
+    free(seen);
+    return st;
+}
+
+/* The router "<block>.gate": a [E, H] float weight (its only tensor but
+ * the grouped routing's e_score_correction_bias), as run_moe and vLLM's
+ * ReplicatedLinear use it. A missing or mis-shaped one is an error. */
+static qp_status check_router(qp_model *m, const char *prefix, int G, int H, char *router, size_t cap) {
+    const char *dot = strrchr(prefix, '.');
+    int bl = dot ? (int)(dot - prefix) : 0;
+    char rn[1100];
+    snprintf(rn, sizeof rn, "%.*s%s%s.weight", bl, prefix, bl ? "." : "", ROUTER);
+    qp_tensor t;
+    if (!lookup(m, rn, &t))
+        return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, rn, prefix,
+                            "no router '%s' in the checkpoint: the experts of '%s' need one of [%d, %d] (experts, hidden)", rn,
+                            prefix, G, H);
+    if (t.ndim != 2 || t.shape[0] != G || t.shape[1] != H ||
+        (t.dtype != QP_DTYPE_F16 && t.dtype != QP_DTYPE_BF16 && t.dtype != QP_DTYPE_F32)) {
+        char sh[96] = "";
+        for (int d = 0; d < t.ndim && d < 4; d++)
+            snprintf(sh + strlen(sh), sizeof sh - strlen(sh), "%s%lld", d ? ", " : "", (long long)t.shape[d]);
+        return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, rn, prefix,
+                            "router '%s' is %s [%s]; expected a float tensor of [%d, %d] (experts, hidden)", rn,
+                            qp_dtype_name(t.dtype), sh, G, H);
+    }
+    /* the router's other tensors: only the correction bias is read */
+    size_t rl = strlen(rn) - strlen("weight");
+    for (size_t i = 0; i < m->n_files; i++)
+        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++) {
+            qp_tensor o;
+            if (qp_safetensors_get(m->files[i], j, &o, NULL) || strncmp(o.name, rn, rl)) continue;
+            if (!strcmp(o.name + rl, "weight") || !strcmp(o.name + rl, "e_score_correction_bias")) continue;
+            return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, o.name, prefix,
+                                "tensor '%s' of the router is not read: the router is a weight without bias", o.name);
+        }
+    snprintf(router, cap, "%.*s", (int)(strlen(rn) - strlen(".weight")), rn);
+    return QP_OK;
+}
+
 QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bind_options *opts, qp_moe_binding *b) {
     if (!m || !prefix || !b) return QP_ERR_INVALID_ARGUMENT;
     memset(b, 0, sizeof *b);
@@ -196,16 +305,14 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
                             kind == QP_SCHEME_W4A8_INT4_FP8 ? "%s experts (%s) run only through ROCm AITER's fused MoE in vLLM"
                                                              : "qport has no fused MoE for %s experts (%s)",
                             qp_scheme_kind_name(kind), b->scheme.scheme_class);
-    /* how many experts: consecutive {prefix}.{e}.{gate}.weight */
-    int E = 0;
-    for (;; E++) {
-        char nm[1100];
-        snprintf(nm, sizeof nm, "%s.%d.%s.weight", prefix, E, a->gate);
-        if (!has_tensor(m, nm)) break;
-    }
-    if (!E)
-        return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, NULL, prefix, "no expert tensors '%s.0.%s.weight' in the checkpoint",
-                            prefix, a->gate);
+    /* how many experts: config.json's count, every one present, nothing
+     * else under the block (issue 32) */
+    int E = m->moe_experts;
+    if (E < 1)
+        return qp_error_set(m->ctx, QP_ERR_PARSE, m->dir, "num_experts", prefix,
+                            "config.json gives no expert count (num_experts, num_local_experts or n_routed_experts) for "
+                            "the experts of '%s'", prefix);
+    if ((st = check_block(m, prefix, a, E, kind, blocked))) return st;
     /* expert parallelism: this rank's contiguous experts, unsliced */
     int base = E / o.ep_size, rem = E % o.ep_size, first = o.ep_rank * base + (o.ep_rank < rem ? o.ep_rank : rem);
     int local = base + (o.ep_rank < rem);
@@ -279,7 +386,8 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
                                       t ? qp_dtype_name(t->dtype) : "missing", qp_dtype_name(w0->dtype));
                     break;
                 }
-                memcpy(w + ((size_t)e * rows + (size_t)s * rows / 2) * K * es, t->data, n * es);
+                /* unquantized experts point into the shard: read, not mapped */
+                st = qp_model_copy(m, w + ((size_t)e * rows + (size_t)s * rows / 2) * K * es, t->data, n * es);
             }
         if (st || kind == QP_SCHEME_UNQUANTIZED) continue;
         if (blocked) { st = stack_blocked(m, b, lb, E, pass, rows); continue; }
@@ -326,13 +434,8 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
             }
         }
     }
-    /* the router, built unquantized */
-    const char *dot = strrchr(prefix, '.');
-    if (!st && dot) {
-        char rn[1100];
-        snprintf(rn, sizeof rn, "%.*s.%s.weight", (int)(dot - prefix), prefix, ROUTER);
-        if (has_tensor(m, rn)) snprintf(b->router, sizeof b->router, "%.*s.%s", (int)(dot - prefix), prefix, ROUTER);
-    }
+    /* the router, built unquantized: present and [E, H] (issue 32) */
+    if (!st) st = check_router(m, prefix, b->global_num_experts, H, b->router, sizeof b->router);
     for (int i = 0; i < E * 3; i++) qp_layer_binding_free(&lb[i]);
     free(lb);
     if (st) qp_moe_binding_free(b);
@@ -344,7 +447,10 @@ QP_API qp_status qp_model_moe_options(const qp_model *m, const char *prefix, qp_
     qp_moe_options_init(o);
     o->act_dtype = m->dtype;
     o->layer = prefix;
-    if (m->moe_top_k > 0) o->top_k = m->moe_top_k;
+    if (m->moe_top_k < 1) /* vLLM's MoE models read it unconditionally */
+        return qp_error_set(m->ctx, QP_ERR_PARSE, m->dir, "num_experts_per_tok", prefix,
+                            "config.json has no num_experts_per_tok for the experts of '%s'", prefix);
+    o->top_k = m->moe_top_k;
     /* vLLM's models: Mixtral renormalizes always, the others follow
      * norm_topk_prob (Qwen2/3-MoE, DeepSeek; absent: false) */
     o->renormalize = m->moe_renorm >= 0 ? m->moe_renorm : m->model_type && !strcmp(m->model_type, "mixtral");

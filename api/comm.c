@@ -113,7 +113,8 @@ static qp_status open_one(qp_comm *c, const char *kind, const qp_comm_ops **ops_
 /* Initialises an opened plugin into (ops, state); the plugin says why not. */
 static qp_status init_one(qp_comm *c, const qp_comm_ops *ops, const qp_comm_ops *boot, void *boot_state, void **state_out) {
     qp_comm_host *host = ops->needs_boot ? &c->host_dev : &c->host;
-    *host = (qp_comm_host){QP_COMM_ABI_VERSION, sizeof(qp_comm_host), c->ctx, host_error, host_log, boot, boot_state};
+    *host = (qp_comm_host){QP_COMM_ABI_VERSION, sizeof(qp_comm_host), c->ctx, host_error, host_log, boot, boot_state,
+                           c->timeout_s};
     return ops->init(host, state_out);
 }
 
@@ -131,6 +132,7 @@ QP_API qp_status qp_comm_create(qp_context *ctx, const char *kind, qp_comm **out
     if (!c) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, NULL, "out of memory");
     c->ctx = ctx;
     c->backend_path = set.backend_path;
+    c->timeout_s = set.comm_timeout;
     /* MPI first: it is the launcher's transport and NCCL's bootstrap */
     const qp_comm_ops *mpi = NULL;
     st = open_one(c, "mpi", &mpi);

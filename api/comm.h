@@ -43,6 +43,10 @@ typedef struct qp_comm_host {
      * plugin's ops and state. NULL for a communicator that needs none. */
     const struct qp_comm_ops *boot;
     void *boot_state;
+    /* QPORT_COMM_TIMEOUT (env.c): a collective that has not completed
+     * after this many seconds fails with QP_ERR_DEVICE naming the ranks
+     * that did not answer. Read it only when struct_size covers it. */
+    double timeout_s;
 } qp_comm_host;
 
 typedef struct qp_comm_ops {

@@ -67,8 +67,15 @@ QP_API qp_status qp_config_load_buffer(qp_context *ctx, const char *name, const 
         return qp_error_set(ctx, QP_ERR_PARSE, name, NULL, NULL, "config larger than %zu bytes",
                             QP_CONFIG_MAX_BYTES);
     char err[512];
-    qj_doc *doc = qj_parse(json, len, err, sizeof err);
+    qj_doc *doc = qj_parse_bounded(json, len, QJ_CONFIG_MAX_VALUES(len), err, sizeof err);
     if (!doc) return qp_error_set(ctx, QP_ERR_PARSE, name, NULL, NULL, "%s", err);
+    return qp_config_load_doc(ctx, name, doc, out);
+}
+
+/* A parsed config (owned from here on, freed on failure too): what
+ * qp_model_open hands over, so config.json is parsed once (issue 32). */
+qp_status qp_config_load_doc(qp_context *ctx, const char *name, qj_doc *doc, qp_config **out) {
+    *out = NULL;
     const qj *root = qj_root(doc);
     if (root->type != QJ_OBJECT) {
         qp_status st = qp_error_set(ctx, QP_ERR_PARSE, name, NULL, NULL, "the config must be a JSON object, got %s",
@@ -106,22 +113,13 @@ QP_API qp_status qp_config_load_file(qp_context *ctx, const char *path, qp_confi
     if (!ctx || !path || !out) return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, path, NULL, NULL,
                                                    "qp_config_load_file: NULL argument");
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return qp_error_set(ctx, QP_ERR_IO, path, NULL, NULL, "cannot open: %s", strerror(errno));
-    qp_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        qp_buf_putn(&b, chunk, n);
-        if (b.oom || b.len > QP_CONFIG_MAX_BYTES) break;
-    }
-    bool rerr = ferror(f);
-    fclose(f);
-    qp_status st;
-    if (rerr) st = qp_error_set(ctx, QP_ERR_IO, path, NULL, NULL, "read error");
-    else if (b.oom) st = qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, path, NULL, NULL, "out of memory");
-    else st = qp_config_load_buffer(ctx, path, b.p ? b.p : "", b.len, out);
-    qp_buf_free(&b);
+    /* a FIFO or a device is refused before it can block (file_io.c) */
+    char *text;
+    size_t len;
+    qp_status st = qp_read_regular(ctx, path, QP_CONFIG_MAX_BYTES, &text, &len);
+    if (st) return st;
+    st = qp_config_load_buffer(ctx, path, text, len, out);
+    free(text);
     return st;
 }
 

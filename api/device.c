@@ -59,8 +59,12 @@ static qp_status find_in(qp_context *ctx, qp_registry *r, const char *spec, cons
 QP_API qp_status qp_device_find(qp_context *ctx, const char *spec, qp_device **out) {
     if (!ctx || !spec || !out) return QP_ERR_INVALID_ARGUMENT;
     *out = NULL;
+    /* a backend spec ("cpu:0", "vulkan") loads that backend alone; a name
+     * substring needs every device */
+    qp_device_spec sp;
     qp_registry *r;
-    qp_status st = qp_registry_get(ctx, &r);
+    bool one = qp_device_spec_parse(spec, &sp) == QP_OK && !sp.substring && sp.backend >= 0;
+    qp_status st = one ? qp_registry_get_kind(ctx, sp.backend, &r) : qp_registry_get(ctx, &r);
     return st ? st : find_in(ctx, r, spec, NULL, out);
 }
 

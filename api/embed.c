@@ -30,11 +30,16 @@ QP_API void qp_enqueue_sync_init(qp_enqueue_sync *s) {
     s->struct_size = sizeof *s;
 }
 
-/* The backend slot that serves `api` ("cpu" for host memory). */
-static qp_backend_slot *slot_for(qp_registry *r, qp_native_api api) {
+/* The backend kind that serves `api` ("cpu" for host memory). */
+static int kind_for(qp_native_api api) {
     const char *want = api == QP_NATIVE_HOST ? "cpu" : api_name(api);
+    return qp_backend_name_index(want, strlen(want));
+}
+
+static qp_backend_slot *slot_for(qp_registry *r, qp_native_api api) {
+    int kind = kind_for(api);
     for (int i = 0; i < r->n_slots; i++)
-        if (r->slots[i].ops && !strcmp(r->slots[i].ops->name, want)) return &r->slots[i];
+        if (r->slots[i].kind == kind) return &r->slots[i];
     return NULL;
 }
 
@@ -49,10 +54,11 @@ QP_API qp_status qp_device_import(qp_context *ctx, const qp_device_import_desc *
                             "qp_device_import: api must be QP_NATIVE_VULKAN, QP_NATIVE_OPENCL or QP_NATIVE_CUDA (got %d)",
                             (int)desc->api);
     qp_registry *r;
-    qp_status st = qp_registry_get(ctx, &r);
+    /* loads that backend only (the others stay unloaded) */
+    qp_status st = qp_registry_get_kind(ctx, kind_for(desc->api), &r);
     if (st) return st;
     qp_backend_slot *s = slot_for(r, desc->api);
-    if (!s || !s->loaded)
+    if (!s || !s->loaded || !s->ops)
         return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, "api", NULL, "qp_device_import: the %s backend is not loaded%s%s",
                             api_name(desc->api), s && s->note[0] ? ": " : "", s ? s->note : "");
     if (!s->ops->device_import)
@@ -87,7 +93,7 @@ QP_API qp_status qp_device_import(qp_context *ctx, const qp_device_import_desc *
 QP_API void qp_device_release(qp_device *dev) {
     if (!dev || !dev->imported) return;
     qp_registry *r;
-    if (qp_registry_get(dev->ctx, &r)) return;
+    if (qp_registry_get_kind(dev->ctx, dev->backend->kind, &r)) return;
     pthread_mutex_lock(&r->imported_lock);
     for (qp_device **p = &r->imported; *p; p = &(*p)->next_imported)
         if (*p == dev) { *p = dev->next_imported; break; }

@@ -170,6 +170,17 @@ qp_status qp_settings_read(const qp_context *ctx, qp_settings *s) {
     if (s->comm && !*s->comm) s->comm = NULL;
     if (s->comm && strcmp(s->comm, "auto") && strcmp(s->comm, "mpi") && strcmp(s->comm, "nccl"))
         return bad(ctx, "QPORT_COMM", s->comm, "expected mpi, nccl or auto");
+    /* how long a collective waits for the other ranks before it fails
+     * naming the ranks that did not answer (a frozen rank would otherwise
+     * leave the others waiting forever) */
+    s->comm_timeout = 300;
+    const char *ct = getenv("QPORT_COMM_TIMEOUT");
+    if (ct && *ct) {
+        char *end;
+        double v = strtod(ct, &end);
+        if (*end || !(v > 0) || v > 1e7) return bad(ctx, "QPORT_COMM_TIMEOUT", ct, "seconds, a positive number up to 1e7");
+        s->comm_timeout = v;
+    }
     const char *c = getenv("QPORT_CACHE_DIR");
     if (c && *c) {
         if (!strcasecmp(c, "off")) s->cache_dir[0] = 0;

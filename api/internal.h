@@ -33,6 +33,19 @@ void qp_buf_printf(qp_buf *b, const char *fmt, ...) QP_ATTR_PRINTF(2, 3);
 void qp_buf_free(qp_buf *b);
 const char *qp_buf_str(const qp_buf *b); /* never NULL */
 
+/* Mapped shards that change under qport (safetensors.c): pread of bytes
+ * inside f's mapping (0: not f's), and a size check. */
+int qp_safetensors_pread(const qp_safetensors *f, void *dst, const void *src, size_t n, qp_status *st);
+qp_status qp_safetensors_check(const qp_safetensors *f);
+
+/* A parsed config.json, owned from the call on (config_load.c). */
+qp_status qp_config_load_doc(qp_context *ctx, const char *name, qj_doc *doc, qp_config **out);
+
+/* Files of a model directory (file_io.c): refused unless regular, before
+ * anything can block (a FIFO); read whole, at most `max` bytes. */
+qp_status qp_open_regular(const qp_context *ctx, const char *path, int *fd, size_t *size);
+qp_status qp_read_regular(const qp_context *ctx, const char *path, size_t max, char **out, size_t *len);
+
 /* Python repr() of a JSON value as vLLM's f-strings print it (pyrepr.c). */
 void qp_pyrepr(qp_buf *b, const qj *v);
 

@@ -14,21 +14,38 @@
 
 struct qj_doc {
     qj *root;
-    /* every allocation of the tree, freed together */
-    void **allocs;
-    size_t n_allocs, cap_allocs;
+    /* the tree lives in zeroed blocks, freed together: no per-node malloc
+     * header or bookkeeping (issue 32: memory a small multiple of the text) */
+    void **blocks;
+    size_t n_blocks, cap_blocks;
+    char *cur;
+    size_t left;
 };
 
+#define QJ_BLOCK ((size_t)1 << 20)
+
 static void *doc_alloc(qj_doc *d, size_t sz) {
-    if (d->n_allocs == d->cap_allocs) {
-        size_t nc = d->cap_allocs ? d->cap_allocs * 2 : 64;
-        void **na = realloc(d->allocs, nc * sizeof *na);
-        if (!na) return NULL;
-        d->allocs = na;
-        d->cap_allocs = nc;
+    sz = (sz + 15) & ~(size_t)15;
+    if (!sz) sz = 16;
+    if (sz > d->left) {
+        size_t bs = sz > QJ_BLOCK / 4 ? sz : QJ_BLOCK; /* a big one alone, the current block kept */
+        if (d->n_blocks == d->cap_blocks) {
+            size_t nc = d->cap_blocks ? d->cap_blocks * 2 : 16;
+            void **nb = realloc(d->blocks, nc * sizeof *nb);
+            if (!nb) return NULL;
+            d->blocks = nb;
+            d->cap_blocks = nc;
+        }
+        char *b = calloc(1, bs);
+        if (!b) return NULL;
+        d->blocks[d->n_blocks++] = b;
+        if (bs != QJ_BLOCK) return b;
+        d->cur = b;
+        d->left = bs;
     }
-    void *p = calloc(1, sz ? sz : 1);
-    if (p) d->allocs[d->n_allocs++] = p;
+    void *p = d->cur;
+    d->cur += sz;
+    d->left -= sz;
     return p;
 }
 
@@ -252,6 +269,10 @@ static bool depth_ok(const char *t, size_t len, size_t *where) {
 }
 
 qj_doc *qj_parse(const char *text, size_t len, char *err, size_t errcap) {
+    return qj_parse_bounded(text, len, 0, err, errcap);
+}
+
+qj_doc *qj_parse_bounded(const char *text, size_t len, size_t max_values, char *err, size_t errcap) {
     if (!text) { snprintf(err, errcap, "no JSON text"); return NULL; }
     if (len > QJ_MAX_BYTES) { snprintf(err, errcap, "JSON text larger than %zu bytes", QJ_MAX_BYTES); return NULL; }
     if (len == 0) { snprintf(err, errcap, "empty JSON text"); return NULL; }
@@ -270,6 +291,13 @@ qj_doc *qj_parse(const char *text, size_t len, char *err, size_t errcap) {
         return NULL;
     }
     if (ntok == 0) { snprintf(err, errcap, "empty JSON text"); return NULL; }
+    /* the tree costs ~100 bytes a value: counted before anything is
+     * allocated, so a file of tiny values cannot take gigabytes (issue 32) */
+    if (max_values && (size_t)ntok > max_values) {
+        snprintf(err, errcap, "%d JSON values in %zu bytes: more than the %zu qport parses in a file this size "
+                 "(a config holds a few per line)", ntok, len, max_values);
+        return NULL;
+    }
     jsmntok_t *tok = malloc((size_t)ntok * sizeof *tok);
     if (!tok) { snprintf(err, errcap, "out of memory"); return NULL; }
     jsmn_init(&p);
@@ -297,8 +325,8 @@ qj_doc *qj_parse(const char *text, size_t len, char *err, size_t errcap) {
 
 void qj_free(qj_doc *doc) {
     if (!doc) return;
-    for (size_t i = 0; i < doc->n_allocs; i++) free(doc->allocs[i]);
-    free(doc->allocs);
+    for (size_t i = 0; i < doc->n_blocks; i++) free(doc->blocks[i]);
+    free(doc->blocks);
     free(doc);
 }
 

@@ -29,6 +29,12 @@ typedef struct qj_doc qj_doc;
 /* Parses `len` bytes. On failure returns NULL and writes a message with the
  * byte offset into `err`. */
 qj_doc *qj_parse(const char *text, size_t len, char *err, size_t errcap);
+/* The same, refusing more than max_values values (0: no limit) before
+ * building anything: bounds the tree's memory for files of tiny values. */
+qj_doc *qj_parse_bounded(const char *text, size_t len, size_t max_values, char *err, size_t errcap);
+/* The bound of config files (config.json, model.safetensors.index.json):
+ * one value per 8 bytes beyond the first 65,536, about 13x the file. */
+#define QJ_CONFIG_MAX_VALUES(len) ((len) / 8 + 65536)
 void qj_free(qj_doc *doc);
 const qj *qj_root(const qj_doc *doc);
 /* Sets an object member to null in place (vLLM's config mutations). */

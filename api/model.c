@@ -33,16 +33,13 @@ static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *
  * NULL when it cannot be opened; a parse error is QP_ERR_PARSE. */
 static qp_status read_json(qp_model *m, const char *path, qj_doc **doc) {
     *doc = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f) return QP_OK;
-    qp_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len < ((size_t)64 << 20)) qp_buf_putn(&b, chunk, n);
-    fclose(f);
+    char *text;
+    size_t len;
+    qp_status st = qp_read_regular(m->ctx, path, (size_t)64 << 20, &text, &len);
+    if (st) return st;
     char err[256];
-    *doc = qj_parse(b.p ? b.p : "", b.len, err, sizeof err);
-    qp_buf_free(&b);
+    *doc = qj_parse_bounded(text, len, QJ_CONFIG_MAX_VALUES(len), err, sizeof err);
+    free(text);
     return *doc ? QP_OK : qp_error_set(m->ctx, QP_ERR_PARSE, path, NULL, NULL, "%s", err);
 }
 
@@ -54,7 +51,6 @@ static qp_status open_weights(qp_model *m) {
         qj_doc *doc;
         qp_status rs = read_json(m, path, &doc);
         if (rs) return rs;
-        if (!doc) return qp_error_set(m->ctx, QP_ERR_IO, path, NULL, NULL, "cannot open");
         const qj *wm = qj_get(qj_root(doc), "weight_map");
         qp_status st = QP_OK;
         if (!wm || wm->type != QJ_OBJECT) st = qp_error_set(m->ctx, QP_ERR_PARSE, path, "weight_map", NULL, "missing or not an object");
@@ -107,27 +103,13 @@ QP_API qp_dtype qp_dtype_from_torch_name(const char *s) {
  * checkpoint's float tensors (mixed f16/bf16 broadcast to f32); absent too,
  * float32. float32 is then downcast to the platform's first supported dtype:
  * bfloat16 on CUDA devices of capability 8.0 and up, the GPUs vLLM targets. */
-static qp_status find_dtype(qp_model *m, const char *path) {
+static qp_status find_dtype(qp_model *m, const char *path, const qj *root) {
     qp_dtype d = QP_DTYPE_NONE;
-    qj_doc *doc;
-    qp_status rs = read_json(m, path, &doc);
-    if (rs) return rs;
-    if (doc) {
-        const qj *root = qj_root(doc), *tc = qj_get(root, "text_config"), *mt = qj_get(root, "model_type");
-        if (mt && mt->type == QJ_STRING) m->model_type = strdup(mt->s);
-        qp_arch_from_json(root, &m->arch);
-        const qj *cfgs[2] = {root, tc};
-        for (int c = 1; c >= 0; c--) { /* the root wins over text_config */
-            if (!cfgs[c]) continue;
-            const qj *v;
-            if ((v = qj_get(cfgs[c], "num_experts_per_tok")) && v->type == QJ_INT) m->moe_top_k = (int)v->i;
-            if ((v = qj_get(cfgs[c], "norm_topk_prob")) && v->type == QJ_BOOL) m->moe_renorm = v->b;
-            if ((v = qj_get(cfgs[c], "n_group")) && v->type == QJ_INT) m->moe_groups = (int)v->i;
-            if ((v = qj_get(cfgs[c], "topk_group")) && v->type == QJ_INT) m->moe_topk_group = (int)v->i;
-            if ((v = qj_get(cfgs[c], "scoring_func")) && v->type == QJ_STRING) m->moe_sigmoid = !strcmp(v->s, "sigmoid");
-            if ((v = qj_get(cfgs[c], "routed_scaling_factor")) && (v->type == QJ_FLOAT || v->type == QJ_INT))
-                m->moe_scale = (float)v->d;
-        }
+    if (root) {
+        qp_status as = qp_model_read_arch(m, path, root); /* the MoE keys, each checked */
+        if (as) return as;
+        qp_arch_from_json(root, &m->arch); /* vLLM's model class (api/arch.c) */
+        const qj *tc = qj_get(root, "text_config");
         const qj *cands[] = {qj_get(root, "dtype"), qj_get(root, "torch_dtype"), tc ? qj_get(tc, "dtype") : NULL,
                              tc ? qj_get(tc, "torch_dtype") : NULL};
         qp_status st = QP_OK;
@@ -138,7 +120,6 @@ static qp_status find_dtype(qp_model *m, const char *path) {
                                   "the model dtype must be float16, bfloat16 or float32, got %s",
                                   cands[i]->type == QJ_STRING ? cands[i]->s : "a non-string");
         }
-        qj_free(doc);
         if (st) return st;
     }
     if (d == QP_DTYPE_NONE) {
@@ -200,23 +181,25 @@ QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out)
     m->dir = strdup(dir);
     m->moe_top_k = m->moe_renorm = m->moe_groups = m->moe_topk_group = -1;
     m->moe_scale = 1.0f;
+    m->moe_experts = -1;
     qp_arch_from_json(NULL, &m->arch);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     struct stat sb;
     qp_status st = QP_OK;
-    if (!stat(path, &sb)) {
+    qj_doc *doc = NULL; /* config.json, parsed once: the quantization config, dtype and MoE keys */
+    if (!lstat(path, &sb) || !stat(path, &sb)) {
+        st = read_json(m, path, &doc);
         /* an unquantized model (the input of `qport quantize`) has no
          * quantization_config: then there is no config object */
-        FILE *f = fopen(path, "rb");
-        char head[1 << 16];
-        size_t n = f ? fread(head, 1, sizeof head - 1, f) : 0;
-        if (f) fclose(f);
-        head[n] = 0;
-        if (strstr(head, "quantization_config") || n == sizeof head - 1) st = qp_config_load_file(ctx, path, &m->cfg);
+        if (!st && qj_get(qj_root(doc), "quantization_config")) {
+            st = qp_config_load_doc(ctx, path, doc, &m->cfg); /* owns doc now */
+            doc = NULL;
+        }
     }
     if (!st) st = open_weights(m);
-    if (!st) st = find_dtype(m, path);
+    if (!st) st = find_dtype(m, path, m->cfg ? qj_root(m->cfg->doc) : doc ? qj_root(doc) : NULL);
+    qj_free(doc);
     if (!st) st = widen_biases(m);
     if (st) { qp_model_close(m); return st; }
     *out = m;
@@ -246,7 +229,13 @@ QP_API qp_status qp_model_find_tensor(const qp_model *m, const char *name, qp_te
     for (size_t i = 0; i < m->n_files; i++)
         for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++) {
             qp_tensor t;
-            if (qp_safetensors_get(m->files[i], j, &t, NULL) == QP_OK && !strcmp(t.name, name)) { *out = t; return QP_OK; }
+            if (qp_safetensors_get(m->files[i], j, &t, NULL) == QP_OK && !strcmp(t.name, name)) {
+                /* the caller reads the mapping in place: not past a shard's new end */
+                qp_status st = qp_safetensors_check(m->files[i]);
+                if (st) return st;
+                *out = t;
+                return QP_OK;
+            }
         }
     return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, name, NULL, "no tensor '%s' in the checkpoint", name);
 }
@@ -276,10 +265,12 @@ static qp_status list_layers(qp_model *m) {
             else if (l > 2 && !strcmp(t.name + l - 2, ".B") && t.ndim == 2) cut = l - 2;
             else continue;
             if (strstr(t.name, "embed")) continue;
+            /* any "<block>.experts.<x>" is the block's (qp_model_bind_moe
+             * refuses an <x> that is not one of its experts: "-1", "7" of
+             * 4, "99999999999"), never a linear layer of its own */
             const char *ex = strstr(t.name, ".experts.");
-            qp_status st = ex && ex[9] >= '0' && ex[9] <= '9'
-                               ? push_name(m, &m->moes, &m->n_moes, t.name, (size_t)(ex + 8 - t.name))
-                               : push_name(m, &m->layers, &m->n_layers, t.name, cut);
+            qp_status st = ex ? push_name(m, &m->moes, &m->n_moes, t.name, (size_t)(ex + 8 - t.name))
+                              : push_name(m, &m->layers, &m->n_layers, t.name, cut);
             if (st) return st;
         }
     m->layers_listed = 1;

@@ -28,5 +28,15 @@ struct qp_model {
     /* MoE routing from config.json (qp_model_moe_options); -1: absent */
     int moe_top_k, moe_renorm, moe_groups, moe_topk_group, moe_sigmoid;
     float moe_scale;
+    int moe_experts;             /* num_experts / num_local_experts / n_routed_experts */
+    const char *moe_experts_key; /* which of them (a literal)                */
+    const void *moe_experts_obj; /* while reading: the object it came from   */
 };
+
+/* config.json's architecture keys, each checked (model_config.c). */
+qp_status qp_model_read_arch(qp_model *m, const char *path, const qj *root);
+/* Copies n bytes at src to dst: bytes inside a shard's mapping are read
+ * with pread, so a shard that shrank after it was opened is QP_ERR_IO
+ * naming it rather than a SIGBUS (bind.c). */
+qp_status qp_model_copy(const qp_model *m, void *dst, const void *src, size_t n);
 #endif

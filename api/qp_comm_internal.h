@@ -13,6 +13,7 @@ struct qp_comm {
     void *dev_state;
     qp_comm_host host, host_dev;
     const char *backend_path;    /* QPORT_BACKEND_PATH (env.c) or NULL      */
+    double timeout_s;            /* QPORT_COMM_TIMEOUT (env.c)              */
     char name[160];
 };
 

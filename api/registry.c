@@ -6,12 +6,18 @@
  * cuda/), else the configured plugin folder. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "registry.h"
 
@@ -45,11 +51,62 @@ static void host_log(const qp_context *ctx, qp_log_level level, const char *fmt,
     qp_log(ctx, level, "%s", msg);
 }
 
+/* A plugin file checked before dlopen (issue 32): the loader maps every
+ * PT_LOAD segment and touches it, so a truncated .so would die of SIGBUS
+ * inside dlopen, taking every command with it. The file must be a regular
+ * file holding an ELF header of this machine's class and every segment
+ * and the program headers inside the file. 0: absent (no note), 1: fine,
+ * -1: refused, *why says why. */
+static int plugin_file_ok(const char *path, char *why, size_t cap) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT || errno == ENOTDIR) return 0;
+        snprintf(why, cap, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat sb;
+    ElfW(Ehdr) eh;
+    int rc = 1;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+        snprintf(why, cap, "%s: not a regular file", path);
+        rc = -1;
+    } else if (pread(fd, &eh, sizeof eh, 0) != (ssize_t)sizeof eh || memcmp(eh.e_ident, ELFMAG, SELFMAG)) {
+        snprintf(why, cap, "%s: not an ELF shared object (%lld bytes; truncated or damaged)", path, (long long)sb.st_size);
+        rc = -1;
+    } else if (eh.e_ident[EI_CLASS] != (sizeof(void *) == 8 ? ELFCLASS64 : ELFCLASS32) || eh.e_phentsize != sizeof(ElfW(Phdr)) ||
+               eh.e_phoff > (uint64_t)sb.st_size || (uint64_t)eh.e_phnum * sizeof(ElfW(Phdr)) > (uint64_t)sb.st_size - eh.e_phoff) {
+        snprintf(why, cap, "%s: the ELF header does not fit this machine or the file (%lld bytes; truncated?)", path,
+                 (long long)sb.st_size);
+        rc = -1;
+    } else {
+        for (unsigned i = 0; i < eh.e_phnum && rc > 0; i++) {
+            ElfW(Phdr) ph;
+            if (pread(fd, &ph, sizeof ph, (off_t)(eh.e_phoff + i * sizeof ph)) != (ssize_t)sizeof ph) { rc = -1; break; }
+            if (ph.p_type == PT_LOAD && (ph.p_offset > (uint64_t)sb.st_size || ph.p_filesz > (uint64_t)sb.st_size - ph.p_offset)) {
+                snprintf(why, cap, "%s: truncated: a segment ends at byte %llu of a %lld-byte file", path,
+                         (unsigned long long)(ph.p_offset + ph.p_filesz), (long long)sb.st_size);
+                rc = -1;
+            }
+        }
+        if (rc < 0 && !why[0]) snprintf(why, cap, "%s: unreadable program headers", path);
+    }
+    close(fd);
+    return rc;
+}
+
 /* Tries dir/file; on success fills the slot. */
 static bool try_plugin(qp_context *ctx, qp_backend_slot *s, const char *dir, size_t dlen, const char *file) {
     char path[sizeof s->path];
     if (dlen + strlen(file) + 2 > sizeof path) return false;
     snprintf(path, sizeof path, "%.*s/%s", (int)dlen, dir, file);
+    char why[sizeof s->note] = "";
+    int ok = plugin_file_ok(path, why, sizeof why);
+    if (ok < 0) {
+        /* the backend's status, as a missing plugin's is */
+        snprintf(s->note, sizeof s->note, "%s", why);
+        qp_log(ctx, QP_LOG_WARN, "backend %s: %s", qp_backend_name_at(s->kind), why);
+    }
+    if (ok <= 0) return false;
     /* NODELETE: GPU drivers loaded by a plugin do not survive being unmapped
      * (thread-local destructors), and leak reports stay symbolised */
     void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
@@ -217,7 +274,8 @@ static const char *host_setting(const qp_host *h, const char *name) {
     return qp_settings_knob(&r->settings, name);
 }
 
-static qp_status registry_load(qp_context *ctx, qp_registry **out) {
+/* The settings and the slots, nothing loaded yet. */
+static qp_status registry_create(qp_context *ctx, qp_registry **out) {
     qp_registry *r = calloc(1, sizeof *r);
     if (!r) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, NULL, "out of memory");
     qp_status st = qp_settings_read(ctx, &r->settings);
@@ -225,27 +283,32 @@ static qp_status registry_load(qp_context *ctx, qp_registry **out) {
     pthread_mutex_init(&r->imported_lock, NULL);
     r->host = (qp_host){QP_BACKEND_ABI_VERSION, sizeof(qp_host), ctx, host_error, host_log,
                         r->settings.cache_dir, qp_version(), r->settings.validation, host_setting};
-    for (int i = 0; i < r->settings.n_backends; i++) {
-        qp_backend_slot *s = &r->slots[r->n_slots++];
-        s->kind = r->settings.backend_order[i];
-        if (s->kind == 0) s->ops = qp_cpu_backend_ops();
-        else find_plugin(ctx, r, s);
-        if (!s->ops) { qp_log(ctx, QP_LOG_INFO, "backend %s: %s", qp_backend_name_at(s->kind), s->note); continue; }
-        initializing = s;
-        st = s->ops->init(&r->host, &s->state);
-        initializing = NULL;
-        if (st) {
-            snprintf(s->note, sizeof s->note, "init failed: %s", qp_last_error(ctx));
-            qp_log(ctx, QP_LOG_WARN, "backend %s: %s", s->ops->name, s->note);
-            s->state = NULL;
-            continue;
-        }
-        s->loaded = 1;
-        if ((st = add_devices(ctx, r, s))) { *out = r; return st; }
-        if (!s->n_devices && !s->note[0]) snprintf(s->note, sizeof s->note, "0 devices (see the log at QPORT_LOG=info)");
+    for (int i = 0; i < r->settings.n_backends; i++) r->slots[r->n_slots++].kind = r->settings.backend_order[i];
+    *out = r;
+    return QP_OK;
+}
+
+/* Loads one slot and orders the devices of all loaded slots again. */
+static qp_status load_slot(qp_context *ctx, qp_registry *r, qp_backend_slot *s) {
+    s->tried = 1;
+    if (s->kind == 0) s->ops = qp_cpu_backend_ops();
+    else find_plugin(ctx, r, s);
+    if (!s->ops) { qp_log(ctx, QP_LOG_INFO, "backend %s: %s", qp_backend_name_at(s->kind), s->note); return QP_OK; }
+    initializing = s;
+    qp_status st = s->ops->init(&r->host, &s->state);
+    initializing = NULL;
+    if (st) {
+        snprintf(s->note, sizeof s->note, "init failed: %s", qp_last_error(ctx));
+        qp_log(ctx, QP_LOG_WARN, "backend %s: %s", s->ops->name, s->note);
+        s->state = NULL;
+        return QP_OK;
     }
+    s->loaded = 1;
+    if ((st = add_devices(ctx, r, s))) return st;
+    if (!s->n_devices && !s->note[0]) snprintf(s->note, sizeof s->note, "0 devices (see the log at QPORT_LOG=info)");
     if (r->n_devices > 1) qsort(r->devices, r->n_devices, sizeof *r->devices, cmp_rank);
     /* one GPU seen through two APIs is one device: the better-ranked wins */
+    for (size_t i = 0; i < r->n_devices; i++) r->devices[i]->info.same_as[0] = 0;
     for (size_t i = 0; i < r->n_devices; i++)
         for (size_t j = 0; j < i; j++) {
             qp_device *a = r->devices[j], *b = r->devices[i];
@@ -255,26 +318,28 @@ static qp_status registry_load(qp_context *ctx, qp_registry **out) {
                 break;
             }
         }
-    *out = r;
     return QP_OK;
 }
 
-qp_status qp_registry_get(qp_context *ctx, qp_registry **out) {
+/* kind -1: every backend of the settings; else that one alone. */
+static qp_status registry_get(qp_context *ctx, int kind, qp_registry **out) {
     if (!ctx || !out) return QP_ERR_INVALID_ARGUMENT;
     pthread_mutex_t *lock = qp_context_registry_lock(ctx);
     qp_registry **slot = qp_context_registry_slot(ctx);
     pthread_mutex_lock(lock);
     qp_status st = QP_OK;
-    if (!*slot) {
-        qp_registry *r = NULL;
-        st = registry_load(ctx, &r);
-        if (st && r) { qp_registry_destroy(r); r = NULL; }
-        *slot = r;
-    }
-    *out = *slot;
+    if (!*slot) st = registry_create(ctx, slot);
+    qp_registry *r = *slot;
+    for (int i = 0; !st && r && i < r->n_slots; i++)
+        if (!r->slots[i].tried && (kind < 0 || r->slots[i].kind == kind)) st = load_slot(ctx, r, &r->slots[i]);
+    if (st && r) { qp_registry_destroy(r); *slot = r = NULL; }
+    *out = r;
     pthread_mutex_unlock(lock);
     return st;
 }
+
+qp_status qp_registry_get(qp_context *ctx, qp_registry **out) { return registry_get(ctx, -1, out); }
+qp_status qp_registry_get_kind(qp_context *ctx, int kind, qp_registry **out) { return registry_get(ctx, kind, out); }
 
 void qp_registry_destroy(qp_registry *r) {
     if (!r) return;

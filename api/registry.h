@@ -18,6 +18,7 @@ typedef struct qp_settings {
     const char *visible;       /* QPORT_VISIBLE_DEVICES or NULL            */
     const char *backend_path;  /* QPORT_BACKEND_PATH or NULL               */
     const char *comm;          /* QPORT_COMM: mpi, nccl, auto, or NULL     */
+    double comm_timeout;       /* QPORT_COMM_TIMEOUT seconds (default 300) */
     char cache_dir[512];       /* "" = caching off                         */
     int validation;            /* QPORT_VK_VALIDATION                      */
     int flip_bit;              /* QPORT_TEST_FLIP_BIT (test-hook builds)   */
@@ -47,6 +48,7 @@ typedef struct qp_backend_slot {
     char note[640];
     int loaded;
     int n_devices;
+    int tried;                 /* loading attempted (backends load lazily)   */
 } qp_backend_slot;
 
 struct qp_device {
@@ -107,6 +109,10 @@ qp_status qp_device_sync_locked(qp_device *dev);
 /* Loads the backends on first use (thread-safe); the error names the
  * invalid environment variable when the settings are bad. */
 qp_status qp_registry_get(qp_context *ctx, qp_registry **out);
+/* Loads only backend `kind` (a qp_backend_name_index value): what a
+ * command that names its devices needs, so `--device cpu:0` loads no plugin
+ * and a broken driver cannot kill a run that does not use it (issue 32). */
+qp_status qp_registry_get_kind(qp_context *ctx, int kind, qp_registry **out);
 void qp_registry_destroy(qp_registry *reg);
 /* The context's registry slot and lock (context.c). */
 qp_registry **qp_context_registry_slot(qp_context *ctx);

@@ -41,6 +41,7 @@ struct qp_safetensors {
     const qj *meta;
     const uint8_t *data;
     uint64_t data_len;
+    int fd;             /* kept open: bound bytes are read with pread (issue 32) */
 };
 
 static const struct { const char *name; qp_dtype dt; unsigned bytes; } st_dtypes[] = {
@@ -157,18 +158,17 @@ static qp_status open_common(qp_safetensors *f, qp_safetensors **out) {
 QP_API qp_status qp_safetensors_open(qp_context *ctx, const char *path, qp_safetensors **out) {
     if (!ctx || !path || !out) return QP_ERR_INVALID_ARGUMENT;
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return qp_error_set(ctx, QP_ERR_IO, path, NULL, NULL, "cannot open: %s", strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return qp_error_set(ctx, QP_ERR_IO, path, NULL, NULL, "not a regular file");
-    }
+    /* a FIFO or device is refused before open can block (file_io.c) */
+    int fd;
+    size_t size;
+    qp_status ost = qp_open_regular(ctx, path, &fd, &size);
+    if (ost) return ost;
     qp_safetensors *f = calloc(1, sizeof *f);
     if (!f) { close(fd); return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, path, NULL, NULL, "out of memory"); }
     f->ctx = ctx;
     f->path = strdup(path);
-    f->map_len = (size_t)sb.st_size;
+    f->map_len = size;
+    f->fd = fd;
     if (f->map_len) {
         void *m = mmap(NULL, f->map_len, PROT_READ, MAP_PRIVATE, fd, 0);
         if (m == MAP_FAILED) {
@@ -180,7 +180,6 @@ QP_API qp_status qp_safetensors_open(qp_context *ctx, const char *path, qp_safet
         f->map = m;
         f->mapped = 1;
     }
-    close(fd);
     return open_common(f, out);
 }
 
@@ -194,12 +193,14 @@ QP_API qp_status qp_safetensors_open_buffer(qp_context *ctx, const char *name, c
     f->path = strdup(name ? name : "<buffer>");
     f->map = data;
     f->map_len = len;
+    f->fd = -1;
     return open_common(f, out);
 }
 
 QP_API void qp_safetensors_close(qp_safetensors *f) {
     if (!f) return;
     if (f->mapped) munmap((void *)f->map, f->map_len);
+    if (f->fd >= 0) close(f->fd);
     qj_free(f->doc);
     free(f->t);
     free(f->path);
@@ -237,6 +238,46 @@ QP_API qp_status qp_safetensors_find(const qp_safetensors *f, const char *name, 
 QP_API const char *qp_safetensors_metadata(const qp_safetensors *f, const char *key) {
     const qj *v = f && key ? qj_get(f->meta, key) : NULL;
     return v ? v->s : NULL;
+}
+
+/* A mapped file that shrank after it was opened would SIGBUS on the
+ * first read of a page past its new end: the bytes a bind copies are read
+ * with pread instead, and a short read is an I/O error naming the file.
+ * 0: `src` is not inside this file's mapping. */
+int qp_safetensors_pread(const qp_safetensors *f, void *dst, const void *src, size_t n, qp_status *st) {
+    const uint8_t *p = src;
+    if (!f || !f->mapped || f->fd < 0 || p < f->map || p >= f->map + f->map_len) return 0;
+    size_t off = (size_t)(p - f->map), got = 0;
+    *st = QP_OK;
+    if (n > f->map_len - off) n = f->map_len - off; /* callers copy within a tensor */
+    while (got < n) {
+        ssize_t r = pread(f->fd, (char *)dst + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            struct stat sb;
+            long long now = fstat(f->fd, &sb) ? -1 : (long long)sb.st_size;
+            *st = qp_error_set(f->ctx, QP_ERR_IO, f->path, NULL, NULL,
+                               r < 0 ? "read of %zu bytes at offset %zu failed (%s)"
+                                     : "read of %zu bytes at offset %zu came short: the file changed after it was opened "
+                                       "(%s; %zu bytes then, %lld now)",
+                               n, off + got, r < 0 ? strerror(errno) : "truncated", f->map_len, now);
+            return 1;
+        }
+        got += (size_t)r;
+    }
+    return 1;
+}
+
+/* QP_ERR_IO when the file is no longer the size it was opened with (the
+ * mapped tensors handed out would fault). */
+qp_status qp_safetensors_check(const qp_safetensors *f) {
+    struct stat sb;
+    if (!f || !f->mapped || f->fd < 0) return QP_OK;
+    if (fstat(f->fd, &sb) || (size_t)sb.st_size != f->map_len)
+        return qp_error_set(f->ctx, QP_ERR_IO, f->path, NULL, NULL,
+                            "the file changed after it was opened (%zu bytes then, %lld now)", f->map_len,
+                            (long long)sb.st_size);
+    return QP_OK;
 }
 
 /* -- writing ------------------------------------------------------------- */

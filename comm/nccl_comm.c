@@ -17,12 +17,20 @@
  *
  * Host-buffer collectives are staged through device memory on one stream;
  * the device variants take CUDA device pointers.
+ *
+ * Every collective waits under a deadline (QPORT_COMM_TIMEOUT,
+ * host->timeout_s, issue 32): the stream is polled (cudaStreamQuery, with
+ * a growing sleep) along with ncclCommGetAsyncError, and at the deadline
+ * the communicator is aborted (ncclCommAbort: NCCL's way out of a peer
+ * that never arrives) and the call fails; later calls fail at once.
  */
 #include <dlfcn.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "comm.h"
 
@@ -74,6 +82,9 @@ typedef cuda_err (*fn_memcpy)(void *, const void *, size_t, cuda_kind);
 typedef cuda_err (*fn_stream_create)(cuda_stream *);
 typedef cuda_err (*fn_stream_sync)(cuda_stream);
 typedef const char *(*fn_cuda_error)(cuda_err);
+typedef cuda_err (*fn_stream_query)(cuda_stream);
+typedef nccl_result (*fn_comm_abort)(nccl_comm);
+typedef nccl_result (*fn_comm_async_error)(nccl_comm, nccl_result *);
 
 #ifdef QP_NCCL_REAL_HEADER
 /* The static check (meson -Dnccl_include=DIR): the plain build's
@@ -104,6 +115,9 @@ SAME(cudaStreamCreate, fn_stream_create);
 SAME(cudaStreamSynchronize, fn_stream_sync);
 SAME(cudaStreamDestroy, fn_stream_sync);
 SAME(cudaGetErrorString, fn_cuda_error);
+SAME(cudaStreamQuery, fn_stream_query);
+SAME(ncclCommAbort, fn_comm_abort);
+SAME(ncclCommGetAsyncError, fn_comm_async_error);
 #endif
 
 static struct {
@@ -125,6 +139,9 @@ static struct {
     fn_stream_create stream_create;
     fn_stream_sync stream_sync, stream_destroy;
     fn_cuda_error cuda_error;
+    fn_stream_query stream_query;
+    fn_comm_abort comm_abort;
+    fn_comm_async_error comm_async_error;
     int loaded;
 } L;
 
@@ -175,6 +192,9 @@ static int load(void) {
     SYM(cudart, stream_sync, "cudaStreamSynchronize");
     SYM(cudart, stream_destroy, "cudaStreamDestroy");
     SYM(cudart, cuda_error, "cudaGetErrorString");
+    SYM(cudart, stream_query, "cudaStreamQuery");
+    SYM(nccl, comm_abort, "ncclCommAbort");
+    SYM(nccl, comm_async_error, "ncclCommGetAsyncError");
 #undef SYM
     L.loaded = 1;
     return 1;
@@ -187,6 +207,8 @@ typedef struct nccl_state {
     int rank, size, device, version;
     void *dbuf;          /* staging for host-buffer collectives */
     size_t dbuf_bytes;
+    double timeout_s;    /* QPORT_COMM_TIMEOUT                  */
+    int aborted;         /* a collective timed out: comm aborted */
 } nccl_state;
 
 static int local_rank(int rank) {
@@ -239,6 +261,8 @@ static qp_status nccl_init(const qp_comm_host *host, void **out) {
     s->rank = rank;
     s->size = size;
     s->device = device;
+    s->timeout_s = host->struct_size >= offsetof(qp_comm_host, timeout_s) + sizeof(double) && host->timeout_s > 0
+                       ? host->timeout_s : 300;
     L.get_version(&s->version);
     nccl_id id;
     memset(&id, 0, sizeof id);
@@ -269,7 +293,7 @@ static void nccl_shutdown(void *st) {
     if (!s) return;
     if (s->dbuf) L.free_(s->dbuf);
     if (s->stream) L.stream_destroy(s->stream);
-    if (s->comm) L.comm_destroy(s->comm);
+    if (s->comm && !s->aborted) L.comm_destroy(s->comm);
     free(s);
 }
 
@@ -293,14 +317,48 @@ static qp_status stage(nccl_state *s, size_t bytes) {
     return QP_OK;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+#define CUDA_ERROR_NOT_READY 600 /* cudaErrorNotReady */
+
+static qp_status aborted(const nccl_state *s) {
+    return s->host->error(s->host->ctx, QP_ERR_DEVICE, "nccl: the communicator was aborted (an earlier collective timed out)");
+}
+
+/* The stream's work done, or the deadline: ncclCommAbort and an error. */
 static qp_status finish(nccl_state *s, nccl_result nr, const char *what) {
     if (nr) return nccl_fail(s, nr, what);
-    int cr = L.stream_sync(s->stream);
-    return cr ? cuda_fail(s, cr, "cudaStreamSynchronize") : QP_OK;
+    double deadline = now_s() + s->timeout_s;
+    long nap_ns = 0;
+    for (;;) {
+        int cr = L.stream_query(s->stream);
+        if (cr == 0) return QP_OK;
+        if (cr != CUDA_ERROR_NOT_READY) return cuda_fail(s, cr, "cudaStreamQuery");
+        nccl_result ae = 0;
+        if (!L.comm_async_error(s->comm, &ae) && ae) {
+            L.comm_abort(s->comm);
+            s->aborted = 1;
+            return nccl_fail(s, ae, what);
+        }
+        if (now_s() > deadline) break;
+        if (nap_ns) nanosleep(&(struct timespec){0, nap_ns}, NULL);
+        nap_ns = nap_ns ? (nap_ns * 2 > 1000000 ? 1000000 : nap_ns * 2) : 1000;
+    }
+    L.comm_abort(s->comm);
+    s->aborted = 1;
+    return s->host->error(s->host->ctx, QP_ERR_DEVICE,
+                          "nccl: %s timed out after %g s (QPORT_COMM_TIMEOUT) on rank %d of %d: a rank did not answer; "
+                          "the communicator was aborted (ncclCommAbort)",
+                          what, s->timeout_s, s->rank, s->size);
 }
 
 static qp_status nccl_allgather_device(void *st, const void *send, size_t bytes, void *recv) {
     nccl_state *s = st;
+    if (s->aborted) return aborted(s);
     return finish(s, L.all_gather(send, recv, bytes, NCCL_INT8, s->comm, s->stream), "ncclAllGather");
 }
 
@@ -310,6 +368,7 @@ static int nccl_type(qp_dtype dt) {
 
 static qp_status nccl_allreduce_device(void *st, qp_dtype dt, const void *send, void *recv, size_t n) {
     nccl_state *s = st;
+    if (s->aborted) return aborted(s);
     int t = nccl_type(dt);
     if (t < 0) return s->host->error(s->host->ctx, QP_ERR_UNSUPPORTED, "nccl: allreduce of dtype %d", (int)dt);
     return finish(s, L.all_reduce(send, recv, n, (nccl_dtype)t, NCCL_SUM, s->comm, s->stream), "ncclAllReduce");
@@ -318,6 +377,7 @@ static qp_status nccl_allreduce_device(void *st, qp_dtype dt, const void *send, 
 /* Host buffers: [send | recv] in one device allocation. */
 static qp_status nccl_allgather(void *st, const void *send, size_t bytes, void *recv) {
     nccl_state *s = st;
+    if (s->aborted) return aborted(s);
     size_t total = bytes * (size_t)(s->size + 1);
     qp_status q = stage(s, total ? total : 1);
     if (q) return q;
@@ -331,6 +391,7 @@ static qp_status nccl_allgather(void *st, const void *send, size_t bytes, void *
 
 static qp_status nccl_broadcast(void *st, void *buf, size_t bytes, int root) {
     nccl_state *s = st;
+    if (s->aborted) return aborted(s);
     qp_status q = stage(s, bytes ? bytes : 1);
     if (q) return q;
     int cr = L.memcpy_(s->dbuf, buf, bytes, CUDA_MEMCPY_H2D);
@@ -344,6 +405,7 @@ static qp_status nccl_broadcast(void *st, void *buf, size_t bytes, int root) {
 static qp_status nccl_barrier(void *st) {
     /* NCCL has no barrier: a one-element all-reduce orders the ranks */
     nccl_state *s = st;
+    if (s->aborted) return aborted(s);
     float one = 1, out = 0;
     size_t es = sizeof one;
     qp_status q = stage(s, 2 * es);
@@ -358,6 +420,7 @@ static qp_status nccl_barrier(void *st) {
 
 static qp_status nccl_allreduce(void *st, qp_dtype dt, const void *send, void *recv, size_t n) {
     nccl_state *s = st;
+    if (s->aborted) return aborted(s);
     size_t es = dt == QP_DTYPE_F32 ? 4 : 2, bytes = n * es;
     qp_status q = stage(s, 2 * bytes + 1);
     if (q) return q;

@@ -406,7 +406,7 @@ static int moe_quant(const qpcu_moe_fwd *f, const uint16_t *src, int R, int K, i
     }
     if (f->act == QPCU_ACT_F8_DYN_TENSOR) {
         *what = "cudaMemsetAsync(amax)";
-        if ((e = cudaMemsetAsync(amax, 0, sizeof(uint32_t), st)) != cudaSuccess) return (int)e;
+        if ((e = qpcu_memset_async(amax, 0, sizeof(uint32_t), st)) != cudaSuccess) return (int)e;
         *what = "k_rowmax";
         QPCU_LAUNCH(k_rowmax, R, QT, st, src, K, f->bf16, amax);
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;

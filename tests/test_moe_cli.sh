@@ -74,9 +74,9 @@ j = json.dumps(h).encode(); j += b" " * (-len(j) % 8)
 open(p, "wb").write(struct.pack("<Q", len(j)) + j + b[8 + n:])
 PY
 out=$("$Q" run "$T/int8-dyn-sym" --layer model.layers.0.mlp.experts 2>&1) && fail "a missing expert scale must fail"
-echo "$out" | grep -q "weight_scale" || { echo "$out"; fail "the error must name the tensor"; }
+echo "$out" | grep -q "experts.3.up_proj.weight_scalx" || { echo "$out"; fail "the error must name the tensor"; }
 # a tensor no layer binds (3-D fused experts, as some exporters write) is
-# reported, never skipped silently
+# an error naming it, never skipped silently
 python3 - "$T/fp8-static/model.safetensors" <<'PY'
 import json, struct, sys
 p = sys.argv[1]; b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
@@ -86,5 +86,6 @@ j = json.dumps(h).encode(); j += b" " * (-len(j) % 8)
 open(p, "wb").write(struct.pack("<Q", len(j)) + j + data + bytes(128))
 PY
 out=$("$Q" run "$T/fp8-static" --device cpu 2>&1) && fail "an unused tensor must fail the run"
-echo "$out" | grep -q "model.layers.0.mlp.experts.gate_up_proj *unused: no layer binds this 3d f16 tensor" || { echo "$out"; fail "unused report"; }
+# (under an MoE block the binder refuses it, naming it: issue 32)
+echo "$out" | grep -q "tensor 'model.layers.0.mlp.experts.gate_up_proj' is under the experts of 'model.layers.0.mlp.experts'" || { echo "$out"; fail "unused report"; }
 echo "ok: MoE demo quantized into $(echo $SCHEMES | wc -w) schemes and run, QQQ experts unquantized; router unquantized; bad experts refused; unused tensors reported"

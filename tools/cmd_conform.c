@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "cases.h"
@@ -205,10 +206,32 @@ int cmd_conform(int argc, char **argv) {
             if (!qp_device_get(r.ctx, i, &d) && d != refdev) devs[n_devs++] = d;
         }
     }
-    if (json_path && !(r.json = fopen(json_path, "w"))) { perror(json_path); qp_context_destroy(r.ctx); return 2; }
-    if (csv_path && !(r.csv = fopen(csv_path, "w"))) { perror(csv_path); if (r.json) fclose(r.json); qp_context_destroy(r.ctx); return 2; }
+    /* --json/--csv: written to temporaries renamed at the end, removed on
+     * SIGINT/SIGTERM (tools/tmpfiles.c): an interrupted run leaves no
+     * truncated file behind */
+    char json_tmp[4200], csv_tmp[4200];
+    int t_json = -1, t_csv = -1;
+    if (json_path) {
+        snprintf(json_tmp, sizeof json_tmp, "%s.partial%ld", json_path, (long)getpid());
+        t_json = tool_tmp_add(json_tmp);
+        if (!(r.json = fopen(json_tmp, "w"))) { perror(json_tmp); tool_tmp_drop(t_json, 0); qp_context_destroy(r.ctx); return 2; }
+    }
+    if (csv_path) {
+        snprintf(csv_tmp, sizeof csv_tmp, "%s.partial%ld", csv_path, (long)getpid());
+        t_csv = tool_tmp_add(csv_tmp);
+        if (!(r.csv = fopen(csv_tmp, "w"))) {
+            perror(csv_tmp);
+            if (r.json) { fclose(r.json); tool_tmp_drop(t_json, 1); }
+            tool_tmp_drop(t_csv, 0);
+            qp_context_destroy(r.ctx);
+            return 2;
+        }
+    }
     if (r.json) fputs("[\n", r.json);
     if (r.csv) fputs("scheme,M,N,K,dtype,dist,device,path,verdict,max_abs,max_rel,nmse,mismatches,seed,note\n", r.csv);
+    if (r.json) fflush(r.json);
+    if (r.csv) fflush(r.csv);
+    if (r.json || r.csv) tool_tmp_test_stop();
     char devname[MAX_DEV][64];
     for (int d = 0; d < n_devs; d++) {
         qp_device_info di = {.struct_size = sizeof di};
@@ -328,8 +351,11 @@ int cmd_conform(int argc, char **argv) {
     }
     if (moe) conform_moe(&r, refdev, devs, (const char (*)[64])devname, n_devs, full, schemes, n_schemes, n_case_schemes);
     progress_end(&r.prog);
-    if (r.json) { fputs("\n]\n", r.json); fclose(r.json); }
-    if (r.csv) fclose(r.csv);
+    if (r.json) {
+        fputs("\n]\n", r.json);
+        if (fclose(r.json) ? (tool_tmp_drop(t_json, 1), 1) : tool_tmp_commit(t_json, json_path)) { perror(json_path); r.n_fail++; }
+    }
+    if (r.csv && (fclose(r.csv) ? (tool_tmp_drop(t_csv, 1), 1) : tool_tmp_commit(t_csv, csv_path))) { perror(csv_path); r.n_fail++; }
     printf("\nsummary (pass/fail/skip), seed %llu, %lds:\n%-20s", (unsigned long long)r.seed, (long)(time(NULL) - t0), "scheme");
     for (int d = 0; d < n_devs; d++) printf(" %18s", devname[d]);
     putchar('\n');

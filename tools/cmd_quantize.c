@@ -202,6 +202,7 @@ int cmd_quantize(int argc, char **argv) {
     size_t clen = 0;
     out_list o = {0};
     tool_progress prog = {0};
+    int t_st = -1, t_st2 = -1, t_cfg = -1, t_dir = -1; /* temporaries (tools/tmpfiles.c) */
     if (qp_model_open(ctx, in, &m)) { fprintf(stderr, "qport quantize: %s\n", qp_last_error(ctx)); goto done; }
     if (qp_model_config(m)) { fprintf(stderr, "qport quantize: %s is already quantized\n", in); goto done; }
     snprintf(path, sizeof path, "%s/config.json", in);
@@ -307,17 +308,36 @@ int cmd_quantize(int argc, char **argv) {
         }
     }
     progress_end(&prog);
-    if (mkdir(out, 0755) && errno != EEXIST) { perror(out); goto done; }
-    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    /* written whole or not at all: both files to temporaries (removed on
+     * SIGINT/SIGTERM, tools/tmpfiles.c), renamed last, config.json last of all */
+    if (!mkdir(out, 0755)) t_dir = tool_tmp_add_dir(out);
+    else if (errno != EEXIST) { perror(out); goto done; }
+    char st_tmp[4200], st_tmp2[4300], cfg_tmp[4200];
+    snprintf(st_tmp, sizeof st_tmp, "%s/model.safetensors.partial%ld", out, (long)getpid());
+    snprintf(st_tmp2, sizeof st_tmp2, "%s.tmp%ld", st_tmp, (long)getpid()); /* qp_safetensors_write's own */
+    snprintf(cfg_tmp, sizeof cfg_tmp, "%s/config.json.partial%ld", out, (long)getpid());
+    t_st = tool_tmp_add(st_tmp);
+    t_st2 = tool_tmp_add(st_tmp2);
+    t_cfg = tool_tmp_add(cfg_tmp);
     const char *meta[] = {"format", "pt", "quantized_by", "qport"};
-    if (qp_safetensors_write(ctx, path, o.t, o.n, meta, 2)) { fprintf(stderr, "qport quantize: %s\n", qp_last_error(ctx)); goto done; }
+    if (qp_safetensors_write(ctx, st_tmp, o.t, o.n, meta, 2)) { fprintf(stderr, "qport quantize: %s\n", qp_last_error(ctx)); goto done; }
+    tool_tmp_drop(t_st2, 0);
+    t_st2 = -1;
     /* config.json: the input's, with the quantization_config added */
     char *brace = strchr(ctext, '{');
-    snprintf(path, sizeof path, "%s/config.json", out);
-    FILE *f = fopen(path, "w");
-    if (!f) { perror(path); goto done; }
+    FILE *f = fopen(cfg_tmp, "w");
+    if (!f) { perror(cfg_tmp); goto done; }
     fprintf(f, "%.*s{\n  \"quantization_config\": %s,%s", (int)(brace - ctext), ctext, qcfg, brace + 1);
-    if (fclose(f)) { perror(path); goto done; }
+    if (fclose(f)) { perror(cfg_tmp); goto done; }
+    tool_tmp_test_stop();
+    snprintf(path, sizeof path, "%s/model.safetensors", out);
+    if (tool_tmp_commit(t_st, path)) { t_st = -1; perror(path); goto done; }
+    t_st = -1;
+    snprintf(path, sizeof path, "%s/config.json", out);
+    if (tool_tmp_commit(t_cfg, path)) { t_cfg = -1; perror(path); goto done; }
+    t_cfg = -1;
+    tool_tmp_drop(t_dir, 0);
+    t_dir = -1;
     printf("wrote %s: scheme %s, %zu layers quantized, %zu tensors\n", out, qs->name, nq_layers, o.n);
     rc = 0;
     goto done;
@@ -326,6 +346,10 @@ oom:
     fprintf(stderr, "qport quantize: out of memory\n");
 done:
     progress_end(&prog);
+    tool_tmp_drop(t_st, 1);
+    tool_tmp_drop(t_st2, 1);
+    tool_tmp_drop(t_cfg, 1);
+    tool_tmp_drop(t_dir, 1);
     out_free(&o);
     free(ctext);
     free(qcfg);

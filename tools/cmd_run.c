@@ -119,10 +119,30 @@ int run_output_add(run_outputs *o, const char *layer, const char *dev, qp_dtype 
     return 0;
 }
 
+/* The modules qport does not run, by name: norms, embeddings, rotary
+ * tables; the KV-cache and routing scales are read by their layers. */
+static int not_run(const qp_tensor *t) {
+    const char *dot = strrchr(t->name, '.'), *suf = dot ? dot + 1 : t->name;
+    static const char *const scales[] = {"output_scale", "k_scale", "v_scale", "e_score_correction_bias", "inv_freq"};
+    for (size_t i = 0; i < sizeof scales / sizeof *scales; i++)
+        if (!strcmp(suf, scales[i])) return 1;
+    if (strstr(t->name, "embed") || strstr(t->name, ".wte.") || strstr(t->name, ".wpe.")) return 1;
+    /* a norm's module name: ...layernorm, ...norm, ln_f, ln_1, q_norm */
+    char mod[256];
+    size_t pl = dot ? (size_t)(dot - t->name) : 0;
+    snprintf(mod, sizeof mod, "%.*s", (int)(pl < sizeof mod ? pl : sizeof mod - 1), t->name);
+    const char *last = strrchr(mod, '.');
+    last = last ? last + 1 : mod;
+    return t->ndim <= 1 && (strstr(last, "norm") || !strncmp(last, "ln", 2));
+}
+
 /* Every checkpoint tensor is bound by a linear layer, an MoE block, the KV
- * cache or a module qport does not run (norms, embeddings: 1-D tensors and
- * embed_tokens); anything else -- 3-D fused expert tensors, say -- would be
- * skipped silently, so it is reported and fails the run. */
+ * cache or a module qport does not run (norms, embeddings: by name,
+ * not_run); anything else -- 3-D fused expert tensors, a linear layer's
+ * weight that is not 2-D, a scale left without its weight -- would be
+ * skipped silently, so it is reported and fails the run (issue 32). The
+ * tensors under an MoE block are the MoE binder's, which refuses any it
+ * does not bind. */
 static int report_unused(qp_model *m) {
     size_t n = qp_model_tensor_count(m), other = 0, unused = 0;
     for (size_t i = 0; i < n; i++) {
@@ -138,16 +158,19 @@ static int report_unused(qp_model *m) {
         for (size_t j = 0; !used && j < qp_model_moe_count(m); j++) {
             const char *mn = qp_model_moe_name(m, j);
             size_t ml = strlen(mn);
-            used = !strncmp(t.name, mn, ml) && t.name[ml] == '.' && t.name[ml + 1] >= '0' && t.name[ml + 1] <= '9';
+            used = !strncmp(t.name, mn, ml) && t.name[ml] == '.';
         }
         if (used) continue;
-        if ((dot && (!strcmp(dot, ".output_scale") || !strcmp(dot, ".k_scale") || !strcmp(dot, ".v_scale") ||
-                     !strcmp(dot, ".e_score_correction_bias"))) ||
-            t.ndim <= 1 || strstr(t.name, "embed")) {
+        if (not_run(&t)) {
             other++; /* the KV cache, routing biases, norms, embeddings */
             continue;
         }
-        if (unused++ < 10) printf("%-40s unused: no layer binds this %dd %s tensor\n", t.name, t.ndim, qp_dtype_name(t.dtype));
+        if (unused++ < 10) {
+            const char *why = "";
+            if (dot && !strcmp(dot, ".weight") && t.ndim != 2) why = " (a linear layer's weight must be 2-D)";
+            else if (dot && strcmp(dot, ".weight")) why = " (its layer has no 2-D weight)";
+            printf("%-40s unused: no layer binds this %dd %s tensor%s\n", t.name, t.ndim, qp_dtype_name(t.dtype), why);
+        }
     }
     if (unused > 10) printf("... %zu unused tensors in all\n", unused);
     printf("checkpoint: %zu tensors, %zu of modules qport does not run (norms, embeddings, KV and routing scales)%s\n", n,

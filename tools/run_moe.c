@@ -20,30 +20,39 @@ static double ms_now(void) {
 #define ROW "%-40s %-16s %-12s %-26.26s %9s %10s %-7s\n"
 
 /* Router logits: gate [E, H] in the model dtype, fp32 sums rounded to
- * the model dtype (ReplicatedLinear), then .float(); seeded logits when
- * the checkpoint has no router. The same bits on every rank. */
-void run_moe_logits(qp_model *m, const char *router, qp_dtype dt, const void *x, int M, int H_, int E_, uint64_t seed,
-                    float *logits) {
+ * the model dtype (ReplicatedLinear), then .float(). The same bits on
+ * every rank. qp_model_bind_moe has checked the router's presence and
+ * shape; anything else here is an error (-1, the message in ctx), never
+ * logits made up in its place (issue 32). */
+int run_moe_logits(qp_model *m, const char *router, qp_dtype dt, const void *x, int M, int H_, int E_, uint64_t seed,
+                   float *logits) {
+    (void)seed;
     size_t H = (size_t)H_, E = (size_t)E_;
     qp_tensor g;
     char rn[300];
     snprintf(rn, sizeof rn, "%s.weight", router);
-    if (router[0] && !qp_model_find_tensor(m, rn, &g) && g.ndim == 2 && g.shape[0] == (int64_t)E && g.shape[1] == (int64_t)H &&
-        (g.dtype == QP_DTYPE_F16 || g.dtype == QP_DTYPE_BF16 || g.dtype == QP_DTYPE_F32)) {
-        for (int i = 0; i < M; i++)
-            for (size_t e = 0; e < E; e++) {
-                float acc = 0;
-                for (size_t h = 0; h < H; h++) {
-                    float w = g.dtype == QP_DTYPE_F32 ? ((const float *)g.data)[e * H + h]
-                                                     : qp_format_decode(dt, (uint16_t)qp_format_encode(dt, qp_format_decode(g.dtype, ((const uint16_t *)g.data)[e * H + h])));
-                    acc += qp_format_decode(dt, ((const uint16_t *)x)[(size_t)i * H + h]) * w;
+    if (!router[0] || qp_model_find_tensor(m, rn, &g)) return -1;
+    if (g.ndim != 2 || g.shape[0] != (int64_t)E || g.shape[1] != (int64_t)H ||
+        (g.dtype != QP_DTYPE_F16 && g.dtype != QP_DTYPE_BF16 && g.dtype != QP_DTYPE_F32))
+        return -1;
+    for (int i = 0; i < M; i++)
+        for (size_t e = 0; e < E; e++) {
+            float acc = 0;
+            for (size_t h = 0; h < H; h++) {
+                /* a mapped tensor may sit at any byte offset: loaded by memcpy */
+                const char *p = (const char *)g.data + (e * H + h) * (g.dtype == QP_DTYPE_F32 ? 4 : 2);
+                float w;
+                uint16_t b16;
+                if (g.dtype == QP_DTYPE_F32) memcpy(&w, p, 4);
+                else {
+                    memcpy(&b16, p, 2);
+                    w = qp_format_decode(dt, (uint16_t)qp_format_encode(dt, qp_format_decode(g.dtype, b16)));
                 }
-                logits[(size_t)i * E + e] = qp_format_decode(dt, (uint16_t)qp_format_encode(dt, acc));
+                acc += qp_format_decode(dt, ((const uint16_t *)x)[(size_t)i * H + h]) * w;
             }
-    } else { /* no router in the checkpoint: seeded logits */
-        uint64_t s = seed ^ 0x5eed;
-        for (size_t i = 0; i < (size_t)M * E; i++) logits[i] = (float)((double)(case_rng(&s) >> 11) * 0x1p-53 * 4 - 2);
-    }
+            logits[(size_t)i * E + e] = qp_format_decode(dt, (uint16_t)qp_format_encode(dt, acc));
+        }
+    return 0;
 }
 
 /* 0 ok (or only the reference ran), 1 failed; *n_ok counts device rows */
@@ -88,7 +97,10 @@ int run_moe(qp_context *ctx, qp_model *m, const char *prefix, const qp_bind_opti
     if (!x || !yr || !yd || !logits) { printf("%-40s error: out of memory\n", prefix); goto out; }
     if (inf) memcpy(x, xt.data, 2 * (size_t)M * H);
     else case_activations(DIST_OUTLIERS, dt, M, b.H, seed, x);
-    run_moe_logits(m, b.router, dt, x, M, b.H, (int)E, seed, logits);
+    if (run_moe_logits(m, b.router, dt, x, M, b.H, (int)E, seed, logits)) {
+        printf("%-40s error: router '%s': %s\n", prefix, b.router, qp_last_error(ctx));
+        goto out;
+    }
     qp_moe *ref = NULL;
     if (qp_moe_create(refdev, &b.scheme, b.E, b.H, b.I, b.tensors, b.n_tensors, &mo, &ref) ||
         qp_moe_forward(ref, x, M, logits, yr)) {

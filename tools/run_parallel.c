@@ -21,7 +21,7 @@
 #include "cases.h"
 #include "tool.h"
 
-void run_moe_logits(qp_model *m, const char *router, qp_dtype dt, const void *x, int M, int H, int E, uint64_t seed,
+int run_moe_logits(qp_model *m, const char *router, qp_dtype dt, const void *x, int M, int H, int E, uint64_t seed,
                     float *logits);
 
 #define ROW "%-34s %-14s %-22s %-24.24s %9s %6s %10s %-7s\n"
@@ -371,7 +371,11 @@ static void run_moe_par(par_ctx *p, const char *prefix) {
     if (!qp_model_bind_moe(p->m, prefix, &bo, &b)) { snprintf(router, sizeof router, "%s", b.router); qp_moe_binding_free(&b); }
     if (!x || !y || !logits) { free(x); free(y); free(logits); qp_par_moe_destroy(pm); p->n_fail++; return; }
     case_activations(DIST_OUTLIERS, p->dt, p->M, in.N, p->seed, x);
-    run_moe_logits(p->m, router, p->dt, x, p->M, in.N, in.G, p->seed, logits);
+    if (run_moe_logits(p->m, router, p->dt, x, p->M, in.N, in.G, p->seed, logits)) { /* the same on every rank */
+        if (p->rank == 0) printf("%-40s error: no usable router '%s'\n", prefix, router);
+        free(x); free(y); free(logits); qp_par_moe_destroy(pm); p->n_fail++;
+        return;
+    }
     st = qp_par_moe_forward(pm, x, p->M, logits, y);
     if (!st) st = qp_comm_barrier(p->comm);
     double tot[1000], com[1000];

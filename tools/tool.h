@@ -31,6 +31,16 @@ void tool_help_commands(FILE *f);
 /* A stderr log callback at the QPORT_LOG level (default warn). */
 void tool_install_log(qp_context *ctx);
 
+/* Temporaries renamed over the output last (tmpfiles.c): removed on
+ * SIGINT/SIGTERM/SIGHUP. add returns an id (-1: none free); commit renames
+ * to final_path (0 on success; the temporary is removed on failure); drop
+ * forgets one, removing it when asked. A dir is removed only if empty. */
+int tool_tmp_add(const char *path);
+int tool_tmp_add_dir(const char *path);
+int tool_tmp_commit(int id, const char *final_path);
+void tool_tmp_drop(int id, int remove_it);
+void tool_tmp_test_stop(void); /* QPORT_TEST_STOP_BEFORE_RENAME (test hooks) */
+
 /* JSON output helpers */
 void json_str(FILE *f, const char *s); /* quoted, escaped; NULL → null */
 /* Parses "FUSED=SHARD,SHARD" into a qp_packed_module (strings leaked on

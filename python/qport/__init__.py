@@ -17,7 +17,7 @@ A binding over libqport.so (ctypes); every computation is the C library's.
 """
 from __future__ import annotations
 
-from . import _abi
+from . import _abi, _torch_ops
 from ._arrays import Tensor
 from ._errors import (CapabilityError, DeviceError, Error, InternalError, InvalidArgumentError, NotFoundError,
                       ParseError, QportIOError, QportMemoryError, UnsupportedError, VllmNotImplementedError,
@@ -25,6 +25,7 @@ from ._errors import (CapabilityError, DeviceError, Error, InternalError, Invali
 from ._handle import context
 from .config import Config, QuantSpec, Scheme, load_config
 from .conform import conform
+from .buffer import Buffer, Event, as_buffer, import_device, stream_device
 from .device import Backend, Device, Support, backends, device, devices
 from .kv import kv_dequantize, kv_quantize
 from .linear import Linear
@@ -33,13 +34,19 @@ from .moe import MoE
 from .moe import route as moe_route
 from .quantize import quantize_weights
 
+register_torch_ops = _torch_ops.register
+torch_device = _torch_ops.torch_device
+if _torch_ops.torch_module() is not None:  # torch imported before qport: the custom ops now
+    _torch_ops.register()
+
 __version__: str = _abi.s(_abi.lib.qp_version())
 """The version of the libqport actually loaded."""
 
 __all__ = [
-    "Backend", "CapabilityError", "Config", "Device", "DeviceError", "Error", "InternalError",
+    "Backend", "Buffer", "CapabilityError", "Config", "Device", "DeviceError", "Error", "Event", "InternalError",
     "InvalidArgumentError", "Linear", "MoE", "Model", "NotFoundError", "ParseError", "QportIOError",
     "QportMemoryError", "QuantSpec", "Scheme", "Support", "Tensor", "UnsupportedError", "VllmNotImplementedError",
-    "VllmValueError", "backends", "conform", "context", "device", "devices", "kv_dequantize", "kv_quantize",
-    "load_config", "moe_route", "quantize_weights",
+    "VllmValueError", "as_buffer", "backends", "conform", "context", "device", "devices", "import_device",
+    "kv_dequantize", "kv_quantize", "load_config", "moe_route", "quantize_weights", "register_torch_ops",
+    "stream_device", "torch_device",
 ]

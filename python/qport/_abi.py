@@ -130,6 +130,50 @@ class QuantizeOptions(C.Structure):
                 ("sym_zero_points", c_int)]
 
 
+# qp_native_api
+NATIVE_APIS = ("none", "host", "vulkan", "opencl", "cuda")
+NATIVE = {name: i for i, name in enumerate(NATIVE_APIS)}
+c_uint32 = C.c_uint32
+
+
+class DeviceImportDesc(C.Structure):
+    _fields_ = [("struct_size", c_size_t), ("api", c_int), ("vk_instance", c_void_p),
+                ("vk_physical_device", c_void_p), ("vk_device", c_void_p), ("vk_queue_family", c_uint32),
+                ("vk_queue", c_void_p), ("vk_get_instance_proc_addr", c_void_p), ("vk_enabled_features", c_void_p),
+                ("vk_enabled_extensions", C.POINTER(c_char_p)), ("vk_n_enabled_extensions", c_uint32),
+                ("cl_context", c_void_p), ("cl_device", c_void_p), ("cl_queue", c_void_p), ("cuda_device", c_int),
+                ("cuda_stream", c_void_p)]
+
+
+class DeviceNative(C.Structure):
+    _fields_ = [("struct_size", c_size_t), ("api", c_int), ("imported", c_int), ("vk_instance", c_void_p),
+                ("vk_physical_device", c_void_p), ("vk_device", c_void_p), ("vk_queue", c_void_p),
+                ("vk_queue_family", c_uint32), ("cl_context", c_void_p), ("cl_device", c_void_p),
+                ("cl_queue", c_void_p), ("cuda_device", c_int), ("cuda_stream", c_void_p)]
+
+
+class BufferImportDesc(C.Structure):
+    _fields_ = [("struct_size", c_size_t), ("vk_buffer", c_void_p), ("cl_mem", c_void_p), ("cuda_ptr", c_void_p),
+                ("host_ptr", c_void_p), ("offset", c_size_t), ("size", c_size_t)]
+
+
+class BufferNative(C.Structure):
+    _fields_ = [("struct_size", c_size_t), ("api", c_int), ("imported", c_int), ("vk_buffer", c_void_p),
+                ("cl_mem", c_void_p), ("ptr", c_void_p), ("offset", c_size_t), ("size", c_size_t)]
+
+
+class EnqueueSync(C.Structure):
+    _fields_ = [("struct_size", c_size_t), ("vk_wait_semaphore", c_void_p), ("vk_wait_value", c_uint64),
+                ("vk_signal_semaphore", c_void_p), ("vk_signal_value", c_uint64), ("vk_command_buffer", c_void_p),
+                ("cl_wait_list", C.POINTER(c_void_p)), ("cl_n_wait", c_uint32), ("cl_out_event", C.POINTER(c_void_p)),
+                ("cuda_wait_event", c_void_p), ("cuda_record_event", c_void_p)]
+
+
+class DeviceStats(C.Structure):
+    _fields_ = [("struct_size", c_size_t), ("host_waits", c_uint64), ("submissions", c_uint64),
+                ("allocations", c_uint64)]
+
+
 P = C.POINTER
 vp = c_void_p
 # name: (restype, argtypes). Handles are opaque void pointers; status returns are ints.
@@ -219,6 +263,26 @@ _PROTOS = {
     "qp_qweights_destroy": (None, [vp]),
     "qp_format_encode_array": (c_int, [c_int, vp, c_size_t, vp]),
     "qp_format_decode_array": (c_int, [c_int, vp, c_size_t, vp]),
+    # embedding: the application's devices and memory, enqueue, events
+    "qp_buffer_size": (c_size_t, [vp]),
+    "qp_buffer_copy": (c_int, [vp, c_size_t, vp, c_size_t, c_size_t]),
+    "qp_device_import_desc_init": (None, [P(DeviceImportDesc)]),
+    "qp_device_import": (c_int, [vp, P(DeviceImportDesc), P(vp)]),
+    "qp_device_release": (None, [vp]),
+    "qp_device_get_native": (c_int, [vp, P(DeviceNative)]),
+    "qp_device_flush": (c_int, [vp]),
+    "qp_device_get_stats": (c_int, [vp, P(DeviceStats)]),
+    "qp_buffer_import_desc_init": (None, [P(BufferImportDesc)]),
+    "qp_buffer_import": (c_int, [vp, P(BufferImportDesc), P(vp)]),
+    "qp_buffer_get_native": (c_int, [vp, P(BufferNative)]),
+    "qp_enqueue_sync_init": (None, [P(EnqueueSync)]),
+    "qp_linear_enqueue": (c_int, [vp, vp, c_int, vp, P(EnqueueSync)]),
+    "qp_moe_enqueue": (c_int, [vp, vp, c_int, vp, vp, vp, P(EnqueueSync)]),
+    "qp_moe_enqueue_logits": (c_int, [vp, vp, c_int, vp, vp, P(EnqueueSync)]),
+    "qp_event_record": (c_int, [vp, P(vp)]),
+    "qp_event_wait": (c_int, [vp]),
+    "qp_event_query": (c_int, [vp, P(c_int)]),
+    "qp_event_destroy": (None, [vp]),
 }
 
 

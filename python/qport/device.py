@@ -122,7 +122,52 @@ class Device:
         raise LookupError(f"`qport devices` does not list {self}")
 
     def synchronize(self) -> None:
+        """Waits for everything enqueued on the device (qp_device_synchronize)
+        and raises the first error of that work, naming the layer."""
+        from .buffer import _release_pending
         self._ctx.check(_abi.lib.qp_device_synchronize(self._ptr))
+        _release_pending(self)
+
+    def flush(self) -> None:
+        """Submits what qport has recorded for the device without waiting."""
+        self._ctx.check(_abi.lib.qp_device_flush(self._ptr))
+
+    def record_event(self) -> Any:
+        """A qport.Event marking everything enqueued on the device so far."""
+        from .buffer import Event
+        return Event(self)
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """qport's counters of the device: host_waits (fence / event /
+        stream waits qport made), submissions, allocations."""
+        st = _abi.DeviceStats()
+        st.struct_size = ctypes.sizeof(st)
+        self._ctx.check(_abi.lib.qp_device_get_stats(self._ptr, ctypes.byref(st)))
+        return {"host_waits": st.host_waits, "submissions": st.submissions, "allocations": st.allocations}
+
+    def native(self) -> dict[str, Any]:
+        """The handles qport uses (qp_device_get_native): api ("host",
+        "vulkan", "opencl", "cuda"), imported, and the VkInstance /
+        VkPhysicalDevice / VkDevice / VkQueue / queue family, cl_context /
+        cl_device / cl_queue, cuda_device / cuda_stream, as ints."""
+        n = _abi.DeviceNative()
+        n.struct_size = ctypes.sizeof(n)
+        self._ctx.check(_abi.lib.qp_device_get_native(self._ptr, ctypes.byref(n)))
+        out: dict[str, Any] = {"api": _abi.NATIVE_APIS[n.api] if 0 <= n.api < len(_abi.NATIVE_APIS) else str(n.api),
+                               "imported": bool(n.imported)}
+        for f, _ in _abi.DeviceNative._fields_:
+            if f not in ("struct_size", "api", "imported"):
+                out[f] = getattr(n, f)
+        return out
+
+    @property
+    def imported(self) -> bool:
+        """Whether qp_device_import made the device (the application's objects)."""
+        try:
+            return bool(self.native()["imported"])
+        except Exception:
+            return False
 
     def __str__(self) -> str:
         return f"{self.backend}:{self.index}"

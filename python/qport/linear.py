@@ -6,9 +6,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from . import _abi
-from ._arrays import as_host, c_tensor, returner, storage_dtype
+from . import _abi, _torch_ops
+from ._arrays import Tensor, as_host, c_tensor, is_torch, nice_dtype, returner, storage_dtype
 from ._handle import Handle, context
+from .buffer import Buffer, as_buffer, enqueue_sync, keep_until_sync, cl_out_event, run_torch_cuda, _import
 from .config import Scheme
 from .device import Device, device as _device
 
@@ -70,18 +71,23 @@ class Linear:
 
     def __init__(self, device: Device | str | None, scheme: Scheme, tensors: Mapping[str, Any], *,
                  N: int | None = None, K: int | None = None, act_dtype: str = "f16", path: str = "auto",
-                 shard_rows: Sequence[int] | None = None, layer: str | None = None, act_ue8m0: bool = False) -> None:
+                 shard_rows: Sequence[int] | None = None, layer: str | None = None, act_ue8m0: bool = False,
+                 max_m: int = 0) -> None:
         """N, K: the output and input features; by default from the
         tensors (`weight` [N, K], packed weights [N, K/2], QQQ's `B`
         [K/16, 2N], W4A16's K-major weight). act_dtype: "f16", "bf16" or
         "f32" (the dtype of x, bias and y). path: force a code path ("gemv",
         "tiled", "int-dot", "no-int-dot"). shard_rows: the rows of each shard
-        of a fused layer with per-shard scales."""
+        of a fused layer with per-shard scales. max_m: the rows the layer's
+        scratch is reserved for at creation (0: 16); enqueues of up to that
+        many rows allocate nothing. device may also be a torch.device
+        ("cuda:0"): qport's device over that GPU and torch's current stream
+        (qport.torch_device)."""
         if not isinstance(scheme, Scheme):
             raise TypeError(f"scheme: a qport.Scheme (Config.resolve), not {type(scheme).__name__}")
         if not isinstance(tensors, Mapping):
             raise TypeError(f"tensors: a dict of checkpoint name -> array, not {type(tensors).__name__}")
-        dev = device if isinstance(device, Device) else _device(device, scheme)
+        dev = device if isinstance(device, Device) else _device(_torch_ops.device_spec(device), scheme)
         self._ctx = context()
         self.device = dev
         self.scheme = scheme
@@ -105,6 +111,9 @@ class Linear:
             o.shard_rows = rows
             o.n_shards = len(shard_rows)
         o.act_ue8m0 = int(bool(act_ue8m0))
+        if not 0 <= int(max_m) <= 1 << 24:
+            raise ValueError(f"max_m {max_m}: 0 (16) .. {1 << 24}")
+        o.max_m = int(max_m)
         arr, n_t, keep = c_tensors(tensors)
         p = ctypes.c_void_p()
         self._ctx.check(_abi.lib.qp_linear_create(dev.ptr, ctypes.byref(scheme._c), int(N), int(K), arr, n_t,
@@ -114,6 +123,7 @@ class Linear:
         self.act_dtype = act_dtype
         self._h = Handle(p.value, _abi.lib.qp_linear_destroy, "qport.Linear")
         self.out_dtype = _abi.DTYPES[_abi.lib.qp_linear_out_dtype(p.value)]
+        self.op_id = _torch_ops.track(self)
 
     @classmethod
     def _adopt(cls, ptr: int | None, dev: Device, scheme: Scheme, N: int, K: int, act_dtype: str) -> Linear:
@@ -122,20 +132,124 @@ class Linear:
         self.device, self.scheme, self.N, self.K, self.act_dtype = dev, scheme, N, K, act_dtype
         self._h = Handle(ptr, _abi.lib.qp_linear_destroy, "qport.Linear")
         self.out_dtype = _abi.DTYPES[_abi.lib.qp_linear_out_dtype(ptr)]
+        self.op_id = _torch_ops.track(self)
         return self
 
     def __call__(self, x: Any) -> Any:
-        """y = layer(x): x [..., K] in the layer's act_dtype (numpy float16 /
-        float32 / ml_dtypes.bfloat16 or uint16 bf16 bits, or a torch CPU
-        tensor); y [..., N] of the same kind (QQQ: fp16)."""
+        """y = layer(x): x [..., K] in the layer's act_dtype; y [..., N] of
+        the same kind (QQQ: fp16), after the work is done.
+        x: a numpy array (float16 / float32 / ml_dtypes.bfloat16 or uint16
+        bf16 bits) or qport.Tensor -> numpy; a torch tensor -> torch,
+        through the custom op torch.ops.qport.linear (CPU tensors; CUDA
+        tensors of the layer's GPU without a copy, ordered on
+        torch.cuda.current_stream()); a qport.Buffer or an object with
+        __dlpack__ / __cuda_array_interface__: host memory (any layer) -> a
+        numpy array; memory of the layer's device -> a qport.Buffer."""
+        if is_torch(x):
+            return _torch_ops.linear(self, x)
+        if not isinstance(x, (np.ndarray, Tensor)) and (
+                isinstance(x, Buffer) or hasattr(x, "__cuda_array_interface__") or hasattr(x, "__dlpack__")):
+            if not hasattr(x, "__cuda_array_interface__") and x.__dlpack_device__()[0] == 1:
+                return self._forward_host_memory(x)
+            y = self.enqueue(x)
+            self.device.synchronize()
+            return y
+        return self._forward_host(x)
+
+    def _forward_host_memory(self, x: Any) -> np.ndarray:
+        """Host memory that comes through DLPack (a cpu-device Buffer
+        included), wrapped without a copy; y as a numpy array."""
+        bx = as_buffer(x, _device("cpu"), dtype=self.act_dtype, what="x")
+        _check_act(bx.shape, self.K, bx.dtype, self.act_dtype)
+        lead = bx.shape[:-1]
+        M = int(np.prod(lead, dtype=np.int64)) if lead else 1
+        out = np.empty(lead + (self.N,), storage_dtype(self.out_dtype))
+        if M:
+            if self.device.backend == "cpu":
+                self.enqueue(bx, out)
+                self.device.synchronize()
+            else:
+                with bx._h.use(), self._h.use() as p:
+                    self._ctx.check(_abi.lib.qp_linear_forward(p, bx.native()["ptr"], M, out.ctypes.data))
+        return out.view(nice_dtype(self.out_dtype))
+
+    forward = __call__
+
+    def _forward_host(self, x: Any) -> Any:
         a, lead, M = activations(x, self.K, self.act_dtype)
         out = np.empty(lead + (self.N,), storage_dtype(self.out_dtype))
         if M:
-            with self._h.use() as p:
-                self._ctx.check(_abi.lib.qp_linear_forward(p, a.ctypes.data, M, out.ctypes.data))
+            if self.device.backend == "cpu":
+                # the cpu device's memory is host memory: x and y wrapped, no copies
+                bx = _import(self.device, "x", host_ptr=a.ctypes.data, size=a.nbytes)
+                try:
+                    by = _import(self.device, "y", host_ptr=out.ctypes.data, size=out.nbytes)
+                    try:
+                        with self._h.use() as p:
+                            self._ctx.check(_abi.lib.qp_linear_enqueue(p, bx, M, by, None))
+                        self._ctx.check(_abi.lib.qp_device_synchronize(self.device.ptr))
+                    finally:
+                        _abi.lib.qp_buffer_destroy(by)
+                finally:
+                    _abi.lib.qp_buffer_destroy(bx)
+            else:
+                with self._h.use() as p:
+                    self._ctx.check(_abi.lib.qp_linear_forward(p, a.ctypes.data, M, out.ctypes.data))
         return returner(x, self.act_dtype)(out, self.out_dtype)
 
-    forward = __call__
+    def _forward_torch(self, x: Any) -> Any:
+        """The custom op's kernel: a torch tensor in, a new one out."""
+        if x.device.type == "cuda":
+            torch = _torch_ops.torch_module()
+            y = torch.empty(tuple(x.shape[:-1]) + (self.N,), dtype=_torch_ops.torch_dtype(self.out_dtype),
+                            device=x.device)
+            _check_act(x.shape, self.K, _torch_ops.qport_dtype(x, self.act_dtype), self.act_dtype)
+            M = int(np.prod(x.shape[:-1], dtype=np.int64)) if x.dim() > 1 else 1
+            if M:
+                run_torch_cuda(self.device, [x], [y], lambda bufs, sync: self._enqueue_raw(bufs[0], M, bufs[1], sync))
+            return y
+        return self._forward_host(x)
+
+    def _enqueue_raw(self, bx: int, M: int, by: int, sync: Any) -> None:
+        with self._h.use() as p:
+            self._ctx.check(_abi.lib.qp_linear_enqueue(p, bx, M, by, ctypes.byref(sync) if sync is not None else None))
+
+    def enqueue(self, x: Any, y: Any = None, *, M: int | None = None, sync: Mapping[str, Any] | None = None) -> Any:
+        """Enqueues y = layer(x) on device memory and returns y without
+        waiting (qp_linear_enqueue); Device.synchronize() or an Event waits.
+        x: a qport.Buffer of the layer's device, or memory as_buffer wraps
+        without a copy (a CUDA tensor, __dlpack__ / __cuda_array_interface__,
+        host arrays on the cpu device), x.shape[-1] == K (or M rows given);
+        y: the same, or None for a new Buffer [..., N] of out_dtype. What is
+        wrapped here is kept alive until the device is synchronised. sync:
+        the fields of qp_enqueue_sync ({"cuda_wait_event": ev, ...,
+        "cl_out_event": True}); with cl_out_event the call returns (y,
+        cl_event)."""
+        dev = self.device
+        bx = as_buffer(x, dev, dtype=self.act_dtype, what="x")
+        if bx.dtype != self.act_dtype:
+            raise TypeError(f"x: the layer computes {self.act_dtype} activations, x is {bx.dtype}")
+        if M is None:
+            _check_act(bx.shape, self.K, bx.dtype, self.act_dtype)
+            lead = bx.shape[:-1]
+            M = int(np.prod(lead, dtype=np.int64)) if lead else 1
+        else:
+            M = int(M)
+            lead = (M,)
+        if not 0 < M < 2**31:
+            raise ValueError(f"x: M = {M} rows")
+        if y is None:
+            by = Buffer.empty(dev, tuple(lead) + (self.N,), self.out_dtype)
+        else:
+            by = as_buffer(y, dev, dtype=self.out_dtype, writable=True, what="y")
+            if by.dtype != self.out_dtype:
+                raise TypeError(f"y: the layer writes {self.out_dtype}, y is {by.dtype}")
+        s, keep = enqueue_sync(sync)
+        with bx._h.use() as px, by._h.use() as py:
+            self._enqueue_raw(px, M, py, s)
+        keep_until_sync(dev, bx, by, self)
+        ev = cl_out_event(keep)
+        return (by, ev) if sync and sync.get("cl_out_event") else by
 
     def describe(self, M: int = 1) -> str:
         """The code path the backend takes for M rows ("gemv int-dot", ...)."""
@@ -160,6 +274,14 @@ class Linear:
 
     def __repr__(self) -> str:
         return f"<qport.Linear {self.scheme.kind} N={self.N} K={self.K} on {self.device}>"
+
+
+def _check_act(shape: Sequence[int], K: int, dt: str, act: str, what: str = "x") -> None:
+    if dt != act:
+        raise TypeError(f"{what}: the layer computes {act} activations, {what} is {dt} "
+                        f"(create the layer with act_dtype={dt!r} or convert {what})")
+    if len(shape) < 1 or shape[-1] != K:
+        raise ValueError(f"{what}: shape {tuple(shape)}, want (..., {K})")
 
 
 def _infer_nk(scheme: Scheme, tensors: Mapping[str, Any]) -> tuple[int, int]:

@@ -8,7 +8,9 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from . import _abi
+import numpy as np
+
+from . import _abi, _torch_ops
 from ._arrays import Tensor, tensor_from_c
 from ._handle import Handle, context
 from .config import Config, Scheme, _resolve_options
@@ -166,7 +168,7 @@ class Model:
             self._ctx.check(_abi.lib.qp_model_bind_layer(p, lb, ctypes.byref(o), ctypes.byref(b)))
             try:
                 scheme = Scheme(_abi.Scheme.from_buffer_copy(b.scheme), name, "linear")
-                dev = device if isinstance(device, Device) else _device(device, scheme)
+                dev = device if isinstance(device, Device) else _device(_torch_ops.device_spec(device), scheme)
                 if b.n_shards:
                     lo.shard_rows = ctypes.cast(b.shard_rows, ctypes.POINTER(ctypes.c_int))
                     lo.n_shards = b.n_shards
@@ -199,18 +201,24 @@ class Model:
                 lb = name.encode()
                 mo.layer = lb
                 scheme = Scheme(_abi.Scheme.from_buffer_copy(b.scheme), name, "moe")
-                dev = device if isinstance(device, Device) else _device(device if device is not None else "cpu")
+                dev = device if isinstance(device, Device) else _device(
+                    _torch_ops.device_spec(device) if device is not None else "cpu")
                 q = ctypes.c_void_p()
                 # the tensors and the correction bias point into the model's
                 # mapping and the binding: qp_moe_create copies both
                 self._ctx.check(_abi.lib.qp_moe_create(dev.ptr, ctypes.byref(b.scheme), b.E, b.H, b.I, b.tensors,
                                                        b.n_tensors, ctypes.byref(mo), ctypes.byref(q)))
                 E, H, I, G, router = b.E, b.H, b.I, b.global_num_experts or b.E, _abi.s(b.router)  # noqa: E741
+                bias = (np.ctypeslib.as_array(mo.e_score_correction_bias, (G,)).copy()
+                        if mo.e_score_correction_bias else None)
+                routing = dict(renormalize=bool(mo.renormalize), num_expert_group=mo.num_expert_group,
+                               topk_group=mo.topk_group, scoring=_abi.MOE_SCORING[mo.scoring],
+                               routed_scaling_factor=mo.routed_scaling_factor, e_score_correction_bias=bias)
             finally:
                 _abi.lib.qp_moe_binding_free(ctypes.byref(b))
         del keep
         m = MoE.__new__(MoE)
-        m._init(q.value, dev, scheme, E, H, I, G, mo.top_k, act)
+        m._init(q.value, dev, scheme, E, H, I, G, mo.top_k, act, routing)
         m.router = router or None
         return m
 

@@ -20,7 +20,9 @@ STRUCTS = {
     "qp_backend_status": _abi.BackendStatus, "qp_linear_options": _abi.LinearOptions,
     "qp_bind_options": _abi.BindOptions, "qp_layer_binding": _abi.LayerBinding,
     "qp_moe_options": _abi.MoeOptions, "qp_moe_binding": _abi.MoeBinding,
-    "qp_quantize_options": _abi.QuantizeOptions,
+    "qp_quantize_options": _abi.QuantizeOptions, "qp_device_import_desc": _abi.DeviceImportDesc,
+    "qp_device_native": _abi.DeviceNative, "qp_buffer_import_desc": _abi.BufferImportDesc,
+    "qp_buffer_native": _abi.BufferNative, "qp_enqueue_sync": _abi.EnqueueSync, "qp_device_stats": _abi.DeviceStats,
 }
 
 
