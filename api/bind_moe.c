@@ -56,9 +56,16 @@ static int has_prefix(const qp_model *m, const char *prefix) {
     return 0;
 }
 
-/* "<block>.<router>" where <block>.experts.0.<gate>.* exists. */
+/* A known architecture: the modules its class builds with
+ * quant_config=None (api/arch.c). Otherwise "<block>.<router>" where
+ * <block>.experts.0.<gate>.* exists. */
 QP_API int qp_model_layer_unquantized(const qp_model *m, const char *layer) {
     if (!m || !layer) return 0;
+    if (m->arch.row) {
+        qp_arch_info a = {.struct_size = sizeof a};
+        qp_arch_fill(&m->arch, &a);
+        return qp_arch_module_class_vllm(&a, m->cfg ? m->cfg->method : QP_METHOD_QUARK, layer) == QP_MODULE_LINEAR_UNQUANTIZED;
+    }
     const char *dot = strrchr(layer, '.');
     if (!dot || strcmp(dot + 1, ROUTER)) return 0;
     for (size_t i = 0; i < sizeof arches / sizeof *arches; i++) {
@@ -566,10 +573,15 @@ QP_API qp_status qp_model_moe_options(const qp_model *m, const char *prefix, qp_
         snprintf(bn, sizeof bn, "%.*s.%s.e_score_correction_bias", dot ? (int)(dot - prefix) : 0, prefix, ROUTER);
         qp_tensor t;
         if (lookup(m, bn, &t)) {
-            if (t.dtype != QP_DTYPE_F32 || t.ndim != 1)
+            /* vLLM's fp32 parameter, copy_'d from the checkpoint's dtype
+             * (transformers and Quark keep it in the model dtype): exact */
+            if ((t.dtype != QP_DTYPE_F32 && t.dtype != QP_DTYPE_F16 && t.dtype != QP_DTYPE_BF16) || t.ndim != 1)
                 return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, bn, prefix,
-                                    "e_score_correction_bias must be a 1-D f32 tensor, got %s", qp_dtype_name(t.dtype));
+                                    "e_score_correction_bias must be a 1-D float tensor (f32, f16 or bf16), got %dd %s",
+                                    t.ndim, qp_dtype_name(t.dtype));
             o->e_score_correction_bias = t.data;
+            for (size_t i = 0; t.dtype != QP_DTYPE_F32 && i < m->n_bias_f32; i++)
+                if (m->bias_src[i] == t.data) o->e_score_correction_bias = m->bias_f32[i]; /* widened at open */
         }
     }
     return QP_OK;

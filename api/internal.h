@@ -104,6 +104,20 @@ typedef struct qp_layer_pattern {
     uint64_t need, all;
 } qp_layer_pattern;
 
+/* The architecture row of a config.json and what its values decide
+ * (api/arch.c). */
+typedef struct qp_arch_state {
+    const struct arch_row *row; /* NULL: not in the table                   */
+    int seen;                   /* architectures or model_type present      */
+    char given_cls[96], given_type[64];
+    qp_packed_module packed[4];
+    size_t n_packed;
+    int has_shared, correction_bias;
+    long long first_k_dense_replace, moe_layer_freq, num_experts, moe_intermediate_size;
+} qp_arch_state;
+void qp_arch_from_json(const qj *root, qp_arch_state *st);
+void qp_arch_fill(const qp_arch_state *st, qp_arch_info *out);
+
 struct qp_config {
     qp_context *ctx;
     qp_method method;
@@ -111,6 +125,7 @@ struct qp_config {
     qj_doc *doc;
     const qj *qc;           /* the quantization_config object */
     char *model_type;       /* from a whole config.json        */
+    qp_arch_state arch;     /* its architecture (api/arch.c)   */
 
     /* A vLLM error raised while building the config (from_config); reported
      * by every resolve, as vLLM would refuse the whole model. */

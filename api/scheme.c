@@ -231,6 +231,9 @@ static qp_status resolve_setup(const qp_config *cfg, const char *layer, qp_layer
     } else if (cfg->cfg_packed) {
         rc->packed.mods = cfg->cfg_packed;
         rc->packed.n = cfg->n_cfg_packed;
+    } else if (cfg->arch.row) { /* the model class's (api/arch.c) */
+        rc->packed.mods = cfg->arch.packed;
+        rc->packed.n = cfg->arch.n_packed;
     } else {
         rc->packed.mods = default_packed;
         rc->packed.n = 2;
@@ -240,6 +243,31 @@ static qp_status resolve_setup(const qp_config *cfg, const char *layer, qp_layer
             return qp_resolve_fail(rc, QP_ERR_INVALID_ARGUMENT, NULL, "packed-modules mapping entry %zu is empty", i);
     if (!rc->opts.model_type) rc->opts.model_type = cfg->model_type;
     return QP_OK;
+}
+
+/* What the model class decides before the config is asked (api/arch.c):
+ * a module built with quant_config=None (an MoE router, Qwen-MoE's
+ * shared_expert_gate) is UnquantizedLinearMethod; an lm_head or
+ * embedding that the method's get_quant_method does not quantize (it
+ * quantizes LinearBase only) is UnquantizedEmbeddingMethod. Quark's
+ * lm_head is left to its resolver. QP_ERR_NOT_FOUND: the config decides. */
+static qp_status module_class_rule(const qp_resolve_ctx *rc, qp_scheme *out) {
+    qp_arch_info a = {.struct_size = sizeof a};
+    qp_config_arch(rc->cfg, &a);
+    qp_module_class c = qp_arch_module_class_vllm(&a, rc->cfg->method, rc->layer);
+    if (c == QP_MODULE_LINEAR_UNQUANTIZED && a.known) {
+        qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
+        qp_scheme_set_names(out, "UnquantizedLinearMethod", NULL, NULL, NULL);
+        return QP_OK;
+    }
+    if ((c == QP_MODULE_LM_HEAD || c == QP_MODULE_EMBEDDING) && rc->cfg->method != QP_METHOD_QUARK &&
+        rc->cfg->method != QP_METHOD_QUARK_ONLINE &&
+        !qp_method_quantizes(rc->cfg->method, c)) {
+        qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
+        qp_scheme_set_names(out, "UnquantizedEmbeddingMethod", NULL, NULL, NULL);
+        return QP_OK;
+    }
+    return QP_ERR_NOT_FOUND;
 }
 
 QP_API qp_status qp_config_resolve(const qp_config *cfg, const char *layer_name, qp_layer_kind kind,
@@ -256,6 +284,7 @@ QP_API qp_status qp_config_resolve(const qp_config *cfg, const char *layer_name,
         return qp_resolve_fail(&rc, cfg->load_status, cfg->load_key, "%s", cfg->load_error);
     st = method_capability(&rc);
     if (st != QP_OK) return st;
+    if (kind == QP_LAYER_LINEAR && (st = module_class_rule(&rc, out)) != QP_ERR_NOT_FOUND) return st;
     switch (cfg->method) {
     case QP_METHOD_QQQ: return qp_resolve_qqq(&rc, out);
     case QP_METHOD_FP8: return qp_resolve_fp8(&rc, out);
@@ -356,4 +385,15 @@ const char *qp_quant_key_repr(const char *name) {
     for (size_t i = 0; i < sizeof key_reprs / sizeof *key_reprs; i++)
         if (!strcmp(key_reprs[i].name, name)) return key_reprs[i].repr;
     return name;
+}
+
+QP_API qp_status qp_config_packed_modules(const qp_config *cfg, const qp_resolve_options *opts,
+                                          const qp_packed_module **mods, size_t *n) {
+    if (!cfg || !mods || !n) return QP_ERR_INVALID_ARGUMENT;
+    qp_resolve_ctx rc;
+    qp_status st = resolve_setup(cfg, "", QP_LAYER_LINEAR, opts, &rc);
+    if (st != QP_OK) return st;
+    *mods = rc.packed.mods;
+    *n = rc.packed.n;
+    return QP_OK;
 }

@@ -63,6 +63,25 @@ check "int4_fp8 refusal names vLLM's error" 'printf "%s" "$out" | grep -q "NotIm
 "$Q" inspect "$SRC/tests/quark_exports/bf16/fp8_kv/config.json" >/dev/null 2>&1; rc=$?
 check "fp8_kv export resolves (rc=$rc)" '[ $rc -eq 0 ]'
 
+# the architecture table: DeepSeek-V3 packs q_a_proj and kv_a_proj_with_mqa
+# into fused_qkv_a_proj, so with both excluded it is unquantized (vLLM's
+# UnquantizedLinearMethod); the router is built with quant_config=None
+D="$C/deepseek-v3-fp8-config.json"
+out=$("$Q" inspect "$D" --layer model.layers.0.self_attn.fused_qkv_a_proj --layer model.layers.1.self_attn.fused_qkv_a_proj \
+      --layer model.layers.1.mlp.gate 2>&1); rc=$?
+check "deepseek-v3 layers resolve (rc=$rc)" '[ $rc -eq 0 ]'
+check "fused_qkv_a_proj of excluded parts: UnquantizedLinearMethod" 'printf "%s" "$out" | grep -q "^model.layers.0.self_attn.fused_qkv_a_proj (linear): UnquantizedLinearMethod$"'
+check "fused_qkv_a_proj elsewhere: the global scheme" 'printf "%s" "$out" | grep -q "^model.layers.1.self_attn.fused_qkv_a_proj (linear): QuarkLinearMethod / QuarkW8A8Fp8"'
+check "the DeepSeek router: UnquantizedLinearMethod" 'printf "%s" "$out" | grep -q "^model.layers.1.mlp.gate (linear): UnquantizedLinearMethod$"'
+out=$("$Q" inspect "$D" 2>&1)
+check "summary: architecture" 'printf "%s" "$out" | grep -q "^architecture: DeepseekV3ForCausalLM$"'
+check "summary: packed modules" 'printf "%s" "$out" | grep -q "fused_qkv_a_proj=q_a_proj,kv_a_proj_with_mqa"'
+check "summary: experts of the first MoE layer (first_k_dense_replace 1)" 'printf "%s" "$out" | grep -q "^experts: *(model.layers.1.mlp.experts) QuarkMoEMethod"'
+check "summary: dead layer_type_quant_config reported" 'printf "%s" "$out" | grep -q "^layer types:  1 (Linear): never matched"'
+out=$("$Q" inspect "$C/llama-w8a8-int8-kv.json" 2>&1)
+check "a dense model has no experts line" '! printf "%s" "$out" | grep -q "^experts:"'
+check "llama: architecture and packed" 'printf "%s" "$out" | grep -q "^architecture: LlamaForCausalLM$"'
+
 # the bundled copies are the published configs, byte for byte, where ../shared is present
 if [ -d "$SRC/../shared/configs" ]; then
   for f in "$SRC/../shared/configs"/*.json; do

@@ -30,6 +30,23 @@ for s in $SCHEMES; do
   echo "$out" | grep -q "model.layers.0.mlp.gate .*unquantized" || { echo "$out"; fail "$s: the router is not run unquantized"; }
   echo "$out" | grep -q "experts\.[0-9]" && { echo "$out"; fail "$s: expert projections listed as linear layers"; }
 done
+# --output writes the MoE block's rows, one tensor per device; int8 MoE
+# is bit-exact across devices, so every device's rows equal the cpu's
+out=$("$Q" run "$T/int8-dyn-sym" --layer model.layers.0.mlp.experts --tokens 5 --output "$T/moe-out.safetensors" 2>&1) || { echo "$out"; fail "run --output moe"; }
+python3 - "$T/moe-out.safetensors" <<'PY' || fail "--output must hold the MoE block's rows"
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+rows = {k: v for k, v in h.items() if k.startswith("model.layers.0.mlp.experts@")}
+assert "model.layers.0.mlp.experts@cpu:0" in rows, sorted(h)
+data = b[8 + n:]
+ref = rows["model.layers.0.mlp.experts@cpu:0"]
+for k, v in rows.items():
+    assert v["dtype"] == "F16" and v["shape"] == [5, 256], (k, v)
+    o, r = v["data_offsets"], ref["data_offsets"]
+    assert data[o[0]:o[1]] == data[r[0]:r[1]], k + " differs from the cpu reference"
+assert any(data[ref["data_offsets"][0]:ref["data_offsets"][1]][i] for i in range(5 * 256 * 2)), "all-zero MoE output"
+print(len(rows), "devices")
+PY
 # QQQ quantizes linear layers only: vLLM builds the experts with
 # UnquantizedFusedMoEMethod, so quantize leaves them in fp16 and run runs
 # them so
