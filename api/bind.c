@@ -5,6 +5,7 @@
  * tensor-parallel partitions (column-parallel layers split N, row-parallel
  * o_proj/down_proj split K, the bias of a row-parallel layer only on rank
  * 0, as RowParallelLinear adds it once after the all-reduce). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,9 @@ static qp_status collect(qp_model *m, const char *prefix, part *p, size_t *n) {
             if (strncmp(t.name, prefix, pl) || t.name[pl] != '.' || strchr(t.name + pl + 1, '.')) continue;
             const char *suf = t.name + pl + 1;
             if (!strcmp(suf, "output_scale")) continue; /* the KV-cache scale belongs to the attention layer */
+            /* routing state: the router's fp32 parameter, read by
+             * qp_model_moe_options, never an input of the linear layer */
+            if (!strcmp(suf, "e_score_correction_bias")) continue;
             if (*n >= MAX_T || strlen(suf) >= sizeof p->suffix) {
                 free(idx);
                 return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, t.name, prefix, "too many tensors or a long name");
@@ -118,6 +122,53 @@ QP_API void qp_layer_binding_free(qp_layer_binding *b) {
     if (!b) return;
     for (size_t i = 0; i < b->n_tensors; i++) free(b->owned_[i]);
     memset(b, 0, sizeof *b);
+}
+
+/* QQQ group-128 checkpoints whose s_group makes (code - 8) * s_group leave
+ * int8: vLLM's Marlin-QQQ kernel rebuilds the int8 weight with its fp16
+ * trick and wraps (spec 9.11, errata 11.7), where GPTQModel's own kernel
+ * saturates. qport computes what vLLM computes, and says at load how many
+ * groups of the layer differ from a saturating reconstruction. */
+static void qqq_wrap_warning(qp_model *m, const char *layer, const qp_layer_binding *b) {
+    const qp_tensor *B = NULL, *sc = NULL, *sg = NULL;
+    for (size_t i = 0; i < b->n_tensors; i++) {
+        if (!strcmp(b->tensors[i].name, "B")) B = &b->tensors[i];
+        else if (!strcmp(b->tensors[i].name, "s_channel")) sc = &b->tensors[i];
+        else if (!strcmp(b->tensors[i].name, "s_group")) sg = &b->tensors[i];
+    }
+    int K = b->K, N = b->N;
+    if (b->scheme.weight.group_size != 128 || !B || !sc || !sg || B->dtype != QP_DTYPE_I32 || sg->dtype != QP_DTYPE_F16 ||
+        sc->dtype != QP_DTYPE_F32 || K <= 0 || N <= 0 || K % 128 || qp_tensor_bytes(B) != (size_t)K / 16 * 2 * (size_t)N * 4 ||
+        qp_tensor_bytes(sg) != (size_t)K / 128 * (size_t)N * 2 || qp_tensor_bytes(sc) != (size_t)N * 4)
+        return; /* the binder's checks report these */
+    size_t kn = (size_t)K * (size_t)N, groups = (size_t)K / 128 * (size_t)N, bad = 0;
+    int8_t *q = malloc(kn);
+    float *s_ch = malloc(sizeof(float) * (size_t)N);
+    uint16_t *s_g = malloc(sizeof(uint16_t) * groups);
+    double smax = 0;
+    if (q && s_ch && s_g && !qp_qqq_unpack_weight(m->ctx, B->data, K, N, 128, q) &&
+        !qp_qqq_unpermute_scales(m->ctx, sc->data, sg->data, K, N, 128, s_ch, s_g)) {
+        for (int g = 0; g < K / 128; g++)
+            for (int n = 0; n < N; n++) {
+                uint16_t sb = s_g[(size_t)g * N + n];
+                double s = qp_format_decode(QP_DTYPE_F16, sb);
+                int wraps = 0;
+                for (int k = g * 128; k < g * 128 + 128 && !wraps; k++) {
+                    int t = q[(size_t)k * N + n] - 8;
+                    double v = nearbyint((double)t * s);
+                    v = v > 127 ? 127 : v < -128 ? -128 : v; /* saturating */
+                    wraps = qp_ref_qqq_group_weight(t, sb) != (int8_t)v;
+                }
+                if (wraps) { bad++; smax = s > smax ? s : smax; }
+            }
+        if (bad)
+            qp_log(m->ctx, QP_LOG_WARN,
+                   "%s: %zu of %zu QQQ weight groups have (code - 8) * s_group outside int8 (s_group up to %g): vLLM's "
+                   "Marlin-QQQ kernel wraps them (spec 9.11) and qport computes as vLLM does; GPTQModel's own kernel "
+                   "saturates them (docs/loading.md)",
+                   layer, bad, groups, smax);
+    }
+    free(q); free(s_ch); free(s_g);
 }
 
 QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bind_options *opts, qp_layer_binding *b) {
@@ -292,6 +343,7 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
             }
         }
     }
+    if (kind == QP_SCHEME_QQQ_W4A8) qqq_wrap_warning(m, layer, b);
 done:
     for (size_t s = 0; s < nsrc; s++) {
         for (size_t i = 0; i < np[s] && s < MAX_SHARDS; i++) free(parts[s][i].owned);

@@ -53,9 +53,16 @@ static int has_prefix(const qp_model *m, const char *prefix) {
     return 0;
 }
 
-/* "<block>.<router>" where <block>.experts.0.<gate>.* exists. */
+/* A known architecture: the modules its class builds with
+ * quant_config=None (api/arch.c). Otherwise "<block>.<router>" where
+ * <block>.experts.0.<gate>.* exists. */
 QP_API int qp_model_layer_unquantized(const qp_model *m, const char *layer) {
     if (!m || !layer) return 0;
+    if (m->arch.row) {
+        qp_arch_info a = {.struct_size = sizeof a};
+        qp_arch_fill(&m->arch, &a);
+        return qp_arch_module_class_vllm(&a, m->cfg ? m->cfg->method : QP_METHOD_QUARK, layer) == QP_MODULE_LINEAR_UNQUANTIZED;
+    }
     const char *dot = strrchr(layer, '.');
     if (!dot || strcmp(dot + 1, ROUTER)) return 0;
     for (size_t i = 0; i < sizeof arches / sizeof *arches; i++) {
@@ -279,6 +286,111 @@ static qp_status check_router(qp_model *m, const char *prefix, int G, int H, cha
     return QP_OK;
 }
 
+/* W4A16 int4/uint4 experts (QuarkW4A16Int4MoEMethod's weight loader,
+ * convert_quark_tensor): each projection's Quark words [K, N/8] unpacked
+ * as the linear binding reads them (qp_unpack_int4_quark, order/reorder),
+ * symmetric codes ^ 8 (uint4b8), then transposed to [N, K] and packed two
+ * per byte along K (low nibble the even k): w13_weight [E, 2I, H/2] and
+ * w2_weight [E, H, I/2] U8; scales transposed to [N, K/g] as stored
+ * (w13_weight_scale [E, 2I, H/g]); zero points [K/g, N/8] words unpacked,
+ * transposed and packed two per byte along N: w13_weight_zero_point
+ * [E, I, H/g] (gate's rows, then up's), w2_weight_zero_point [E, H/2, I/g]
+ * (asymmetric only; vLLM ignores them otherwise). */
+static qp_status stack_w4a16(qp_model *m, qp_moe_binding *b, const qp_layer_binding *lb, int E, int H, int I) {
+    qp_pack_method pk = b->scheme.pack_method;
+    bool sym = b->scheme.weight.symmetric;
+    int gs = b->scheme.weight.group_size;
+    if (gs <= 0 || H % gs || I % gs || I % 2 || H % 2)
+        return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_scale", b->layer,
+                            "W4A16 experts: H = %d and I = %d must be even multiples of the group size %d", H, I, gs);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t rows = pass ? (size_t)H : 2 * (size_t)I, K = pass ? (size_t)I : (size_t)H, N = pass ? (size_t)H : (size_t)I;
+        size_t G = K / (size_t)gs, nc = (N + 7) / 8;
+        const qp_tensor *s0 = find(&lb[pass ? 2 : 0], "weight_scale");
+        if (!s0) return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, "weight_scale", lb[pass ? 2 : 0].layer, "missing weight_scale");
+        size_t ses = ebytes(s0->dtype);
+        uint8_t *w = add(b, pass ? "w2_weight" : "w13_weight", QP_DTYPE_U8, 3, E, (int64_t)rows, (int64_t)K / 2,
+                         (size_t)E * rows * K / 2);
+        uint8_t *sc = add(b, pass ? "w2_weight_scale" : "w13_weight_scale", s0->dtype, 3, E, (int64_t)rows, (int64_t)G,
+                          (size_t)E * rows * G * ses);
+        uint8_t *zp = sym ? NULL
+                          : add(b, pass ? "w2_weight_zero_point" : "w13_weight_zero_point", QP_DTYPE_U8, 3, E,
+                                (int64_t)rows / 2, (int64_t)G, (size_t)E * rows / 2 * G);
+        uint8_t *kn = malloc(K * N > G * N ? K * N : G * N);
+        if (!w || !sc || (!sym && !zp) || !kn) { free(kn); return oom(m, b->layer); }
+        for (int e = 0; e < E; e++)
+            for (int s = 0; s < (pass ? 1 : 2); s++) {
+                const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : s)];
+                const qp_tensor *t = find(l, "weight"), *ts = find(l, "weight_scale"), *tz = find(l, "weight_zero_point");
+                size_t r0 = (size_t)s * N; /* first row of this shard */
+                if (!t || t->dtype != QP_DTYPE_I32 || nel(t) != K * nc || !ts || ts->dtype != s0->dtype ||
+                    (nel(ts) != G * N && nel(ts) != G * 8 * nc) || (!sym && (!tz || tz->dtype != QP_DTYPE_I32 || nel(tz) != G * nc))) {
+                    free(kn);
+                    return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight", l->layer,
+                                        "W4A16 expert tensors must be weight I32 [%zu, %zu], weight_scale [%zu, %zu]%s as "
+                                        "expert 0's", K, nc, G, N, sym ? "" : " and weight_zero_point I32");
+                }
+                if (qp_unpack_int4_quark(t->data, (int)K, (int)N, pk, kn)) {
+                    free(kn);
+                    return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight", l->layer,
+                                        "cannot unpack the int4 words (pack_method must be order or reorder)");
+                }
+                uint8_t *we = w + (size_t)e * rows * K / 2;
+                for (size_t n = 0; n < N; n++)
+                    for (size_t k = 0; k < K; k++) {
+                        uint8_t c = kn[k * N + n] ^ (sym ? 8 : 0);
+                        we[(r0 + n) * K / 2 + k / 2] |= (uint8_t)(c << (4 * (k % 2)));
+                    }
+                size_t stride = nel(ts) == G * N ? N : 8 * nc;
+                uint8_t *se = sc + (size_t)e * rows * G * ses;
+                for (size_t gi = 0; gi < G; gi++)
+                    for (size_t n = 0; n < N; n++)
+                        memcpy(se + ((r0 + n) * G + gi) * ses, (const uint8_t *)ts->data + (gi * stride + n) * ses, ses);
+                if (sym) continue;
+                if (qp_unpack_int4_quark(tz->data, (int)G, (int)N, pk, kn)) {
+                    free(kn);
+                    return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_zero_point", l->layer,
+                                        "cannot unpack the int4 zero points");
+                }
+                uint8_t *ze = zp + (size_t)e * rows / 2 * G;
+                for (size_t gi = 0; gi < G; gi++)
+                    for (size_t n = 0; n < N; n++)
+                        ze[((r0 + n) / 2) * G + gi] |= (uint8_t)(kn[gi * N + n] << (4 * ((r0 + n) % 2)));
+            }
+        free(kn);
+    }
+    return QP_OK;
+}
+
+/* FP8 per-block (128 x 128) experts: the block scales of gate and up
+ * stacked along the rows, w13_weight_scale [E, 2I/128, H/128], and down's
+ * as w2_weight_scale [E, H/128, I/128] (f32, as FusedMoE's BLOCK scales).
+ * vLLM's validate_fp8_block_shape_moe needs I % 128 == 0. */
+static qp_status stack_fp8_block(qp_model *m, qp_moe_binding *b, const qp_layer_binding *lb, int E, int H, int I) {
+    if (I % 128)
+        return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight", b->layer,
+                            "The output_size of gate's and up's weight = %d is not divisible by weight quantization "
+                            "block_n = 128.", I);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t N = pass ? (size_t)H : (size_t)I, K = pass ? (size_t)I : (size_t)H;
+        size_t nb = (N + 127) / 128, kb = (K + 127) / 128, shards = pass ? 1 : 2;
+        float *sc = add(b, pass ? "w2_weight_scale" : "w13_weight_scale", QP_DTYPE_F32, 3, E, (int64_t)(nb * shards),
+                        (int64_t)kb, (size_t)E * shards * nb * kb * sizeof(float));
+        if (!sc) return oom(m, b->layer);
+        for (int e = 0; e < E; e++)
+            for (size_t s = 0; s < shards; s++) {
+                const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : (int)s)];
+                const qp_tensor *t = find(l, "weight_scale");
+                if (!t || nel(t) != nb * kb || (t->dtype != QP_DTYPE_F32 && t->dtype != QP_DTYPE_F16 && t->dtype != QP_DTYPE_BF16))
+                    return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_scale", l->layer,
+                                        "weight_scale must be a float tensor [%zu, %zu] (one per 128 x 128 block)", nb, kb);
+                for (size_t i = 0; i < nb * kb; i++)
+                    sc[((size_t)e * shards + s) * nb * kb + i] = qp_ref_load(t->dtype, t->data, i);
+            }
+    }
+    return QP_OK;
+}
+
 QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bind_options *opts, qp_moe_binding *b) {
     if (!m || !prefix || !b) return QP_ERR_INVALID_ARGUMENT;
     memset(b, 0, sizeof *b);
@@ -298,7 +410,9 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     qp_scheme_kind kind = b->scheme.kind;
     if (kind == QP_SCHEME_HF_FP8 && b->scheme.weight.block[0] <= 0) kind = QP_SCHEME_W8A8_FP8; /* Fp8MoEMethod */
     bool blocked = kind == QP_SCHEME_OCP_MX || kind == QP_SCHEME_W4A8_MXFP4_FP8 || kind == QP_SCHEME_NVFP4;
-    if (kind != QP_SCHEME_UNQUANTIZED && kind != QP_SCHEME_W8A8_FP8 && kind != QP_SCHEME_W8A8_INT8 && !blocked)
+    bool w4 = kind == QP_SCHEME_W4A16_INT4, fp8blk = kind == QP_SCHEME_W8A8_FP8_BLOCK;
+    if (kind != QP_SCHEME_UNQUANTIZED && kind != QP_SCHEME_W8A8_FP8 && kind != QP_SCHEME_W8A8_INT8 && !blocked && !w4 &&
+        !fp8blk)
         return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, NULL, prefix,
                             kind == QP_SCHEME_W4A8_INT4_FP8 ? "%s experts (%s) run only through ROCm AITER's fused MoE in vLLM"
                                                              : "qport has no fused MoE for %s experts (%s)",
@@ -367,8 +481,9 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     }
     b->H = H;
     b->I = I;
+    if (!st && w4) st = stack_w4a16(m, b, lb, E, H, I);
     /* stack: weights, then the scales of the scheme */
-    for (int pass = 0; pass < 2 && !st; pass++) { /* 0: w13 (gate, up), 1: w2 */
+    for (int pass = 0; pass < 2 && !st && !w4; pass++) { /* 0: w13 (gate, up), 1: w2 */
         const qp_tensor *w0 = find(&lb[pass ? 2 : 0], "weight");
         /* K counts stored elements: packed fp4/fp6 rows are bytes */
         size_t rows = pass ? (size_t)H : 2 * (size_t)I, K = nel(w0) / (rows / (pass ? 1 : 2)), es = ebytes(w0->dtype);
@@ -389,6 +504,7 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
             }
         if (st || kind == QP_SCHEME_UNQUANTIZED) continue;
         if (blocked) { st = stack_blocked(m, b, lb, E, pass, rows); continue; }
+        if (fp8blk) { if (pass) st = stack_fp8_block(m, b, lb, E, H, I); continue; }
         /* weight scales: one per shard ([E, 2] / [E]) or per channel */
         const qp_tensor *s0 = find(&lb[pass ? 2 : 0], "weight_scale");
         if (!s0) { st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, "weight_scale", lb[pass ? 2 : 0].layer, "missing weight_scale"); break; }
@@ -462,10 +578,15 @@ QP_API qp_status qp_model_moe_options(const qp_model *m, const char *prefix, qp_
         snprintf(bn, sizeof bn, "%.*s.%s.e_score_correction_bias", dot ? (int)(dot - prefix) : 0, prefix, ROUTER);
         qp_tensor t;
         if (lookup(m, bn, &t)) {
-            if (t.dtype != QP_DTYPE_F32 || t.ndim != 1)
+            /* vLLM's fp32 parameter, copy_'d from the checkpoint's dtype
+             * (transformers and Quark keep it in the model dtype): exact */
+            if ((t.dtype != QP_DTYPE_F32 && t.dtype != QP_DTYPE_F16 && t.dtype != QP_DTYPE_BF16) || t.ndim != 1)
                 return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, bn, prefix,
-                                    "e_score_correction_bias must be a 1-D f32 tensor, got %s", qp_dtype_name(t.dtype));
+                                    "e_score_correction_bias must be a 1-D float tensor (f32, f16 or bf16), got %dd %s",
+                                    t.ndim, qp_dtype_name(t.dtype));
             o->e_score_correction_bias = t.data;
+            for (size_t i = 0; t.dtype != QP_DTYPE_F32 && i < m->n_bias_f32; i++)
+                if (m->bias_src[i] == t.data) o->e_score_correction_bias = m->bias_f32[i]; /* widened at open */
         }
     }
     return QP_OK;

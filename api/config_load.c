@@ -102,6 +102,7 @@ qp_status qp_config_load_doc(qp_context *ctx, const char *name, qj_doc *doc, qp_
         const qj *mt = qj_get(root, "model_type");
         if (mt && mt->type == QJ_STRING) cfg->model_type = strdup(mt->s);
     }
+    qp_arch_from_json(nested ? root : NULL, &cfg->arch);
     qp_status st = route(cfg);
     if (st != QP_OK) { qp_config_destroy(cfg); return st; }
     *out = cfg;
@@ -150,6 +151,14 @@ QP_API qp_status qp_config_summarize(const qp_config *cfg, qp_config_summary *ou
     out->model_type = cfg->model_type;
     out->file = cfg->file;
     return QP_OK;
+}
+
+QP_API size_t qp_config_layer_type_count(const qp_config *cfg) {
+    return cfg && cfg->layer_type_qc && cfg->layer_type_qc->type == QJ_OBJECT ? cfg->layer_type_qc->n : 0;
+}
+
+QP_API const char *qp_config_layer_type_key(const qp_config *cfg, size_t i) {
+    return i < qp_config_layer_type_count(cfg) ? cfg->layer_type_qc->keys[i] : NULL;
 }
 
 QP_API const char *qp_config_layer_pattern(const qp_config *cfg, size_t i) {

@@ -112,6 +112,20 @@ typedef struct qp_layer_pattern {
     uint64_t need, all;
 } qp_layer_pattern;
 
+/* The architecture row of a config.json and what its values decide
+ * (api/arch.c). */
+typedef struct qp_arch_state {
+    const struct arch_row *row; /* NULL: not in the table                   */
+    int seen;                   /* architectures or model_type present      */
+    char given_cls[96], given_type[64];
+    qp_packed_module packed[4];
+    size_t n_packed;
+    int has_shared, correction_bias;
+    long long first_k_dense_replace, moe_layer_freq, num_experts, moe_intermediate_size;
+} qp_arch_state;
+void qp_arch_from_json(const qj *root, qp_arch_state *st);
+void qp_arch_fill(const qp_arch_state *st, qp_arch_info *out);
+
 struct qp_config {
     qp_context *ctx;
     qp_method method;
@@ -119,6 +133,7 @@ struct qp_config {
     qj_doc *doc;
     const qj *qc;           /* the quantization_config object */
     char *model_type;       /* from a whole config.json        */
+    qp_arch_state arch;     /* its architecture (api/arch.c)   */
 
     /* A vLLM error raised while building the config (from_config); reported
      * by every resolve, as vLLM would refuse the whole model. */
@@ -218,6 +233,8 @@ float qp_ref_e8m0_hmul_scale(qp_dtype d, uint8_t e);
 /* Whether (weight element, activation key) is an OCP_MX_Scheme pair; the
  * resolver's / QuarkOCP_MX's messages otherwise (ref_ocp_mx.c). */
 qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act act);
+/* str(QuantKey) of a key constant name (vLLM 0.34.0); "None" for NULL/"". */
+const char *qp_quant_key_repr(const char *name);
 
 /* The routing options' checks of qp_moe_route (moe_route.c), also run by
  * qp_moe_create so a bad option fails at creation. */

@@ -111,6 +111,7 @@ static qp_status find_dtype(qp_model *m, const char *path, const qj *root) {
     if (root) {
         qp_status as = qp_model_read_arch(m, path, root); /* the MoE keys, each checked */
         if (as) return as;
+        qp_arch_from_json(root, &m->arch); /* vLLM's model class (api/arch.c) */
         const qj *tc = qj_get(root, "text_config");
         const qj *cands[] = {qj_get(root, "dtype"), qj_get(root, "torch_dtype"), tc ? qj_get(tc, "dtype") : NULL,
                              tc ? qj_get(tc, "torch_dtype") : NULL};
@@ -140,7 +141,39 @@ static qp_status find_dtype(qp_model *m, const char *path, const qj *root) {
     return QP_OK;
 }
 
+/* vLLM's DeepSeek router owns e_score_correction_bias as an fp32
+ * parameter and copy_s the checkpoint's (model-dtype) tensor into it:
+ * widened once here, exactly, so MoE options can point at fp32 data. */
+static qp_status widen_biases(qp_model *m) {
+    static const char suffix[] = ".e_score_correction_bias";
+    size_t n = qp_model_tensor_count(m);
+    for (size_t i = 0; i < n; i++) {
+        qp_tensor t;
+        if (qp_model_tensor_get(m, i, &t)) continue;
+        size_t l = strlen(t.name);
+        if (l < sizeof suffix || strcmp(t.name + l - (sizeof suffix - 1), suffix) || t.ndim != 1 ||
+            (t.dtype != QP_DTYPE_F16 && t.dtype != QP_DTYPE_BF16))
+            continue;
+        float **f = realloc(m->bias_f32, sizeof *f * (m->n_bias_f32 + 1));
+        if (f) m->bias_f32 = f;
+        const void **s = f ? realloc((void *)m->bias_src, sizeof *s * (m->n_bias_f32 + 1)) : NULL;
+        if (s) m->bias_src = s;
+        float *w = s ? malloc(sizeof(float) * (size_t)(t.shape[0] ? t.shape[0] : 1)) : NULL;
+        if (!w) return qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, t.name, NULL, "out of memory");
+        for (int64_t k = 0; k < t.shape[0]; k++) w[k] = qp_ref_load(t.dtype, t.data, (size_t)k);
+        m->bias_src[m->n_bias_f32] = t.data;
+        m->bias_f32[m->n_bias_f32++] = w;
+    }
+    return QP_OK;
+}
+
 QP_API qp_dtype qp_model_dtype(const qp_model *m) { return m ? m->dtype : QP_DTYPE_NONE; }
+
+QP_API qp_status qp_model_arch(const qp_model *m, qp_arch_info *out) {
+    if (!m || !out || out->struct_size < sizeof *out) return QP_ERR_INVALID_ARGUMENT;
+    qp_arch_fill(&m->arch, out);
+    return QP_OK;
+}
 
 QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out) {
     if (!ctx || !dir || !out) return QP_ERR_INVALID_ARGUMENT;
@@ -152,6 +185,7 @@ QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out)
     m->moe_top_k = m->moe_renorm = m->moe_groups = m->moe_topk_group = -1;
     m->moe_scale = 1.0f;
     m->moe_experts = -1;
+    qp_arch_from_json(NULL, &m->arch);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", dir);
     struct stat sb;
@@ -169,6 +203,7 @@ QP_API qp_status qp_model_open(qp_context *ctx, const char *dir, qp_model **out)
     if (!st) st = open_weights(m);
     if (!st) st = find_dtype(m, path, m->cfg ? qj_root(m->cfg->doc) : doc ? qj_root(doc) : NULL);
     qj_free(doc);
+    if (!st) st = widen_biases(m);
     if (st) { qp_model_close(m); return st; }
     *out = m;
     return QP_OK;
@@ -179,6 +214,9 @@ QP_API void qp_model_close(qp_model *m) {
     for (size_t i = 0; i < m->n_files; i++) { qp_safetensors_close(m->files[i]); free(m->file_names[i]); }
     qp_config_destroy(m->cfg);
     free(m->model_type);
+    for (size_t i = 0; i < m->n_bias_f32; i++) free(m->bias_f32[i]);
+    free(m->bias_f32);
+    free((void *)m->bias_src);
     for (size_t i = 0; i < m->n_layers; i++) free(m->layers[i]);
     free(m->layers);
     for (size_t i = 0; i < m->n_moes; i++) free(m->moes[i]);

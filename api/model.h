@@ -19,6 +19,12 @@ struct qp_model {
     int layers_listed;
     qp_dtype dtype;              /* vLLM's dtype="auto" (qp_model_dtype)     */
     char *model_type;            /* config.json's, or NULL                   */
+    qp_arch_state arch;          /* its architecture (api/arch.c)            */
+    /* f16/bf16 e_score_correction_bias tensors widened to fp32 at open,
+     * as vLLM copies them into its fp32 parameter (bias_src: the data) */
+    float **bias_f32;
+    const void **bias_src;
+    size_t n_bias_f32;
     /* MoE routing from config.json (qp_model_moe_options); -1: absent */
     int moe_top_k, moe_renorm, moe_groups, moe_topk_group, moe_sigmoid;
     float moe_scale;

@@ -258,9 +258,136 @@ static qp_status bind_emulated(const mb *b, const qp_scheme *s, qp_moe *m) {
     return QP_OK;
 }
 
+/* W4A16 int4/uint4 experts from QuarkW4A16Int4MoEMethod's parameters
+ * (w13_weight [E, 2I, H/2] U8, two codes per byte along K, low nibble
+ * first; symmetric codes uint4b8; w13_weight_scale [E, 2I, H/g] loaded
+ * into the params dtype; w13_weight_zero_point [E, I, H/g] U8, two rows
+ * per byte, asymmetric only), as the wna16 MoE kernels dequantize them:
+ * W = rnd((c - z) * s) in the activation dtype (z = 8 when symmetric), the
+ * GEMM a float GEMM of x. That is the block-float form of qp_moe_desc
+ * exactly: one signed code v = c - z per byte (w_lut[b] = (int8_t)b, so
+ * |v| <= 15), one multiplier s per (row, block of 32) -- a group of g
+ * repeats its scale over g / 32 blocks, as vLLM's repeat_interleave when it
+ * halves g -- and rnd(w_lut[v] * s) one fp32 multiply (exact: |v| < 2^4,
+ * s has 11 significant bits) rounded once. vLLM's create_weights halves
+ * the group size until it divides H and I, asserting >= 32. */
+static qp_status bind_w4a16(const mb *b, const qp_scheme *s, qp_moe *m) {
+    qp_moe_desc *d = &m->d;
+    size_t E = (size_t)d->E;
+    bool sym = strstr(s->weight_key, "Asym") == NULL;
+    int g = s->weight.group_size;
+    if (g <= 0) return bad(b, "w13_weight_scale", "%s", "W4A16 experts need the config's group size");
+    while (d->I % g || d->H % g) {
+        g /= 2;
+        if (g < 32)
+            return qp_error_set(b->ctx, QP_ERR_UNSUPPORTED, NULL, "weight", b->layer,
+                                "AssertionError: group_size >= 32 (QuarkW4A16Int4MoEMethod.create_weights halves the group "
+                                "size %d until it divides H = %d and I = %d)", s->weight.group_size, d->H, d->I);
+    }
+    int blk = g % 32 == 0 ? 32 : g;
+    float *lut = keep(m, malloc(sizeof(float) * 256));
+    if (!lut) return qp_error_set(b->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, b->layer, "out of memory");
+    for (int i = 0; i < 256; i++) lut[i] = (float)(int8_t)i;
+    d->w_lut = lut;
+    d->w_dtype = QP_DTYPE_I8;
+    d->w_blk = blk;
+    d->act = QP_ACT_NONE;
+    for (int gi = 0; gi < 2; gi++) {
+        size_t rows = gi ? (size_t)d->H : 2 * (size_t)d->I, K = gi ? (size_t)d->I : (size_t)d->H;
+        const char *wn = gi ? "w2_weight" : "w13_weight", *sn = gi ? "w2_weight_scale" : "w13_weight_scale";
+        const char *zn = gi ? "w2_weight_zero_point" : "w13_weight_zero_point";
+        char shape[80];
+        const qp_tensor *w, *zp = NULL;
+        snprintf(shape, sizeof shape, "[E = %zu, %zu, %zu] (two codes per byte)", E, rows, K / 2);
+        qp_status st = need(b, wn, QP_DTYPE_U8, E * rows * (K / 2), shape, &w);
+        if (st) return st;
+        size_t G = 0, ok[1], n;
+        const qp_tensor *sc = get(b, sn);
+        G = sc && rows && E ? count(sc) / (E * rows) : 0;
+        if (!G || K % G || (K / G) % (size_t)blk) {
+            char msg[200];
+            snprintf(msg, sizeof msg, "MoE tensor '%s' must be [E = %zu, %zu, K / group] with groups of a multiple of %d", sn, E,
+                     rows, blk);
+            return bad(b, sn, "%s", msg);
+        }
+        ok[0] = E * rows * G;
+        float *sv;
+        if ((st = scales(b, sn, ok, 1, &sv, &n))) return st;
+        if (!sym) {
+            snprintf(shape, sizeof shape, "[E = %zu, %zu, %zu] (two rows per byte)", E, rows / 2, G);
+            if ((st = need(b, zn, QP_DTYPE_U8, E * rows / 2 * G, shape, &zp))) { free(sv); return st; }
+        }
+        size_t per = K / (size_t)blk, gb = (K / G) / (size_t)blk; /* blocks per row, per group */
+        uint8_t *codes = keep(m, malloc(E * rows * K));
+        float *bs = keep(m, malloc(sizeof(float) * E * rows * per));
+        if (!codes || !bs) { free(sv); return qp_error_set(b->ctx, QP_ERR_OUT_OF_MEMORY, NULL, wn, b->layer, "out of memory"); }
+        const uint8_t *wp = w->data, *zq = zp ? zp->data : NULL;
+        for (size_t e = 0; e < E; e++)
+            for (size_t r = 0; r < rows; r++) {
+                size_t row = e * rows + r;
+                for (size_t k = 0; k < K; k++) {
+                    int c = (wp[row * (K / 2) + k / 2] >> (4 * (k % 2))) & 15;
+                    int z = sym ? 8 : (zq[(e * rows / 2 + r / 2) * G + k / (K / G)] >> (4 * (r % 2))) & 15;
+                    codes[row * K + k] = (uint8_t)(int8_t)(c - z);
+                }
+                /* the params-dtype scale, widened exactly */
+                for (size_t i = 0; i < per; i++) bs[row * per + i] = qp_ref_round(d->act_dtype, sv[row * G + i / gb]);
+            }
+        free(sv);
+        if (gi) { d->w2 = codes; d->b2 = bs; } else { d->w13 = codes; d->b13 = bs; }
+    }
+    return QP_OK;
+}
+
+/* FP8 per-block experts (QuarkW8A8Fp8MoEMethod, per_block): e4m3 codes
+ * w13 [E, 2I, H] / w2 [E, H, I] with one fp32 scale per 128 x 128 block
+ * (w13_weight_scale [E, 2I/128, H/128], w2_weight_scale [E, H/128,
+ * I/128]); activations quantized per token and group of 128 along k
+ * (kFp8Dynamic128Sym); Triton's block-scaled GEMM sums each k-block in
+ * fp32 and adds it times a_scale * b_scale. In the desc: the codes, and
+ * b13/b2 the block scale of each (row, k-block) (w_blk 128), the act
+ * QP_ACT_FP8_GROUP128. No per-tensor requantization: block scales stay. */
+static qp_status bind_fp8_block(const mb *b, qp_moe *m) {
+    qp_moe_desc *d = &m->d;
+    size_t E = (size_t)d->E;
+    if (d->I % 128 || d->H % 128)
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "w13_weight", b->layer,
+                            "fp8 per-block experts: H = %d and I = %d must be multiples of the 128 x 128 weight block",
+                            d->H, d->I);
+    d->w_dtype = QP_DTYPE_F8_E4M3FN;
+    d->w_blk = 128;
+    d->act = QP_ACT_FP8_GROUP128;
+    for (int g = 0; g < 2; g++) {
+        size_t rows = g ? (size_t)d->H : 2 * (size_t)d->I, K = g ? (size_t)d->I : (size_t)d->H;
+        const char *wn = g ? "w2_weight" : "w13_weight", *sn = g ? "w2_weight_scale" : "w13_weight_scale";
+        const qp_tensor *w;
+        qp_status st = need(b, wn, QP_DTYPE_F8_E4M3FN, E * rows * K, g ? "[E, H, I]" : "[E, 2I, H]", &w);
+        if (st) return st;
+        size_t nb = rows / 128, kb = K / 128, ok[1] = {E * nb * kb}, n;
+        float *sv;
+        if ((st = scales(b, sn, ok, 1, &sv, &n))) return st;
+        uint8_t *codes = keep(m, malloc(E * rows * K));
+        float *bs = keep(m, malloc(sizeof(float) * E * rows * kb));
+        if (!codes || !bs) { free(sv); return qp_error_set(b->ctx, QP_ERR_OUT_OF_MEMORY, NULL, wn, b->layer, "out of memory"); }
+        memcpy(codes, w->data, E * rows * K);
+        for (size_t e = 0; e < E; e++)
+            for (size_t r = 0; r < rows; r++)
+                for (size_t i = 0; i < kb; i++) bs[(e * rows + r) * kb + i] = sv[(e * nb + r / 128) * kb + i];
+        free(sv);
+        if (g) { d->w2 = codes; d->b2 = bs; } else { d->w13 = codes; d->b13 = bs; }
+    }
+    return QP_OK;
+}
+
 static qp_status bind(const mb *b, const qp_scheme *s, qp_moe *m) {
     qp_moe_desc *r = &m->d;
+    if (!strcmp(s->scheme_class, "QuarkW8A8Mxfp8MoEMethod") && (r->H % 32 || r->I % 32))
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "w13_weight", b->layer,
+                            "Quark MXFP8 MoE requires hidden_size and intermediate_size_per_partition divisible by 32, "
+                            "got %d and %d.", r->H, r->I);
     if (emulated(s->kind)) return bind_emulated(b, s, m);
+    if (s->kind == QP_SCHEME_W4A16_INT4) return bind_w4a16(b, s, m);
+    if (s->kind == QP_SCHEME_W8A8_FP8_BLOCK) return bind_fp8_block(b, m);
     size_t E = (size_t)r->E, H = (size_t)r->H, I = (size_t)r->I;
     const qp_tensor *w13, *w2;
     qp_status st;
@@ -301,13 +428,28 @@ static qp_status bind(const mb *b, const qp_scheme *s, qp_moe *m) {
 
 static bool on_cpu(const qp_device *dev) { return !strcmp(dev->backend->ops->name, "cpu"); }
 
+/* QuarkOCP_MX_MoEMethod's w_mxfp6_e3m2_a_fp8 / w_mxfp6_e2m3_a_fp8: its
+ * __init__ accepts them, get_fused_moe_quant_config (after loading) raises.
+ * The OCP MX scheme's name, or NULL. */
+static const char *mxfp6_fp8(const qp_scheme *s) {
+    if (s->kind != QP_SCHEME_OCP_MX || strcmp(s->activation_key, "kFp8StaticTensorSym")) return NULL;
+    return !strcmp(s->weight_key, "kMxfp6E3M2Static") ? "w_mxfp6_e3m2_a_fp8"
+           : !strcmp(s->weight_key, "kMxfp6E2M3Static") ? "w_mxfp6_e2m3_a_fp8" : NULL;
+}
+
 /* The kind qp_moe runs a resolved MoE scheme as, or QP_SCHEME_NONE with
  * the reason. */
 static qp_scheme_kind moe_kind(const qp_scheme *s, const char **why) {
     qp_scheme_kind k = s->kind;
     *why = NULL;
     if (k == QP_SCHEME_HF_FP8 && s->weight.block[0] <= 0) return QP_SCHEME_W8A8_FP8; /* Fp8MoEMethod, per tensor */
-    if (k == QP_SCHEME_UNQUANTIZED || k == QP_SCHEME_W8A8_FP8 || k == QP_SCHEME_W8A8_INT8 || emulated(k)) return k;
+    if (mxfp6_fp8(s)) {
+        *why = "vLLM has no fused MoE quant config for MXFP6 weights with fp8 activations";
+        return QP_SCHEME_NONE;
+    }
+    if (k == QP_SCHEME_UNQUANTIZED || k == QP_SCHEME_W8A8_FP8 || k == QP_SCHEME_W8A8_INT8 || emulated(k) ||
+        k == QP_SCHEME_W4A16_INT4 || k == QP_SCHEME_W8A8_FP8_BLOCK)
+        return k;
     *why = k == QP_SCHEME_W4A8_INT4_FP8 ? "runs only through ROCm AITER's fused MoE in vLLM" : "no fused MoE for this scheme";
     return QP_SCHEME_NONE;
 }
@@ -331,6 +473,12 @@ QP_API qp_status qp_device_supports_moe(qp_device *dev, const qp_scheme *scheme,
     if (!ops->moe_prepare || !ops->moe_forward || !ops->moe_destroy) {
         out->level = QP_SUPPORT_UNSUPPORTED;
         snprintf(out->reason, sizeof out->reason, "the %s backend has no fused MoE kernels", ops->name);
+        return QP_OK;
+    }
+    if (k == QP_SCHEME_W8A8_FP8_BLOCK) { /* the backends' moe_prepare refuses it too */
+        out->level = QP_SUPPORT_UNSUPPORTED;
+        snprintf(out->reason, sizeof out->reason, "fp8 per-block experts: no fused MoE kernel on %s yet (the MoE GEMMs have "
+                 "no per-token-group fp8 activations)", ops->name);
         return QP_OK;
     }
     /* the MoE kernels quantize activations with the linear layers' kernels */
@@ -383,6 +531,10 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
         return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "the %s backend has no fused MoE kernels", ops->name);
     /* Fp8MoEMethod (a Hugging Face fp8 config) with per-tensor scales is
      * QuarkW8A8Fp8MoEMethod's computation */
+    if (mxfp6_fp8(scheme))
+        return qp_error_set(ctx, QP_ERR_NOT_IMPLEMENTED, NULL, NULL, layer,
+                            "Currently there is no corresponding fused moe quant config configured in vLLM for OCP MX "
+                            "scheme %s. Please open an issue.", mxfp6_fp8(scheme));
     const char *why;
     qp_scheme_kind k = moe_kind(scheme, &why);
     if (k == QP_SCHEME_NONE)

@@ -314,6 +314,11 @@ typedef struct qp_config_summary {
 QP_API qp_status qp_config_summarize(const qp_config *cfg, qp_config_summary *out);
 /* The i-th layer_quant_config pattern / exclude entry (NULL past the end). */
 QP_API const char *qp_config_layer_pattern(const qp_config *cfg, size_t i);
+/* Quark's layer_type_quant_config keys ("Linear", ...). vLLM looks them up
+ * with type(module) (a class, never a string key), so they never match
+ * there (spec 1.4.3); the sglang dialect matches qp_resolve_options.layer_class. */
+QP_API size_t qp_config_layer_type_count(const qp_config *cfg);
+QP_API const char *qp_config_layer_type_key(const qp_config *cfg, size_t i);
 QP_API const char *qp_config_exclude(const qp_config *cfg, size_t i);
 /* Scheme of the global config / the i-th layer_quant_config entry, as a
  * linear layer that nothing else overrides would get it. */
@@ -1041,6 +1046,109 @@ QP_API qp_status qp_safetensors_write(qp_context *ctx, const char *path, const q
                                       const char *const *meta, size_t n_meta);
 
 /* ------------------------------------------------------------------------ */
+/* Model architectures (api/arch.c, docs/loading.md)                        */
+/* ------------------------------------------------------------------------ */
+
+/* What kind of module vLLM's model class builds for a name, as its quant
+ * config's get_quant_method sees it. */
+typedef enum qp_module_class {
+    QP_MODULE_LINEAR = 0,           /* LinearBase built with the quant config   */
+    QP_MODULE_LINEAR_UNQUANTIZED,   /* LinearBase built with quant_config=None:
+                                     * MoE routers (but Qwen3-MoE's), Qwen-MoE's
+                                     * shared_expert_gate                        */
+    QP_MODULE_LM_HEAD,              /* ParallelLMHead (a VocabParallelEmbedding) */
+    QP_MODULE_EMBEDDING,            /* VocabParallelEmbedding (embed_tokens)    */
+    QP_MODULE_ROUTED_EXPERTS,       /* FusedMoE (RoutedExperts)                 */
+    QP_MODULE_ATTENTION             /* Attention (the KV cache)                 */
+} qp_module_class;
+QP_API const char *qp_module_class_name(qp_module_class cls);
+
+/* Whether `method`'s get_quant_method returns a quant method for a module
+ * of class `cls` at all (before any exclude list): Quark (vLLM 0.34.0)
+ * LinearBase, Attention and FusedMoE; QQQ (vLLM 0.8.5) LinearBase only;
+ * HF fp8 LinearBase, FusedMoE and Attention. No method quantizes
+ * ParallelLMHead or embeddings (vLLM runs them with
+ * UnquantizedEmbeddingMethod from their `.weight`), nor a module built
+ * with quant_config=None. */
+QP_API int qp_method_quantizes(qp_method method, qp_module_class cls);
+
+/* How an MoE router scores experts (vLLM scoring_func). */
+typedef enum qp_moe_scoring { QP_MOE_SOFTMAX = 0, QP_MOE_SIGMOID } qp_moe_scoring;
+
+/* Which decoder layers hold an MoE block. */
+typedef enum qp_moe_layers {
+    QP_MOE_LAYERS_ALL = 0,    /* every layer (Mixtral)                        */
+    QP_MOE_LAYERS_DEEPSEEK,   /* l >= first_k_dense_replace, l % moe_layer_freq == 0 */
+    QP_MOE_LAYERS_STEP        /* (l + 1) % moe_layer_freq == 0 (Qwen-MoE's
+                               * decoder_sparse_step, Llama-4's
+                               * interleave_moe_layer_step)                  */
+} qp_moe_layers;
+
+/* One architecture as vLLM's model class builds it, for one config.json.
+ * Set struct_size = sizeof(qp_arch_info) before the call. Strings are
+ * static or live as long as the config. */
+typedef struct qp_arch_info {
+    size_t struct_size;
+    int known;                      /* 0: not in the table; the Llama rules    */
+    const char *name;               /* vLLM's class ("DeepseekV3ForCausalLM"),
+                                     * the config's architectures[0] when
+                                     * unknown, or NULL                        */
+    /* packed_modules_mapping as the class builds it for this config
+     * (DeepSeek's fused_qkv_a_proj only with a q_lora_rank, Qwen2-MoE's
+     * gate_up_proj only with a shared expert or mlp_only_layers); NULL
+     * when unknown */
+    const qp_packed_module *packed;
+    size_t n_packed;
+    /* MoE: the block under a decoder layer ("mlp", "block_sparse_moe",
+     * "feed_forward"; NULL: a dense model), its routed experts ("experts"),
+     * their projections as checkpoints spell them (gate, up, down), the
+     * router ("gate", "router") and whether it is built with the quant
+     * config, the shared experts ("shared_experts", "shared_expert") and
+     * their gate (Qwen-MoE), all siblings of "experts" */
+    const char *moe_block, *experts, *expert_proj[3], *router;
+    int router_quantized;
+    const char *shared_experts, *shared_expert_gate;
+    /* routing: the default scoring, grouped top-k (DeepSeek:
+     * use_grouped_topk=True with n_group / topk_group), a
+     * e_score_correction_bias (topk_method "noaux_tc": an fp32 parameter
+     * of the router), renormalize (-1: config's norm_topk_prob) */
+    qp_moe_scoring scoring;
+    int grouped_topk, correction_bias, renormalize;
+    /* the keys vLLM reads for the expert count and an expert's
+     * intermediate size, and their values (-1: absent) */
+    const char *num_experts_key, *moe_intermediate_key;
+    long long num_experts, moe_intermediate_size;
+    qp_moe_layers moe_layer_rule;
+    long long first_k_dense_replace, moe_layer_freq;
+    const char *note;               /* what qport does not model, or NULL     */
+} qp_arch_info;
+
+/* The architecture of a config loaded from a whole config.json
+ * (architectures[0], else model_type, else text_config's model_type).
+ * A bare quantization_config has none: known 0. */
+QP_API qp_status qp_config_arch(const qp_config *cfg, qp_arch_info *out);
+/* A table row by vLLM class and/or model_type, with the class's
+ * unconditional packed entries; QP_ERR_NOT_FOUND (and the Llama rules,
+ * known 0) when neither names one. */
+QP_API qp_status qp_arch_lookup(const char *architecture, const char *model_type, qp_arch_info *out);
+/* The table's rows: vLLM class names and their model_type values. */
+QP_API size_t qp_arch_count(void);
+QP_API const char *qp_arch_name(size_t i);
+QP_API const char *qp_arch_model_types(size_t i);
+/* The class of a module name ("model.layers.3.mlp.gate", "lm_head"). */
+QP_API qp_module_class qp_arch_module_class(const qp_arch_info *arch, const char *module);
+/* The same as the vLLM version `method` follows builds it (Quark and fp8:
+ * 0.34.0; QQQ: 0.8.5, where Qwen3-MoE's router had quant_config=None). */
+QP_API qp_module_class qp_arch_module_class_vllm(const qp_arch_info *arch, qp_method method, const char *module);
+/* Whether decoder layer `layer` has an MoE block. */
+QP_API int qp_arch_layer_is_moe(const qp_arch_info *arch, long layer);
+/* The packed-modules mapping resolution uses with `opts` (NULL: defaults):
+ * opts->packed, else the config's own packed_modules_mapping, else the
+ * architecture's, else the Llama default. */
+QP_API qp_status qp_config_packed_modules(const qp_config *cfg, const qp_resolve_options *opts,
+                                          const qp_packed_module **mods, size_t *n);
+
+/* ------------------------------------------------------------------------ */
 /* Model directories and layer binding                                       */
 /* ------------------------------------------------------------------------ */
 
@@ -1085,6 +1193,9 @@ QP_API const char *qp_model_layer_name(qp_model *m, size_t i);
  * "<block>.<e>.<proj>.weight" tensors), in checkpoint order. */
 QP_API size_t qp_model_moe_count(qp_model *m);
 QP_API const char *qp_model_moe_name(qp_model *m, size_t i);
+/* The model's architecture (qp_config_arch of its config.json, also for
+ * an unquantized model). */
+QP_API qp_status qp_model_arch(const qp_model *m, qp_arch_info *out);
 
 typedef struct qp_bind_options {
     size_t struct_size;
@@ -1123,7 +1234,7 @@ QP_API void qp_layer_binding_free(qp_layer_binding *b);
  * weight, summed over the k experts. The arithmetic order is vLLM's Triton
  * fused_experts (docs/moe.md). Runs on the cpu reference; the GPU backends
  * come with the fused kernels. */
-typedef enum qp_moe_scoring { QP_MOE_SOFTMAX = 0, QP_MOE_SIGMOID } qp_moe_scoring;
+/* qp_moe_scoring: declared with the architectures above. */
 
 typedef struct qp_moe_options {
     size_t struct_size;         /* sizeof(qp_moe_options)                       */

@@ -241,15 +241,16 @@ static match is_w8a8_int8(const qj *w, const qj *in) {
     return (match){true, wk, ak};
 }
 
-/* parse_w4a16_int4_weight_config (spec 6.7): group_size positive or -1,
- * symmetric a bool; vLLM's ValueErrors otherwise. */
+/* parse_w4a16_int4_weight_config (0.34.0 quark/utils.py): group_size a
+ * positive int (-1, which the spec's revision took as one group over K, is
+ * refused now), symmetric a bool; vLLM's ValueErrors otherwise. */
 static qp_status w4a16_params(const qp_resolve_ctx *rc, const char *key, const qj *w, long long *group, bool *sym) {
     const qj *gs = G(w, "group_size"), *sy = G(w, "symmetric");
     qp_buf b = {0};
     qp_status st = QP_OK;
     if (qj_is_null(gs)) st = qp_resolve_fail(rc, QP_ERR_VALUE, key, "Quark W4A16 INT4/UINT4 configs must specify weight.group_size");
     else if (qj_is_null(sy)) st = qp_resolve_fail(rc, QP_ERR_VALUE, key, "Quark W4A16 INT4/UINT4 configs must specify weight.symmetric");
-    else if (gs->type != QJ_INT || (gs->i <= 0 && gs->i != -1)) {
+    else if (gs->type != QJ_INT || gs->i <= 0) {
         qp_pyrepr(&b, gs);
         st = qp_resolve_fail(rc, QP_ERR_VALUE, key, "Quark W4A16 weight.group_size must be a positive int, got %s", qp_buf_str(&b));
     } else if (sy->type != QJ_BOOL) {
@@ -561,9 +562,8 @@ qp_status qp_resolve_quark_config(const qp_resolve_ctx *rc, const qj *c, const c
         if (st != QP_OK) return st;
         const char *k = sym ? (g == 32 ? "kInt4Static32" : "kInt4Static") : (g == 32 ? "kInt4Static32Asym" : "kInt4StaticAsym");
         set_quark(out, QP_SCHEME_W4A16_INT4, "QuarkW4A16Int4", (match){true, k, NULL}, 70);
-        /* The key's group shape is the config's: -1 means one group over K. */
-        out->weight.granularity = g == -1 ? QP_GRAN_CHANNEL : QP_GRAN_GROUP;
-        out->weight.group_size = g == -1 ? 0 : (int)g;
+        out->weight.granularity = QP_GRAN_GROUP;
+        out->weight.group_size = (int)g;
         out->pack_method = strcmp(rc->cfg->pack_method, "order") ? QP_PACK_REORDER : QP_PACK_ORDER;
         return qp_capability_check(rc, 70);
     }
@@ -579,7 +579,7 @@ qp_status qp_resolve_quark_config(const qp_resolve_ctx *rc, const qj *c, const c
         /* QuarkScheme.__init__ key validation: QuarkOCP_MX accepts only MX
          * activation keys or none (spec 1.5.1 surprise, 9.14). */
         if (m.akey && !strstr(m.akey, "Mxfp"))
-            return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported activation quant key: %s", m.akey);
+            return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported activation quant key: %s", qp_quant_key_repr(m.akey));
         set_quark(out, QP_SCHEME_OCP_MX, "QuarkOCP_MX", m, 70);
         if (rows > 1) {
             out->weight.granularity = QP_GRAN_BLOCK;
@@ -622,9 +622,9 @@ static bool key_in(const char *k, const char *const *list, size_t n) {
 static qp_status moe_keys(const qp_resolve_ctx *rc, const char *key, const match *m, const char *const *acts, size_t na,
                           const char *const *ws, size_t nw) {
     if (!key_in(m->akey, acts, na))
-        return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported activation quant key: %s", m->akey ? m->akey : "None");
+        return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported activation quant key: %s", qp_quant_key_repr(m->akey));
     if (!key_in(m->wkey, ws, nw))
-        return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported weight quant key: %s", m->wkey);
+        return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported weight quant key: %s", qp_quant_key_repr(m->wkey));
     return QP_OK;
 }
 #define KEYS(a) a, sizeof a / sizeof *a
@@ -635,23 +635,33 @@ static void set_moe(qp_scheme *s, qp_scheme_kind kind, const char *cls, match m,
     s->min_capability = min_cap;
 }
 
-/* vLLM's QuarkMoEMethod.get_moe_method_target + get_moe_method + the
- * chosen method's __init__ (shared/reference/vllm-quark_moe.py): lists
- * of more than one entry are W4A8-FP8 (int4) or NVFP4, then fp8 w8a8,
- * OCP MX (static fp8 activations allowed), int8 w8a8; anything else is
- * RuntimeError("Unsupported FusedMoe scheme"). The MoE methods run no
- * capability check of their own (their kernels fall back or emulate);
- * min_capability is the matching linear scheme's, for information.
- * W4A16 int4 experts have no Quark MoE method in that revision. */
+/* vLLM 0.34.0's QuarkMoEMethod.get_moe_method_target + get_moe_method
+ * (with layer_name) + the chosen method's __init__
+ * (shared/reference/vllm-0.34.0/quark/quark_moe.py.txt): lists of more than
+ * one entry are W4A8-FP8 (int4) or NVFP4; then fp8 w8a8 (per-block
+ * included), W4A16 int4/uint4, OCP MX (static fp8 activations allowed;
+ * MXFP8 weights go to QuarkW8A8Mxfp8MoEMethod), int8 w8a8; anything else is
+ * RuntimeError("Unsupported FusedMoe scheme"). Each method checks its own
+ * key lists (QuarkMoEMethod.__init__, activation first). The MoE methods
+ * run no capability check of their own (their kernels fall back or
+ * emulate); min_capability is the matching linear scheme's, for
+ * information. */
 static qp_status vllm_moe(const qp_resolve_ctx *rc, const char *key, const qj *w, const qj *in, qp_scheme *out) {
-    static const char *const fp8_acts[] = {"kFp8StaticTensorSym", "kFp8DynamicTensorSym", "kFp8DynamicTokenSym"};
-    static const char *const fp8_ws[] = {"kFp8StaticChannelSym", "kFp8StaticTensorSym"};
+    static const char *const fp8_acts[] = {"kFp8StaticTensorSym", "kFp8DynamicTensorSym", "kFp8DynamicTokenSym",
+                                           "kFp8Dynamic128Sym"};
+    static const char *const fp8_ws[] = {"kFp8StaticChannelSym", "kFp8StaticTensorSym", "kFp8Static128BlockSym"};
     static const char *const int8_acts[] = {"kInt8StaticTensorSym",  "kInt8StaticTensorAsym", "kInt8DynamicTensorSym",
                                             "kInt8DynamicTensorAsym", "kInt8DynamicTokenSym",  "kInt8DynamicTokenAsym"};
     static const char *const int8_ws[] = {"kInt8StaticChannelSym", "kInt8StaticTensorSym"};
-    static const char *const mx_acts[] = {"kMxfp4Dynamic",       "kMxfp6E3M2Dynamic",   "kMxfp6E2M3Dynamic", "kMxfp8Dynamic",
+    static const char *const w4_acts[] = {NULL};
+    static const char *const w4_ws[] = {"kInt4Static", "kInt4Static32", "kInt4StaticAsym", "kInt4Static32Asym"};
+    /* QuarkOCP_MX_MoEMethod: MXFP4/MXFP6 elements only (MXFP8 experts are
+     * QuarkW8A8Mxfp8MoEMethod's), and no MXFP8 activations */
+    static const char *const mx_acts[] = {"kMxfp4Dynamic",        "kMxfp6E3M2Dynamic",   "kMxfp6E2M3Dynamic",
                                           "kFp8DynamicTensorSym", "kFp8StaticTensorSym", NULL};
-    static const char *const mx_ws[] = {"kMxfp4Static", "kMxfp6E3M2Static", "kMxfp6E2M3Static", "kMxfp8Static"};
+    static const char *const mx_ws[] = {"kMxfp4Static", "kMxfp6E3M2Static", "kMxfp6E2M3Static"};
+    static const char *const mxfp8_acts[] = {"kMxfp8Dynamic"};
+    static const char *const mxfp8_ws[] = {"kMxfp8Static"};
     match m;
     qp_status st;
     if ((w && w->type == QJ_ARRAY && w->n > 1) || (in && in->type == QJ_ARRAY && in->n > 1)) {
@@ -672,53 +682,97 @@ static qp_status vllm_moe(const qp_resolve_ctx *rc, const char *key, const qj *w
     in = unwrap_single(in);
     if ((m = is_fp8_w8a8(w, in)).ok) {
         if ((st = moe_keys(rc, key, &m, KEYS(fp8_acts), KEYS(fp8_ws)))) return st;
-        bool wch = !strcmp(m.wkey, "kFp8StaticChannelSym"), ach = !strcmp(m.akey, "kFp8DynamicTokenSym");
-        if (wch != ach)
+        /* the weight/input qschemes the keys name; per-block pairs only
+         * with per-group (kFp8Dynamic128Sym) activations */
+        const char *wq = !strcmp(m.wkey, "kFp8StaticChannelSym")    ? "per_channel"
+                         : !strcmp(m.wkey, "kFp8Static128BlockSym") ? "per_block"
+                                                                    : "per_tensor";
+        const char *aq = !strcmp(m.akey, "kFp8DynamicTokenSym") ? "per_channel"
+                         : !strcmp(m.akey, "kFp8Dynamic128Sym") ? "per_group"
+                                                                : "per_tensor";
+        bool ok = (!strcmp(wq, "per_tensor") && !strcmp(aq, "per_tensor")) ||
+                  (!strcmp(wq, "per_channel") && !strcmp(aq, "per_channel")) ||
+                  (!strcmp(wq, "per_block") && !strcmp(aq, "per_group"));
+        if (!ok)
             return qp_resolve_fail(rc, QP_ERR_VALUE, key,
-                                   "For FP8 Fused MoE layers, only per-tensor and per-channel scales for weights and "
-                                   "activations are supported. Found %s, %s",
-                                   wch ? "per_channel" : "per_tensor", ach ? "per_channel" : "per_tensor");
-        set_moe(out, QP_SCHEME_W8A8_FP8, "QuarkW8A8Fp8MoEMethod", m, 89);
+                                   "For FP8 Fused MoE layers, only per-tensor, per-channel and per-block scales for "
+                                   "weights and activations are supported. Found %s, %s",
+                                   wq, aq);
+        bool block = !strcmp(wq, "per_block");
+        set_moe(out, block ? QP_SCHEME_W8A8_FP8_BLOCK : QP_SCHEME_W8A8_FP8, "QuarkW8A8Fp8MoEMethod", m, 89);
+        if (block) {
+            out->weight.granularity = QP_GRAN_BLOCK;
+            out->weight.block[0] = out->weight.block[1] = 128;
+        }
+        return QP_OK;
+    }
+    /* _is_w4a16_int4: weight-only int4/uint4 with a known pack method;
+     * QuarkW4A16Int4MoEMethod reads group_size from the config (the key
+     * only says 32 or not) and symmetry from the key */
+    if (w && qj_is_null(in) && is_obj(w) && (qj_str_eq(G(w, "dtype"), "int4") || qj_str_eq(G(w, "dtype"), "uint4")) &&
+        rc->cfg->pack_method && (!strcmp(rc->cfg->pack_method, "order") || !strcmp(rc->cfg->pack_method, "reorder"))) {
+        long long g = 0;
+        bool sym = false;
+        char wkey[700];
+        snprintf(wkey, sizeof wkey, "%s.weight", key);
+        if ((st = w4a16_params(rc, wkey, w, &g, &sym))) return st;
+        m = (match){true, sym ? (g == 32 ? "kInt4Static32" : "kInt4Static") : (g == 32 ? "kInt4Static32Asym" : "kInt4StaticAsym"),
+                    NULL};
+        if ((st = moe_keys(rc, key, &m, KEYS(w4_acts), KEYS(w4_ws)))) return st;
+        set_moe(out, QP_SCHEME_W4A16_INT4, "QuarkW4A16Int4MoEMethod", m, 70);
+        out->weight.granularity = QP_GRAN_GROUP;
+        out->weight.group_size = (int)g;
+        out->pack_method = strcmp(rc->cfg->pack_method, "order") ? QP_PACK_REORDER : QP_PACK_ORDER;
         return QP_OK;
     }
     int rows = 1;
     if ((st = is_ocp_mx(rc, key, w, in, true, &m, &rows))) return st;
+    if (m.ok && !strcmp(m.wkey, "kMxfp8Static")) {
+        /* MXFP8 experts run through the FP8 MoE kernels; only the 1-D
+         * per_group spelling */
+        if (rows != 1) {
+            qp_buf b = {0};
+            qp_pyrepr(&b, w);
+            st = qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, key,
+                                 "Quark MXFP8 MoE experts support only the 1-D per_group (group_size=32, e8m0) weight "
+                                 "spelling, got %s for %s",
+                                 qp_buf_str(&b), rc->layer);
+            qp_buf_free(&b);
+            return st;
+        }
+        if ((st = moe_keys(rc, key, &m, KEYS(mxfp8_acts), KEYS(mxfp8_ws)))) return st;
+        set_moe(out, QP_SCHEME_OCP_MX, "QuarkW8A8Mxfp8MoEMethod", m, 70);
+        return QP_OK;
+    }
     if (m.ok) {
         if ((st = moe_keys(rc, key, &m, KEYS(mx_acts), KEYS(mx_ws)))) return st;
         /* OCP_MX_Scheme.from_quant_dtype(input_dtype, weight_dtype) */
-        static const struct { const char *wkey, *name; qp_dtype elem; } wd[] = {
-            {"kMxfp4Static", "mxfp4", QP_DTYPE_F4_E2M1}, {"kMxfp6E3M2Static", "mxfp6_e3m2", QP_DTYPE_F6_E3M2},
-            {"kMxfp6E2M3Static", "mxfp6_e2m3", QP_DTYPE_F6_E2M3}, {"kMxfp8Static", "mxfp8_e4m3", QP_DTYPE_F8_E4M3FN}};
-        static const struct { const char *akey, *name; qp_ocp_mx_act act; } ad[] = {
-            {NULL, "None", QP_OCP_MX_ACT_NONE}, {"kMxfp4Dynamic", "mxfp4", QP_OCP_MX_ACT_MXFP4},
-            {"kMxfp6E3M2Dynamic", "mxfp6_e3m2", QP_OCP_MX_ACT_MXFP6_E3M2},
-            {"kMxfp6E2M3Dynamic", "mxfp6_e2m3", QP_OCP_MX_ACT_MXFP6_E2M3}, {"kMxfp8Dynamic", "mxfp8_e4m3", QP_OCP_MX_ACT_MXFP8},
-            {"kFp8DynamicTensorSym", "fp8", QP_OCP_MX_ACT_FP8_DYNAMIC}, {"kFp8StaticTensorSym", "fp8", QP_OCP_MX_ACT_FP8_STATIC}};
+        static const struct { const char *wkey, *name; } wd[] = {
+            {"kMxfp4Static", "mxfp4"}, {"kMxfp6E3M2Static", "mxfp6_e3m2"}, {"kMxfp6E2M3Static", "mxfp6_e2m3"}};
+        static const struct { const char *akey, *name; } ad[] = {
+            {NULL, "None"}, {"kMxfp4Dynamic", "mxfp4"}, {"kMxfp6E3M2Dynamic", "mxfp6_e3m2"},
+            {"kMxfp6E2M3Dynamic", "mxfp6_e2m3"}, {"kFp8DynamicTensorSym", "fp8"}, {"kFp8StaticTensorSym", "fp8"}};
         size_t wi = 0, ai = 0;
-        while (wi < 3 && strcmp(wd[wi].wkey, m.wkey)) wi++;
-        while (ai < 6 && (m.akey ? !ad[ai].akey || strcmp(ad[ai].akey, m.akey) : ad[ai].akey != NULL)) ai++;
-        /* the linear pairs, plus w_mxfp4_a_fp8 (MoE only) */
-        bool fp8_act = ad[ai].act == QP_OCP_MX_ACT_FP8_DYNAMIC || ad[ai].act == QP_OCP_MX_ACT_FP8_STATIC;
-        qp_context *quiet = NULL; /* the pair check's own message is not vLLM's */
-        bool pair_ok = fp8_act ? wd[wi].elem == QP_DTYPE_F4_E2M1
-                               : !qp_context_create(&quiet) && !qp_ref_ocp_mx_check_pair(quiet, wd[wi].elem, ad[ai].act);
-        qp_context_destroy(quiet);
+        while (wi < 2 && strcmp(wd[wi].wkey, m.wkey)) wi++;
+        while (ai < 5 && (m.akey ? !ad[ai].akey || strcmp(ad[ai].akey, m.akey) : ad[ai].akey != NULL)) ai++;
+        const char *wn = wd[wi].name, *an = ad[ai].name;
+        /* the OCP_MX_Scheme members: weight-only, same-dtype activations,
+         * MXFP6 activations on MXFP4 weights, fp8 on any */
+        bool fp8 = !strcmp(an, "fp8");
+        bool pair_ok = !m.akey || fp8 || !strcmp(an, wn) || !strcmp(wn, "mxfp4");
         if (!pair_ok)
             return qp_resolve_fail(rc, QP_ERR_VALUE, key,
                                    "Unsupported OCP MX dtype combination for MoE: input_dtype=%s, weight_dtype=%s. "
-                                   "Please check that the combination is supported in OCP_MX_Scheme.",
-                                   ad[ai].name, wd[wi].name);
-        if (ad[ai].act == QP_OCP_MX_ACT_FP8_DYNAMIC)
+                                   "Supported MoE weight dtypes are mxfp4, mxfp6_e3m2, and mxfp6_e2m3.",
+                                   an, wn);
+        bool static_fp8 = m.akey && !strcmp(m.akey, "kFp8StaticTensorSym");
+        if (fp8 && !static_fp8)
             return qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, key,
                                    "QuarkOCP_MX_MoEMethod with dynamic input scales is currently not implemented for "
-                                   "OCP MX scheme w_%s_a_fp8. Please open an issue.", wd[wi].name);
-        set_moe(out, ad[ai].act == QP_OCP_MX_ACT_FP8_STATIC ? QP_SCHEME_W4A8_MXFP4_FP8 : QP_SCHEME_OCP_MX,
-                "QuarkOCP_MX_MoEMethod", m, 70);
-        if (rows > 1) {
-            out->weight.granularity = QP_GRAN_BLOCK;
-            out->weight.block[0] = rows;
-            out->weight.block[1] = 32;
-        }
+                                   "OCP MX scheme w_%s_a_fp8. Please open an issue.", wn);
+        /* w_mxfp6_*_a_fp8 passes __init__; vLLM refuses it after loading
+         * (get_fused_moe_quant_config), which qp_moe_create reproduces */
+        set_moe(out, static_fp8 && wi == 0 ? QP_SCHEME_W4A8_MXFP4_FP8 : QP_SCHEME_OCP_MX, "QuarkOCP_MX_MoEMethod", m, 70);
         return QP_OK;
     }
     if ((m = is_w8a8_int8(w, in)).ok) {
@@ -786,6 +840,19 @@ qp_status qp_resolve_quark(const qp_resolve_ctx *rc, qp_scheme *out) {
         out->kv_cache = rc->cfg->kv_cache;
         if (out->kv_cache.dtype != QP_DTYPE_NONE) out->kv_cache.scale_dtype = QP_DTYPE_F32;
         return QP_OK;
+    }
+    /* vLLM builds lm_head as a ParallelLMHead (a VocabParallelEmbedding,
+     * no LinearBase): QuarkConfig.get_quant_method_target gives it no method
+     * whether or not `exclude` names it, and the embedding falls back to
+     * UnquantizedEmbeddingMethod. (Issue 27's architecture table will say
+     * per model which modules are not linear; until then the name decides.) */
+    if (rc->kind == QP_LAYER_LINEAR && is_vllm(rc)) {
+        const char *dot = strrchr(rc->layer, '.');
+        if (!strcmp(dot ? dot + 1 : rc->layer, "lm_head")) {
+            qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
+            qp_scheme_set_names(out, "UnquantizedEmbeddingMethod", NULL, NULL, NULL);
+            return QP_OK;
+        }
     }
     if (ignored) {
         if (moe) {

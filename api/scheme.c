@@ -231,6 +231,9 @@ static qp_status resolve_setup(const qp_config *cfg, const char *layer, qp_layer
     } else if (cfg->cfg_packed) {
         rc->packed.mods = cfg->cfg_packed;
         rc->packed.n = cfg->n_cfg_packed;
+    } else if (cfg->arch.row) { /* the model class's (api/arch.c) */
+        rc->packed.mods = cfg->arch.packed;
+        rc->packed.n = cfg->arch.n_packed;
     } else {
         rc->packed.mods = default_packed;
         rc->packed.n = 2;
@@ -240,6 +243,31 @@ static qp_status resolve_setup(const qp_config *cfg, const char *layer, qp_layer
             return qp_resolve_fail(rc, QP_ERR_INVALID_ARGUMENT, NULL, "packed-modules mapping entry %zu is empty", i);
     if (!rc->opts.model_type) rc->opts.model_type = cfg->model_type;
     return QP_OK;
+}
+
+/* What the model class decides before the config is asked (api/arch.c):
+ * a module built with quant_config=None (an MoE router, Qwen-MoE's
+ * shared_expert_gate) is UnquantizedLinearMethod; an lm_head or
+ * embedding that the method's get_quant_method does not quantize (it
+ * quantizes LinearBase only) is UnquantizedEmbeddingMethod. Quark's
+ * lm_head is left to its resolver. QP_ERR_NOT_FOUND: the config decides. */
+static qp_status module_class_rule(const qp_resolve_ctx *rc, qp_scheme *out) {
+    qp_arch_info a = {.struct_size = sizeof a};
+    qp_config_arch(rc->cfg, &a);
+    qp_module_class c = qp_arch_module_class_vllm(&a, rc->cfg->method, rc->layer);
+    if (c == QP_MODULE_LINEAR_UNQUANTIZED && a.known) {
+        qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
+        qp_scheme_set_names(out, "UnquantizedLinearMethod", NULL, NULL, NULL);
+        return QP_OK;
+    }
+    if ((c == QP_MODULE_LM_HEAD || c == QP_MODULE_EMBEDDING) && rc->cfg->method != QP_METHOD_QUARK &&
+        rc->cfg->method != QP_METHOD_QUARK_ONLINE &&
+        !qp_method_quantizes(rc->cfg->method, c)) {
+        qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
+        qp_scheme_set_names(out, "UnquantizedEmbeddingMethod", NULL, NULL, NULL);
+        return QP_OK;
+    }
+    return QP_ERR_NOT_FOUND;
 }
 
 QP_API qp_status qp_config_resolve(const qp_config *cfg, const char *layer_name, qp_layer_kind kind,
@@ -256,6 +284,7 @@ QP_API qp_status qp_config_resolve(const qp_config *cfg, const char *layer_name,
         return qp_resolve_fail(&rc, cfg->load_status, cfg->load_key, "%s", cfg->load_error);
     st = method_capability(&rc);
     if (st != QP_OK) return st;
+    if (kind == QP_LAYER_LINEAR && (st = module_class_rule(&rc, out)) != QP_ERR_NOT_FOUND) return st;
     switch (cfg->method) {
     case QP_METHOD_QQQ: return qp_resolve_qqq(&rc, out);
     case QP_METHOD_FP8: return qp_resolve_fp8(&rc, out);
@@ -302,5 +331,69 @@ QP_API qp_status qp_config_layer_shards(const qp_config *cfg, const char *layer,
     *shards = m ? m->shards : NULL;
     *n_shards = m ? m->n_shards : 0;
     if (proj) *proj = p;
+    return QP_OK;
+}
+
+/* str(QuantKey) as vLLM 0.34.0 prints it in QuarkScheme / QuarkMoEMethod's
+ * "Unsupported ... quant key: K" messages (quant_utils.py's QuantKey and
+ * ScaleDesc __str__, torch.fx's dtype abbreviations, ScalarType names),
+ * made by running 0.34.0's quant_utils.py (see docs/numerics.md). */
+static const struct { const char *name, *repr; } key_reprs[] = {
+    {"kFp8Dynamic128Sym", "QuantKey(f8e4m3fn,scale(f32,dynamic,GroupShape(row=1, col=128)),symmetric)"},
+    {"kFp8Dynamic64Sym", "QuantKey(f8e4m3fn,scale(f32,dynamic,GroupShape(row=1, col=64)),symmetric)"},
+    {"kFp8DynamicTensorSym", "QuantKey(f8e4m3fn,scale(f32,dynamic,per_tensor),symmetric)"},
+    {"kFp8DynamicTokenSym", "QuantKey(f8e4m3fn,scale(f32,dynamic,per_token),symmetric)"},
+    {"kFp8Static128BlockE8M0Sym", "QuantKey(f8e4m3fn,scale(f8e8m0fnu,static,GroupShape(row=128, col=128)),symmetric)"},
+    {"kFp8Static128BlockSym", "QuantKey(f8e4m3fn,scale(f32,static,GroupShape(row=128, col=128)),symmetric)"},
+    {"kFp8StaticChannelSym", "QuantKey(f8e4m3fn,scale(f32,static,per_channel),symmetric)"},
+    {"kFp8StaticTensorSym", "QuantKey(f8e4m3fn,scale(f32,static,per_tensor),symmetric)"},
+    {"kFp8StaticTokenSym", "QuantKey(f8e4m3fn,scale(f32,static,per_token),symmetric)"},
+    {"kInt4Static", "QuantKey(uint4b8,scale(f16,static,per_token),symmetric)"},
+    {"kInt4Static32", "QuantKey(uint4b8,scale(f16,static,GroupShape(row=1, col=32)),symmetric)"},
+    {"kInt4Static32Asym", "QuantKey(uint4,scale(f16,static,GroupShape(row=1, col=32)),asymmetric)"},
+    {"kInt4StaticAsym", "QuantKey(uint4,scale(f16,static,per_token),asymmetric)"},
+    {"kInt4W4A8StaticChannelSym", "QuantKey(i8,scale(f32,static,per_channel),symmetric)"},
+    {"kInt4W4A8StaticGroup128Sym", "QuantKey(i8,scale(bf16,static,GroupShape(row=1, col=128)),symmetric)"},
+    {"kInt4W4A8StaticGroup32Sym", "QuantKey(i8,scale(bf16,static,GroupShape(row=1, col=32)),symmetric)"},
+    {"kInt4W4A8StaticGroup64Sym", "QuantKey(i8,scale(bf16,static,GroupShape(row=1, col=64)),symmetric)"},
+    {"kInt4W4A8StaticGroupSym", "QuantKey(i8,scale(bf16,static,per_token),symmetric)"},
+    {"kInt8Dynamic32Sym", "QuantKey(i8,scale(f32,dynamic,GroupShape(row=1, col=32)),symmetric)"},
+    {"kInt8DynamicTensorAsym", "QuantKey(i8,scale(f32,dynamic,per_tensor),asymmetric)"},
+    {"kInt8DynamicTensorSym", "QuantKey(i8,scale(f32,dynamic,per_tensor),symmetric)"},
+    {"kInt8DynamicTokenAsym", "QuantKey(i8,scale(f32,dynamic,per_token),asymmetric)"},
+    {"kInt8DynamicTokenSym", "QuantKey(i8,scale(f32,dynamic,per_token),symmetric)"},
+    {"kInt8Static", "QuantKey(uint8b128,scale(f16,static,per_token),symmetric)"},
+    {"kInt8StaticChannelSym", "QuantKey(i8,scale(f32,static,per_channel),symmetric)"},
+    {"kInt8StaticTensorAsym", "QuantKey(i8,scale(f32,static,per_tensor),asymmetric)"},
+    {"kInt8StaticTensorSym", "QuantKey(i8,scale(f32,static,per_tensor),symmetric)"},
+    {"kLutBStatic", "QuantKey(u8,scale(f8e4m3fn,static,GroupShape(row=8, col=64)),symmetric)"},
+    {"kMxfp4Dynamic", "QuantKey(u8,scale(u8,dynamic,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp4Static", "QuantKey(u8,scale(u8,static,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp6E2M3Dynamic", "QuantKey(float6_e2m3f,scale(u8,dynamic,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp6E2M3Static", "QuantKey(float6_e2m3f,scale(u8,static,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp6E3M2Dynamic", "QuantKey(float6_e3m2f,scale(u8,dynamic,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp6E3M2Static", "QuantKey(float6_e3m2f,scale(u8,static,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp8Dynamic", "QuantKey(f8e4m3fn,scale(u8,dynamic,GroupShape(row=1, col=32)),symmetric)"},
+    {"kMxfp8Static", "QuantKey(f8e4m3fn,scale(u8,static,GroupShape(row=1, col=32)),symmetric)"},
+    {"kNvfp4Dynamic", "QuantKey(u8,scale(f8e4m3fn,dynamic,GroupShape(row=1, col=16)),scale2(f32,static,per_tensor),symmetric)"},
+    {"kNvfp4DynamicToken", "QuantKey(u8,scale(f8e4m3fn,dynamic,GroupShape(row=1, col=16)),scale2(f32,dynamic,per_token),symmetric)"},
+    {"kNvfp4Static", "QuantKey(u8,scale(f8e4m3fn,static,GroupShape(row=1, col=16)),scale2(f32,static,per_tensor),symmetric)"},
+};
+
+const char *qp_quant_key_repr(const char *name) {
+    if (!name || !*name) return "None";
+    for (size_t i = 0; i < sizeof key_reprs / sizeof *key_reprs; i++)
+        if (!strcmp(key_reprs[i].name, name)) return key_reprs[i].repr;
+    return name;
+}
+
+QP_API qp_status qp_config_packed_modules(const qp_config *cfg, const qp_resolve_options *opts,
+                                          const qp_packed_module **mods, size_t *n) {
+    if (!cfg || !mods || !n) return QP_ERR_INVALID_ARGUMENT;
+    qp_resolve_ctx rc;
+    qp_status st = resolve_setup(cfg, "", QP_LAYER_LINEAR, opts, &rc);
+    if (st != QP_OK) return st;
+    *mods = rc.packed.mods;
+    *n = rc.packed.n;
     return QP_OK;
 }

@@ -96,10 +96,14 @@ static qp_status classify(qp_cl_device *d, const qp_moe_desc *s, qp_cl_moe *m, c
     if (!s->w13 || !s->w2) return bad(d, layer, "missing w13 / w2");
     if ((size_t)s->E * 2 * (size_t)s->I > INT_MAX / WG || (size_t)s->H * (size_t)s->E > INT_MAX / WG)
         return refuse(d, layer, "E x 2I or E x H too large for one launch grid");
-    if (s->w_blk > 0) { /* emulated block-float experts */
+    if (s->act == QP_ACT_FP8_GROUP128)
+        return refuse(d, layer, "fp8 per-block experts (per-token-group fp8 activations, block-scaled GEMM) have no fused "
+                                "MoE kernel yet");
+    if (s->w_blk > 0) { /* emulated block-float experts; W4A16: signed int4 codes (I8) through w_lut */
         static const int mb[] = {0, 1, 2, 3, 3}, em[] = {0, 2, 4, 2, 8}; /* spec 3.4 step 1 */
         if (!s->b13 || !s->b2 || !s->w_lut) return bad(d, layer, "block-float experts need b13, b2 and w_lut");
-        if (!elem_id(s->w_dtype)) return bad(d, layer, "w_dtype must be fp4_e2m1, fp6_e3m2, fp6_e2m3 or fp8_e4m3fn");
+        if (!elem_id(s->w_dtype) && s->w_dtype != QP_DTYPE_I8)
+            return bad(d, layer, "w_dtype must be fp4_e2m1, fp6_e3m2, fp6_e2m3, fp8_e4m3fn or i8 (W4A16 codes)");
         if (s->w_blk != 16 && s->w_blk != 32) return bad(d, layer, "w_blk must be 16 or 32");
         if (s->H % s->w_blk || s->I % s->w_blk) return refuse(d, layer, "H and I must be multiples of the weight block");
         m->wfmt = 2;

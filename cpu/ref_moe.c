@@ -21,6 +21,13 @@
  *     (MUL_ROUTED_WEIGHT), rounded to dt: intermediate_cache3 [M][k][H].
  *  6. moe_sum: y = 0, then y += cache3[m][j] in the activation dtype, for
  *     j = 0 .. k-1 (each add rounded).
+ * FP8 per-block experts (w_blk 128, QP_ACT_FP8_GROUP128) quantize in 1
+ * and 4 per token and group of 128 (per_token_group_quant_fp8), and step 2's
+ * acc is Triton's block-scaled sum: each k-block's e4m3 products summed,
+ * times the group's activation scale and the weight block's scale, added
+ * up; no epilogue scale follows. W4A16 experts (w_dtype I8, signed codes
+ * c - z through w_lut) are the block-float form with no activation
+ * quantization.
  * Triton sums the K products in blocks in an order of its tiling; qport
  * sums in index order, so float schemes agree with vLLM within the fp32
  * accumulation bound, integer products exactly.
@@ -46,10 +53,12 @@ static float silu(float g) { return (float)((double)g / (1.0 + exp(-(double)g)))
 
 static bool is_int8(qp_act_mode a) { return a == QP_ACT_INT8_STATIC || a == QP_ACT_INT8_DYNAMIC_TOKEN; }
 static bool is_real_quant(qp_act_mode a) {
-    return is_int8(a) || a == QP_ACT_FP8_STATIC || a == QP_ACT_FP8_DYNAMIC_TENSOR || a == QP_ACT_FP8_DYNAMIC_TOKEN;
+    return is_int8(a) || a == QP_ACT_FP8_STATIC || a == QP_ACT_FP8_DYNAMIC_TENSOR || a == QP_ACT_FP8_DYNAMIC_TOKEN ||
+           a == QP_ACT_FP8_GROUP128;
 }
 
-/* Quantizes rows [R][C] of fp32 values: codes and one scale per row. */
+/* Quantizes rows [R][C] of fp32 values: codes and one scale per row
+ * (FP8_GROUP128: one per row and group of 128, [R][C/128]). */
 static qp_status quant(qp_context *ctx, qp_act_mode act, float static_scale, const float *v, size_t R, size_t C,
                        void *codes, float *rs) {
     qp_status st = QP_OK;
@@ -70,6 +79,7 @@ static qp_status quant(qp_context *ctx, qp_act_mode act, float static_scale, con
         for (size_t r = 0; r < R; r++) rs[r] = static_scale;
         break;
     case QP_ACT_INT8_DYNAMIC_TOKEN: st = qp_quant_int8_dynamic(ctx, v, R, C, 1, codes, rs, NULL); break;
+    case QP_ACT_FP8_GROUP128: st = qp_quant_fp8_group(ctx, v, R, C, 128, 0, codes, rs); break; /* per_token_group_quant_fp8 */
     default: break;
     }
     return st;
@@ -114,8 +124,23 @@ static qp_status qdq(qp_context *ctx, const qp_moe_desc *d, float scale, float *
 /* One output of a GEMM row: the fp32 value before the epilogue. `a` holds
  * codes (quantized schemes), act_dtype bits (unquantized) or fp32 values
  * (emulated); w row `wrow` of K elements of the stacked weight. */
-static float dot(const qp_moe_desc *d, const void *a, size_t arow, const void *w, const float *blk, size_t wrow,
-                 size_t K) {
+static float dot(const qp_moe_desc *d, const void *a, const float *as, size_t arow, const void *w, const float *blk,
+                 size_t wrow, size_t K) {
+    if (d->act == QP_ACT_FP8_GROUP128) {
+        /* fp8 per-block: each k-block's sum of e4m3 products (fp32, as the
+         * linear PerBlock reference: in double, rounded once) times the
+         * token-group scale and the weight block's scale, accumulated */
+        const uint8_t *qa = (const uint8_t *)a + arow * K, *qw = (const uint8_t *)w + wrow * K;
+        size_t kb = K / 128;
+        double sum = 0.0;
+        for (size_t g = 0; g < kb; g++) {
+            double part = 0.0;
+            for (size_t h = g * 128; h < (g + 1) * 128; h++)
+                part += (double)qp_format_decode(QP_DTYPE_F8_E4M3FN, qa[h]) * qp_format_decode(QP_DTYPE_F8_E4M3FN, qw[h]);
+            sum += (double)(float)part * as[arow * kb + g] * blk[wrow * kb + g];
+        }
+        return (float)sum;
+    }
     if (d->w_blk > 0) {
         const float *x = (const float *)a + arow * K;
         const uint8_t *c = (const uint8_t *)w + wrow * K;
@@ -164,7 +189,8 @@ qp_status qp_ref_moe_forward(qp_context *ctx, const qp_moe_desc *d, const void *
     bool q = is_real_quant(d->act);
     size_t cb = q ? 1 : d->w_blk > 0 ? sizeof(float) : es; /* bytes of one GEMM input element */
     size_t big = MK * 2 * I > (size_t)M * H ? MK * 2 * I : (size_t)M * H;
-    float *f = malloc(sizeof(float) * big), *rs = malloc(sizeof(float) * (MK > (size_t)M ? MK : (size_t)M));
+    size_t nrs = (MK > (size_t)M ? MK : (size_t)M) * (d->act == QP_ACT_FP8_GROUP128 ? (H > I ? H : I) / 128 + 1 : 1);
+    float *f = malloc(sizeof(float) * big), *rs = malloc(sizeof(float) * nrs);
     void *a = malloc(big * cb);
     void *c1 = malloc(MK * 2 * I * es), *c2 = malloc(MK * I * es), *c3 = malloc(MK * H * es);
     qp_status st = QP_OK;
@@ -190,8 +216,8 @@ qp_status qp_ref_moe_forward(qp_context *ctx, const qp_moe_desc *d, const void *
         for (size_t n = 0; n < 2 * I; n++) {
             if (!here) { qp_ref_store(dt, c1, t * 2 * I + n, 0.0f); continue; }
             size_t wrow = e * 2 * I + n;
-            float v = dot(d, a, m, d->w13, d->b13, wrow, H);
-            if (q) v = v * rs[m] * d->s13[wrow];
+            float v = dot(d, a, rs, m, d->w13, d->b13, wrow, H);
+            if (q && d->act != QP_ACT_FP8_GROUP128) v = v * rs[m] * d->s13[wrow];
             qp_ref_store(dt, c1, t * 2 * I + n, v);
         }
     }
@@ -212,8 +238,8 @@ qp_status qp_ref_moe_forward(qp_context *ctx, const qp_moe_desc *d, const void *
         for (size_t n = 0; n < H; n++) {
             if (!here) { qp_ref_store(dt, c3, t * H + n, 0.0f); continue; }
             size_t wrow = e * H + n;
-            float v = dot(d, a, t, d->w2, d->b2, wrow, I);
-            if (q) v = v * rs[t] * d->s2[wrow];
+            float v = dot(d, a, rs, t, d->w2, d->b2, wrow, I);
+            if (q && d->act != QP_ACT_FP8_GROUP128) v = v * rs[t] * d->s2[wrow];
             v *= weights[t];
             qp_ref_store(dt, c3, t * H + n, v);
         }

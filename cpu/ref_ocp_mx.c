@@ -31,7 +31,7 @@ qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act ac
     if (act == QP_OCP_MX_ACT_FP8_DYNAMIC || act == QP_OCP_MX_ACT_FP8_STATIC)
         /* QuarkOCP_MX's key check (spec 3.7, 9.14), the resolver's message */
         return qp_error_set(ctx, QP_ERR_VALUE, NULL, "input_tensors", NULL, "Unsupported activation quant key: %s",
-                            act == QP_OCP_MX_ACT_FP8_DYNAMIC ? "kFp8DynamicTensorSym" : "kFp8StaticTensorSym");
+                            qp_quant_key_repr(act == QP_OCP_MX_ACT_FP8_DYNAMIC ? "kFp8DynamicTensorSym" : "kFp8StaticTensorSym"));
     if ((int)act < 0 || act > QP_OCP_MX_ACT_FP8_STATIC)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_tensors", NULL, "unknown activation mode %d",
                             (int)act);

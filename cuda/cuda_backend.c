@@ -115,17 +115,35 @@ static qp_status cu_init(const qp_host *host, void **state) {
     return QP_OK;
 }
 
+/* Frees what the backend made on d (workspace, retired blocks; the stream
+ * when it is ours), after its work. */
+static void dev_teardown(cu_dev *d) {
+    if (!d->has_stream && !d->ws && !d->n_retired) return;
+    cudaSetDevice(d->index);
+    if (d->has_stream) {
+        d->host_waits++;
+        cudaStreamSynchronize(d->stream);
+    }
+    if (d->ws) cudaFree(d->ws);
+    for (int i = 0; i < d->n_retired; i++) cudaFree(d->retired[i]);
+    free(d->retired);
+    d->retired = NULL;
+    d->n_retired = d->cap_retired = 0;
+    d->ws = NULL;
+    d->ws_bytes = 0;
+    if (d->has_stream && !d->imported) cudaStreamDestroy(d->stream);
+    d->has_stream = 0;
+    cudaGetLastError();
+}
+
 static void cu_shutdown(void *state) {
     cu_state *st = state;
     if (!st) return;
-    for (int i = 0; i < st->n; i++) {
-        cu_dev *d = &st->devs[i];
-        if (d->has_stream || d->ws) {
-            cudaSetDevice(d->index);
-            if (d->ws) cudaFree(d->ws);
-            if (d->has_stream) cudaStreamDestroy(d->stream);
-        }
-    }
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+    for (int i = 0; i < st->n; i++) dev_teardown(&st->devs[i]);
+    if (prev >= 0) cudaSetDevice(prev);
+    cudaGetLastError();
     free(st->devs);
     free(st);
 }
@@ -182,12 +200,85 @@ static qp_status cu_device_supports(void *dev, const qp_scheme *scheme, int M, i
 
 /* ---- buffers -------------------------------------------------------------- */
 
+/* The layers' names since the last synchronize, for a fault's message. */
+static void pend_text(const cu_dev *d, char *out, size_t cap) {
+    out[0] = 0;
+    if (!d->n_pend) { snprintf(out, cap, "no layer enqueued since the last synchronize"); return; }
+    size_t o = (size_t)snprintf(out, cap, "in the work enqueued since the last synchronize: ");
+    int shown = d->n_pend < 4 ? d->n_pend : 4;
+    for (int i = 0; i < shown && o < cap; i++)
+        o += (size_t)snprintf(out + o, cap - o, "%s'%s'", i ? ", " : "", d->pend[i]);
+    if (d->n_pend > shown && o < cap)
+        snprintf(out + o, cap - o, " and %d more, the last '%s'", d->n_pend - shown, d->pend_last);
+}
+
+void qpcu_enqueued(cu_dev *d, const char *layer) {
+    if (!layer || !*layer) layer = "(unnamed)";
+    snprintf(d->pend_last, sizeof d->pend_last, "%s", layer);
+    d->enq_seq++;
+    int shown = d->n_pend < 4 ? d->n_pend : 4;
+    for (int i = 0; i < shown; i++)
+        if (!strncmp(d->pend[i], layer, sizeof d->pend[i] - 1)) return; /* listed once */
+    if (d->n_pend < 4) snprintf(d->pend[d->n_pend], sizeof d->pend[0], "%s", layer);
+    d->n_pend++;
+}
+
+/* cudaStreamSynchronize of the device's stream (a host wait); a failure
+ * names the layers enqueued since the last one (`call` says who waited). */
+static qp_status stream_wait(cu_dev *d, const char *call) {
+    if (!d->has_stream) return QP_OK;
+    d->host_waits++;
+    cudaError_t e = cudaStreamSynchronize(d->stream);
+    if (e == cudaSuccess) {
+        d->n_pend = 0;
+        return QP_OK;
+    }
+    cudaGetLastError();
+    char pend[400];
+    pend_text(d, pend, sizeof pend);
+    d->n_pend = 0;
+    const qp_host *h = d->st->host;
+    return h->error(h->ctx, e == cudaErrorMemoryAllocation ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE,
+                    "cuda:%d: %s failed %s: %s (%d)", d->index, call, pend, cudaGetErrorString(e), (int)e);
+}
+
+qp_status qpcu_malloc(cu_dev *d, void **p, size_t bytes, const char *layer, const char *what) {
+    d->allocations++;
+    *p = NULL;
+    cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
+    if (e == cudaSuccess) return QP_OK;
+    cudaGetLastError();
+    *p = NULL;
+    char call[160];
+    snprintf(call, sizeof call, "cudaMalloc(%s, %zu bytes)", what, bytes);
+    return cuda_fail(d, layer, call, e);
+}
+
+qp_status qpcu_retire(cu_dev *d, void *p) {
+    if (!p) return QP_OK;
+    if (d->n_retired == d->cap_retired) {
+        int cap = d->cap_retired ? 2 * d->cap_retired : 8;
+        void **r = realloc(d->retired, (size_t)cap * sizeof *r);
+        if (!r) {
+            /* cannot keep it: free it after the device's work instead */
+            (void)stream_wait(d, "cudaStreamSynchronize before freeing a grown-out scratch");
+            cudaFree(p);
+            return QP_OK;
+        }
+        d->retired = r;
+        d->cap_retired = cap;
+    }
+    d->retired[d->n_retired++] = p;
+    return QP_OK;
+}
+
 static qp_status cu_buffer_alloc(void *dev, size_t bytes, void **buf) {
     cu_dev *d = dev;
     cudaError_t e = cudaSetDevice(d->index);
     if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaSetDevice", e);
     cu_buf *b = calloc(1, sizeof *b);
     if (!b) return d->st->host->error(d->st->host->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
+    d->allocations++;
     e = cudaMalloc(&b->p, bytes ? bytes : 1);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -207,7 +298,7 @@ static void cu_buffer_free(void *dev, void *buf) {
     cu_buf *b = buf;
     if (!b) return;
     cudaSetDevice(d->index);
-    cudaFree(b->p);
+    if (!b->imported) cudaFree(b->p);
     free(b);
 }
 
@@ -225,8 +316,14 @@ static qp_status cu_buffer_upload(void *dev, void *buf, size_t offset, const voi
     qp_status s = buf_range(d, b, offset, bytes, "upload");
     if (s != QP_OK || !bytes) return s;
     cudaError_t e = cudaSetDevice(d->index);
-    if (e == cudaSuccess) e = cudaMemcpy((char *)b->p + offset, src, bytes, cudaMemcpyHostToDevice);
-    return e == cudaSuccess ? QP_OK : cuda_fail(d, NULL, "cudaMemcpy(host to device)", e);
+    if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaSetDevice", e);
+    /* blocking, after the work enqueued before it: on the device's stream,
+     * then waited for (the host memory may be pageable and reused) */
+    if (!d->has_stream) e = cudaMemcpy((char *)b->p + offset, src, bytes, cudaMemcpyHostToDevice);
+    else e = cudaMemcpyAsync((char *)b->p + offset, src, bytes, cudaMemcpyHostToDevice, d->stream);
+    if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, NULL, "cudaMemcpyAsync(host to device)", e); }
+    d->submissions++;
+    return stream_wait(d, "buffer upload (cudaStreamSynchronize)");
 }
 
 static qp_status cu_buffer_download(void *dev, void *buf, size_t offset, void *dst, size_t bytes) {
@@ -235,8 +332,12 @@ static qp_status cu_buffer_download(void *dev, void *buf, size_t offset, void *d
     qp_status s = buf_range(d, b, offset, bytes, "download");
     if (s != QP_OK || !bytes) return s;
     cudaError_t e = cudaSetDevice(d->index);
-    if (e == cudaSuccess) e = cudaMemcpy(dst, (const char *)b->p + offset, bytes, cudaMemcpyDeviceToHost);
-    return e == cudaSuccess ? QP_OK : cuda_fail(d, NULL, "cudaMemcpy(device to host)", e);
+    if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaSetDevice", e);
+    if (!d->has_stream) e = cudaMemcpy(dst, (const char *)b->p + offset, bytes, cudaMemcpyDeviceToHost);
+    else e = cudaMemcpyAsync(dst, (const char *)b->p + offset, bytes, cudaMemcpyDeviceToHost, d->stream);
+    if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, NULL, "cudaMemcpyAsync(device to host)", e); }
+    d->submissions++;
+    return stream_wait(d, "buffer download (cudaStreamSynchronize)");
 }
 
 /* ---- layers ---------------------------------------------------------------- */
@@ -253,20 +354,55 @@ static void lin_free(cu_lin *l) {
     free(l);
 }
 
-static qp_status upload_new(cu_dev *d, cu_lin *l, void **dst, const void *src, size_t bytes, const char *tensor) {
-    cudaError_t e = cudaMalloc(dst, bytes);
-    if (e == cudaSuccess) e = cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice);
+qp_status qpcu_upload_new(cu_dev *d, void **dst, const void *src, size_t bytes, const char *layer, const char *what) {
+    qp_status s = qpcu_malloc(d, dst, bytes, layer, what);
+    if (s != QP_OK || !bytes) return s;
+    /* on the device's stream (ordered before the forwards on an imported
+     * non-blocking stream, which a legacy-stream cudaMemcpy from pageable
+     * memory is not), then waited for: the host copy is freed after */
+    cudaError_t e = d->has_stream ? cudaMemcpyAsync(*dst, src, bytes, cudaMemcpyHostToDevice, d->stream)
+                                  : cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice);
     if (e != cudaSuccess) {
         cudaGetLastError();
         char call[96];
-        snprintf(call, sizeof call, "upload of %s (%zu bytes)", tensor, bytes);
-        return cuda_fail(d, l->layer, call, e);
+        snprintf(call, sizeof call, "upload of %s (%zu bytes)", what, bytes);
+        return cuda_fail(d, layer, call, e);
     }
-    return QP_OK;
+    d->submissions++;
+    return stream_wait(d, "upload (cudaStreamSynchronize)");
+}
+
+static qp_status upload_new(cu_dev *d, cu_lin *l, void **dst, const void *src, size_t bytes, const char *tensor) {
+    return qpcu_upload_new(d, dst, src, bytes, l->layer, tensor);
 }
 
 static qp_status lin_error(cu_dev *d, qp_status s, const char *layer, const char *msg) {
     return d->st->host->error(d->st->host->ctx, s, "cuda:%d: layer '%s': %s", d->index, layer, msg);
+}
+
+/* qport's own stream of a device it created (imported ones have the
+ * application's): blocking, so ordered with legacy-stream work. */
+static qp_status make_stream(cu_dev *d, const char *layer) {
+    if (d->has_stream) return QP_OK;
+    cudaError_t e = cudaStreamCreateWithFlags(&d->stream, cudaStreamDefault);
+    if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, layer, "cudaStreamCreate", e); }
+    d->has_stream = 1;
+    return QP_OK;
+}
+
+#define QPCU_WS_MIN ((size_t)256 << 10)
+
+/* A workspace of at least `bytes` (reserve time only: the old one is
+ * retired, so work and graphs that use it stay valid). */
+static qp_status ws_grow(cu_dev *d, const char *layer, size_t bytes) {
+    if (d->ws_bytes >= bytes) return QP_OK;
+    void *p = NULL;
+    qp_status s = qpcu_malloc(d, &p, bytes, layer, "workspace");
+    if (s != QP_OK) return s;
+    if (d->ws) qpcu_retire(d, d->ws);
+    d->ws = p;
+    d->ws_bytes = bytes;
+    return QP_OK;
 }
 
 /* Ensures the kernels can run on the device (no image: a GPU newer than
@@ -290,13 +426,10 @@ static qp_status ensure_runnable(cu_dev *d, const char *layer) {
             d->fit = QPCU_ARCH_NONE;
             return lin_error(d, QP_ERR_UNSUPPORTED, layer, msg);
         }
-        if (!d->has_stream) {
-            /* a blocking stream: ordered after the legacy-stream cudaMemcpy
-             * uploads (pageable H2D copies may return before the DMA ends) */
-            e = cudaStreamCreateWithFlags(&d->stream, cudaStreamDefault);
-            if (e != cudaSuccess) return cuda_fail(d, layer, "cudaStreamCreate", e);
-            d->has_stream = 1;
-        }
+        qp_status s = make_stream(d, layer);
+        if (s != QP_OK) return s;
+        /* the smallest workspace: the in-place rotation / KV chunks */
+        if (d->ws_bytes < QPCU_WS_MIN && (s = ws_grow(d, layer, QPCU_WS_MIN)) != QP_OK) return s;
     }
     return d->probed == 1 ? QP_OK : lin_error(d, QP_ERR_UNSUPPORTED, layer, d->fit_why);
 }
@@ -685,21 +818,41 @@ static void cu_linear_describe(void *dev, void *lin, int M, char *out, size_t ca
         snprintf(out, cap, "gemv %s %s", l->wkind == QPCU_W_F8 || l->wkind == QPCU_W_F8B ? "fp32-decode" : kp == QPCU_KP_GEMV_DP4A ? "int-dot dp4a" : "plain int32 mad", w);
 }
 
-static qp_status ensure_ws(cu_dev *d, const char *layer, size_t bytes) {
-    if (d->ws_bytes >= bytes) return QP_OK;
-    if (d->ws) cudaFree(d->ws);
-    d->ws = NULL;
-    d->ws_bytes = 0;
-    cudaError_t e = cudaMalloc(&d->ws, bytes);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        d->ws = NULL;
-        char call[80];
-        snprintf(call, sizeof call, "cudaMalloc(workspace, %zu bytes)", bytes);
-        return cuda_fail(d, layer, call, e);
+/* The workspace layout of a forward of M rows (byte offsets). */
+typedef struct ws_layout { int Mp, kpath, splits; size_t o_xq, o_xs, o_zp, o_am, o_p, total; } ws_layout;
+
+static void ws_plan(const cu_dev *d, const cu_lin *l, int M, ws_layout *w) {
+    w->Mp = round_up(M > 0 ? M : 1, QPCU_BM);
+    w->kpath = pick_kpath(d, l, M);
+    w->splits = w->kpath == QPCU_KP_TILED ? pick_splits(d, l, w->Mp) : 1;
+    size_t xs_per_row = l->wkind == QPCU_W_F8B ? (size_t)l->K / 128 : 1;
+    size_t xq_elem = QPCU_IS_FLOAT_KIND(l->wkind) ? 2 : 1;
+    w->o_xq = 0;
+    w->o_xs = al256(w->o_xq + (size_t)w->Mp * (size_t)l->Kp * xq_elem);
+    w->o_zp = al256(w->o_xs + (size_t)w->Mp * 4 * xs_per_row);
+    w->o_am = al256(w->o_zp + (size_t)w->Mp * 4);
+    w->o_p = al256(w->o_am + 4);
+    w->total = al256(w->o_p + (size_t)w->splits * (size_t)w->Mp * (size_t)l->Np * 4);
+}
+
+/* Scratch for every M in 1..max_m: the largest layout over the row blocks
+ * (each block's first and last M, which bracket the path switch). */
+static qp_status cu_linear_reserve(void *dev, void *lin, int max_m) {
+    cu_dev *d = dev;
+    cu_lin *l = lin;
+    if (max_m < 0 || max_m > (1 << 24)) return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "linear_reserve: bad max_m");
+    qp_status s = ensure_runnable(d, l->layer);
+    if (s != QP_OK) return s;
+    size_t need = 0;
+    for (int hi = QPCU_BM; hi - QPCU_BM < max_m; hi += QPCU_BM) {
+        int ms[2] = {hi - QPCU_BM + 1, hi < max_m ? hi : max_m};
+        for (int i = 0; i < 2; i++) {
+            ws_layout w;
+            ws_plan(d, l, ms[i], &w);
+            if (w.total > need) need = w.total;
+        }
     }
-    d->ws_bytes = bytes;
-    return QP_OK;
+    return ws_grow(d, l->layer, need);
 }
 
 /* Validates and launches the forward kernels on d->stream (no sync). */
@@ -716,13 +869,21 @@ static qp_status forward_launch(cu_dev *d, cu_lin *l, void *xb, int M, void *yb,
     }
     cudaError_t e = cudaSetDevice(d->index);
     if (e != cudaSuccess) return cuda_fail(d, l->layer, "cudaSetDevice", e);
+    ws_layout w;
+    ws_plan(d, l, M, &w);
+    if (d->ws_bytes < w.total || !d->has_stream) {
+        char msg[200];
+        snprintf(msg, sizeof msg, "M = %d needs %zu bytes of scratch, %zu reserved: reserve it first (linear_reserve; "
+                 "qp_linear_options.max_m)", M, w.total, d->ws_bytes);
+        return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, msg);
+    }
     qpcu_fwd f;
     memset(&f, 0, sizeof f);
     f.M = M; f.N = l->N; f.K = l->K; f.Kp = l->Kp; f.Np = l->Np;
-    f.Mp = round_up(M, QPCU_BM);
+    f.Mp = w.Mp;
     f.wkind = l->wkind; f.qqq = l->qqq; f.act = l->act; f.bf16 = l->bf16;
-    f.kpath = pick_kpath(d, l, M);
-    f.splits = f.kpath == QPCU_KP_TILED ? pick_splits(d, l, f.Mp) : 1;
+    f.kpath = w.kpath;
+    f.splits = w.splits;
     f.sm = d->cc;
     f.x = x->p; f.y = y->p;
     f.w = l->w; f.s_group = l->s_group; f.w_scale = l->w_scale; f.azp_adj = l->azp_adj; f.bias = l->bias;
@@ -730,16 +891,9 @@ static qp_status forward_launch(cu_dev *d, cu_lin *l, void *xb, int M, void *yb,
     f.w_zero = l->w_zero; f.lut = l->lut; f.group = l->group; f.blk = l->blk;
     f.act_mbits = l->act_mbits; f.act_emin = l->act_emin; f.act_emax = l->act_emax; f.act_e4m3 = l->act_e4m3;
     f.act_maxv = l->act_maxv; f.nv_g = l->nv_g; f.bias_after_round = l->bias_after_round; f.ue8m0 = l->ue8m0;
-    size_t xs_per_row = l->wkind == QPCU_W_F8B ? (size_t)l->K / 128 : 1;
-    size_t xq_elem = QPCU_IS_FLOAT_KIND(l->wkind) ? 2 : 1;
-    size_t o_xq = 0, o_xs = al256(o_xq + (size_t)f.Mp * (size_t)f.Kp * xq_elem), o_zp = al256(o_xs + (size_t)f.Mp * 4 * xs_per_row),
-           o_am = al256(o_zp + (size_t)f.Mp * 4), o_p = al256(o_am + 4),
-           total = al256(o_p + (size_t)f.splits * (size_t)f.Mp * (size_t)f.Np * 4);
-    qp_status s = ensure_ws(d, l->layer, total);
-    if (s != QP_OK) return s;
     char *ws = d->ws;
-    f.xq = ws + o_xq; f.xs = (float *)(ws + o_xs); f.xzp = (int32_t *)(ws + o_zp);
-    f.amax = (uint32_t *)(ws + o_am); f.partial = ws + o_p;
+    f.xq = ws + w.o_xq; f.xs = (float *)(ws + w.o_xs); f.xzp = (int32_t *)(ws + w.o_zp);
+    f.amax = (uint32_t *)(ws + w.o_am); f.partial = ws + w.o_p;
     f.stream = d->stream;
     f.ev_g0 = g0;
     f.ev_g1 = g1;
@@ -754,26 +908,21 @@ static qp_status forward_launch(cu_dev *d, cu_lin *l, void *xb, int M, void *yb,
     return QP_OK;
 }
 
+/* Enqueued on the device's stream; completed by synchronize. */
 static qp_status cu_linear_forward(void *dev, void *lin, void *xb, int M, void *yb) {
     cu_dev *d = dev;
     cu_lin *l = lin;
     qp_status s = forward_launch(d, l, xb, M, yb, NULL, NULL);
-    if (s != QP_OK || M == 0) return s;
-    cudaError_t e = cudaStreamSynchronize(d->stream);
-    if (e != cudaSuccess) {
-        char call[96];
-        snprintf(call, sizeof call, "forward kernels (M=%d, cudaStreamSynchronize)", M);
-        return cuda_fail(d, l->layer, call, e);
-    }
-    return QP_OK;
+    if (s == QP_OK && M > 0) qpcu_enqueued(d, l->layer);
+    return s;
 }
 
 static qp_status cu_synchronize(void *dev) {
     cu_dev *d = dev;
     if (!d->has_stream) return QP_OK;
     cudaError_t e = cudaSetDevice(d->index);
-    if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream);
-    return e == cudaSuccess ? QP_OK : cuda_fail(d, NULL, "cudaStreamSynchronize", e);
+    if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaSetDevice", e);
+    return stream_wait(d, "cudaStreamSynchronize");
 }
 
 /* ---- optional ops (issue 9 / 10) ------------------------------------------- */
@@ -801,13 +950,11 @@ static qp_status cu_rotation_prepare(void *dev, const int8_t *H, int r, float c,
     if (!R) return op_fail(d, QP_ERR_OUT_OF_MEMORY, "cuda:%d: %s", "out of host memory");
     R->r = r;
     R->c = c;
-    cudaError_t e = cudaMalloc((void **)&R->H, (size_t)r * r);
-    if (e == cudaSuccess) e = cudaMemcpy(R->H, H, (size_t)r * r, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
+    s = qpcu_upload_new(d, (void **)&R->H, H, (size_t)r * r, "input_rotation", "the rotation matrix");
+    if (s != QP_OK) {
         cudaFree(R->H);
         free(R);
-        return cuda_fail(d, "input_rotation", "upload of the rotation matrix", e);
+        return s;
     }
     *out = R;
     return QP_OK;
@@ -827,31 +974,27 @@ static qp_status dt_check(cu_dev *d, qp_dtype dt, const char *op) {
     return op_fail(d, QP_ERR_UNSUPPORTED, "cuda:%d: %s: dtype must be fp16 or bf16", op);
 }
 
-static qp_status sync_or_fail(cu_dev *d, const char *what, int ke) {
-    cudaError_t e = (cudaError_t)ke;
-    if (e == cudaSuccess) e = cudaStreamSynchronize(d->stream);
-    if (e != cudaSuccess) {
+/* A launch's status at enqueue (the kernel's own faults come at the next
+ * wait, naming `what`). */
+static qp_status launched(cu_dev *d, const char *what, int ke) {
+    if (ke != 0) {
         cudaGetLastError();
-        return cuda_fail(d, NULL, what, e);
+        return cuda_fail(d, NULL, what, (cudaError_t)ke);
     }
+    qpcu_enqueued(d, what);
     return QP_OK;
 }
 
-/* In-place calls (src and dst one buffer): the kernels read what other
- * threads overwrite, so the source is first copied on the device. */
-static qp_status tmp_copy(cu_dev *d, const void *src, size_t bytes, void **tmp, const char *what) {
-    *tmp = NULL;
-    cudaError_t e = cudaMalloc(tmp, bytes ? bytes : 1);
-    if (e == cudaSuccess && bytes) e = cudaMemcpyAsync(*tmp, src, bytes, cudaMemcpyDeviceToDevice, d->stream);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        if (*tmp) cudaFree(*tmp);
-        *tmp = NULL;
-        return cuda_fail(d, NULL, what, e);
-    }
+static qp_status d2d(cu_dev *d, void *dst, const void *src, size_t bytes, const char *what) {
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, d->stream);
+    if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, NULL, what, e); }
+    d->submissions++;
     return QP_OK;
 }
 
+/* In-place calls (src and dst one buffer) go through the device's
+ * workspace in chunks, in stream order, so they allocate nothing: the
+ * kernels read what other threads overwrite otherwise. */
 static qp_status cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *xb, int M, int K, void *yb) {
     cu_dev *d = dev;
     cu_rot *R = rot;
@@ -863,11 +1006,21 @@ static qp_status cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *xb
     size_t bytes = (size_t)M * (size_t)K * 2;
     if ((s = buf_range(d, x, 0, bytes, "rotation input")) != QP_OK || (s = buf_range(d, y, 0, bytes, "rotation output")) != QP_OK) return s;
     if ((s = ensure_stream(d)) != QP_OK) return s;
+    if (!M) return QP_OK;
     cudaSetDevice(d->index);
-    void *tmp = NULL;
-    if (x == y && (s = tmp_copy(d, x->p, bytes, &tmp, "in-place rotation: copy of x")) != QP_OK) return s;
-    s = sync_or_fail(d, "k_rotate", qpcu_rotate(tmp ? tmp : x->p, y->p, M, K, R->H, R->r, R->c, dt == QP_DTYPE_BF16, d->stream));
-    if (tmp) cudaFree(tmp);
+    int bf = dt == QP_DTYPE_BF16;
+    if (x != y)
+        return launched(d, "input_rotation", qpcu_rotate(x->p, y->p, M, K, R->H, R->r, R->c, bf, d->stream));
+    /* in place: groups of r elements are independent; G of them at a time */
+    size_t gb = (size_t)R->r * 2, groups = (size_t)M * (size_t)K / (size_t)R->r, G = d->ws_bytes / gb;
+    if (G == 0) return op_fail(d, QP_ERR_UNSUPPORTED, "cuda:%d: rotation_forward: %s", "in-place rotation: r too large for the workspace");
+    if (G > (size_t)1 << 20) G = (size_t)1 << 20;
+    for (size_t g0 = 0; g0 < groups && s == QP_OK; g0 += G) {
+        size_t n = groups - g0 < G ? groups - g0 : G;
+        s = d2d(d, d->ws, (char *)x->p + g0 * gb, n * gb, "in-place rotation: copy of x");
+        if (s == QP_OK)
+            s = launched(d, "input_rotation", qpcu_rotate(d->ws, (char *)y->p + g0 * gb, (int)n, R->r, R->H, R->r, R->c, bf, d->stream));
+    }
     return s;
 }
 
@@ -879,11 +1032,21 @@ static qp_status cu_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, flo
     if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: kv_quantize: %s", "scale must be finite and > 0");
     if ((s = buf_range(d, a, 0, n * 2, "kv_quantize source")) != QP_OK || (s = buf_range(d, b, 0, n, "kv_quantize destination")) != QP_OK) return s;
     if ((s = ensure_stream(d)) != QP_OK) return s;
+    if (!n) return QP_OK;
     cudaSetDevice(d->index);
-    void *tmp = NULL;
-    if (a == b && (s = tmp_copy(d, a->p, n * 2, &tmp, "in-place kv_quantize: copy of the source")) != QP_OK) return s;
-    s = sync_or_fail(d, "k_kv_quant", qpcu_kv_quant(tmp ? tmp : a->p, b->p, n, scale, dt == QP_DTYPE_BF16, d->stream));
-    if (tmp) cudaFree(tmp);
+    int bf = dt == QP_DTYPE_BF16;
+    char *sp = a->p;
+    uint8_t *dp = b->p;
+    if (a != b) return launched(d, "kv_quantize", qpcu_kv_quant(sp, dp, n, scale, bf, d->stream));
+    /* in place, element i reads bytes 2i, 2i+1 and writes byte i: the first
+     * C elements from a copy, then [a, 2a) directly (reads [2a, 4a)) */
+    size_t C = d->ws_bytes / 2 < n ? d->ws_bytes / 2 : n;
+    s = d2d(d, d->ws, sp, C * 2, "in-place kv_quantize: copy of the source");
+    if (s == QP_OK) s = launched(d, "kv_quantize", qpcu_kv_quant(d->ws, dp, C, scale, bf, d->stream));
+    for (size_t lo = C; lo < n && s == QP_OK; lo *= 2) {
+        size_t hi = 2 * lo < n ? 2 * lo : n;
+        s = launched(d, "kv_quantize", qpcu_kv_quant(sp + 2 * lo, dp + lo, hi - lo, scale, bf, d->stream));
+    }
     return s;
 }
 
@@ -895,12 +1058,22 @@ static qp_status cu_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, f
     if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: kv_dequantize: %s", "scale must be finite and > 0");
     if ((s = buf_range(d, a, 0, n, "kv_dequantize source")) != QP_OK || (s = buf_range(d, b, 0, n * 2, "kv_dequantize destination")) != QP_OK) return s;
     if ((s = ensure_stream(d)) != QP_OK) return s;
+    if (!n) return QP_OK;
     cudaSetDevice(d->index);
-    void *tmp = NULL;
-    if (a == b && (s = tmp_copy(d, a->p, n, &tmp, "in-place kv_dequantize: copy of the codes")) != QP_OK) return s;
-    s = sync_or_fail(d, "k_kv_dequant", qpcu_kv_dequant(tmp ? (const uint8_t *)tmp : (const uint8_t *)a->p, b->p, n, scale,
-                                                          dt == QP_DTYPE_BF16, d->stream));
-    if (tmp) cudaFree(tmp);
+    int bf = dt == QP_DTYPE_BF16;
+    const uint8_t *sp = a->p;
+    char *dp = b->p;
+    if (a != b) return launched(d, "kv_dequantize", qpcu_kv_dequant(sp, dp, n, scale, bf, d->stream));
+    /* in place, element i reads byte i and writes bytes 2i, 2i+1: from the
+     * top, [lo, hi) with 2 lo >= hi directly, the first C from a copy */
+    size_t C = d->ws_bytes < n ? d->ws_bytes : n, hi = n;
+    while (hi > C && s == QP_OK) {
+        size_t lo = (hi + 1) / 2 > C ? (hi + 1) / 2 : C;
+        s = launched(d, "kv_dequantize", qpcu_kv_dequant(sp + lo, dp + 2 * lo, hi - lo, scale, bf, d->stream));
+        hi = lo;
+    }
+    if (s == QP_OK) s = d2d(d, d->ws, sp, hi, "in-place kv_dequantize: copy of the codes");
+    if (s == QP_OK) s = launched(d, "kv_dequantize", qpcu_kv_dequant((const uint8_t *)d->ws, dp, hi, scale, bf, d->stream));
     return s;
 }
 
@@ -914,8 +1087,9 @@ static qp_status cu_buffer_copy(void *dev, void *src, size_t so, void *dst, size
         return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: %s", "buffer_copy: overlapping ranges in one buffer");
     if ((s = ensure_stream(d)) != QP_OK) return s;
     cudaSetDevice(d->index);
-    cudaError_t e = cudaMemcpyAsync((char *)b->p + dof, (const char *)a->p + so, bytes, cudaMemcpyDeviceToDevice, d->stream);
-    return sync_or_fail(d, "cudaMemcpyAsync(device to device)", (int)e);
+    s = d2d(d, (char *)b->p + dof, (const char *)a->p + so, bytes, "cudaMemcpyAsync(device to device)");
+    if (s == QP_OK) qpcu_enqueued(d, "buffer_copy");
+    return s;
 }
 
 /* Times `reps` runs of fn between two events each. */
@@ -939,6 +1113,7 @@ static void ev_destroy(ev_pair *p) {
 
 static qp_status ev_ms(cu_dev *d, cudaEvent_t a, cudaEvent_t b, double *out) {
     float ms = 0;
+    d->host_waits++;
     cudaError_t e = cudaEventSynchronize(b);
     if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
     if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaEventElapsedTime", e);
@@ -950,8 +1125,11 @@ static qp_status cu_linear_time(void *dev, void *lin, void *x, int M, void *y, i
     cu_dev *d = dev;
     cu_lin *l = lin;
     if (reps < 0 || (reps > 0 && !total_ms)) return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "linear_time: bad reps or NULL output");
+    /* a timing call waits anyway: it may grow the scratch for its M */
+    qp_status s = cu_linear_reserve(d, l, M);
+    if (s != QP_OK) return s;
     ev_pair p;
-    qp_status s = ev_create(d, &p, 1);
+    s = ev_create(d, &p, 1);
     for (int i = 0; s == QP_OK && i < reps; i++) {
         cudaError_t e = cudaEventRecord(p.a, d->stream);
         if (e != cudaSuccess) { s = cuda_fail(d, l->layer, "cudaEventRecord", e); break; }
@@ -1032,6 +1210,281 @@ static qp_status cu_vendor_gemm_time(void *dev, qp_dtype in, int M, int N, int K
 #endif
 }
 
+/* ---- asynchronous execution and embedding (ABI 3) ------------------------ */
+
+typedef struct cu_event {
+    cudaEvent_t e;
+    unsigned long long seq; /* d->enq_seq when recorded */
+    char pend[400]; /* the layers before it, for a fault's message */
+} cu_event;
+
+static qp_status cu_event_record(void *dev, void **out) {
+    cu_dev *d = dev;
+    *out = NULL;
+    qp_status s = make_stream(d, NULL);
+    if (s != QP_OK) return s;
+    cu_event *ev = calloc(1, sizeof *ev);
+    if (!ev) return op_fail(d, QP_ERR_OUT_OF_MEMORY, "cuda:%d: %s", "out of host memory");
+    cudaError_t e = cudaEventCreateWithFlags(&ev->e, cudaEventDisableTiming);
+    if (e == cudaSuccess) {
+        e = cudaEventRecord(ev->e, d->stream);
+        if (e != cudaSuccess) cudaEventDestroy(ev->e);
+    }
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        free(ev);
+        return cuda_fail(d, NULL, "cudaEventRecord", e);
+    }
+    pend_text(d, ev->pend, sizeof ev->pend);
+    ev->seq = d->enq_seq;
+    *out = ev;
+    return QP_OK;
+}
+
+static qp_status cu_event_wait(void *dev, void *evp) {
+    cu_dev *d = dev;
+    cu_event *ev = evp;
+    d->host_waits++;
+    cudaError_t e = cudaEventSynchronize(ev->e);
+    if (e == cudaSuccess) {
+        if (ev->seq == d->enq_seq) d->n_pend = 0; /* nothing enqueued after it */
+        return QP_OK;
+    }
+    cudaGetLastError();
+    const qp_host *h = d->st->host;
+    return h->error(h->ctx, QP_ERR_DEVICE, "cuda:%d: cudaEventSynchronize failed %s: %s (%d)", d->index, ev->pend,
+                    cudaGetErrorString(e), (int)e);
+}
+
+static qp_status cu_event_query(void *dev, void *evp, int *done) {
+    cu_dev *d = dev;
+    cu_event *ev = evp;
+    cudaError_t e = cudaEventQuery(ev->e);
+    *done = e == cudaSuccess;
+    if (e == cudaSuccess || e == cudaErrorNotReady) {
+        if (e == cudaErrorNotReady) cudaGetLastError();
+        return QP_OK;
+    }
+    cudaGetLastError();
+    *done = 1;
+    const qp_host *h = d->st->host;
+    return h->error(h->ctx, QP_ERR_DEVICE, "cuda:%d: cudaEventQuery failed %s: %s (%d)", d->index, ev->pend,
+                    cudaGetErrorString(e), (int)e);
+}
+
+static void cu_event_destroy(void *dev, void *evp) {
+    (void)dev;
+    cu_event *ev = evp;
+    if (!ev) return;
+    cudaEventDestroy(ev->e);
+    free(ev);
+}
+
+/* cuda_wait_event: the stream waits for it first; cuda_record_event:
+ * recorded after the work (when it was enqueued). */
+static qp_status cu_sync_begin(void *dev, const qp_enqueue_sync *sy) {
+    cu_dev *d = dev;
+    if (sy->vk_wait_semaphore || sy->vk_signal_semaphore || sy->vk_command_buffer || sy->cl_wait_list || sy->cl_out_event)
+        return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: %s", "qp_enqueue_sync: Vulkan or OpenCL fields for a CUDA device");
+    qp_status s = make_stream(d, NULL);
+    if (s != QP_OK || !sy->cuda_wait_event) return s;
+    cudaError_t e = cudaStreamWaitEvent(d->stream, (cudaEvent_t)sy->cuda_wait_event, 0);
+    if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, NULL, "cudaStreamWaitEvent(cuda_wait_event)", e); }
+    return QP_OK;
+}
+
+static qp_status cu_sync_end(void *dev, const qp_enqueue_sync *sy, qp_status st) {
+    cu_dev *d = dev;
+    if (st != QP_OK || !sy->cuda_record_event) return QP_OK;
+    cudaError_t e = cudaEventRecord((cudaEvent_t)sy->cuda_record_event, d->stream);
+    if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, NULL, "cudaEventRecord(cuda_record_event)", e); }
+    return QP_OK;
+}
+
+/* A device over the application's ordinal and stream (NULL: the legacy
+ * stream): the stream is never destroyed here. */
+static qp_status cu_device_import(void *state, const qp_device_import_desc *desc, void **out) {
+    cu_state *st = state;
+    const qp_host *h = st->host;
+    *out = NULL;
+    const cu_dev *src = NULL;
+    for (int i = 0; i < st->n; i++)
+        if (st->devs[i].index == desc->cuda_device) src = &st->devs[i];
+    if (!src)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT,
+                        "cuda: qp_device_import: cuda_device %d is not a usable device (the runtime lists %d)",
+                        desc->cuda_device, st->n);
+    if (desc->vk_device || desc->vk_queue || desc->cl_context || desc->cl_queue)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda: qp_device_import: Vulkan or OpenCL handles for a CUDA device");
+    cu_dev *d = calloc(1, sizeof *d);
+    if (!d) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
+    d->st = st;
+    d->index = src->index;
+    d->prop = src->prop;
+    d->cc = src->cc;
+    d->fit = src->fit;
+    snprintf(d->fit_why, sizeof d->fit_why, "%s", src->fit_why);
+    d->imported = 1;
+    d->stream = (cudaStream_t)desc->cuda_stream;
+    d->has_stream = 1;
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+    cudaError_t e = cudaSetDevice(d->index);
+    qp_status s = e == cudaSuccess ? ensure_runnable(d, "(imported device)") : cuda_fail(d, NULL, "cudaSetDevice", e);
+    if (prev >= 0) cudaSetDevice(prev);
+    if (s != QP_OK) {
+        dev_teardown(d);
+        free(d);
+        return s;
+    }
+    *out = d;
+    return QP_OK;
+}
+
+static void cu_device_release(void *state, void *dev) {
+    (void)state;
+    cu_dev *d = dev;
+    if (!d || !d->imported) return;
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
+    dev_teardown(d); /* waits for its work; frees workspace and retired blocks */
+    if (prev >= 0) cudaSetDevice(prev);
+    free(d);
+}
+
+static qp_status cu_device_native(void *dev, qp_device_native *out) {
+    cu_dev *d = dev;
+    qp_status s = make_stream(d, NULL);
+    if (s != QP_OK) return s;
+    out->api = QP_NATIVE_CUDA;
+    out->cuda_device = d->index;
+    out->cuda_stream = (void *)d->stream;
+    return QP_OK;
+}
+
+static qp_status cu_buffer_import(void *dev, const qp_buffer_import_desc *desc, void **out) {
+    cu_dev *d = dev;
+    const qp_host *h = d->st->host;
+    *out = NULL;
+    if (!desc->cuda_ptr || desc->vk_buffer || desc->cl_mem || desc->host_ptr)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: qp_buffer_import: a CUDA device takes cuda_ptr only",
+                        d->index);
+    if (desc->offset)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT,
+                        "cuda:%d: qp_buffer_import: offset %zu: CUDA buffers take offset 0 (pass cuda_ptr + offset "
+                        "as cuda_ptr)", d->index, desc->offset);
+    if ((uintptr_t)desc->cuda_ptr % 16)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT,
+                        "cuda:%d: qp_buffer_import: cuda_ptr %p is not 16-byte aligned (the kernels load 16 bytes at "
+                        "a time)", d->index, desc->cuda_ptr);
+    if (!desc->size) return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: qp_buffer_import: size 0", d->index);
+    cu_buf *b = calloc(1, sizeof *b);
+    if (!b) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
+    b->p = desc->cuda_ptr;
+    b->size = desc->size;
+    b->imported = 1;
+    *out = b;
+    return QP_OK;
+}
+
+static void cu_buffer_unimport(void *dev, void *buf) {
+    (void)dev;
+    free(buf);
+}
+
+static qp_status cu_buffer_native(void *dev, void *buf, qp_buffer_native *out) {
+    (void)dev;
+    cu_buf *b = buf;
+    out->api = QP_NATIVE_CUDA;
+    out->ptr = b->p;
+    out->offset = 0;
+    out->size = b->size;
+    return QP_OK;
+}
+
+static qp_status cu_device_stats(void *dev, qp_device_stats *out) {
+    cu_dev *d = dev;
+    out->host_waits = d->host_waits;
+    out->submissions = d->submissions;
+    out->allocations = d->allocations;
+    return QP_OK;
+}
+
+/* ---- the ops table: each op runs with the device current and gives the
+ * caller's current device back; kernel launches counted per device ---- */
+
+typedef struct cu_enter { int prev; unsigned long launches; } cu_enter;
+
+static cu_enter enter(void *dev) {
+    cu_dev *d = dev;
+    cu_enter c = {-1, qpcu_launch_count()};
+    if (cudaGetDevice(&c.prev) != cudaSuccess) { cudaGetLastError(); c.prev = -1; }
+    if (c.prev != d->index) cudaSetDevice(d->index);
+    return c;
+}
+
+static void leave(void *dev, cu_enter c) {
+    cu_dev *d = dev;
+    d->submissions += qpcu_launch_count() - c.launches;
+    if (c.prev >= 0) {
+        int cur = -1;
+        if (cudaGetDevice(&cur) != cudaSuccess || cur != c.prev) cudaSetDevice(c.prev);
+    }
+}
+
+#define QPCU_WRAP(name, params, args)                                                                                  \
+    static qp_status w_##name params {                                                                                 \
+        cu_enter c_ = enter(dev);                                                                                      \
+        qp_status r_ = cu_##name args;                                                                                 \
+        leave(dev, c_);                                                                                                \
+        return r_;                                                                                                     \
+    }
+#define QPCU_WRAPV(name, params, args)                                                                                 \
+    static void w_##name params {                                                                                      \
+        cu_enter c_ = enter(dev);                                                                                      \
+        cu_##name args;                                                                                                \
+        leave(dev, c_);                                                                                                \
+    }
+
+QPCU_WRAP(buffer_alloc, (void *dev, size_t bytes, void **buf), (dev, bytes, buf))
+QPCU_WRAPV(buffer_free, (void *dev, void *buf), (dev, buf))
+QPCU_WRAP(buffer_upload, (void *dev, void *buf, size_t off, const void *src, size_t n), (dev, buf, off, src, n))
+QPCU_WRAP(buffer_download, (void *dev, void *buf, size_t off, void *dst, size_t n), (dev, buf, off, dst, n))
+QPCU_WRAP(linear_prepare, (void *dev, const qp_lin_desc *desc, unsigned path, void **lin), (dev, desc, path, lin))
+QPCU_WRAPV(linear_destroy, (void *dev, void *lin), (dev, lin))
+QPCU_WRAP(linear_forward, (void *dev, void *lin, void *x, int M, void *y), (dev, lin, x, M, y))
+QPCU_WRAP(linear_reserve, (void *dev, void *lin, int max_m), (dev, lin, max_m))
+QPCU_WRAP(synchronize, (void *dev), (dev))
+QPCU_WRAP(rotation_prepare, (void *dev, const int8_t *H, int r, float c, void **rot), (dev, H, r, c, rot))
+QPCU_WRAPV(rotation_destroy, (void *dev, void *rot), (dev, rot))
+QPCU_WRAP(rotation_forward, (void *dev, void *rot, qp_dtype dt, void *x, int M, int K, void *y), (dev, rot, dt, x, M, K, y))
+QPCU_WRAP(kv_quantize, (void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst), (dev, dt, src, n, scale, dst))
+QPCU_WRAP(kv_dequantize, (void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst), (dev, dt, src, n, scale, dst))
+QPCU_WRAP(linear_time, (void *dev, void *lin, void *x, int M, void *y, int reps, double *t, double *g),
+          (dev, lin, x, M, y, reps, t, g))
+QPCU_WRAP(buffer_copy, (void *dev, void *src, size_t so, void *dst, size_t dof, size_t n), (dev, src, so, dst, dof, n))
+QPCU_WRAP(buffer_copy_time, (void *dev, void *src, void *dst, size_t n, int reps, double *ms), (dev, src, dst, n, reps, ms))
+QPCU_WRAP(vendor_gemm_time, (void *dev, qp_dtype in, int M, int N, int K, int reps, double *ms, char *name, size_t cap),
+          (dev, in, M, N, K, reps, ms, name, cap))
+#define cu_moe_prepare qpcu_moe_prepare
+#define cu_moe_destroy qpcu_moe_destroy
+#define cu_moe_forward qpcu_moe_forward_op
+#define cu_moe_reserve qpcu_moe_reserve
+#define cu_moe_route qpcu_moe_route_op
+QPCU_WRAP(moe_prepare, (void *dev, const qp_moe_desc *desc, void **moe), (dev, desc, moe))
+QPCU_WRAPV(moe_destroy, (void *dev, void *moe), (dev, moe))
+QPCU_WRAP(moe_forward, (void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y), (dev, moe, x, M, k, ids, w, y))
+QPCU_WRAP(moe_reserve, (void *dev, void *moe, int max_m, int k), (dev, moe, max_m, k))
+QPCU_WRAP(moe_route, (void *dev, const qp_route_params *p, void *lg, int M, void *sc, void *ids, void *w),
+          (dev, p, lg, M, sc, ids, w))
+QPCU_WRAP(event_record, (void *dev, void **ev), (dev, ev))
+QPCU_WRAP(event_wait, (void *dev, void *ev), (dev, ev))
+QPCU_WRAP(event_query, (void *dev, void *ev, int *done), (dev, ev, done))
+QPCU_WRAPV(event_destroy, (void *dev, void *ev), (dev, ev))
+QPCU_WRAP(sync_begin, (void *dev, const qp_enqueue_sync *s), (dev, s))
+QPCU_WRAP(sync_end, (void *dev, const qp_enqueue_sync *s, qp_status st), (dev, s, st))
+QPCU_WRAP(device_native, (void *dev, qp_device_native *out), (dev, out))
+
 qp_status qpcu_call_failed(cu_dev *d, const char *layer, const char *call, cudaError_t e) {
     return cuda_fail(d, layer, call, e);
 }
@@ -1048,28 +1501,45 @@ static const qp_backend_ops cu_ops = {
     .device_get = cu_device_get,
     .device_info = cu_device_info,
     .device_supports = cu_device_supports,
-    .buffer_alloc = cu_buffer_alloc,
-    .buffer_free = cu_buffer_free,
-    .buffer_upload = cu_buffer_upload,
-    .buffer_download = cu_buffer_download,
-    .linear_prepare = cu_linear_prepare,
-    .linear_destroy = cu_linear_destroy,
-    .linear_forward = cu_linear_forward,
+    .buffer_alloc = w_buffer_alloc,
+    .buffer_free = w_buffer_free,
+    .buffer_upload = w_buffer_upload,
+    .buffer_download = w_buffer_download,
+    .linear_prepare = w_linear_prepare,
+    .linear_destroy = w_linear_destroy,
+    .linear_forward = w_linear_forward,
     .linear_describe = cu_linear_describe,
-    .synchronize = cu_synchronize,
-    .rotation_prepare = cu_rotation_prepare,
-    .rotation_destroy = cu_rotation_destroy,
-    .rotation_forward = cu_rotation_forward,
-    .kv_quantize = cu_kv_quantize,
-    .kv_dequantize = cu_kv_dequantize,
-    .linear_time = cu_linear_time,
-    .buffer_copy = cu_buffer_copy,
-    .buffer_copy_time = cu_buffer_copy_time,
-    .vendor_gemm_time = cu_vendor_gemm_time,
-    .moe_prepare = qpcu_moe_prepare,
-    .moe_destroy = qpcu_moe_destroy,
-    .moe_forward = qpcu_moe_forward_op,
+    .synchronize = w_synchronize,
+    .rotation_prepare = w_rotation_prepare,
+    .rotation_destroy = w_rotation_destroy,
+    .rotation_forward = w_rotation_forward,
+    .kv_quantize = w_kv_quantize,
+    .kv_dequantize = w_kv_dequantize,
+    .linear_time = w_linear_time,
+    .buffer_copy = w_buffer_copy,
+    .buffer_copy_time = w_buffer_copy_time,
+    .vendor_gemm_time = w_vendor_gemm_time,
+    .moe_prepare = w_moe_prepare,
+    .moe_destroy = w_moe_destroy,
+    .moe_route = w_moe_route,
+    .moe_forward = w_moe_forward,
     .moe_describe = qpcu_moe_describe,
+    .linear_reserve = w_linear_reserve,
+    .moe_reserve = w_moe_reserve,
+    .flush = NULL, /* launches are submitted as they are made */
+    .event_record = w_event_record,
+    .event_wait = w_event_wait,
+    .event_query = w_event_query,
+    .event_destroy = w_event_destroy,
+    .sync_begin = w_sync_begin,
+    .sync_end = w_sync_end,
+    .device_import = cu_device_import,
+    .device_release = cu_device_release,
+    .device_native = w_device_native,
+    .buffer_import = cu_buffer_import,
+    .buffer_unimport = cu_buffer_unimport,
+    .buffer_native = cu_buffer_native,
+    .device_stats = cu_device_stats,
 };
 
 EXPORT const qp_backend_ops *qp_backend_entry(void) { return &cu_ops; }

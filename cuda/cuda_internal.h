@@ -23,9 +23,23 @@ typedef struct cu_dev {
     char fit_why[256];
     int probed;       /* qpcu_kernel_probe done: 1 ok, -1 failed */
     cudaStream_t stream;
-    int has_stream;
-    void *ws;         /* workspace: xq, xs, xzp, amax, partial */
+    int has_stream;   /* stream is set (imported: the application's, maybe NULL) */
+    int imported;     /* device_import made it: the stream is not ours */
+    /* Workspace of the linear layers (xq, xs, xzp, amax, partial) and of the
+     * in-place rotation / KV chunks: one per device, used in stream order;
+     * grown by linear_reserve only (never inside a forward). A grown-out
+     * one is retired, not freed, so graphs captured before stay valid;
+     * retired blocks (and MoE scratch) are freed with the device. */
+    void *ws;
     size_t ws_bytes;
+    void **retired;
+    int n_retired, cap_retired;
+    /* device_stats */
+    unsigned long long host_waits, submissions, allocations;
+    /* the layers enqueued since the last synchronize, for fault messages */
+    char pend[4][64], pend_last[64];
+    int n_pend;
+    unsigned long long enq_seq; /* enqueues so far (an event's wait clears pend) */
 } cu_dev;
 
 struct cu_state {
@@ -38,17 +52,30 @@ struct cu_state {
 typedef struct cu_buf {
     void *p;
     size_t size;
+    int imported;     /* the application's memory: never freed here */
 } cu_buf;
 
 /* cuda_backend.c: a failed CUDA call as a recorded error (out of memory or
  * QP_ERR_DEVICE); the kernels' image / stream check before first use. */
 qp_status qpcu_call_failed(cu_dev *d, const char *layer, const char *call, cudaError_t e);
 qp_status qpcu_runnable(cu_dev *d, const char *layer);
+/* cudaMalloc counted in device_stats (an error naming layer and what). */
+qp_status qpcu_malloc(cu_dev *d, void **p, size_t bytes, const char *layer, const char *what);
+/* Device memory allocated now and filled from host memory (ordered on the
+ * device's stream, waited for: prepare time only). */
+qp_status qpcu_upload_new(cu_dev *d, void **dst, const void *src, size_t bytes, const char *layer, const char *what);
+/* Keeps p until the device goes (work or a captured graph may use it). */
+qp_status qpcu_retire(cu_dev *d, void *p);
+/* Notes an enqueued layer (named in a fault's message at the next wait). */
+void qpcu_enqueued(cu_dev *d, const char *layer);
 
 /* cuda_moe.c: the fused MoE ops (backend.h) */
 qp_status qpcu_moe_prepare(void *dev, const qp_moe_desc *desc, void **moe);
 void qpcu_moe_destroy(void *dev, void *moe);
 qp_status qpcu_moe_forward_op(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
+qp_status qpcu_moe_route_op(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids,
+                            void *w);
+qp_status qpcu_moe_reserve(void *dev, void *moe, int max_m, int k);
 void qpcu_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap);
 
 #endif

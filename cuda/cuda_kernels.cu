@@ -949,10 +949,28 @@ __global__ void k_epi_qqq(int M, int N, int Mp, int Np, int S, const int32_t *pa
 
 /* KERNEL is a plain name (an alias for template instances). */
 #if defined(QPCU_EMULATE)
-#define QPCU_LAUNCH(KERNEL, GRID, BLOCK, ST, ...) emu_launch(GRID, BLOCK, [&]() { KERNEL(__VA_ARGS__); })
+/* the arguments are evaluated now and kept by value: a launch on a
+ * capturing stream runs when its graph is launched */
+#define QPCU_LAUNCH(KERNEL, GRID, BLOCK, ST, ...)                                                                     \
+    do {                                                                                                               \
+        qpcu_tl_launches++;                                                                                            \
+        emu_launch_kernel(ST, GRID, BLOCK, KERNEL, __VA_ARGS__);                                                       \
+    } while (0)
 #else
-#define QPCU_LAUNCH(KERNEL, GRID, BLOCK, ST, ...) KERNEL<<<GRID, BLOCK, 0, ST>>>(__VA_ARGS__)
+#define QPCU_LAUNCH(KERNEL, GRID, BLOCK, ST, ...)                                                                     \
+    do {                                                                                                               \
+        qpcu_tl_launches++;                                                                                            \
+        KERNEL<<<GRID, BLOCK, 0, ST>>>(__VA_ARGS__);                                                                   \
+    } while (0)
 #endif
+/* kernel launches and memsets of the calling thread (the backend's
+ * device_stats: submissions) */
+static thread_local unsigned long qpcu_tl_launches;
+extern "C" unsigned long qpcu_launch_count(void) { return qpcu_tl_launches; }
+static inline cudaError_t qpcu_memset_async(void *p, int v, size_t n, cudaStream_t st) {
+    qpcu_tl_launches++;
+    return cudaMemsetAsync(p, v, n, st);
+}
 
 template <int WK, bool DP4A>
 static void launch_gemv_int(const qpcu_fwd *f, dim3 grid, cudaStream_t st, int mr) {
@@ -1047,7 +1065,7 @@ extern "C" int qpcu_forward(const qpcu_fwd *f, const char **what) {
     *what = "k_quant";
     if (f->act == QPCU_ACT_F8_DYN_TENSOR) {
         *what = "cudaMemsetAsync(amax)";
-        if ((e = cudaMemsetAsync(f->amax, 0, sizeof(uint32_t), st)) != cudaSuccess) return (int)e;
+        if ((e = qpcu_memset_async(f->amax, 0, sizeof(uint32_t), st)) != cudaSuccess) return (int)e;
         *what = "k_rowmax";
         QPCU_LAUNCH(k_rowmax, f->M, QT, st, x, f->K, f->bf16, f->amax);
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;

@@ -118,6 +118,8 @@ int qpcu_kv_dequant(const uint8_t *src, void *dst, size_t n, float scale, int bf
 /* 0 when the kernels have an image for the current device, else the
  * cudaError_t of cudaFuncGetAttributes (cudaErrorNoKernelImageForDevice). */
 int qpcu_kernel_probe(void);
+/* Kernel launches and memsets the calling thread has made (device_stats). */
+unsigned long qpcu_launch_count(void);
 
 #ifdef __cplusplus
 }

@@ -68,12 +68,16 @@ static qp_status classify(cu_dev *d, const qp_moe_desc *s, cu_moe *m, const char
     if (!s->w13 || !s->w2) return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "missing w13 / w2");
     if ((size_t)s->E * (size_t)rup(2 * s->I, 64) > INT_MAX / 64 || (size_t)s->E * (size_t)rup(s->H, 64) > INT_MAX / 64)
         return moe_err(d, QP_ERR_UNSUPPORTED, layer, "E x 2I or E x H too large for the kernels' 32-bit row indices");
-    if (s->w_blk > 0) { /* emulated block-float experts */
+    if (s->act == QP_ACT_FP8_GROUP128)
+        return moe_err(d, QP_ERR_UNSUPPORTED, layer, "fp8 per-block experts (per-token-group fp8 activations, block-scaled "
+                                                     "GEMM) have no fused MoE kernel on cuda yet");
+    if (s->w_blk > 0) { /* emulated block-float experts; W4A16: signed int4 codes (I8) through w_lut */
         if (!s->b13 || !s->b2 || !s->w_lut)
             return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "block-float experts need b13, b2 and w_lut");
         if (s->w_dtype != QP_DTYPE_F4_E2M1 && s->w_dtype != QP_DTYPE_F6_E2M3 && s->w_dtype != QP_DTYPE_F6_E3M2 &&
-            s->w_dtype != QP_DTYPE_F8_E4M3FN)
-            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "w_dtype must be fp4_e2m1, fp6_e3m2, fp6_e2m3 or fp8_e4m3fn");
+            s->w_dtype != QP_DTYPE_F8_E4M3FN && s->w_dtype != QP_DTYPE_I8)
+            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer,
+                           "w_dtype must be fp4_e2m1, fp6_e3m2, fp6_e2m3, fp8_e4m3fn or i8 (W4A16 codes)");
         if (s->w_blk != 16 && s->w_blk != 32) return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "w_blk must be 16 or 32");
         if (s->H % s->w_blk || s->I % s->w_blk)
             return moe_err(d, QP_ERR_UNSUPPORTED, layer, "H and I must be multiples of the weight block");
@@ -154,15 +158,7 @@ static qp_status classify(cu_dev *d, const qp_moe_desc *s, cu_moe *m, const char
 }
 
 static qp_status upload(cu_dev *d, cu_moe *m, void **dst, const void *src, size_t bytes, const char *name) {
-    cudaError_t e = cudaMalloc(dst, bytes ? bytes : 1);
-    if (e == cudaSuccess && bytes) e = cudaMemcpy(*dst, src, bytes, cudaMemcpyHostToDevice);
-    if (e != cudaSuccess) {
-        cudaGetLastError();
-        char call[96];
-        snprintf(call, sizeof call, "upload of %s (%zu bytes)", name, bytes);
-        return qpcu_call_failed(d, m->layer, call, e);
-    }
-    return QP_OK;
+    return qpcu_upload_new(d, dst, src, bytes, m->layer, name);
 }
 
 /* One stacked weight [E][NR][K] -> [E][NRp][Kp] in the kind's layout, and
@@ -258,6 +254,77 @@ static int pick_path(const cu_dev *d, const cu_moe *m, int M) {
 
 static int max_blocks(const cu_moe *m, int MK, int bm) { return MK / bm + (m->E < MK ? m->E : MK) + 1; }
 
+/* The scratch layout of M tokens with k slots each (byte offsets). */
+typedef struct moe_plan {
+    int kpath, bm, nbmax;
+    size_t o_xa, o_ha, o_xs, o_hs, o_zp, o_am, o_h, o_p1, o_p2, o_cnt, o_eb, o_nb, o_so, o_be, total;
+} moe_plan;
+
+static void plan(const cu_dev *d, const cu_moe *m, int M, int k, moe_plan *p) {
+    size_t MKz = (size_t)M * (size_t)k;
+    int MK = (int)MKz;
+    p->kpath = pick_path(d, m, M);
+    p->bm = p->kpath == QPCU_MOE_TC ? QPCU_MOE_BMT : QPCU_MOE_BMD;
+    p->nbmax = max_blocks(m, MK, p->bm);
+    size_t es = QPCU_IS_FLOAT_KIND(m->wkind) ? 2 : 1, mx = (size_t)(MK > M ? MK : M);
+    p->o_xa = 0;
+    p->o_ha = al256(p->o_xa + (size_t)M * (size_t)m->Hp * es);
+    p->o_xs = al256(p->o_ha + MKz * (size_t)m->Ip * es);
+    p->o_hs = al256(p->o_xs + (size_t)M * 4);
+    p->o_zp = al256(p->o_hs + MKz * 4);
+    p->o_am = al256(p->o_zp + mx * 4);
+    p->o_h = al256(p->o_am + 8);
+    p->o_p1 = al256(p->o_h + MKz * (size_t)m->I * 2);
+    p->o_p2 = al256(p->o_p1 + MKz * (size_t)m->N13p * 4);
+    p->o_cnt = al256(p->o_p2 + MKz * (size_t)m->N2p * 4);
+    p->o_eb = al256(p->o_cnt + (size_t)m->E * 4);
+    p->o_nb = al256(p->o_eb + (size_t)m->E * 4);
+    p->o_so = al256(p->o_nb + 4);
+    p->o_be = al256(p->o_so + (size_t)p->nbmax * (size_t)p->bm * 4);
+    p->total = al256(p->o_be + (size_t)p->nbmax * 4);
+}
+
+static qp_status shape_check(cu_dev *d, const cu_moe *m, int M, int k) {
+    size_t MKz = (size_t)M * (size_t)k;
+    int bm = pick_path(d, m, M) == QPCU_MOE_TC ? QPCU_MOE_BMT : QPCU_MOE_BMD;
+    if (MKz > (size_t)INT_MAX / 64 || MKz * (size_t)(m->N13p > m->N2p ? m->N13p : m->N2p) > (size_t)INT_MAX ||
+        max_blocks(m, (int)MKz, bm) > 65535)
+        return moe_err(d, QP_ERR_UNSUPPORTED, m->layer, "M * k slots too many for one launch grid");
+    return QP_OK;
+}
+
+/* Scratch for every M in 1..max_m with k slots (the layout grows with M;
+ * the decode / tiled switch is bracketed by the two sizes). Reserve time
+ * only: a grown-out scratch is retired (graphs may use it). */
+qp_status qpcu_moe_reserve(void *dev, void *moe, int max_m, int k) {
+    cu_dev *d = dev;
+    cu_moe *m = moe;
+    const qp_host *h = d->st->host;
+    if (!m || max_m < 0 || k <= 0)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: moe_reserve: NULL layer, max_m < 0 or k <= 0", d->index);
+    if (max_m == 0) return QP_OK;
+    qp_status st = shape_check(d, m, max_m, k);
+    if (st != QP_OK) return st;
+    size_t need = 0;
+    int ms[2] = {max_m < QPCU_MOE_DECODE_MAX_M ? max_m : QPCU_MOE_DECODE_MAX_M, max_m};
+    for (int i = 0; i < 2; i++) {
+        moe_plan p;
+        plan(d, m, ms[i], k, &p);
+        if (p.total > need) need = p.total;
+    }
+    if (m->scratch_bytes >= need) return QP_OK;
+    void *ns = NULL;
+    char what[96];
+    snprintf(what, sizeof what, "MoE scratch for M = %d, k = %d", max_m, k);
+    if ((st = qpcu_malloc(d, &ns, need, m->layer, what)) != QP_OK) return st;
+    if (m->scratch) qpcu_retire(d, m->scratch);
+    m->scratch = ns;
+    m->scratch_bytes = need;
+    return QP_OK;
+}
+
+/* Enqueued on the device's stream (nothing allocated, no wait); ids are
+ * read on the device: a slot outside this block's experts adds nothing. */
 qp_status qpcu_moe_forward_op(void *dev, void *moe, void *xbuf, int M, int k, void *idsbuf, void *wbuf, void *ybuf) {
     cu_dev *d = dev;
     cu_moe *m = moe;
@@ -268,70 +335,47 @@ qp_status qpcu_moe_forward_op(void *dev, void *moe, void *xbuf, int M, int k, vo
                         d->index);
     if (M == 0) return QP_OK;
     size_t H = (size_t)m->H, MKz = (size_t)M * (size_t)k;
-    int kpath = pick_path(d, m, M), bm = kpath == QPCU_MOE_TC ? QPCU_MOE_BMT : QPCU_MOE_BMD;
-    if (MKz > (size_t)INT_MAX / 64 || MKz * (size_t)(m->N13p > m->N2p ? m->N13p : m->N2p) > (size_t)INT_MAX ||
-        max_blocks(m, (int)MKz, bm) > 65535)
-        return moe_err(d, QP_ERR_UNSUPPORTED, m->layer, "M * k slots too many for one launch grid");
+    qp_status st = shape_check(d, m, M, k);
+    if (st != QP_OK) return st;
     if (xb->size < (size_t)M * H * 2 || yb->size < (size_t)M * H * 2 || ib->size < MKz * 4 || wb->size < MKz * 4)
         return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: MoE layer '%s': x, y, ids or weights smaller than "
                         "M = %d, k = %d, H = %d need", d->index, m->layer, M, k, m->H);
+    moe_plan p;
+    plan(d, m, M, k, &p);
+    if (m->scratch_bytes < p.total || !d->has_stream)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: MoE layer '%s': M = %d, k = %d needs %zu bytes of "
+                        "scratch, %zu reserved: reserve it first (moe_reserve; qp_moe_options.max_m)", d->index,
+                        m->layer, M, k, p.total, m->scratch_bytes);
     cudaError_t ce = cudaSetDevice(d->index);
     if (ce != cudaSuccess) return qpcu_call_failed(d, m->layer, "cudaSetDevice", ce);
-    int MK = (int)MKz, nbmax = max_blocks(m, MK, bm);
-    size_t es = QPCU_IS_FLOAT_KIND(m->wkind) ? 2 : 1, mx = (size_t)(MK > M ? MK : M);
-    /* scratch: one allocation, grown on demand */
-    size_t o_xa = 0, o_ha = al256(o_xa + (size_t)M * (size_t)m->Hp * es),
-           o_xs = al256(o_ha + MKz * (size_t)m->Ip * es), o_hs = al256(o_xs + (size_t)M * 4),
-           o_zp = al256(o_hs + MKz * 4), o_am = al256(o_zp + mx * 4), o_h = al256(o_am + 8),
-           o_p1 = al256(o_h + MKz * (size_t)m->I * 2), o_p2 = al256(o_p1 + MKz * (size_t)m->N13p * 4),
-           o_cnt = al256(o_p2 + MKz * (size_t)m->N2p * 4), o_eb = al256(o_cnt + (size_t)m->E * 4),
-           o_nb = al256(o_eb + (size_t)m->E * 4), o_so = al256(o_nb + 4),
-           o_be = al256(o_so + (size_t)nbmax * (size_t)bm * 4), total = al256(o_be + (size_t)nbmax * 4);
-    if (m->scratch_bytes < total) {
-        if (m->scratch) cudaFree(m->scratch);
-        m->scratch = NULL;
-        m->scratch_bytes = 0;
-        ce = cudaMalloc(&m->scratch, total);
-        if (ce != cudaSuccess) {
-            cudaGetLastError();
-            m->scratch = NULL;
-            char call[96];
-            snprintf(call, sizeof call, "cudaMalloc(MoE scratch for M = %d, k = %d: %zu bytes)", M, k, total);
-            return qpcu_call_failed(d, m->layer, call, ce);
-        }
-        m->scratch_bytes = total;
-    }
     char *ws = m->scratch;
     qpcu_moe_fwd f;
     memset(&f, 0, sizeof f);
     f.M = M; f.k = k; f.E = m->E; f.off = m->off; f.H = m->H; f.I = m->I;
     f.Hp = m->Hp; f.Ip = m->Ip; f.N13p = m->N13p; f.N2p = m->N2p;
-    f.wkind = m->wkind; f.act = m->act; f.bf16 = m->bf16; f.kpath = kpath; f.sm = d->cc;
+    f.wkind = m->wkind; f.act = m->act; f.bf16 = m->bf16; f.kpath = p.kpath; f.sm = d->cc;
     f.s13 = m->s13; f.s2 = m->s2; f.g13 = m->g13; f.g2 = m->g2;
     f.act_mbits = m->act_mbits; f.act_emin = m->act_emin; f.act_emax = m->act_emax; f.act_e4m3 = m->act_e4m3;
     f.act_maxv = m->act_maxv; f.blk = m->blk;
     f.w13 = m->w13; f.w2 = m->w2; f.ws13 = m->ws13; f.ws2 = m->ws2; f.b13 = m->b13; f.b2 = m->b2; f.lut = m->lut;
     f.zrow = m->zrow;
     f.x = xb->p; f.ids = ib->p; f.rw = wb->p; f.y = yb->p;
-    f.xa = ws + o_xa; f.ha = ws + o_ha; f.xs = (float *)(ws + o_xs); f.hs = (float *)(ws + o_hs);
-    f.zp = (int32_t *)(ws + o_zp); f.amax = (uint32_t *)(ws + o_am); f.h = (uint16_t *)(ws + o_h);
-    f.p1 = ws + o_p1; f.p2 = ws + o_p2;
-    f.cnt = (int32_t *)(ws + o_cnt); f.eblk = (int32_t *)(ws + o_eb); f.nblk = (int32_t *)(ws + o_nb);
-    f.sorted = (int32_t *)(ws + o_so); f.bexp = (int32_t *)(ws + o_be);
-    f.nbmax = nbmax;
+    f.xa = ws + p.o_xa; f.ha = ws + p.o_ha; f.xs = (float *)(ws + p.o_xs); f.hs = (float *)(ws + p.o_hs);
+    f.zp = (int32_t *)(ws + p.o_zp); f.amax = (uint32_t *)(ws + p.o_am); f.h = (uint16_t *)(ws + p.o_h);
+    f.p1 = ws + p.o_p1; f.p2 = ws + p.o_p2;
+    f.cnt = (int32_t *)(ws + p.o_cnt); f.eblk = (int32_t *)(ws + p.o_eb); f.nblk = (int32_t *)(ws + p.o_nb);
+    f.sorted = (int32_t *)(ws + p.o_so); f.bexp = (int32_t *)(ws + p.o_be);
+    f.nbmax = p.nbmax;
     f.stream = d->stream;
     const char *what = "";
     int ke = qpcu_moe_forward(&f, &what);
-    if (ke == 0) {
-        what = "cudaStreamSynchronize after the MoE kernels";
-        ke = (int)cudaStreamSynchronize(d->stream);
-    }
     if (ke) {
         cudaGetLastError();
         char call[128];
         snprintf(call, sizeof call, "%s (M = %d, k = %d)", what, M, k);
         return qpcu_call_failed(d, m->layer, call, (cudaError_t)ke);
     }
+    qpcu_enqueued(d, m->layer);
     return QP_OK;
 }
 
@@ -358,4 +402,26 @@ void qpcu_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap
                  M <= QPCU_MOE_DECODE_MAX_M ? "decode" : "gemv (no tensor cores for this kind)", QPCU_MOE_BMD, arith,
                  kind, act);
     }
+}
+
+/* Routing on the device (qp_moe_enqueue_logits): one thread a token. */
+qp_status qpcu_moe_route_op(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids,
+                            void *w) {
+    cu_dev *d = dev;
+    const qp_host *h = d->st->host;
+    cu_buf *lb = logits, *sb = scratch, *ib = ids, *wb = w, *bb = p ? p->bias : NULL;
+    if (!p || !lb || !sb || !ib || !wb || M <= 0 || p->k <= 0 || p->k > QP_ROUTE_MAX_K || p->n_group > QP_ROUTE_MAX_K ||
+        p->G <= 0)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: moe_route: bad routing parameters", d->index);
+    if (!d->has_stream)
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: moe_route: the device has no stream yet", d->index);
+    int flags = (p->renormalize ? 1 : 0) | (p->sigmoid ? 2 : 0) | (bb ? 4 : 0);
+    int ke = qpcu_moe_route(lb->p, M, p->G, p->k, flags, p->n_group, p->topk_group, p->scale, bb ? bb->p : NULL,
+                            sb->p, ib->p, wb->p, d->stream);
+    if (ke) {
+        cudaGetLastError();
+        return qpcu_call_failed(d, "MoE routing", "k_moe_route", (cudaError_t)ke);
+    }
+    qpcu_enqueued(d, "MoE routing");
+    return QP_OK;
 }

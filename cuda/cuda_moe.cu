@@ -385,6 +385,87 @@ __global__ void k_moe_sum(int M, int k, int H, int N2p, int E, int off, const in
     y[i] = qpcu_f32_to_act(acc, bf16);
 }
 
+
+/* ---- routing on the device (qp_moe_enqueue_logits) --------------------------
+ * api/moe_route.c for one token per thread: softmax (or sigmoid) scores with
+ * the exponential in double rounded once, IEEE fp32 divisions, the lower
+ * index on ties, grouped top-k with the correction bias choosing but not
+ * weighting. sc: scratch [2][M][G] (scores, biased); flags: 1 renormalize,
+ * 2 sigmoid, 4 bias. */
+#define QPCU_ROUTE_KMAX 64
+__device__ static inline float route_exp(float x) { return (float)exp((double)x); }
+
+__device__ static void route_topk(const float *v, int n, int k, int *idx) {
+    for (int j = 0; j < k; j++) {
+        int best = -1;
+        for (int i = 0; i < n; i++) {
+            bool taken = false;
+            for (int t = 0; t < j; t++) taken |= idx[t] == i;
+            if (taken) continue;
+            if (best < 0 || v[i] > v[best]) best = i;
+        }
+        idx[j] = best;
+    }
+}
+
+__global__ void k_moe_route(const float *lg, int M, int G, int k, int flags, int ng, int topk_group, float scale,
+                            const float *bias, float *sc, int32_t *ids, float *rw) {
+    int m = (int)(blockIdx.x * blockDim.x + threadIdx.x);
+    if (m >= M) return;
+    const float *x = lg + (size_t)m * G;
+    float *s = sc + (size_t)m * G, *b = sc + (size_t)M * G + (size_t)m * G;
+    const bool renorm = flags & 1, sig = flags & 2, hb = flags & 4;
+    if (!sig) {
+        float mx = -INFINITY, sum = 0.0f;
+        for (int e = 0; e < G; e++) mx = x[e] > mx ? x[e] : mx;
+        for (int e = 0; e < G; e++) {
+            s[e] = route_exp(QPCU_ADD(x[e], -mx));
+            sum = QPCU_ADD(sum, s[e]);
+        }
+        float inv = QPCU_DIV(1.0f, sum);
+        for (int e = 0; e < G; e++) s[e] = QPCU_MUL(s[e], inv);
+    } else {
+        for (int e = 0; e < G; e++) s[e] = QPCU_DIV(1.0f, QPCU_ADD(1.0f, route_exp(-x[e])));
+    }
+    int sel[QPCU_ROUTE_KMAX];
+    if (ng > 0) {
+        int per = G / ng, gi[QPCU_ROUTE_KMAX], two[2];
+        float gs[QPCU_ROUTE_KMAX];
+        for (int e = 0; e < G; e++) b[e] = hb ? QPCU_ADD(s[e], bias[e]) : s[e];
+        for (int g = 0; g < ng; g++) {
+            route_topk(b + g * per, per, hb ? 2 : 1, two);
+            gs[g] = hb ? QPCU_ADD(b[g * per + two[0]], b[g * per + two[1]]) : b[g * per + two[0]];
+        }
+        route_topk(gs, ng, topk_group, gi);
+        for (int e = 0; e < G; e++) {
+            bool keep = false;
+            for (int t = 0; t < topk_group; t++) keep |= gi[t] == e / per;
+            if (!keep) b[e] = -INFINITY;
+        }
+        route_topk(b, G, k, sel);
+    } else {
+        route_topk(s, G, k, sel);
+    }
+    float sum = 0.0f;
+    for (int j = 0; j < k; j++) sum = QPCU_ADD(sum, s[sel[j]]);
+    for (int j = 0; j < k; j++) {
+        float w = s[sel[j]];
+        if (renorm) w = QPCU_DIV(w, sum);
+        if (ng > 0 && scale != 1.0f) w = QPCU_MUL(w, scale);
+        ids[(size_t)m * k + j] = sel[j];
+        rw[(size_t)m * k + j] = w;
+    }
+}
+
+extern "C" int qpcu_moe_route(const float *lg, int M, int G, int k, int flags, int ng, int topk_group, float scale,
+                              const float *bias, float *sc, int32_t *ids, float *rw, void *stream) {
+    cudaStream_t st = (cudaStream_t)stream;
+    (void)st;
+    QPCU_LAUNCH(k_moe_route, (unsigned)((M + 63) / 64), 64, st, lg, M, G, k, flags, ng, topk_group, scale, bias, sc,
+                ids, rw);
+    return (int)cudaGetLastError();
+}
+
 /* ---- host side ------------------------------------------------------------- */
 
 static bool moe_float_kind(int wkind) { return QPCU_IS_FLOAT_KIND(wkind); }
@@ -406,7 +487,7 @@ static int moe_quant(const qpcu_moe_fwd *f, const uint16_t *src, int R, int K, i
     }
     if (f->act == QPCU_ACT_F8_DYN_TENSOR) {
         *what = "cudaMemsetAsync(amax)";
-        if ((e = cudaMemsetAsync(amax, 0, sizeof(uint32_t), st)) != cudaSuccess) return (int)e;
+        if ((e = qpcu_memset_async(amax, 0, sizeof(uint32_t), st)) != cudaSuccess) return (int)e;
         *what = "k_rowmax";
         QPCU_LAUNCH(k_rowmax, R, QT, st, src, K, f->bf16, amax);
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;

@@ -36,9 +36,9 @@ for s in int8-dyn-sym int8-dyn-asym int8-static-sym int8-static-asym fp8-static 
     [ $rc -eq 0 ] || cat "$D/$s.run.txt"
   fi
 done
-echo "=== a mixture-of-experts demo (8 experts, top-2), fp8 and int8 experts"
+echo "=== a mixture-of-experts demo (8 experts, top-2): fp8, int8, W4A16 uint4 and MXFP8 experts"
 [ -f "$D/moe-fp16/model.safetensors" ] || "$Q" demo-model "$D/moe-fp16" --experts 8 --topk 2 >/dev/null
-for s in fp8-static int8-dyn-sym; do
+for s in fp8-static int8-dyn-sym w4a16-uint4 mxfp8; do
   [ -f "$D/moe-$s/model.safetensors" ] || "$Q" quantize "$D/moe-fp16" "$D/moe-$s" --scheme "$s" >/dev/null
   rc=0
   "$Q" run "$D/moe-$s" --tokens 4 > "$D/moe-$s.run.txt" 2>&1 || rc=1

@@ -266,7 +266,10 @@ bool bh_forward(void *lin, const uint16_t *x, int M, int K, int N, uint16_t *y, 
         CHECK(0, "%s: upload: %s", what, bh_err);
         goto out;
     }
-    qp_status st = bh_ops->linear_forward(bh_dev, lin, dx, M, dy);
+    /* ABI 3: scratch is reserved before the forward (the core does it at
+     * creation and for a larger M) */
+    qp_status st = bh_ops->linear_reserve ? bh_ops->linear_reserve(bh_dev, lin, M) : QP_OK;
+    if (st == QP_OK) st = bh_ops->linear_forward(bh_dev, lin, dx, M, dy);
     if (st != QP_OK) {
         CHECK(0, "%s: forward M=%d: %s", what, M, bh_err);
         goto out;

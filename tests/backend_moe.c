@@ -54,7 +54,7 @@ static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.2831
 
 static int H = 64, I = 32; /* per layer (md_set_shape) */
 
-typedef enum fam { F_UNQ, F_FP8, F_INT8, F_EMU } fam;
+typedef enum fam { F_UNQ, F_FP8, F_INT8, F_EMU, F_W4 } fam;
 
 typedef struct scheme_case {
     const char *name;
@@ -84,6 +84,11 @@ static const scheme_case cases[] = {
     {"w4a8 mxfp4-fp8", F_EMU, NULL, NULL, 0, MX("fp4"),
      "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"symmetric\":true,\"is_dynamic\":false}"},
     {"nvfp4", F_EMU, NULL, NULL, 0, NV, NV},
+    /* vLLM 0.34.0's QuarkW8A8Mxfp8MoEMethod and QuarkW4A16Int4MoEMethod (per_channel: 1 = uint4 with zero points) */
+    {"mxfp8", F_EMU, NULL, NULL, 0, MX("fp8_e4m3"),
+     "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":32,\"symmetric\":true,\"is_dynamic\":%s}"},
+    {"w4a16 uint4 g128", F_W4, NULL, "kInt4StaticAsym", 1, NULL, NULL},
+    {"w4a16 int4 g32", F_W4, NULL, "kInt4Static32", 0, NULL, NULL},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -113,12 +118,55 @@ static void add(layer *L, const char *name, qp_dtype dt, int nd, int64_t a, int6
     L->t[L->nt++] = (qp_tensor){name, dt, nd, {a, b, c, 0}, p};
 }
 
+/* W4A16 experts in QuarkW4A16Int4MoEMethod's parameters (two codes per
+ * byte along K, scales in the model dtype per (row, group), uint4 zero
+ * points two rows per byte), dequantized as its kernels do: rnd((c - z) * s). */
+static void w4_layer(layer *L) {
+    const scheme_case *c = L->c;
+    bool asym = c->per_channel;
+    int group = strstr(c->name, "g128") ? 128 : 32, g = group;
+    while (H % g || I % g) g /= 2; /* as vLLM's create_weights */
+    L->s.kind = QP_SCHEME_W4A16_INT4;
+    snprintf(L->s.weight_key, sizeof L->s.weight_key, "%s", c->wkey);
+    L->s.weight.group_size = group;
+    L->s.weight.symmetric = !asym;
+    L->act = QP_ACT_NONE;
+    for (int pass = 0; pass < 2; pass++) {
+        size_t rows = pass ? (size_t)H : 2 * (size_t)I, K = pass ? (size_t)I : (size_t)H, G = K / (size_t)g;
+        size_t nr = (size_t)L->E * rows;
+        uint8_t *w = keep(L, nr * K / 2);
+        add(L, pass ? "w2_weight" : "w13_weight", QP_DTYPE_U8, 3, L->E, (int64_t)rows, (int64_t)K / 2, w);
+        uint16_t *sc = keep(L, 2 * nr * G);
+        add(L, pass ? "w2_weight_scale" : "w13_weight_scale", L->dt, 3, L->E, (int64_t)rows, (int64_t)G, sc);
+        uint8_t *z = NULL;
+        if (asym) {
+            z = keep(L, nr / 2 * G);
+            add(L, pass ? "w2_weight_zero_point" : "w13_weight_zero_point", QP_DTYPE_U8, 3, L->E, (int64_t)rows / 2,
+                (int64_t)G, z);
+        }
+        double *wd = pass ? L->w2 : L->w13;
+        for (size_t r = 0; r < nr; r++) {
+            for (size_t gi = 0; gi < G; gi++) {
+                tu_put(L->dt, sc, r * G + gi, (float)((0.5 + urand()) / 6 / sqrt((double)K)));
+                if (asym) z[(r / 2) * G + gi] |= (uint8_t)((int)(urand() * 16) << (4 * (r % 2)));
+            }
+            for (size_t q = 0; q < K; q++) {
+                int code = (int)(urand() * 16);
+                w[r * K / 2 + q / 2] |= (uint8_t)(code << (4 * (q % 2)));
+                int zz = asym ? (z[(r / 2) * G + q / (size_t)g] >> (4 * (r % 2))) & 15 : 8;
+                wd[r * K + q] = qp_ref_round(L->dt, (float)(code - zz) * (float)tu_get(L->dt, sc, r * G + q / (size_t)g));
+            }
+        }
+    }
+}
+
 static void direct_layer(layer *L) {
     const scheme_case *c = L->c;
     size_t E = (size_t)L->E, n13 = E * 2 * I * H, n2 = E * H * I;
     L->w13 = malloc(sizeof(double) * n13);
     L->w2 = malloc(sizeof(double) * n2);
     memset(&L->s, 0, sizeof L->s);
+    if (c->f == F_W4) { w4_layer(L); return; }
     if (c->f == F_UNQ) {
         L->s.kind = QP_SCHEME_UNQUANTIZED;
         uint16_t *a = keep(L, 2 * n13);
@@ -593,10 +641,10 @@ void md_run_matrix(void) {
     md_run_layer(12, QP_DTYPE_BF16, 8, 16, 8, 1); /* nvfp4 */
 }
 
-void md_refuse_w4a16(void) {
+void md_refuse_unsupported(void) {
     qp_scheme s;
     memset(&s, 0, sizeof s);
-    s.kind = QP_SCHEME_W4A16_INT4;
+    s.kind = QP_SCHEME_QQQ_W4A8; /* QQQ configs quantize no experts (W4A16 experts run since vLLM 0.34.0) */
     snprintf(s.weight_key, sizeof s.weight_key, "kInt4");
     qp_moe_options o;
     qp_moe_options_init(&o);

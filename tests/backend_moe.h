@@ -18,8 +18,8 @@ void md_set_shape(int H, int I);
 void md_run_layer(int ci, qp_dtype dt, int E, int G, int off, int k);
 /* Every case scheme x fp16/bf16, then three expert-parallel layers. */
 void md_run_matrix(void);
-/* W4A16 experts: QP_ERR_UNSUPPORTED from the core on the device. */
-void md_refuse_w4a16(void);
+/* Experts of a scheme with no MoE method (QQQ): QP_ERR_UNSUPPORTED from the core on the device. */
+void md_refuse_unsupported(void);
 /* qp_moe_create on `dev` of case scheme ci's directly built layer. */
 qp_status md_create_direct(qp_device *dev, int ci, qp_dtype dt, int E, int k, qp_moe **out);
 /* The kernel paths seen and the totals; t0 = clock() at the start. */

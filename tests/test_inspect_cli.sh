@@ -14,8 +14,14 @@ check "four lines" '[ $(printf "%s\n" "$out" | wc -l) -eq 4 ]'
 check "int8 qkv" 'printf "%s\n" "$out" | grep -q "\"layer\":\"model.layers.0.self_attn.qkv_proj\",\"kind\":\"linear\",\"result\":\"ok\",\"method\":\"QuarkLinearMethod\",\"scheme\":\"QuarkW8A8Int8\""'
 check "keys" 'printf "%s\n" "$out" | grep -q "\"weight_key\":\"kInt8StaticChannelSym\",\"activation_key\":\"kInt8DynamicTokenSym\",\"min_capability\":75"'
 check "fp8 down_proj refused at cc 80" 'printf "%s\n" "$out" | grep -q "\"error_type\":\"RuntimeError\",\"error\":\"Quantization scheme is not supported for the current GPU. Min capability: 89. Current capability: 80.\""'
-check "lm_head unquantized" 'printf "%s\n" "$out" | grep -q "\"layer\":\"lm_head\",\"kind\":\"linear\",\"result\":\"ok\",\"method\":\"UnquantizedLinearMethod\",\"scheme\":null"'
+check "lm_head unquantized (ParallelLMHead)" 'printf "%s\n" "$out" | grep -q "\"layer\":\"lm_head\",\"kind\":\"linear\",\"result\":\"ok\",\"method\":\"UnquantizedEmbeddingMethod\",\"scheme\":null"'
 check "kv cache" 'printf "%s\n" "$out" | grep "QuarkKVCacheMethod" | grep -q "\"kv_cache\":{\"dtype\":\"fp8_e4m3fn\""'
+out=$("$Q" inspect "$C/qqq-exporter-derived-g128.quant.json")
+check "qqq: 0.34.0 refuses it, resolved as 0.8.5" 'printf "%s\n" "$out" | grep -q "^note: .*Unknown quantization method: qqq. Must be one of \[...\]).*as vLLM 0.8.5 did"'
+out=$("$Q" inspect "$C/qqq-exporter-derived-g128.quant.json" --json)
+check "qqq note in the JSON" 'printf "%s\n" "$out" | grep -q "\"note\":\"vLLM 0.34.0 refuses this config"'
+out=$("$Q" inspect "$C/llama-w8a8-int8-kv.json" --json)
+check "no note for quark" 'printf "%s\n" "$out" | grep -q "\"note\":null}$"'
 
 "$Q" inspect "$C/llama-w8a8-int8-kv.json" --json --layer model.layers.0.self_attn.qkv_proj >/dev/null
 check "exit 0 when all resolve" '[ $? -eq 0 ]'
@@ -56,6 +62,25 @@ check "int4_fp8 export refused, exit 1 (rc=$rc)" '[ $rc -eq 1 ]'
 check "int4_fp8 refusal names vLLM's error" 'printf "%s" "$out" | grep -q "NotImplementedError: Multi-entry weight or activation quantization configs are only supported for NVFP4"'
 "$Q" inspect "$SRC/tests/quark_exports/bf16/fp8_kv/config.json" >/dev/null 2>&1; rc=$?
 check "fp8_kv export resolves (rc=$rc)" '[ $rc -eq 0 ]'
+
+# the architecture table: DeepSeek-V3 packs q_a_proj and kv_a_proj_with_mqa
+# into fused_qkv_a_proj, so with both excluded it is unquantized (vLLM's
+# UnquantizedLinearMethod); the router is built with quant_config=None
+D="$C/deepseek-v3-fp8-config.json"
+out=$("$Q" inspect "$D" --layer model.layers.0.self_attn.fused_qkv_a_proj --layer model.layers.1.self_attn.fused_qkv_a_proj \
+      --layer model.layers.1.mlp.gate 2>&1); rc=$?
+check "deepseek-v3 layers resolve (rc=$rc)" '[ $rc -eq 0 ]'
+check "fused_qkv_a_proj of excluded parts: UnquantizedLinearMethod" 'printf "%s" "$out" | grep -q "^model.layers.0.self_attn.fused_qkv_a_proj (linear): UnquantizedLinearMethod$"'
+check "fused_qkv_a_proj elsewhere: the global scheme" 'printf "%s" "$out" | grep -q "^model.layers.1.self_attn.fused_qkv_a_proj (linear): QuarkLinearMethod / QuarkW8A8Fp8"'
+check "the DeepSeek router: UnquantizedLinearMethod" 'printf "%s" "$out" | grep -q "^model.layers.1.mlp.gate (linear): UnquantizedLinearMethod$"'
+out=$("$Q" inspect "$D" 2>&1)
+check "summary: architecture" 'printf "%s" "$out" | grep -q "^architecture: DeepseekV3ForCausalLM$"'
+check "summary: packed modules" 'printf "%s" "$out" | grep -q "fused_qkv_a_proj=q_a_proj,kv_a_proj_with_mqa"'
+check "summary: experts of the first MoE layer (first_k_dense_replace 1)" 'printf "%s" "$out" | grep -q "^experts: *(model.layers.1.mlp.experts) QuarkMoEMethod"'
+check "summary: dead layer_type_quant_config reported" 'printf "%s" "$out" | grep -q "^layer types:  1 (Linear): never matched"'
+out=$("$Q" inspect "$C/llama-w8a8-int8-kv.json" 2>&1)
+check "a dense model has no experts line" '! printf "%s" "$out" | grep -q "^experts:"'
+check "llama: architecture and packed" 'printf "%s" "$out" | grep -q "^architecture: LlamaForCausalLM$"'
 
 # the bundled copies are the published configs, byte for byte, where ../shared is present
 if [ -d "$SRC/../shared/configs" ]; then

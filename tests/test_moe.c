@@ -465,6 +465,289 @@ static void run_ep(void) {
     free(w2);
 }
 
+/* ---- 0.34.0's new MoE methods against an independent model ---------- */
+
+/* The steps of docs/moe.md with caller-made GEMM outputs: g13(tk, n) and
+ * g2(tk, n, h) give the fp32 GEMM values before the routing weight (the
+ * model's own dot products); cache1, silu_and_mul, cache3 and the k-sum
+ * rounded as vLLM's fused_experts rounds them. */
+typedef float (*gemm13_fn)(void *ctx, int tk, int n);
+typedef float (*gemm2_fn)(void *ctx, int tk, int n, const float *h);
+
+static void model_moe(qp_dtype dt, int M, int k, int H, int I, const float *wt, gemm13_fn g13, gemm2_fn g2, void *c,
+                      float *h_out, uint16_t *y) {
+    uint16_t *c1 = malloc(2 * (size_t)(2 * I));
+    for (int tk = 0; tk < M * k; tk++) {
+        for (int n = 0; n < 2 * I; n++) tu_put(dt, c1, (size_t)n, g13(c, tk, n));
+        for (int i = 0; i < I; i++) {
+            float g = (float)tu_get(dt, c1, (size_t)i), u = (float)tu_get(dt, c1, (size_t)(I + i));
+            uint16_t sb, hb;
+            tu_put(dt, &sb, 0, (float)((double)g / (1.0 + exp(-(double)g))));
+            tu_put(dt, &hb, 0, (float)tu_get(dt, &sb, 0) * u);
+            h_out[(size_t)tk * I + i] = (float)tu_get(dt, &hb, 0);
+        }
+    }
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < H; n++) {
+            float sum = 0;
+            for (int j = 0; j < k; j++) {
+                int tk = m * k + j;
+                uint16_t c3, sb;
+                tu_put(dt, &c3, 0, g2(c, tk, n, h_out + (size_t)tk * I) * wt[tk]);
+                tu_put(dt, &sb, 0, sum + (float)tu_get(dt, &c3, 0));
+                sum = (float)tu_get(dt, &sb, 0);
+            }
+            tu_put(dt, y, (size_t)m * H + n, sum);
+        }
+    free(c1);
+}
+
+/* W4A16 (QuarkW4A16Int4MoEMethod): the model dequantizes each weight as
+ * the wna16 kernels do, rnd((c - z) * s) with s in the params dtype (z = 8
+ * for the symmetric uint4b8 codes), and sums x * W in double rounded once. */
+typedef struct w4m {
+    qp_dtype dt;
+    int H, I, k;
+    const double *x, *w13, *w2; /* x [M][H]; dequantized W [E][2I][H], [E][H][I] */
+    const int32_t *ids;
+} w4m;
+
+static float w4_g13(void *c, int tk, int n) {
+    w4m *q = c;
+    double acc = 0;
+    for (int h = 0; h < q->H; h++) acc += q->x[(size_t)(tk / q->k) * q->H + h] * q->w13[((size_t)q->ids[tk] * 2 * q->I + n) * q->H + h];
+    return (float)acc;
+}
+static float w4_g2(void *c, int tk, int n, const float *h) {
+    w4m *q = c;
+    double acc = 0;
+    for (int i = 0; i < q->I; i++) acc += (double)h[i] * q->w2[((size_t)q->ids[tk] * q->H + n) * q->I + i];
+    return (float)acc;
+}
+
+static void run_w4a16(qp_dtype dt, bool sym, int group) {
+    int E = 4, H = 256, I = 64, M = 5, k = 2;
+    char js[900];
+    snprintf(js, sizeof js,
+             "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"reorder\"},"
+             "\"global_quant_config\":{\"weight\":{\"dtype\":\"%s\",\"qscheme\":\"per_group\",\"group_size\":%d,"
+             "\"symmetric\":%s,\"is_dynamic\":false},\"input_tensors\":null,\"output_tensors\":null,\"bias\":null},"
+             "\"layer_quant_config\":{},\"layer_type_quant_config\":{},\"exclude\":[]}",
+             sym ? "int4" : "uint4", group, sym ? "true" : "false");
+    qp_config *cfg = tu_load(ctx, js);
+    qp_scheme s;
+    CHECK(cfg && !qp_config_resolve(cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, NULL, &s) &&
+              !strcmp(s.scheme_class, "QuarkW4A16Int4MoEMethod"), "w4a16: %s", qp_last_error(ctx));
+    /* vLLM halves the group until it divides H and I (the checkpoint's
+     * scales are repeated); the test's scales are per effective group */
+    int g = group;
+    while (H % g || I % g) g /= 2;
+    size_t r13 = 2 * (size_t)I, r2 = (size_t)H;
+    uint8_t *w13 = calloc((size_t)E * r13 * H / 2, 1), *w2 = calloc((size_t)E * r2 * I / 2, 1);
+    uint8_t *z13 = calloc((size_t)E * r13 / 2 * (H / g), 1), *z2 = calloc((size_t)E * r2 / 2 * (I / g), 1);
+    uint16_t *s13 = malloc(2 * (size_t)E * r13 * (H / g)), *s2 = malloc(2 * (size_t)E * r2 * (I / g));
+    double *d13 = malloc(sizeof(double) * E * r13 * H), *d2 = malloc(sizeof(double) * E * r2 * I);
+    for (int pass = 0; pass < 2; pass++) {
+        size_t rows = pass ? r2 : r13, K = pass ? (size_t)I : (size_t)H, G = K / (size_t)g;
+        uint8_t *w = pass ? w2 : w13, *z = pass ? z2 : z13;
+        uint16_t *sc = pass ? s2 : s13;
+        double *d = pass ? d2 : d13;
+        for (size_t r = 0; r < (size_t)E * rows; r++) {
+            for (size_t gi = 0; gi < G; gi++) {
+                tu_put(dt, sc, r * G + gi, (float)((0.5 + urand()) / 8 / sqrt((double)K)));
+                int zz = (int)(urand() * 16);
+                if (!sym) z[(r / 2) * G + gi] |= (uint8_t)(zz << (4 * (r % 2)));
+            }
+            for (size_t kk = 0; kk < K; kk++) {
+                int c = (int)(urand() * 16);
+                w[r * K / 2 + kk / 2] |= (uint8_t)(c << (4 * (kk % 2)));
+                int zz = sym ? 8 : (z[(r / 2) * G + kk / (size_t)g] >> (4 * (r % 2))) & 15;
+                /* the wna16 dequantization: one rounding of (c - z) * s */
+                uint16_t wb;
+                tu_put(dt, &wb, 0, (float)(c - zz) * (float)tu_get(dt, sc, r * G + kk / (size_t)g));
+                d[r * K + kk] = tu_get(dt, &wb, 0);
+            }
+        }
+    }
+    qp_tensor t[6] = {{"w13_weight", QP_DTYPE_U8, 3, {E, (int64_t)r13, H / 2}, w13},
+                      {"w2_weight", QP_DTYPE_U8, 3, {E, (int64_t)r2, I / 2}, w2},
+                      {"w13_weight_scale", dt, 3, {E, (int64_t)r13, H / g}, s13},
+                      {"w2_weight_scale", dt, 3, {E, (int64_t)r2, I / g}, s2},
+                      {"w13_weight_zero_point", QP_DTYPE_U8, 3, {E, (int64_t)r13 / 2, H / g}, z13},
+                      {"w2_weight_zero_point", QP_DTYPE_U8, 3, {E, (int64_t)r2 / 2, I / g}, z2}};
+    qp_moe_options o;
+    qp_moe_options_init(&o);
+    o.act_dtype = dt;
+    o.top_k = k;
+    o.layer = "model.layers.0.mlp.experts";
+    qp_moe *moe = NULL;
+    CHECK(!qp_moe_create(cpu, &s, E, H, I, t, sym ? 4 : 6, &o, &moe), "w4a16: %s", qp_last_error(ctx));
+    uint16_t *x = malloc(2 * (size_t)M * H), *y = malloc(2 * (size_t)M * H), *want = malloc(2 * (size_t)M * H);
+    double *xd = malloc(sizeof(double) * M * H);
+    float *hbuf = malloc(sizeof(float) * M * k * I), wt[10];
+    int32_t ids[10] = {0, 1, 2, 3, 3, 0, 1, 1, 2, 0};
+    for (int i = 0; i < M * H; i++) { tu_put(dt, x, (size_t)i, (float)nrand()); xd[i] = tu_get(dt, x, (size_t)i); }
+    for (int i = 0; i < M * k; i++) wt[i] = (float)urand();
+    size_t differ = 0;
+    if (moe) {
+        CHECK(!qp_moe_forward_topk(moe, x, M, ids, wt, y), "%s", qp_last_error(ctx));
+        w4m q = {dt, H, I, k, xd, d13, d2, ids};
+        model_moe(dt, M, k, H, I, wt, w4_g13, w4_g2, &q, hbuf, want);
+        for (int i = 0; i < M * H; i++) differ += want[i] != y[i];
+    }
+    CHECK(differ == 0, "w4a16 %s %s g%d MoE: %zu of %d outputs differ from the model", sym ? "int4" : "uint4",
+          qp_dtype_name(dt), group, differ, M * H);
+    printf("moe w4a16 %s g%d (%s): %d outputs bit for bit\n", sym ? "int4" : "uint4", group, qp_dtype_name(dt),
+           M * H - (int)differ);
+    /* a zero point tensor of the wrong shape names the tensor */
+    if (!sym) {
+        qp_moe *bad = NULL;
+        t[4].shape[1] = (int64_t)r13;
+        CHECK(qp_moe_create(cpu, &s, E, H, I, t, 6, &o, &bad) == QP_ERR_INVALID_ARGUMENT &&
+                  strstr(qp_last_error(ctx), "w13_weight_zero_point"), "bad zero points: %s", qp_last_error(ctx));
+        qp_moe_destroy(bad);
+    }
+    qp_moe_destroy(moe);
+    qp_config_destroy(cfg);
+    free(w13); free(w2); free(z13); free(z2); free(s13); free(s2); free(d13); free(d2);
+    free(x); free(y); free(want); free(xd); free(hbuf);
+}
+
+/* FP8 per-block experts (QuarkW8A8Fp8MoEMethod, per_block): the model
+ * quantizes per token and group of 128 with the public quantizer and sums
+ * each 128-block of e4m3 products in double, times both scales. */
+typedef struct fbm {
+    int H, I, k;
+    const uint8_t *xq, *w13, *w2;
+    const float *xs, *b13, *b2; /* xs [M][H/128]; weight scales [E][rows/128][K/128] */
+    const int32_t *ids;
+    qp_context *ctx;
+} fbm;
+
+static float fb_dot(const uint8_t *a, const float *as, const uint8_t *w, const float *ws, int K) {
+    double sum = 0;
+    for (int g = 0; g < K / 128; g++) {
+        double part = 0;
+        for (int h = g * 128; h < (g + 1) * 128; h++)
+            part += (double)qp_format_decode(QP_DTYPE_F8_E4M3FN, a[h]) * qp_format_decode(QP_DTYPE_F8_E4M3FN, w[h]);
+        sum += (double)(float)part * as[g] * ws[g];
+    }
+    return (float)sum;
+}
+static float fb_g13(void *c, int tk, int n) {
+    fbm *q = c;
+    int e = q->ids[tk], m = tk / q->k, kb = q->H / 128;
+    return fb_dot(q->xq + (size_t)m * q->H, q->xs + (size_t)m * kb, q->w13 + ((size_t)e * 2 * q->I + n) * q->H,
+                  q->b13 + ((size_t)e * (2 * q->I / 128) + n / 128) * kb, q->H);
+}
+static float fb_g2(void *c, int tk, int n, const float *h) {
+    fbm *q = c;
+    int e = q->ids[tk], kb = q->I / 128;
+    uint8_t hq[256];
+    float hs[2];
+    qp_quant_fp8_group(q->ctx, h, 1, (size_t)q->I, 128, 0, hq, hs);
+    return fb_dot(hq, hs, q->w2 + ((size_t)e * q->H + n) * q->I, q->b2 + ((size_t)e * (q->H / 128) + n / 128) * kb, q->I);
+}
+
+static void run_fp8_block(qp_dtype dt) {
+    int E = 3, H = 256, I = 128, M = 4, k = 2;
+    qp_config *cfg = tu_load(ctx, "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"reorder\"},"
+                                  "\"global_quant_config\":{\"weight\":{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\","
+                                  "\"block_size\":[128,128],\"symmetric\":true,\"is_dynamic\":false},\"input_tensors\":{"
+                                  "\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":128,\"symmetric\":true,"
+                                  "\"is_dynamic\":true},\"output_tensors\":null,\"bias\":null},\"layer_quant_config\":{},"
+                                  "\"layer_type_quant_config\":{},\"exclude\":[]}");
+    qp_scheme s;
+    CHECK(cfg && !qp_config_resolve(cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, NULL, &s) &&
+              s.kind == QP_SCHEME_W8A8_FP8_BLOCK, "fp8 block: %s", qp_last_error(ctx));
+    size_t n13 = (size_t)E * 2 * I * H, n2 = (size_t)E * H * I;
+    uint8_t *w13 = malloc(n13), *w2 = malloc(n2);
+    for (size_t i = 0; i < n13; i++) w13[i] = qp_format_encode(QP_DTYPE_F8_E4M3FN, (float)(nrand() * 64));
+    for (size_t i = 0; i < n2; i++) w2[i] = qp_format_encode(QP_DTYPE_F8_E4M3FN, (float)(nrand() * 64));
+    int nb13 = E * (2 * I / 128) * (H / 128), nb2 = E * (H / 128) * (I / 128);
+    float *b13 = malloc(sizeof(float) * nb13), *b2 = malloc(sizeof(float) * nb2);
+    for (int i = 0; i < nb13; i++) b13[i] = (float)((0.5 + urand()) / 64 / 16);
+    for (int i = 0; i < nb2; i++) b2[i] = (float)((0.5 + urand()) / 64 / 11);
+    qp_tensor t[4] = {{"w13_weight", QP_DTYPE_F8_E4M3FN, 3, {E, 2 * I, H}, w13},
+                      {"w2_weight", QP_DTYPE_F8_E4M3FN, 3, {E, H, I}, w2},
+                      {"w13_weight_scale", QP_DTYPE_F32, 3, {E, 2 * I / 128, H / 128}, b13},
+                      {"w2_weight_scale", QP_DTYPE_F32, 3, {E, H / 128, I / 128}, b2}};
+    qp_moe_options o;
+    qp_moe_options_init(&o);
+    o.act_dtype = dt;
+    o.top_k = k;
+    o.layer = "model.layers.0.mlp.experts";
+    qp_moe *moe = NULL;
+    CHECK(!qp_moe_create(cpu, &s, E, H, I, t, 4, &o, &moe), "fp8 block: %s", qp_last_error(ctx));
+    uint16_t x[4 * 256], y[4 * 256], want[4 * 256];
+    float xf[4 * 256], xs[4 * 2], hbuf[8 * 128], wt[8];
+    uint8_t xq[4 * 256];
+    int32_t ids[8] = {0, 1, 2, 2, 1, 0, 0, 2};
+    for (int i = 0; i < M * H; i++) { tu_put(dt, x, (size_t)i, (float)nrand()); xf[i] = (float)tu_get(dt, x, (size_t)i); }
+    for (int i = 0; i < M * k; i++) wt[i] = (float)urand();
+    qp_quant_fp8_group(ctx, xf, (size_t)M, (size_t)H, 128, 0, xq, xs);
+    size_t differ = 0;
+    if (moe) {
+        CHECK(!qp_moe_forward_topk(moe, x, M, ids, wt, y), "%s", qp_last_error(ctx));
+        fbm q = {H, I, k, xq, w13, w2, xs, b13, b2, ids, ctx};
+        model_moe(dt, M, k, H, I, wt, fb_g13, fb_g2, &q, hbuf, want);
+        for (int i = 0; i < M * H; i++) differ += want[i] != y[i];
+    }
+    CHECK(differ == 0, "fp8 per-block %s MoE: %zu of %d outputs differ from the model", qp_dtype_name(dt), differ, M * H);
+    printf("moe fp8 per-block 128x128 (%s): %d outputs bit for bit\n", qp_dtype_name(dt), M * H - (int)differ);
+    /* vLLM's block-shape rule and the shape of the scales */
+    qp_moe *bad = NULL;
+    t[2].shape[1] = 1;
+    CHECK(qp_moe_create(cpu, &s, E, H, I, t, 4, &o, &bad) != QP_OK && strstr(qp_last_error(ctx), "w13_weight_scale"),
+          "bad block scales: %s", qp_last_error(ctx));
+    qp_moe_destroy(bad);
+    bad = NULL;
+    CHECK(qp_moe_create(cpu, &s, E, H, 96, t, 4, &o, &bad) == QP_ERR_VALUE && strstr(qp_last_error(ctx), "I = 96"),
+          "I = 96: %s", qp_last_error(ctx));
+    qp_moe_destroy(bad);
+    /* GPU backends refuse it with a reason, the reference runs it */
+    qp_support_info si;
+    CHECK(!qp_device_supports_moe(cpu, &s, &si) && si.level == QP_SUPPORT_NATIVE, "cpu support");
+    qp_moe_destroy(moe);
+    qp_config_destroy(cfg);
+    free(w13); free(w2); free(b13); free(b2);
+}
+
+/* 0.34.0's refusals at binding time, before any tensor is read */
+static void create_refusals(void) {
+#define QCFG(W, I) "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"reorder\"}," \
+    "\"global_quant_config\":{\"weight\":" W ",\"input_tensors\":" I ",\"output_tensors\":null,\"bias\":null}," \
+    "\"layer_quant_config\":{},\"layer_type_quant_config\":{},\"exclude\":[]}"
+#define MXW(d) "{\"dtype\":\"" d "\",\"qscheme\":\"per_group\",\"group_size\":32,\"scale_format\":\"e8m0\",\"is_dynamic\":false}"
+    static const struct { const char *cfg; int H, I; qp_status st; const char *msg; } t[] = {
+        {QCFG(MXW("fp8_e4m3"), "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":32,\"is_dynamic\":true}"), 48,
+         32, QP_ERR_VALUE,
+         "Quark MXFP8 MoE requires hidden_size and intermediate_size_per_partition divisible by 32, got 48 and 32."},
+        {QCFG(MXW("fp6_e3m2"), "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"is_dynamic\":false,\"symmetric\":true}"),
+         64, 32, QP_ERR_NOT_IMPLEMENTED,
+         "Currently there is no corresponding fused moe quant config configured in vLLM for OCP MX scheme "
+         "w_mxfp6_e3m2_a_fp8. Please open an issue."},
+        {QCFG("{\"dtype\":\"uint4\",\"qscheme\":\"per_group\",\"group_size\":128,\"symmetric\":false}", "null"), 48, 64,
+         QP_ERR_UNSUPPORTED, "AssertionError: group_size >= 32"},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
+        qp_config *cfg = tu_load(ctx, t[i].cfg);
+        qp_scheme s;
+        CHECK(cfg && !qp_config_resolve(cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, NULL, &s), "case %zu: %s", i,
+              qp_last_error(ctx));
+        qp_moe_options o;
+        qp_moe_options_init(&o);
+        o.top_k = 2;
+        o.layer = "model.layers.0.mlp.experts";
+        qp_moe *m = NULL;
+        qp_status st = cfg ? qp_moe_create(cpu, &s, 4, t[i].H, t[i].I, NULL, 0, &o, &m) : QP_OK;
+        CHECK(st == t[i].st && strstr(qp_last_error(ctx), t[i].msg), "case %zu: %s: %s", i, qp_status_str(st),
+              qp_last_error(ctx));
+        qp_moe_destroy(m);
+        qp_config_destroy(cfg);
+    }
+}
+
 int main(void) {
     if (qp_context_create(&ctx) || qp_device_find(ctx, "cpu", &cpu)) return 1;
     test_route();
@@ -473,6 +756,14 @@ int main(void) {
     run_int8();
     run_fp8_static();
     run_ep();
+    run_w4a16(QP_DTYPE_F16, false, 128);
+    run_w4a16(QP_DTYPE_BF16, false, 128);
+    run_w4a16(QP_DTYPE_F16, true, 32);
+    run_w4a16(QP_DTYPE_BF16, true, 128);
+    run_w4a16(QP_DTYPE_F16, false, 256); /* halved to 64 to divide I = 64 */
+    run_fp8_block(QP_DTYPE_F16);
+    run_fp8_block(QP_DTYPE_BF16);
+    create_refusals();
     qp_context_destroy(ctx);
     return tu_finish("moe");
 }

@@ -36,6 +36,9 @@ static const scheme_case cases[] = {
     {"mxfp4 (w4a4)", MX("fp4"), MX("fp4")},
     {"mxfp4 weight-only", MX("fp4"), NULL},
     {"mxfp6_e2m3", MX("fp6_e2m3"), MX("fp6_e2m3")},
+    /* 0.34.0's QuarkW8A8Mxfp8MoEMethod: e4m3 elements, e8m0 scales, dynamic MXFP8 activations */
+    {"mxfp8", MX("fp8_e4m3"), "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":32,\"ch_axis\":-1,"
+                              "\"symmetric\":true,\"is_dynamic\":%s,\"scale_format\":\"e8m0\"}"},
     {"mxfp4 + fp8 static", MX("fp4"),
      "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"symmetric\":true,\"is_dynamic\":false}"},
     {"nvfp4", /* Quark's two-level export: fp4 blocks of 16, then fp8 scales */

@@ -51,6 +51,49 @@ for d in moe-fp16 moe-bf16; do
 done
 echo "ok: the Mixtral exports' MoE blocks"
 
+# the architecture exports (make_arch_fixtures.py: DeepSeek-V3, Qwen2-MoE,
+# Qwen3-MoE in fp8, mxfp4, nvfp4): inspect, run on every device (routers
+# unquantized, DeepSeek's fused_qkv_a_proj and shared experts, the MoE
+# block), and the block's rows through --input / --output on every device
+na=0
+for m in "$X"/arch-bf16/*/; do
+  m=${m%/}; s=$(basename "$m")
+  "$Q" inspect "$m/config.json" >/dev/null 2>&1 || fail "arch $s: inspect"
+  dev=""; [ $SAN = 1 ] && dev="--device cpu"
+  out=$("$Q" run "$m" --tokens 3 $dev 2>&1) || { echo "$out"; fail "arch $s: run"; }
+  echo "$out" | grep -q "mlp.experts .*(ref)" || { echo "$out"; fail "arch $s: no MoE block"; }
+  echo "$out" | grep -q "mlp.gate .*unquantized .*(ref)" || { echo "$out"; fail "arch $s: the router"; }
+  case $s in
+    deepseek*) echo "$out" | grep -q "self_attn.fused_qkv_a_proj .*unquantized .*(ref)" || { echo "$out"; fail "arch $s: fused_qkv_a_proj"; }
+               echo "$out" | grep -q "mlp.shared_experts.gate_up_proj" || { echo "$out"; fail "arch $s: shared experts"; } ;;
+    qwen2*) echo "$out" | grep -q "mlp.shared_expert_gate .*unquantized .*(ref)" || { echo "$out"; fail "arch $s: shared_expert_gate"; } ;;
+  esac
+  B=$(python3 - "$m/quark_reference/outputs.safetensors" "$T/arch-in.safetensors" <<'EOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+k = sorted(x for x in h if x.endswith(".experts.x"))[0]
+o = h[k]["data_offsets"]; data = b[8 + n + o[0]:8 + n + o[1]]; name = k[:-2]
+j = json.dumps({name: {"dtype": h[k]["dtype"], "shape": h[k]["shape"], "data_offsets": [0, len(data)]}}).encode()
+j += b" " * (-len(j) % 8)
+open(sys.argv[2], "wb").write(struct.pack("<Q", len(j)) + j + data)
+print(name)
+EOF
+) || fail "arch $s: input"
+  out=$("$Q" run "$m" --layer "$B" --input "$T/arch-in.safetensors" --output "$T/arch-out.safetensors" $dev 2>&1) ||
+    { echo "$out"; fail "arch $s: run --input/--output $B"; }
+  nrow=$(echo "$out" | grep -c "^$B .*\(ok\|(ref)\) *$")
+  python3 - "$T/arch-out.safetensors" "$B" "$nrow" <<'EOF' || { echo "$out"; fail "arch $s: --output of $B"; }
+import json, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+rows = [k for k in h if k.startswith(sys.argv[2] + "@")]
+assert rows and len(rows) == int(sys.argv[3]), (rows, sys.argv[3])
+assert all(h[k]["shape"] == [4, 128] and h[k]["dtype"] == "BF16" for k in rows), h
+EOF
+  na=$((na + 1))
+done
+[ $na -eq 9 ] || fail "$na architecture exports run (9 expected)"
+echo "ok: $na architecture exports inspected and run, MoE blocks through --output"
+
 # --dtype overrides the model's; a bad one is a usage error
 M="$X/bf16/fp8"
 out=$("$Q" run "$M" --device cpu --dtype float16 --layer model.layers.0.mlp.down_proj 2>&1) || { echo "$out"; fail "--dtype float16"; }

@@ -119,7 +119,7 @@ static void hand_cases(void) {
           "K %% 32: %s", qp_last_error(ctx));
     a.K = 32;
     a.act = QP_OCP_MX_ACT_FP8_DYNAMIC;
-    CHECK(qp_ref_ocp_mx_forward(ctx, &a, y) == QP_ERR_VALUE && strstr(qp_last_error(ctx), "Unsupported activation quant key: kFp8DynamicTensorSym"),
+    CHECK(qp_ref_ocp_mx_forward(ctx, &a, y) == QP_ERR_VALUE && strstr(qp_last_error(ctx), "Unsupported activation quant key: QuantKey(f8e4m3fn,scale(f32,dynamic,per_tensor),symmetric)"),
           "fp8 act: %s", qp_last_error(ctx));
     a.act = QP_OCP_MX_ACT_FP8_STATIC;
     CHECK(qp_ref_ocp_mx_forward(ctx, &a, y) == QP_ERR_VALUE, "fp8 static act");

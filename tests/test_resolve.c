@@ -128,8 +128,9 @@ static void predicates(void) {
         "QuarkW4A16Int4", "kInt4StaticAsym", "");
     ONE("{\"dtype\":\"uint4\",\"qscheme\":\"per_group\",\"group_size\":32,\"symmetric\":false}", "null", QP_OK,
         "QuarkW4A16Int4", "kInt4Static32Asym", "");
-    ONE("{\"dtype\":\"int4\",\"qscheme\":\"per_channel\",\"group_size\":-1,\"symmetric\":true}", "null", QP_OK,
-        "QuarkW4A16Int4", "kInt4Static", "");
+    /* 0.34.0: -1 (one group over K in older revisions) is no positive int */
+    ONE_ERR("{\"dtype\":\"int4\",\"qscheme\":\"per_channel\",\"group_size\":-1,\"symmetric\":true}", "null",
+            QP_ERR_VALUE, "Quark W4A16 weight.group_size must be a positive int, got -1");
     ONE_ERR("{\"dtype\":\"int4\",\"symmetric\":true}", "null", QP_ERR_VALUE,
             "Quark W4A16 INT4/UINT4 configs must specify weight.group_size");
     ONE_ERR("{\"dtype\":\"int4\",\"group_size\":128}", "null", QP_ERR_VALUE,
@@ -159,8 +160,38 @@ static void predicates(void) {
     ONE(MX_W("fp4"), "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":32,\"is_dynamic\":true}", QP_OK,
         "QuarkOCP_MX", "kMxfp4Static", "kMxfp8Dynamic");
     ONE(MX_W("fp8_e4m3"), MX_I("fp4"), QP_OK, "QuarkOCP_MX", "kMxfp8Static", "kMxfp4Dynamic");
+    /* MXFP8 weights (0.34.0): QuarkOCP_MX, 1-D per_group or 2-D per_block [R, 32] with float8_e8m0fnu scales
+     * (scale_block_rows R: the weight's block [R, 32]); dynamic fp8 per_group 32 activations are kMxfp8Dynamic */
+#define MXFP8_A "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":32,\"is_dynamic\":true,\"symmetric\":true}"
+#define MXFP8_B(r, st) "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[" r ",32],\"scale_type\":\"" st "\"," \
+                       "\"symmetric\":true,\"is_dynamic\":false}"
+    ONE(MX_W("fp8_e4m3"), MXFP8_A, QP_OK, "QuarkOCP_MX", "kMxfp8Static", "kMxfp8Dynamic");
+    ONE(MX_W("fp8_e4m3"), "null", QP_OK, "QuarkOCP_MX", "kMxfp8Static", "");
+    ONE(MXFP8_B("32", "float8_e8m0fnu"), MXFP8_A, QP_OK, "QuarkOCP_MX", "kMxfp8Static", "kMxfp8Dynamic");
+    ONE(MXFP8_B("1", "float8_e8m0fnu"), MXFP8_A, QP_OK, "QuarkOCP_MX", "kMxfp8Static", "kMxfp8Dynamic");
+    {
+        qp_config *c = quark(MXFP8_B("32", "float8_e8m0fnu"), MXFP8_A);
+        qp_scheme sc;
+        CHECK(c && !qp_config_resolve(c, "model.layers.0.mlp.down_proj", L, NULL, &sc) &&
+                  sc.weight.granularity == QP_GRAN_BLOCK && sc.weight.block[0] == 32 && sc.weight.block[1] == 32,
+              "mxfp8 per_block [32, 32]: scale_block_rows 32: %s", qp_last_error(ctx));
+        qp_config_destroy(c);
+        c = quark(MX_W("fp8_e4m3"), MXFP8_A);
+        CHECK(c && !qp_config_resolve(c, "model.layers.0.mlp.down_proj", L, NULL, &sc) &&
+                  sc.weight.granularity == QP_GRAN_GROUP && sc.weight.group_size == 32,
+              "mxfp8 per_group: %s", qp_last_error(ctx));
+        qp_config_destroy(c);
+    }
+    /* the 2-D spelling needs float8_e8m0fnu, an unpacked dtype and a symmetric static weight */
+    ONE_ERR(MXFP8_B("32", "e8m0"), MXFP8_A, QP_ERR_NOT_IMPLEMENTED, "~No quark compatible scheme was found.");
+    ONE_ERR("{\"dtype\":\"fp4\",\"qscheme\":\"per_block\",\"block_size\":[32,32],\"scale_type\":\"float8_e8m0fnu\","
+            "\"symmetric\":true,\"is_dynamic\":false}", "null", QP_ERR_NOT_IMPLEMENTED, "~No quark compatible scheme was found.");
+    ONE_ERR("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[32,16],\"scale_type\":\"float8_e8m0fnu\","
+            "\"symmetric\":true,\"is_dynamic\":false}", MXFP8_A, QP_ERR_NOT_IMPLEMENTED, "~No quark compatible scheme was found.");
+    /* QuarkOCP_MX's keys: MX activations or none */
+    ONE_ERR(MX_W("fp8_e4m3"), I_FP8_DT, QP_ERR_VALUE, "Unsupported activation quant key: QuantKey(f8e4m3fn,scale(f32,dynamic,per_tensor),symmetric)");
     /* spec 9.14: MXFP4 weight + dynamic fp8 passes the predicate, fails the key check */
-    ONE_ERR(MX_W("fp4"), I_FP8_DT, QP_ERR_VALUE, "Unsupported activation quant key: kFp8DynamicTensorSym");
+    ONE_ERR(MX_W("fp4"), I_FP8_DT, QP_ERR_VALUE, "Unsupported activation quant key: QuantKey(f8e4m3fn,scale(f32,dynamic,per_tensor),symmetric)");
     ONE_ERR(MX_W("fp4"), "{\"dtype\":\"int8\",\"is_dynamic\":true}", QP_ERR_VALUE,
             "Unsupported input_dtype=int8 in Quark's vLLM integration. Supported activation dtypes are "
             "dict_keys(['mxfp4', 'mxfp6_e3m2', 'mxfp6_e2m3', 'mxfp8_e4m3']), or None for weight-only quantization.");
@@ -286,8 +317,16 @@ static void layer_matching(void) {
     EXPECT_ERR(c, ctx, "model.layers.0.mlp.up_proj", L, &o, QP_ERR_NOT_IMPLEMENTED, "~No quark compatible scheme was found.");
 
     /* excludes (spec 1.3): exact names, fused names via shards, re: prefix match */
-    EXPECT(c, ctx, "lm_head", L, NULL, QP_OK, "UnquantizedLinearMethod", "", "", "");
-    EXPECT(c, ctx, "model.lm_head", L, NULL, QP_OK, NULL, "QuarkW8A8Fp8", NULL, NULL);
+    /* lm_head is vLLM's ParallelLMHead (no LinearBase): no Quark method,
+     * excluded or not (0.34.0 get_quant_method_target); SGLang's exclude */
+    EXPECT(c, ctx, "lm_head", L, NULL, QP_OK, "UnquantizedEmbeddingMethod", "", "", "");
+    EXPECT(c, ctx, "model.lm_head", L, NULL, QP_OK, "UnquantizedEmbeddingMethod", "", "", "");
+    qp_resolve_options so;
+    qp_resolve_options_init(&so);
+    so.dialect = QP_DIALECT_SGLANG;
+    so.capability = 90;
+    EXPECT(c, ctx, "lm_head", L, &so, QP_OK, "UnquantizedLinearMethod", "", "", "");
+    EXPECT(c, ctx, "model.lm_headx", L, NULL, QP_OK, NULL, "QuarkW8A8Fp8", NULL, NULL);
     EXPECT(c, ctx, "model.layers.6.self_attn.qkv_proj", L, NULL, QP_OK, "UnquantizedLinearMethod", NULL, NULL, NULL);
     EXPECT_ERR(c, ctx, "model.layers.7.self_attn.qkv_proj", L, NULL, QP_ERR_VALUE,
                "Found different quantization schemes for the shards of model.layers.7.self_attn.qkv_proj. vLLM requires "
@@ -442,7 +481,9 @@ static void qqq_and_fp8(void) {
     c = tu_load(ctx, "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"ignored_layers\":[\"lm_head\","
                      "\"m.q_proj\",\"m.k_proj\"]}");
     EXPECT(c, ctx, "x.down_proj", L, NULL, QP_OK, "Fp8LinearMethod", "", "kFp8StaticTensorSym", "kFp8DynamicTensorSym");
-    EXPECT(c, ctx, "lm_head", L, NULL, QP_OK, "UnquantizedLinearMethod", "", "", "");
+    /* lm_head is a ParallelLMHead, no LinearBase: Fp8Config.get_quant_method
+     * returns None whatever ignored_layers says (api/arch.c) */
+    EXPECT(c, ctx, "lm_head", L, NULL, QP_OK, "UnquantizedEmbeddingMethod", "", "", "");
     EXPECT_ERR(c, ctx, "m.qkv_proj", L, NULL, QP_ERR_VALUE,
                "Detected some but not all shards of m.qkv_proj are quantized. All shards of fused layers to have the "
                "same precision.");
@@ -461,16 +502,16 @@ static void shared_configs(void) {
     if (!dir) dir = "tests/configs";
     struct { const char *file, *layer; qp_layer_kind kind; qp_status st; const char *method, *scheme, *wk, *ak; } t[] = {
         {"hf-amd-Llama-3.1-8B-Instruct-FP8-KV.quant.json", "model.layers.0.self_attn.qkv_proj", L, QP_OK, "Fp8LinearMethod", "", "kFp8StaticTensorSym", "kFp8StaticTensorSym"},
-        {"hf-amd-Llama-3.1-8B-Instruct-FP8-KV.quant.json", "lm_head", L, QP_OK, "UnquantizedLinearMethod", "", "", ""},
+        {"hf-amd-Llama-3.1-8B-Instruct-FP8-KV.quant.json", "lm_head", L, QP_OK, "UnquantizedEmbeddingMethod", "", "", ""},
         {"hf-amd-Llama-3.1-8B-Instruct-FP8-KV.quant.json", "model.layers.0.self_attn.attn", A, QP_OK, "Fp8KVCacheMethod", "", "", ""},
         {"quark-online-preset-fp8_ptpc.json", "model.layers.0.mlp.gate_up_proj", L, QP_OK, "QuarkLinearMethod", "QuarkW8A8Fp8", "kFp8StaticChannelSym", "kFp8DynamicTokenSym"},
-        {"quark-online-preset-fp8_ptpc.json", "lm_head", L, QP_OK, "UnquantizedLinearMethod", "", "", ""},
+        {"quark-online-preset-fp8_ptpc.json", "lm_head", L, QP_OK, "UnquantizedEmbeddingMethod", "", "", ""},
         {"gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json", "model.layers.3.mlp.experts.7.down_proj", L, QP_OK, "QuarkLinearMethod", "QuarkOCP_MX", "kMxfp4Static", "kMxfp4Dynamic"},
         {"gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json", "model.layers.3.mlp.shared_experts.gate_up_proj", L, QP_OK, "QuarkLinearMethod", "QuarkOCP_MX", "kMxfp4Static", "kMxfp4Dynamic"},
         {"gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json", "model.layers.3.mlp.gate", L, QP_OK, "UnquantizedLinearMethod", "", "", ""},
         {"gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json", "model.layers.61.mlp.experts.0.up_proj", L, QP_OK, "UnquantizedLinearMethod", "", "", ""},
         {"gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json", "model.layers.3.self_attn.q_a_proj", L, QP_OK, "UnquantizedLinearMethod", "", "", ""},
-        {"gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json", "lm_head", L, QP_OK, "UnquantizedLinearMethod", "", "", ""},
+        {"gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json", "lm_head", L, QP_OK, "UnquantizedEmbeddingMethod", "", "", ""},
         {"gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json", "model.layers.3.mlp.experts", M, QP_OK, "QuarkMoEMethod", NULL, "kMxfp4Static", "kMxfp4Dynamic"},
         /* no "export" key: vLLM's from_config raises (docs/numerics.md documents it) */
         {"fixture-quarkparser-nvfp4-two-stage.quant.json", "model.layers.0.mlp.down_proj", L, QP_ERR_VALUE, NULL, NULL, NULL, NULL},

@@ -49,6 +49,8 @@ static double weight_bytes(const char *scheme) {
     if (!strncmp(scheme, "int8", 4) || !strncmp(scheme, "fp8", 3)) return 1.0;
     if (!strcmp(scheme, "nvfp4")) return 0.5 + 1.0 / 16;
     if (!strncmp(scheme, "mxfp6", 5)) return 0.75 + 1.0 / 32;
+    if (!strcmp(scheme, "mxfp8")) return 1.0 + 1.0 / 32;
+    if (!strncmp(scheme, "w4a16", 5)) return 0.5 + 2.0 / 32 + (strstr(scheme, "uint4") ? 0.5 / 32 : 0); /* fp16 scale, uint4 zero */
     return 0.5 + 1.0 / 32; /* mxfp4, w4a8-mxfp4-fp8 */
 }
 

@@ -15,6 +15,7 @@ typedef struct case_scheme {
     int k_multiple;      /* K must be a multiple of this                     */
     int n_multiple;
     int act_ue8m0;       /* qp_linear_options.act_ue8m0 (fp8 per-block)      */
+    int moe_only;        /* only the experts of moe:NAME (the linear sweep has the scheme in another group size) */
 } case_scheme;
 
 extern const case_scheme case_schemes[];

@@ -40,6 +40,8 @@
 static const char *const moe_schemes[] = {
     "unquantized", "int8-dyn-sym", "int8-static-sym", "fp8-static", "fp8-dyn-tensor", "fp8-dyn-token",
     "mxfp4-w-only", "mxfp4", "mxfp6-e3m2", "mxfp6-e2m3", "w4a8-mxfp4-fp8", "nvfp4",
+    /* vLLM 0.34.0's QuarkW8A8Mxfp8MoEMethod and QuarkW4A16Int4MoEMethod */
+    "mxfp8", "w4a16-int4-g32", "w4a16-uint4-g32",
 };
 int case_moe_scheme_count(void) { return (int)(sizeof moe_schemes / sizeof *moe_schemes); }
 const char *case_moe_scheme(int i) { return i >= 0 && i < case_moe_scheme_count() ? moe_schemes[i] : NULL; }
@@ -94,6 +96,44 @@ static int stack(case_moe *c, const case_layer *ls, const char *src, const char 
         s.ndim = t0->ndim + 1;
     }
     c->tensors[c->n_tensors++] = s;
+    return 0;
+}
+
+/* W4A16 experts: each expert's Quark words [K, N/8] (its [gate; up] layer
+ * for w13) as QuarkW4A16Int4MoEMethod loads them (qp_model_bind_moe does
+ * the same per projection): codes two per byte along K (symmetric ones
+ * ^ 8), scales [N, K/g] as stored, uint4 zero points two rows per byte. */
+static int stack_w4(case_moe *c, const case_layer *ls, int N, int K, int w2) {
+    const qp_scheme *s = &ls[0].scheme;
+    int g = s->weight.group_size, G = K / g, nc = (N + 7) / 8, sym = s->weight.symmetric;
+    size_t E = (size_t)c->E;
+    uint8_t *w = own(c, E * (size_t)N * K / 2), *z = sym ? NULL : own(c, E * (size_t)N / 2 * G);
+    uint16_t *sc = own(c, 2 * E * (size_t)N * G);
+    uint8_t *kn = malloc((size_t)K * N);
+    if (!w || !sc || (!sym && !z) || !kn) { free(kn); return -1; }
+    for (size_t e = 0; e < E; e++) {
+        const qp_tensor *tw = find(&ls[e], "weight"), *ts = find(&ls[e], "weight_scale"), *tz = find(&ls[e], "weight_zero_point");
+        if (!tw || !ts || (!sym && !tz) || nel(tw) != (size_t)K * nc || qp_unpack_int4_quark(tw->data, K, N, s->pack_method, kn)) {
+            free(kn);
+            return -1;
+        }
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < K; k++)
+                w[(e * N + n) * (K / 2) + k / 2] |= (uint8_t)((kn[(size_t)k * N + n] ^ (sym ? 8 : 0)) << (4 * (k % 2)));
+        for (int gi = 0; gi < G; gi++)
+            for (int n = 0; n < N; n++) sc[(e * N + n) * G + gi] = ((const uint16_t *)ts->data)[(size_t)gi * N + n];
+        if (sym) continue;
+        if (qp_unpack_int4_quark(tz->data, G, N, s->pack_method, kn)) { free(kn); return -1; }
+        for (int gi = 0; gi < G; gi++)
+            for (int n = 0; n < N; n++) z[(e * N + n) / 2 * G + gi] |= (uint8_t)(kn[(size_t)gi * N + n] << (4 * (n % 2)));
+    }
+    free(kn);
+    c->tensors[c->n_tensors++] = (qp_tensor){w2 ? "w2_weight" : "w13_weight", QP_DTYPE_U8, 3, {c->E, N, K / 2, 0}, w};
+    c->tensors[c->n_tensors++] = (qp_tensor){w2 ? "w2_weight_scale" : "w13_weight_scale", find(&ls[0], "weight_scale")->dtype, 3,
+                                             {c->E, N, G, 0}, sc};
+    if (!sym)
+        c->tensors[c->n_tensors++] = (qp_tensor){w2 ? "w2_weight_zero_point" : "w13_weight_zero_point", QP_DTYPE_U8, 3,
+                                                 {c->E, N / 2, G, 0}, z};
     return 0;
 }
 
@@ -156,7 +196,12 @@ int case_moe_make(qp_context *ctx, const char *scheme, int E, int H, int I, qp_d
         for (size_t i = 0; c->w2 && i < (size_t)H * I; i++) c->w2[(size_t)e * H * I + i] = l2[e].w_deq[i];
     }
     int nv = c->scheme.kind == QP_SCHEME_NVFP4;
-    if (!rc)
+    if (!rc && c->scheme.kind == QP_SCHEME_W4A16_INT4) {
+        rc = stack_w4(c, l13, 2 * I, H, 0) || stack_w4(c, l2, H, I, 1);
+        /* the wna16 kernels round each dequantized weight to the dtype */
+        for (size_t i = 0; c->w13 && i < (size_t)E * 2 * I * H; i++) c->w13[i] = qp_format_decode(dt, qp_format_encode(dt, (float)c->w13[i]));
+        for (size_t i = 0; c->w2 && i < (size_t)E * H * I; i++) c->w2[i] = qp_format_decode(dt, qp_format_encode(dt, (float)c->w2[i]));
+    } else if (!rc)
         rc = stack(c, l13, "weight", "w13_weight", 0) || stack(c, l13, "weight_scale", "w13_weight_scale", 1) ||
              stack(c, l2, "weight", "w2_weight", 0) || stack(c, l2, "weight_scale", "w2_weight_scale", 0) ||
              stack(c, l13, nv ? "input_scale_2" : "input_scale", nv ? "w13_input_scale_2" : "w13_input_scale", nv) ||

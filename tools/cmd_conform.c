@@ -130,7 +130,7 @@ static long count_cases(const char *const *schemes, int n_schemes, const shape *
     long n = 0;
     for (int si = 0; si < n_case_schemes; si++) {
         const case_scheme *cs = &case_schemes[si];
-        if (!scheme_wanted(cs->name, schemes, n_schemes)) continue;
+        if (cs->moe_only || !scheme_wanted(cs->name, schemes, n_schemes)) continue;
         for (int sh = 0; sh < n_shapes; sh++) {
             if (shapes[sh].N % cs->n_multiple || shapes[sh].K % cs->k_multiple) continue;
             int big = (size_t)shapes[sh].N * shapes[sh].K > 4u << 20;
@@ -164,7 +164,8 @@ int cmd_conform(int argc, char **argv) {
         } else if (!strcmp(a, "--json") && i + 1 < argc) json_path = argv[++i];
         else if (!strcmp(a, "--csv") && i + 1 < argc) csv_path = argv[++i];
         else if (!strcmp(a, "--list")) {
-            for (int s = 0; s < n_case_schemes; s++) printf("%s\n", case_schemes[s].name);
+            for (int s = 0; s < n_case_schemes; s++)
+                if (!case_schemes[s].moe_only) printf("%s\n", case_schemes[s].name);
             for (int s = 0; s < case_moe_scheme_count(); s++) printf("moe:%s\n", case_moe_scheme(s));
             return 0;
         } else { usage(); return 2; }
@@ -252,7 +253,7 @@ int cmd_conform(int argc, char **argv) {
                        (moe ? conform_moe_count(full, schemes, n_schemes, n_devs) : 0));
     for (int si = 0; linear && si < n_case_schemes; si++) {
         const case_scheme *cs = &case_schemes[si];
-        if (!scheme_wanted(cs->name, schemes, n_schemes)) continue;
+        if (cs->moe_only || !scheme_wanted(cs->name, schemes, n_schemes)) continue;
         for (int sh = 0; sh < n_shapes; sh++) {
             int N = shapes[sh].N, K = shapes[sh].K;
             if (N % cs->n_multiple || K % cs->k_multiple) continue;

@@ -76,6 +76,16 @@ static void error_json(FILE *f, qp_context *ctx, qp_status st) {
  * such part"), as a --layer query that fails exits 1. */
 static int refused(qp_status st) { return st != QP_OK && st != QP_ERR_NOT_FOUND; }
 
+/* What the followed vLLM release says of the config as a whole: 0.34.0 (the
+ * Quark reference) removed QQQ and refuses the method at config parsing;
+ * qport keeps resolving QQQ as vLLM 0.8.5 did. NULL when nothing. */
+static const char *dialect_note(const qp_config *cfg, const qp_resolve_options *o) {
+    if (o->dialect == QP_DIALECT_VLLM && qp_config_method(cfg) == QP_METHOD_QQQ)
+        return "vLLM 0.34.0 refuses this config (ValueError: Unknown quantization method: qqq. Must be one of [...]): "
+               "QQQ was removed after 0.8.5; qport resolves QQQ as vLLM 0.8.5 did";
+    return NULL;
+}
+
 static int summary(qp_context *ctx, const qp_config *cfg, const qp_resolve_options *o) {
     int rc = 0;
     qp_status st;
@@ -85,19 +95,56 @@ static int summary(qp_context *ctx, const qp_config *cfg, const qp_resolve_optio
     printf("quant_method: %s\n", qp_method_name(sm.method));
     if (sm.model_type) printf("model_type:   %s\n", sm.model_type);
     if (sm.pack_method) printf("pack_method:  %s\n", sm.pack_method);
+    if (dialect_note(cfg, o)) printf("note:         %s\n", dialect_note(cfg, o));
     qp_scheme s;
     printf("global:       ");
     if ((st = qp_config_resolve_global(cfg, o, &s)) == QP_OK) scheme_human(stdout, &s);
     else { printf("error: %s\n", qp_last_error(ctx)); rc |= refused(st); }
+    /* the architecture (api/arch.c): vLLM's class, the packed modules */
+    qp_arch_info a = {.struct_size = sizeof a};
+    qp_config_arch(cfg, &a);
+    const qp_packed_module *pm;
+    size_t npm;
+    if (a.name || a.known) {
+        printf("architecture: %s%s\n", a.name ? a.name : "-", a.known ? "" : " (not in qport's table)");
+        if (!qp_config_packed_modules(cfg, o, &pm, &npm) && npm) {
+            printf("packed:      ");
+            for (size_t i = 0; i < npm; i++) {
+                printf(" %s=", pm[i].fused);
+                for (size_t j = 0; j < pm[i].n_shards; j++) printf("%s%s", j ? "," : "", pm[i].shards[j]);
+            }
+            putchar('\n');
+        }
+        if (a.note) printf("    note: %s\n", a.note);
+    }
     /* the experts of a MoE model: vLLM's MoE method for the global config
-     * (a --layer NAME:moe query answers for one block) */
-    printf("experts:      ");
-    if ((st = qp_config_resolve(cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, o, &s)) == QP_OK) scheme_human(stdout, &s);
-    else printf("error: %s\n", qp_last_error(ctx));
+     * in the first layer with an MoE block (a --layer NAME:moe query
+     * answers for one block); a dense model has none */
+    if (a.moe_block) {
+        long l0 = 0;
+        while (l0 < 4096 && a.known && !qp_arch_layer_is_moe(&a, l0)) l0++;
+        char blk[160];
+        snprintf(blk, sizeof blk, "model.layers.%ld.%s.%s", l0, a.moe_block, a.experts);
+        printf("experts:      ");
+        if ((st = qp_config_resolve(cfg, blk, QP_LAYER_MOE, o, &s)) == QP_OK) {
+            printf("(%s) ", blk);
+            scheme_human(stdout, &s);
+        } else printf("error: %s\n", qp_last_error(ctx));
+    }
     for (size_t i = 0; i < sm.n_layer_patterns; i++) {
         printf("pattern %-40s ", qp_config_layer_pattern(cfg, i));
         if ((st = qp_config_resolve_pattern(cfg, i, o, &s)) == QP_OK) scheme_human(stdout, &s);
         else { printf("error: %s\n", qp_last_error(ctx)); rc |= refused(st); }
+    }
+    size_t nlt = qp_config_layer_type_count(cfg);
+    if (nlt) {
+        printf("layer types:  %zu (", nlt);
+        for (size_t i = 0; i < nlt; i++) printf("%s%s", i ? ", " : "", qp_config_layer_type_key(cfg, i));
+        if (o->dialect == QP_DIALECT_VLLM)
+            printf("): never matched: vLLM looks layer_type_quant_config up by type(module), a class, not these string "
+                   "keys (spec 1.4.3)\n");
+        else
+            printf("): matched by the module class name (--dialect sglang)\n");
     }
     printf("excludes:     %zu\n", sm.n_excludes);
     for (size_t i = 0; i < sm.n_excludes && i < 20; i++) printf("    %s\n", qp_config_exclude(cfg, i));
@@ -178,7 +225,9 @@ int cmd_inspect(int argc, char **argv) {
             printf(",\"quant_method\":\"%s\",\"global\":{\"result\":\"%s\"", qp_method_name(qp_config_method(cfg)),
                    st == QP_OK ? "ok" : "error");
             if (st == QP_OK) scheme_json(stdout, &s); else error_json(stdout, ctx, st);
-            printf("}}\n");
+            printf("},\"note\":");
+            json_str(stdout, dialect_note(cfg, &o));
+            printf("}\n");
         } else {
             rc |= summary(ctx, cfg, &o);
         }

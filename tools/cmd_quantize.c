@@ -208,6 +208,29 @@ int cmd_quantize(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/config.json", in);
     ctext = read_text(path, &clen);
     if (!ctext || !strchr(ctext, '{')) { fprintf(stderr, "qport quantize: %s: cannot read a JSON object\n", path); goto done; }
+    /* vLLM 0.34.0 builds Qwen3-MoE's router with the quant config: a
+     * router kept in the model dtype must be excluded in the config, as
+     * Quark's own qwen3_moe template does ("*.gate") */
+    qp_arch_info arch = {.struct_size = sizeof arch};
+    qp_model_arch(m, &arch);
+    if (arch.router_quantized && !strstr(qcfg, "\"quant_method\":\"qqq\"")) {
+        /* exact names: HF fp8's ignored_layers matches exactly (Quark's
+         * exclude would take a "re:" pattern too) */
+        const char *key = strstr(qcfg, "\"exclude\":[\"lm_head\"") ? "\"exclude\":[\"lm_head\"" : "\"ignored_layers\":[\"lm_head\"";
+        size_t nb = qp_model_moe_count(m), cap = strlen(key) + 1;
+        for (size_t i = 0; i < nb; i++) cap += strlen(qp_model_moe_name(m, i)) + 16;
+        char *with = malloc(cap), *r = NULL;
+        if (with) {
+            size_t len = (size_t)snprintf(with, cap, "%s", key);
+            for (size_t i = 0; i < nb; i++) {
+                const char *bn = qp_model_moe_name(m, i), *dot = strrchr(bn, '.');
+                len += (size_t)snprintf(with + len, cap - len, ",\"%.*s.%s\"", dot ? (int)(dot - bn) : 0, bn, arch.router);
+            }
+            r = replace_once(qcfg, key, with);
+            free(with);
+        }
+        if (r) { free(qcfg); qcfg = r; }
+    }
     if (qp_config_load_buffer(ctx, qs->name, qcfg, strlen(qcfg), &cfg)) { fprintf(stderr, "qport quantize: %s\n", qp_last_error(ctx)); goto done; }
     qp_quantize_options qo;
     qp_quantize_options_init(&qo);
@@ -229,7 +252,11 @@ int cmd_quantize(int argc, char **argv) {
         int is_w = l > 7 && !strcmp(t.name + l - 7, ".weight") && t.ndim == 2 && !strstr(t.name, "embed");
         char layer[1024];
         snprintf(layer, sizeof layer, "%.*s", (int)(l > 7 ? l - 7 : 0), t.name);
-        if (is_w && qp_model_layer_unquantized(m, layer)) is_w = 0; /* an MoE router: vLLM never quantizes it */
+        /* a module the model class builds with quant_config=None (an MoE
+         * router): vLLM never quantizes it (api/arch.c) */
+        if (is_w && (arch.known ? qp_arch_module_class_vllm(&arch, qp_config_method(cfg), layer) == QP_MODULE_LINEAR_UNQUANTIZED
+                                : qp_model_layer_unquantized(m, layer)))
+            is_w = 0;
         if (is_w && experts_unquantized(cfg, layer)) is_w = 0;
         qp_scheme s;
         if (is_w && qp_config_resolve(cfg, layer, QP_LAYER_LINEAR, NULL, &s)) {

@@ -19,21 +19,21 @@ static double now_ms(void) {
 }
 
 /* The layer vLLM builds for a checkpoint tensor prefix: shards map to their
- * fused module (default Llama mapping of the config), others stay. */
+ * fused module (the packed-modules mapping resolution uses: the model
+ * class's from qport's architecture table, api/arch.c), others stay. */
 static void vllm_layer(const qp_config *cfg, const char *name, char *out, size_t cap) {
-    static const char *const fused[] = {"qkv_proj", "gate_up_proj"};
     snprintf(out, cap, "%s", name);
     const char *dot = strrchr(name, '.');
     const char *last = dot ? dot + 1 : name;
-    for (size_t f = 0; f < 2; f++) {
-        char cand[1024];
-        snprintf(cand, sizeof cand, "%.*s%s", (int)(last - name), name, fused[f]);
-        const char *const *sh;
-        size_t ns;
-        if (qp_config_layer_shards(cfg, cand, NULL, &sh, &ns, NULL)) continue;
-        for (size_t i = 0; i < ns; i++)
-            if (!strcmp(sh[i], last)) { snprintf(out, cap, "%s", cand); return; }
-    }
+    const qp_packed_module *pm;
+    size_t npm;
+    if (qp_config_packed_modules(cfg, NULL, &pm, &npm)) return;
+    for (size_t f = 0; f < npm; f++)
+        for (size_t i = 0; i < pm[f].n_shards; i++)
+            if (!strcmp(pm[f].shards[i], last)) {
+                snprintf(out, cap, "%.*s%s", (int)(last - name), name, pm[f].fused);
+                return;
+            }
 }
 
 /* The fp8 KV cache of one attention module on one device: K and V values
@@ -106,7 +106,18 @@ static int under_rank0(void) {
 }
 
 int run_moe(qp_context *ctx, qp_model *m, const char *prefix, const qp_bind_options *bo, qp_dtype dt, int M_arg,
-            qp_safetensors *inf, qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok);
+            qp_safetensors *inf, qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok,
+            run_outputs *outs);
+
+int run_output_add(run_outputs *o, const char *layer, const char *dev, qp_dtype dt, int rows, int cols, const void *y) {
+    size_t bytes = (dt == QP_DTYPE_F32 ? 4 : 2) * (size_t)rows * (size_t)cols;
+    if (o->n >= RUN_OUTPUTS_MAX || !(o->data[o->n] = malloc(bytes ? bytes : 1))) return -1;
+    memcpy(o->data[o->n], y, bytes);
+    snprintf(o->names[o->n], sizeof o->names[0], "%s@%s", layer, dev);
+    o->t[o->n] = (qp_tensor){o->names[o->n], dt, 2, {rows, cols}, o->data[o->n]};
+    o->n++;
+    return 0;
+}
 
 /* The modules qport does not run, by name: norms, embeddings, rotary
  * tables; the KV-cache and routing scales are read by their layers. */
@@ -254,10 +265,8 @@ int cmd_run(int argc, char **argv) {
     int ndev = 0;
     char *layers[MAX_LAYERS];
     int nlayers = 0;
-    qp_tensor outs[MAX_LAYERS * 2];
-    char outnames[MAX_LAYERS * 2][160];
-    void *outdata[MAX_LAYERS * 2];
-    size_t nouts = 0;
+    static run_outputs outs; /* --output */
+    outs.n = 0;
     if (qp_model_open(ctx, dir, &m)) { fprintf(stderr, "qport run: %s\n", qp_last_error(ctx)); goto done; }
     const qp_config *cfg = qp_model_config(m);
     if (!cfg) { fprintf(stderr, "qport run: %s has no quantization_config (qport quantize makes one)\n", dir); goto done; }
@@ -422,12 +431,7 @@ int cmd_run(int argc, char **argv) {
             printf("%-40s %-16s %-12s %-26.26s %9.3f %10.3g %-7s\n", layers[li], qp_scheme_kind_name(b.scheme.kind), dn,
                    path[0] ? path : "-", ms, maxe, is_ref ? "(ref)" : pass ? "ok" : "FAIL");
             if (is_ref) {} else if (pass) n_ok++; else n_fail++;
-            if (out_path && nouts < MAX_LAYERS * 2 && (outdata[nouts] = malloc(oes * (size_t)M * b.N))) {
-                memcpy(outdata[nouts], yd, oes * (size_t)M * b.N);
-                snprintf(outnames[nouts], sizeof outnames[0], "%s@%s", layers[li], dn);
-                outs[nouts] = (qp_tensor){outnames[nouts], od, 2, {M, b.N}, outdata[nouts]};
-                nouts++;
-            }
+            if (out_path) run_output_add(&outs, layers[li], dn, od, M, b.N, yd);
             qp_linear_destroy(lin);
         }
         qp_linear_destroy(ref);
@@ -441,7 +445,8 @@ int cmd_run(int argc, char **argv) {
     mbo.ep_size = ep;
     mbo.ep_rank = ep_rank;
     for (int i = 0; i < nmoes; i++)
-        n_fail += run_moe(ctx, m, moes[i], &mbo, dt, M_arg, inf, refdev, devs, ndev, seed + 1000 + (uint64_t)i, &n_ok);
+        n_fail += run_moe(ctx, m, moes[i], &mbo, dt, M_arg, inf, refdev, devs, ndev, seed + 1000 + (uint64_t)i, &n_ok,
+                          out_path ? &outs : NULL);
     /* the fp8 KV cache of every attention module whose config quantizes it */
     for (int li = 0; li < nlayers; li++) {
         size_t l = strlen(layers[li]);
@@ -466,7 +471,7 @@ int cmd_run(int argc, char **argv) {
         }
     }
     if (!nl_arg) n_fail += report_unused(m);
-    if (out_path && qp_safetensors_write(ctx, out_path, outs, nouts, NULL, 0)) {
+    if (out_path && qp_safetensors_write(ctx, out_path, outs.t, outs.n, NULL, 0)) {
         fprintf(stderr, "qport run: %s\n", qp_last_error(ctx));
         n_fail++;
     }
@@ -477,7 +482,7 @@ int cmd_run(int argc, char **argv) {
     rc = n_fail ? 1 : 0;
 done:
     for (int i = 0; i < nlayers; i++) free(layers[i]);
-    for (size_t i = 0; i < nouts; i++) free(outdata[i]);
+    for (size_t i = 0; i < outs.n; i++) free(outs.data[i]);
     qp_safetensors_close(inf);
     qp_model_close(m);
     qp_context_destroy(ctx);

@@ -57,7 +57,8 @@ int run_moe_logits(qp_model *m, const char *router, qp_dtype dt, const void *x, 
 
 /* 0 ok (or only the reference ran), 1 failed; *n_ok counts device rows */
 int run_moe(qp_context *ctx, qp_model *m, const char *prefix, const qp_bind_options *bo, qp_dtype dt, int M_arg,
-            qp_safetensors *inf, qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok) {
+            qp_safetensors *inf, qp_device *refdev, qp_device **devs, int ndev, uint64_t seed, int *n_ok,
+            run_outputs *outs) {
     qp_moe_binding b;
     if (qp_model_bind_moe(m, prefix, bo, &b)) {
         printf("%-40s error: %s\n", prefix, qp_last_error(ctx));
@@ -151,6 +152,7 @@ int run_moe(qp_context *ctx, qp_model *m, const char *prefix, const qp_bind_opti
         snprintf(mss, sizeof mss, "%.3f", ms);
         snprintf(mes, sizeof mes, "%.3g", maxe);
         printf(ROW, prefix, kind, dn, path, mss, mes, is_ref ? "(ref)" : pass ? "ok" : "FAIL");
+        if (outs && run_output_add(outs, prefix, dn, dt, M, b.H, yd)) failed = 1; /* --output: the block's rows */
         if (!is_ref) { if (pass) (*n_ok)++; else failed = 1; }
         qp_moe_destroy(moe);
     }

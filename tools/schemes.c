@@ -26,6 +26,7 @@ static const quant_scheme table[] = {
     {"w4a16-uint4", QK(W4("uint4", "false", "128"), "null")},
     {"mxfp4", QK(MX("fp4", "false"), "null")},
     {"mxfp4-a-mxfp4", QK(MX("fp4", "false"), MX("fp4", "true"))},
+    {"mxfp8", QK(MX("fp8_e4m3", "false"), MX("fp8_e4m3", "true"))},
     {"mxfp6-e3m2", QK(MX("fp6_e3m2", "false"), MX("fp6_e3m2", "true"))},
     {"mxfp6-e2m3", QK(MX("fp6_e2m3", "false"), MX("fp6_e2m3", "true"))},
     {"w4a8-mxfp4-fp8", QK(MX("fp4", "false"), T4("fp8_e4m3", "per_tensor", "true", "false"))},

@@ -46,4 +46,16 @@ void json_str(FILE *f, const char *s); /* quoted, escaped; NULL → null */
 /* Parses "FUSED=SHARD,SHARD" into a qp_packed_module (strings leaked on
  * purpose: they live until exit). 0 on success. */
 int parse_packed(const char *spec, qp_packed_module *out);
+/* qport run --output: every device's result of every layer and MoE
+ * block, as "<layer>@<device>" tensors [rows, cols]. */
+#define RUN_OUTPUTS_MAX 2048
+typedef struct run_outputs {
+    qp_tensor t[RUN_OUTPUTS_MAX];
+    char names[RUN_OUTPUTS_MAX][160];
+    void *data[RUN_OUTPUTS_MAX];
+    size_t n;
+} run_outputs;
+/* Copies `y` (rows x cols elements of dt); 0 ok, -1 out of room/memory. */
+int run_output_add(run_outputs *o, const char *layer, const char *dev, qp_dtype dt, int rows, int cols, const void *y);
+
 #endif

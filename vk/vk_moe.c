@@ -119,6 +119,7 @@ static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
     case QP_SCHEME_OCP_MX:
     case QP_SCHEME_W4A8_MXFP4_FP8:
     case QP_SCHEME_NVFP4:
+    case QP_SCHEME_W4A16_INT4: /* signed codes c - z through w_lut, group scales as block multipliers */
         break;
     default:
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: MoE '%s': unsupported: no fused MoE for %s experts on vulkan",
@@ -135,7 +136,8 @@ static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
     m->f64 = d->fp64;
     m->blk = s->w_blk;
     if (s->w_dtype == QP_DTYPE_F4_E2M1) m->wfmt = WF_NIB;
-    else if (s->w_dtype == QP_DTYPE_F6_E2M3 || s->w_dtype == QP_DTYPE_F6_E3M2 || s->w_dtype == QP_DTYPE_F8_E4M3FN)
+    else if (s->w_dtype == QP_DTYPE_F6_E2M3 || s->w_dtype == QP_DTYPE_F6_E3M2 || s->w_dtype == QP_DTYPE_F8_E4M3FN ||
+             s->w_dtype == QP_DTYPE_I8)
         m->wfmt = WF_BYTE;
     else
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: MoE '%s': weight element format %d", d->index, layer,
@@ -200,7 +202,7 @@ static qp_status upload_gemm(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s
     for (size_t n = 0; n < rows; n++) {
         uint8_t *row = w + n * row_b;
         if (m->arith != AR_WF || m->wfmt == WF_BYTE) {
-            uint8_t mask = m->arith == AR_WF && s->w_dtype != QP_DTYPE_F8_E4M3FN ? 0x3F : 0xFF;
+            uint8_t mask = m->arith == AR_WF && (s->w_dtype == QP_DTYPE_F6_E2M3 || s->w_dtype == QP_DTYPE_F6_E3M2) ? 0x3F : 0xFF;
             for (size_t k = 0; k < K; k++) row[k] = src[n * K + k] & mask;
         } else if (m->wfmt == WF_HALF) {
             memcpy(row, src + 2 * n * K, 2 * K);

@@ -112,7 +112,7 @@ def test_vllm_exceptions_and_messages():
     with pytest.raises(RuntimeError):
         s.check_capability(70)
     s.check_capability(75)
-    assert cfg.resolve("lm_head").method == "UnquantizedLinearMethod"
+    assert cfg.resolve("lm_head").method == "UnquantizedEmbeddingMethod"  # ParallelLMHead
     # a mixed exclude of a fused layer's shards: vLLM's ValueError
     d = {"quant_method": "quark", "global_quant_config": {
         "weight": {"dtype": "int8", "qscheme": "per_channel", "symmetric": True, "is_dynamic": False},

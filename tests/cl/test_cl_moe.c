@@ -32,7 +32,7 @@ int main(void) {
     static const int ms[] = {1, 3, 16, 17, 64};
     md_init(ctx, cpu, ocl, "opencl", ms, 5);
     md_run_matrix();
-    md_refuse_w4a16();
+    md_refuse_unsupported();
     /* expert weights larger than one device buffer: refused by the plugin
      * (QPORT_CL_WEIGHT_CHUNK makes the limit small) */
     setenv("QPORT_CL_WEIGHT_CHUNK", "4096", 1);

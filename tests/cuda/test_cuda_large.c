@@ -69,10 +69,11 @@ int main(void) {
             uint16_t *x = calloc((size_t)M * K, 2);
             bh_x_rows(H, x, M, K, false);
             bh_ops->buffer_upload(bh_dev, bx, 0, x, 2 * (size_t)M * K);
-            CHECK(bh_ops->linear_forward(bh_dev, lin, bx, M, by) == QP_OK, "timed forward %s M=%d: %s", names[li_], M,
-                  bh_err);
+            CHECK(bh_ops->linear_reserve(bh_dev, lin, M) == QP_OK && bh_ops->linear_forward(bh_dev, lin, bx, M, by) == QP_OK &&
+                  bh_ops->synchronize(bh_dev) == QP_OK, "timed forward %s M=%d: %s", names[li_], M, bh_err);
             double t0 = bh_now();
             for (int it = 0; it < 20; it++) bh_ops->linear_forward(bh_dev, lin, bx, M, by);
+            bh_ops->synchronize(bh_dev); /* enqueued: wait for the 20 */
             double us = (bh_now() - t0) / 20 * 1e6;
             char dsc[128] = "";
             bh_ops->linear_describe(bh_dev, lin, M, dsc, sizeof dsc);

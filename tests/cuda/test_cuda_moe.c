@@ -34,7 +34,7 @@ static const int *token_counts(int *n) {
 /* ---- refusals ------------------------------------------------------------ */
 /* ---- refusals ------------------------------------------------------------ */
 static void errors(void) {
-    md_refuse_w4a16(); /* the core, any backend */
+    md_refuse_unsupported(); /* the core, any backend */
     /* a descriptor the plugin has no kernel for, through its ops table (the
      * core never builds one today: per-token-group fp8 activations) */
     if (cuda_open("cuda-moe") != 0) return;

@@ -91,6 +91,33 @@ static void misc_ops(void) {
         CHECK(bh_ops->kv_dequantize(bh_dev, QP_DTYPE_F16, bi, 256, 3.5f, bi) == QP_OK, "in-place kv_dequantize: %s", bh_err);
         bh_ops->buffer_download(bh_dev, bi, 0, dq, 2 * 256);
         CHECK(memcmp(dq, dr, 2 * 256) == 0, "in-place kv_dequantize differs");
+        /* large in place (600000 elements, above the plugin's chunk through
+         * its workspace: CUDA runs the first chunk from a copy and the rest
+         * in disjoint ranges, no allocation) */
+        enum { NL = 600000 };
+        void *bl = NULL;
+        uint16_t *lx = malloc(2 * (size_t)NL), *ly = malloc(2 * (size_t)NL), *lr = malloc(2 * (size_t)NL);
+        uint8_t *lq = malloc(NL), *lqr = malloc(NL);
+        if (lx && ly && lr && lq && lqr && bh_ops->buffer_alloc(bh_dev, 2 * (size_t)NL, &bl) == QP_OK) {
+            for (size_t i = 0; i < NL; i++) lx[i] = (uint16_t)(i * 40503u >> 3);
+            bh_ops->buffer_upload(bh_dev, bl, 0, lx, 2 * (size_t)NL);
+            CHECK(qp_ref_kv_quantize(NULL, QP_DTYPE_F16, lx, NL, 0.75f, lqr) == QP_OK, "ref kv");
+            CHECK(bh_ops->kv_quantize(bh_dev, QP_DTYPE_F16, bl, NL, 0.75f, bl) == QP_OK, "large in-place kv_quantize: %s", bh_err);
+            bh_ops->buffer_download(bh_dev, bl, 0, lq, NL);
+            size_t bad = 0;
+            for (size_t i = 0; i < NL; i++) bad += lq[i] != lqr[i];
+            CHECK(!bad, "large in-place kv_quantize: %zu of %d codes differ", bad, NL);
+            for (size_t i = 0; i < NL; i++) lq[i] = (uint8_t)(i * 7 + (i >> 9));
+            bh_ops->buffer_upload(bh_dev, bl, 0, lq, NL);
+            CHECK(qp_ref_kv_dequantize(NULL, QP_DTYPE_BF16, lq, NL, 1.25f, lr) == QP_OK, "ref kv dq");
+            CHECK(bh_ops->kv_dequantize(bh_dev, QP_DTYPE_BF16, bl, NL, 1.25f, bl) == QP_OK, "large in-place kv_dequantize: %s", bh_err);
+            bh_ops->buffer_download(bh_dev, bl, 0, ly, 2 * (size_t)NL);
+            bad = 0;
+            for (size_t i = 0; i < NL; i++) bad += ly[i] != lr[i];
+            CHECK(!bad, "large in-place kv_dequantize: %zu of %d values differ", bad, NL);
+            bh_ops->buffer_free(bh_dev, bl);
+        }
+        free(lx); free(ly); free(lr); free(lq); free(lqr);
         CHECK(bh_ops->buffer_copy(bh_dev, bi, 0, bi, 100, 200) == QP_ERR_INVALID_ARGUMENT, "overlapping copy refused");
         CHECK(bh_ops->buffer_copy(bh_dev, bi, 0, bi, 200, 200) == QP_OK, "disjoint copy in one buffer: %s", bh_err);
         bh_ops->buffer_free(bh_dev, bi);

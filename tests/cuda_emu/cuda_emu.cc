@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <pthread.h>
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define QPCU_EMU_ASAN 1
@@ -219,37 +220,142 @@ void emu_launch(dim3 grid, dim3 block, const std::function<void()> &body) {
             }
 }
 
-/* ---- the fake runtime ----------------------------------------------------- */
+/* ---- the fake runtime -----------------------------------------------------
+ *
+ * Work runs synchronously at the call, except on a capturing stream. Stream
+ * capture as the real runtime has it (CUDA 12/13): between
+ * cudaStreamBeginCapture and cudaStreamEndCapture, kernel launches, async
+ * copies / memsets and event records on the stream are recorded as the
+ * graph's nodes (in order; the emulator has no concurrency), and graph
+ * launches replay them. During a capture in global mode (any thread) or
+ * thread-local mode (the capturing thread) cudaMalloc, cudaFree, the
+ * synchronous cudaMemcpy and cudaDeviceSynchronize fail with
+ * cudaErrorStreamCaptureUnsupported and invalidate the capture; so does
+ * synchronizing or querying the capturing stream (any mode); synchronizing
+ * the legacy stream while a blocking stream captures is
+ * cudaErrorStreamCaptureImplicit. Work enqueued on an invalidated capture
+ * fails with cudaErrorStreamCaptureInvalidated, and cudaStreamEndCapture
+ * then returns it with no graph. Relaxed mode allows the unsafe calls. */
+
+struct emu_node { std::function<void()> run; };
+struct CUstream_st {
+    unsigned flags;
+    bool capturing, invalid;
+    int mode;
+    pthread_t thread;
+    std::vector<emu_node> nodes;
+};
+struct CUgraph_st { std::vector<emu_node> nodes; };
+struct CUgraphExec_st { std::vector<emu_node> nodes; };
+struct CUevent_st { double t; unsigned flags; bool recorded; };
+
+static std::vector<CUstream_st *> emu_streams;
+static qpcu_emu_stats emu_st;
+static long emu_fault_in;        /* launches until the injected fault (0: none) */
+static bool emu_fault_pending;   /* returned by the next synchronize        */
+static thread_local int emu_cur_dev;
+static thread_local cudaError_t emu_last_error;
 
 static int dev_cc(void) {
     const char *v = getenv("QPORT_CUDA_EMU_CC");
     return v && *v ? atoi(v) : 90;
 }
+static int dev_count(void) {
+    const char *v = getenv("QPORT_CUDA_EMU_DEVICES");
+    int n = v && *v ? atoi(v) : 1;
+    return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+}
+
+/* A call the capture forbids: invalidates the offending captures. */
+static bool unsafe_call_refused(void) {
+    bool hit = false;
+    for (CUstream_st *s : emu_streams)
+        if (s->capturing && (s->mode == cudaStreamCaptureModeGlobal ||
+                             (s->mode == cudaStreamCaptureModeThreadLocal && pthread_equal(s->thread, pthread_self())))) {
+            s->invalid = true;
+            hit = true;
+        }
+    if (hit) emu_st.capture_violations++;
+    return hit;
+}
+
+/* Runs fn now, or records it on a capturing stream. */
+static cudaError_t submit(cudaStream_t s, std::function<void()> fn) {
+    if (s && s->capturing) {
+        if (s->invalid) return cudaErrorStreamCaptureInvalidated;
+        s->nodes.push_back(emu_node{std::move(fn)});
+        emu_st.captured++;
+        return cudaSuccess;
+    }
+    if (!s) /* the legacy stream joins a capturing blocking stream: refused */
+        for (CUstream_st *c : emu_streams)
+            if (c->capturing && !(c->flags & cudaStreamNonBlocking)) {
+                c->invalid = true;
+                emu_st.capture_violations++;
+                return cudaErrorStreamCaptureImplicit;
+            }
+    fn();
+    return cudaSuccess;
+}
+
+static cudaError_t fault_check(void) {
+    if (!emu_fault_pending) return cudaSuccess;
+    emu_fault_pending = false;
+    return cudaErrorLaunchFailure;
+}
+
+void emu_submit_kernel(cudaStream_t st, dim3 grid, dim3 block, std::function<void()> body) {
+    emu_st.launches++;
+    cudaError_t e = submit(st, [grid, block, body]() {
+        if (emu_fault_in > 0 && --emu_fault_in == 0) { emu_fault_pending = true; return; }
+        emu_launch(grid, block, body);
+    });
+    if (e != cudaSuccess) emu_last_error = e;
+}
+
+#define EMU_API __attribute__((visibility("default")))
 
 extern "C" {
 cudaError_t cudaRuntimeGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 cudaError_t cudaDriverGetVersion(int *v) { *v = 13000; return cudaSuccess; }
 cudaError_t cudaGetDeviceCount(int *n) {
     if (getenv("QPORT_CUDA_EMU_NO_DRIVER")) return cudaErrorInsufficientDriver;
-    *n = 1;
+    *n = dev_count();
     return cudaSuccess;
 }
 const char *cudaGetErrorString(cudaError_t e) {
     switch (e) {
     case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorIllegalState: return "the operation is not permitted in the current state";
+    case cudaErrorNotReady: return "device not ready";
+    case cudaErrorLaunchFailure: return "unspecified launch failure (emulated fault)";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureImplicit: return "operation would make the legacy stream depend on a capturing blocking stream";
     default: return "emulated error";
     }
 }
-cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+cudaError_t cudaGetLastError(void) {
+    cudaError_t e = emu_last_error;
+    emu_last_error = cudaSuccess;
+    return e;
+}
 cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev) {
-    (void)dev;
+    if (dev < 0 || dev >= dev_count()) return cudaErrorInvalidDevice;
     memset(p, 0, sizeof *p);
     int cc = dev_cc();
     emu_cc = cc * 10;
     snprintf(p->name, sizeof p->name, "qport CUDA emulator (sm_%d)", cc);
-    for (int i = 0; i < 16; i++) p->uuid.bytes[i] = (char)(0xE0 + i);
+    for (int i = 0; i < 16; i++) p->uuid.bytes[i] = (char)(0xE0 + i + 16 * dev);
     p->totalGlobalMem = (size_t)8 << 30;
     p->sharedMemPerBlock = 48 << 10;
     p->major = cc / 10;
@@ -257,47 +363,173 @@ cudaError_t cudaGetDeviceProperties(struct cudaDeviceProp *p, int dev) {
     p->multiProcessorCount = 4;
     return cudaSuccess;
 }
-cudaError_t cudaSetDevice(int dev) { (void)dev; return cudaSuccess; }
+cudaError_t cudaSetDevice(int dev) {
+    if (dev < 0 || dev >= dev_count()) return cudaErrorInvalidDevice;
+    emu_cur_dev = dev;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int *dev) { *dev = emu_cur_dev; return cudaSuccess; }
+cudaError_t cudaDeviceSynchronize(void) {
+    emu_st.host_waits++;
+    if (unsafe_call_refused()) return cudaErrorStreamCaptureUnsupported;
+    return fault_check();
+}
 cudaError_t cudaMalloc(void **p, size_t bytes) {
+    emu_st.mallocs++;
+    if (unsafe_call_refused()) return cudaErrorStreamCaptureUnsupported;
     if (bytes > ((size_t)8 << 30)) return cudaErrorMemoryAllocation;
     *p = malloc(bytes ? bytes : 1);
     if (!*p) return cudaErrorMemoryAllocation;
     memset(*p, 0xCD, bytes); /* like uninitialised device memory */
     return cudaSuccess;
 }
-cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
-    (void)kind;
-    memcpy(dst, src, bytes);
+cudaError_t cudaFree(void *p) {
+    emu_st.frees++;
+    if (unsafe_call_refused()) return cudaErrorStreamCaptureUnsupported;
+    free(p);
     return cudaSuccess;
 }
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) { (void)flags; *s = (cudaStream_t)1; return cudaSuccess; }
-cudaError_t cudaStreamDestroy(cudaStream_t s) { (void)s; return cudaSuccess; }
-cudaError_t cudaStreamSynchronize(cudaStream_t s) { (void)s; return cudaSuccess; }
-cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s) {
-    (void)kind; (void)s;
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind) {
+    (void)kind;
+    if (unsafe_call_refused()) return cudaErrorStreamCaptureUnsupported;
     memmove(dst, src, bytes);
     return cudaSuccess;
 }
-/* events: host clock at record time (the emulator runs kernels synchronously) */
-struct CUevent_st { double t; };
-cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = new CUevent_st{ 0.0 }; return cudaSuccess; }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags) {
+    CUstream_st *n = new CUstream_st();
+    n->flags = flags;
+    emu_streams.push_back(n);
+    *s = n;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (!s) return cudaErrorInvalidResourceHandle;
+    for (size_t i = 0; i < emu_streams.size(); i++)
+        if (emu_streams[i] == s) { emu_streams.erase(emu_streams.begin() + (long)i); delete s; return cudaSuccess; }
+    return cudaErrorInvalidResourceHandle;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+    emu_st.host_waits++;
+    if (s && s->capturing) {
+        s->invalid = true;
+        emu_st.capture_violations++;
+        return cudaErrorStreamCaptureUnsupported;
+    }
+    if (!s)
+        for (CUstream_st *c : emu_streams)
+            if (c->capturing && !(c->flags & cudaStreamNonBlocking)) {
+                c->invalid = true;
+                emu_st.capture_violations++;
+                return cudaErrorStreamCaptureImplicit;
+            }
+    return fault_check();
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned flags) {
+    (void)flags;
+    if (!e) return cudaErrorInvalidResourceHandle;
+    if (s && s->capturing && s->invalid) return cudaErrorStreamCaptureInvalidated;
+    return cudaSuccess; /* one in-order timeline: nothing to wait for */
+}
+cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t bytes, enum cudaMemcpyKind kind, cudaStream_t s) {
+    (void)kind;
+    return submit(s, [dst, src, bytes]() { memmove(dst, src, bytes); });
+}
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
+    return submit(s, [p, v, n]() { memset(p, v, n); });
+}
+/* events: host clock at record time (work runs at the call) */
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags) {
+    *e = new CUevent_st{0.0, flags, false};
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
 cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
-    (void)s;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    e->t = (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
+    if (!e) return cudaErrorInvalidResourceHandle;
+    return submit(s, [e]() { e->t = now_ms(); e->recorded = true; });
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (!e) return cudaErrorInvalidResourceHandle;
+    emu_st.host_waits++;
+    return fault_check();
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    if (!e) return cudaErrorInvalidResourceHandle;
+    return emu_fault_pending ? fault_check() : cudaSuccess;
+}
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) {
+    if ((a->flags | b->flags) & cudaEventDisableTiming) return cudaErrorInvalidResourceHandle;
+    *ms = (float)(b->t - a->t);
     return cudaSuccess;
 }
-cudaError_t cudaEventSynchronize(cudaEvent_t e) { (void)e; return cudaSuccess; }
-cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) { *ms = (float)(b->t - a->t); return cudaSuccess; }
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, enum cudaStreamCaptureMode mode) {
+    if (!s) return cudaErrorStreamCaptureUnsupported; /* the legacy stream cannot capture */
+    if (s->capturing) return cudaErrorIllegalState;
+    s->capturing = true;
+    s->invalid = false;
+    s->mode = (int)mode;
+    s->thread = pthread_self();
+    s->nodes.clear();
+    return cudaSuccess;
 }
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *g) {
+    if (!s || !s->capturing) return cudaErrorIllegalState;
+    s->capturing = false;
+    *g = nullptr;
+    if (s->invalid) {
+        s->invalid = false;
+        s->nodes.clear();
+        return cudaErrorStreamCaptureInvalidated;
+    }
+    *g = new CUgraph_st{std::move(s->nodes)};
+    s->nodes.clear();
+    return cudaSuccess;
+}
+cudaError_t cudaStreamIsCapturing(cudaStream_t s, enum cudaStreamCaptureStatus *st) {
+    *st = s && s->capturing ? (s->invalid ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive)
+                            : cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+}
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *x, cudaGraph_t g, unsigned long long flags) {
+    (void)flags;
+    if (!g) return cudaErrorInvalidValue;
+    *x = new CUgraphExec_st{g->nodes};
+    return cudaSuccess;
+}
+cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) {
+    if (!x) return cudaErrorInvalidValue;
+    emu_st.graph_launches++;
+    CUgraphExec_st *g = x;
+    return submit(s, [g]() { for (emu_node &n : g->nodes) n.run(); });
+}
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) { delete x; return cudaSuccess; }
+cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
 
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s) {
-    (void)s;
-    memset(p, v, n);
-    return cudaSuccess;
+void qpcu_emu_get_stats(qpcu_emu_stats *out) { *out = emu_st; }
+void qpcu_emu_fault_after(long n) { emu_fault_in = n > 0 ? n : 0; emu_fault_pending = false; }
+
+/* The application's view of this runtime (tests/cuda_emu/cudart_shim.c):
+ * the one exported symbol, name -> function. */
+#define EMU_SYM(f) {#f, (void *)f}
+EMU_API void *qpcu_emu_symbol(const char *name) {
+    static const struct { const char *n; void *f; } t[] = {
+        EMU_SYM(cudaGetDeviceCount), EMU_SYM(cudaGetErrorString), EMU_SYM(cudaGetLastError),
+        EMU_SYM(cudaGetDeviceProperties), EMU_SYM(cudaSetDevice), EMU_SYM(cudaGetDevice),
+        EMU_SYM(cudaDeviceSynchronize), EMU_SYM(cudaMalloc), EMU_SYM(cudaFree), EMU_SYM(cudaMemcpy),
+        EMU_SYM(cudaStreamCreate), EMU_SYM(cudaStreamCreateWithFlags), EMU_SYM(cudaStreamDestroy),
+        EMU_SYM(cudaStreamSynchronize), EMU_SYM(cudaStreamWaitEvent), EMU_SYM(cudaMemcpyAsync),
+        EMU_SYM(cudaMemsetAsync), EMU_SYM(cudaEventCreate), EMU_SYM(cudaEventCreateWithFlags),
+        EMU_SYM(cudaEventDestroy), EMU_SYM(cudaEventRecord), EMU_SYM(cudaEventSynchronize),
+        EMU_SYM(cudaEventQuery), EMU_SYM(cudaEventElapsedTime), EMU_SYM(cudaStreamBeginCapture),
+        EMU_SYM(cudaStreamEndCapture), EMU_SYM(cudaStreamIsCapturing), EMU_SYM(cudaGraphInstantiate),
+        EMU_SYM(cudaGraphLaunch), EMU_SYM(cudaGraphExecDestroy), EMU_SYM(cudaGraphDestroy),
+        EMU_SYM(qpcu_emu_get_stats), EMU_SYM(qpcu_emu_fault_after),
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(t[i].n, name)) return t[i].f;
+    return nullptr;
+}
 }
 
 /* the real kernels */

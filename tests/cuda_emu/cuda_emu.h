@@ -94,7 +94,13 @@ void emu_mma_e4m3(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1);
 void emu_mma_h(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1, bool bf16);
 
 void emu_launch(dim3 grid, dim3 block, const std::function<void()> &body);
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t s);
+/* A kernel launch on stream st: run now, or recorded when st is capturing
+ * (the graph launch runs it); the arguments are copies taken now. */
+void emu_submit_kernel(cudaStream_t st, dim3 grid, dim3 block, std::function<void()> body);
+template <typename K, typename... A>
+static inline void emu_launch_kernel(cudaStream_t st, dim3 grid, dim3 block, K kern, A... a) {
+    emu_submit_kernel(st, grid, block, [=]() { kern(a...); });
+}
 struct cudaFuncAttributes { int dummy; };
 template <typename F> static inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes *, F) { return cudaSuccess; }
 

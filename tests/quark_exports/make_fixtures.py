@@ -70,6 +70,15 @@ def int8_per_channel_dynamic_token():
     a = Int8PerChannelSpec(ch_axis=1, symmetric=True, is_dynamic=True).to_quantization_spec()
     return QLayerConfig(weight=w, input_tensors=a)
 
+def mxfp8():
+    # OCP MXFP8: e4m3 elements in blocks of 32 with e8m0 scales, static
+    # weights and dynamic activations (no LLMTemplate scheme of its own in
+    # 0.13); vLLM 0.34.0 runs its experts with QuarkW8A8Mxfp8MoEMethod
+    from quark.torch.quantization.config.config import OCP_MXFP8E4M3Spec
+    w = OCP_MXFP8E4M3Spec(ch_axis=-1, is_dynamic=False).to_quantization_spec()
+    a = OCP_MXFP8E4M3Spec(ch_axis=-1, is_dynamic=True).to_quantization_spec()
+    return QLayerConfig(weight=w, input_tensors=a)
+
 # name -> (template scheme or a function making the global QLayerConfig, kwargs for get_config)
 SCHEMES = {
     "fp8": ("fp8", {}),
@@ -88,11 +97,14 @@ SCHEMES = {
     "nvfp4": ("nvfp4", {}),
     "mxfp4_rotation": ("mxfp4", {"algorithm": "rotation"}),
     "int4_fp8": ("int4_fp8", {}),
+    "mxfp8": (mxfp8, {}),
 }
 REFUSED_BY_VLLM = {"int4_fp8"}
 
 
-MOE_SCHEMES = ["fp8", "ptpc_fp8", "int8", "int8_pc_dyn_token", "mxfp4", "nvfp4"]
+MOE_SCHEMES = ["fp8", "ptpc_fp8", "int8", "int8_pc_dyn_token", "mxfp4", "nvfp4",
+               # vLLM 0.34.0's QuarkW4A16Int4MoEMethod and QuarkW8A8Mxfp8MoEMethod
+               "uint4_wo_128", "int4_wo_128", "mxfp8"]
 
 
 def tiny_mixtral(dtype):
