@@ -79,23 +79,36 @@ static qp_status check_mapped(const qp_model *m) {
 static qp_status collect(qp_model *m, const char *prefix, part *p, size_t *n) {
     size_t pl = strlen(prefix);
     *n = 0;
-    for (size_t i = 0; i < m->n_files; i++)
-        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++) {
+    char dotted[1100];
+    if (pl + 2 > sizeof dotted)
+        return qp_error_set(m->ctx, QP_ERR_INVALID_ARGUMENT, m->dir, NULL, prefix, "layer name of %zu bytes is too long", pl);
+    snprintf(dotted, sizeof dotted, "%s.", prefix);
+    for (size_t i = 0; i < m->n_files; i++) {
+        /* "<prefix>.*" from the shard's name index, in header order (issue
+         * 31: binding a layer no longer scans every tensor) */
+        size_t *idx, ni;
+        qp_status ps = qp_safetensors_prefixed(m->files[i], dotted, &idx, &ni);
+        if (ps) return ps;
+        for (size_t k = 0; k < ni; k++) {
             qp_tensor t;
-            if (qp_safetensors_get(m->files[i], j, &t, NULL)) continue;
+            if (qp_safetensors_get(m->files[i], idx[k], &t, NULL)) continue;
             if (strncmp(t.name, prefix, pl) || t.name[pl] != '.' || strchr(t.name + pl + 1, '.')) continue;
             const char *suf = t.name + pl + 1;
             if (!strcmp(suf, "output_scale")) continue; /* the KV-cache scale belongs to the attention layer */
             /* routing state: the router's fp32 parameter, read by
              * qp_model_moe_options, never an input of the linear layer */
             if (!strcmp(suf, "e_score_correction_bias")) continue;
-            if (*n >= MAX_T || strlen(suf) >= sizeof p->suffix)
+            if (*n >= MAX_T || strlen(suf) >= sizeof p->suffix) {
+                free(idx);
                 return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, t.name, prefix, "too many tensors or a long name");
+            }
             snprintf(p[*n].suffix, sizeof p[*n].suffix, "%s", suf);
             p[*n].t = t;
             p[*n].owned = NULL;
             (*n)++;
         }
+        free(idx);
+    }
     return QP_OK;
 }
 

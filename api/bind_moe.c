@@ -39,20 +39,17 @@ static const struct arch *arch_of(const qp_model *m, const char *prefix) {
 
 /* A look-up that records no error (qp_model_find_tensor does). */
 static int lookup(const qp_model *m, const char *name, qp_tensor *out) {
+    qp_status st; /* each shard's name index (issue 31: no scan of every tensor) */
     for (size_t i = 0; i < m->n_files; i++)
-        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++)
-            if (qp_safetensors_get(m->files[i], j, out, NULL) == QP_OK && !strcmp(out->name, name)) return 1;
+        if (qp_safetensors_lookup(m->files[i], name, out, &st) && st == QP_OK) return 1;
     return 0;
 }
 
 /* Whether some tensor's name starts with `prefix` (an expert projection
  * of any scheme: weight, B, qweight, ...). */
 static int has_prefix(const qp_model *m, const char *prefix) {
-    size_t n = strlen(prefix);
-    qp_tensor t;
     for (size_t i = 0; i < m->n_files; i++)
-        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++)
-            if (qp_safetensors_get(m->files[i], j, &t, NULL) == QP_OK && !strncmp(t.name, prefix, n)) return 1;
+        if (qp_safetensors_has_prefix(m->files[i], prefix)) return 1;
     return 0;
 }
 
@@ -191,8 +188,14 @@ static qp_status check_block(qp_model *m, const char *prefix, const struct arch 
     unsigned char *seen = calloc((size_t)E * 3, 1);
     if (!seen) return oom(m, prefix);
     qp_status st = QP_OK;
-    for (size_t i = 0; i < m->n_files && !st; i++)
-        for (size_t j = 0; j < qp_safetensors_count(m->files[i]) && !st; j++) {
+    char dotted[1100];
+    snprintf(dotted, sizeof dotted, "%s.", prefix);
+    for (size_t i = 0; i < m->n_files && !st; i++) {
+        /* "<prefix>.*" from the shard's name index, in header order (issue 31) */
+        size_t *idx = NULL, ni = 0;
+        st = qp_safetensors_prefixed(m->files[i], dotted, &idx, &ni);
+        for (size_t k = 0; k < ni && !st; k++) {
+            size_t j = idx[k];
             qp_tensor t;
             if (qp_safetensors_get(m->files[i], j, &t, NULL) || strncmp(t.name, prefix, pl) || t.name[pl] != '.') continue;
             const char *p = t.name + pl + 1, *dot = strchr(p, '.');
@@ -229,6 +232,8 @@ static qp_status check_block(qp_model *m, const char *prefix, const struct arch 
             }
             if (!strcmp(d2 + 1, "weight")) seen[e * 3 + pi] = 1;
         }
+        free(idx);
+    }
     for (int e = 0; e < E && !st; e++)
         for (int k = 0; k < 3; k++)
             if (!seen[e * 3 + k]) {

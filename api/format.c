@@ -14,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "qport.h"
+#include "internal.h"
 
 typedef enum {
     OVF_INF,      /* IEEE: overflow rounds to +-inf                           */
@@ -337,7 +337,7 @@ static const int *int4_nibble_map(qp_pack_method method) {
 QP_API qp_status qp_pack_int4_quark(const uint8_t *codes, int K, int N, qp_pack_method method,
                                     int32_t *out) {
     const int *P = int4_nibble_map(method);
-    if (!P || !codes || !out || K < 0 || N < 0) return QP_ERR_INVALID_ARGUMENT;
+    if (!P || !codes || !out || K < 0 || N < 0 || K > QP_DIM_MAX || N > QP_DIM_MAX) return QP_ERR_INVALID_ARGUMENT;
     size_t k_n = (size_t)K, n_n = (size_t)N, words = (n_n + 7) / 8;
     if (!codes_fit(codes, k_n * n_n, 16)) return QP_ERR_INVALID_ARGUMENT;
     for (size_t k = 0; k < k_n; k++) {
@@ -359,7 +359,7 @@ QP_API qp_status qp_pack_int4_quark(const uint8_t *codes, int K, int N, qp_pack_
 QP_API qp_status qp_unpack_int4_quark(const int32_t *in, int K, int N, qp_pack_method method,
                                       uint8_t *codes) {
     const int *P = int4_nibble_map(method);
-    if (!P || !in || !codes || K < 0 || N < 0) return QP_ERR_INVALID_ARGUMENT;
+    if (!P || !in || !codes || K < 0 || N < 0 || K > QP_DIM_MAX || N > QP_DIM_MAX) return QP_ERR_INVALID_ARGUMENT;
     size_t k_n = (size_t)K, n_n = (size_t)N, words = (n_n + 7) / 8;
     for (size_t k = 0; k < k_n; k++) {
         for (size_t n = 0; n < n_n; n++) {

@@ -11,6 +11,14 @@
 
 #define QP_ATTR_PRINTF(a, b) __attribute__((format(printf, a, b)))
 
+/* The largest layer dimension (N, K, an MoE's E, H, I) the public API
+ * takes: 2^28 keeps every derived size (ceil(N/128), 2I, N*K) free of int
+ * overflow; real layers stay far below it (vocabularies of 2^18). */
+#define QP_DIM_MAX (1 << 28)
+/* The most experts an MoE layer (and qp_moe_route) takes: 2^16 (DeepSeek-V3
+ * has 256, Kimi-K2 384), so routing's per-token scratch stays small. */
+#define QP_EXPERTS_MAX (1 << 16)
+
 /* Records a failure on the calling thread's slot of `ctx` and returns
  * `status`. `file`, `key_path`, `layer` may be NULL. */
 qp_status qp_error_set(const qp_context *ctx, qp_status status, const char *file,
@@ -204,6 +212,13 @@ qp_status qp_capability_check(const qp_resolve_ctx *rc, int min_capability);
 /* Reference kernels (cpu/): activations, bias and outputs are fp16, bf16
  * (uint16_t bits) or fp32 (float), as vLLM's out_dtype = x.dtype. */
 qp_status qp_ref_check_act_dtype(qp_context *ctx, qp_dtype dtype);
+/* A public call's M, K, N: 0 <= M and 1 <= K, N, each <= QP_DIM_MAX;
+ * otherwise QP_ERR_INVALID_ARGUMENT naming `what` and the one out of range
+ * (issue 31: checked before anything is allocated or read from them). */
+qp_status qp_check_mnk(qp_context *ctx, const char *what, int M, int K, int N);
+/* m * k elements of a quantizer's arrays: QP_ERR_INVALID_ARGUMENT when the
+ * count (times 4-byte elements) would wrap a size_t, else QP_OK. */
+qp_status qp_check_mk(qp_context *ctx, size_t m, size_t k);
 /* Bytes of one activation element: 4 for F32, 2 for F16/BF16. */
 size_t qp_ref_elem_size(qp_dtype d);
 /* Element i of an activation-dtype array, widened to fp32 (exact). */
@@ -220,5 +235,24 @@ float qp_ref_e8m0_hmul_scale(qp_dtype d, uint8_t e);
 qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act act);
 /* str(QuantKey) of a key constant name (vLLM 0.34.0); "None" for NULL/"". */
 const char *qp_quant_key_repr(const char *name);
+
+/* The routing options' checks of qp_moe_route (moe_route.c), also run by
+ * qp_moe_create so a bad option fails at creation. */
+qp_status qp_moe_route_check(qp_context *ctx, int M, int E, const qp_moe_options *o);
+
+/* qp_safetensors_find without an error on a miss (model.c looks a name up
+ * in every shard): 1 and *st (entry_tensor's status) when `name` is there,
+ * 0 when it is not. */
+int qp_safetensors_lookup(const qp_safetensors *f, const char *name, qp_tensor *out, qp_status *st);
+/* Whether a tensor (of at most QP_TENSOR_MAX_DIMS dims) has a name that
+ * starts with `prefix`: a binary search of the name index. */
+int qp_safetensors_has_prefix(const qp_safetensors *f, const char *prefix);
+/* The header indices (ascending: header order) of the tensors whose names
+ * start with `prefix`, in a malloc'd *idx (NULL when none) of *n. */
+qp_status qp_safetensors_prefixed(const qp_safetensors *f, const char *prefix, size_t **idx, size_t *n);
+
+/* Names, dtypes, ranks, dims and data of caller-supplied tensors, at most
+ * max_n of them (0: any number) (linear_desc.c). */
+qp_status qp_tensors_check(qp_context *ctx, const char *layer, const qp_tensor *t, size_t n, size_t max_n);
 
 #endif

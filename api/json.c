@@ -10,6 +10,9 @@
 
 #define JSMN_STATIC
 #define JSMN_STRICT
+/* parent links: without them jsmn finds a comma's container by scanning
+ * back over every token so far, quadratic in an object's size */
+#define JSMN_PARENT_LINKS
 #include <jsmn.h>
 
 struct qj_doc {
@@ -198,6 +201,13 @@ static bool build_primitive(builder *b, const jsmntok_t *t, qj *v) {
     return true;
 }
 
+/* FNV-1a: the object keys' hash (QJ_HASH_MIN keys and more). */
+static size_t key_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
 static qj *build(builder *b, int depth) {
     if (b->pos >= b->ntok) { fail(b, 0, "unexpected end"); return NULL; }
     if (depth > QJ_MAX_DEPTH) { fail(b, b->tok[b->pos].start, "nesting deeper than 128 levels"); return NULL; }
@@ -219,6 +229,11 @@ static qj *build(builder *b, int depth) {
         v->items = doc_alloc(b->doc, n * sizeof *v->items);
         if (obj) v->keys = doc_alloc(b->doc, n * sizeof *v->keys);
         if (!v->items || (obj && !v->keys)) { fail(b, t->start, "out of memory"); return NULL; }
+        if (obj && n >= QJ_HASH_MIN && n < UINT32_MAX / 4) {
+            for (v->hcap = 32; v->hcap < 2 * n;) v->hcap *= 2;
+            v->hidx = doc_alloc(b->doc, v->hcap * sizeof *v->hidx);
+            if (!v->hidx) { fail(b, t->start, "out of memory"); return NULL; }
+        }
         for (size_t k = 0; k < n; k++) {
             char *key = NULL;
             if (obj) {
@@ -234,9 +249,16 @@ static qj *build(builder *b, int depth) {
             if (obj) {
                 /* Python dicts keep the last value of a duplicated key, at the
                  * position where the key first appeared. */
-                size_t j;
-                for (j = 0; j < v->n; j++)
-                    if (!strcmp(v->keys[j], key)) break;
+                size_t j = v->n;
+                if (v->hidx) {
+                    size_t h = key_hash(key) & (v->hcap - 1);
+                    while (v->hidx[h] && strcmp(v->keys[v->hidx[h] - 1], key)) h = (h + 1) & (v->hcap - 1);
+                    if (v->hidx[h]) j = v->hidx[h] - 1;
+                    else v->hidx[h] = (uint32_t)(v->n + 1);
+                } else {
+                    for (j = 0; j < v->n; j++)
+                        if (!strcmp(v->keys[j], key)) break;
+                }
                 if (j < v->n) { v->items[j] = item; continue; }
                 v->keys[v->n] = key;
             }
@@ -250,22 +272,148 @@ static qj *build(builder *b, int depth) {
     }
 }
 
-/* jsmn finds the container a bracket closes by scanning back, which is
- * quadratic in the nesting depth: refuse deep documents before it runs. */
-static bool depth_ok(const char *t, size_t len, size_t *where) {
-    int depth = 0;
-    bool in_str = false;
-    for (size_t i = 0; i < len; i++) {
-        char c = t[i];
-        if (in_str) {
-            if (c == '\\') i++;
-            else if (c == '"') in_str = false;
-        } else if (c == '"') in_str = true;
-        else if (c == '[' || c == '{') {
-            if (++depth > QJ_MAX_DEPTH) { *where = i; return false; }
-        } else if (c == ']' || c == '}') depth--;
+/* A validating pass over the text before jsmn sees it: jsmn (even strict)
+ * misses a missing comma and only says "unexpected character", so syntax
+ * errors are found here and reported with their line, column and what was
+ * expected there ("expected ',' or '}' after an object member, got '"'").
+ * Iterative, with an explicit stack: nesting past QJ_MAX_DEPTH is refused
+ * here too (jsmn's bracket matching is quadratic in the depth). */
+typedef struct sx {
+    const char *t;
+    size_t n, i;
+    char *err;
+    size_t cap;
+} sx;
+
+static bool sx_fail(sx *s, const char *expected) {
+    size_t line = 1, col = 1;
+    for (size_t k = 0; k < s->i && k < s->n; k++) {
+        if (s->t[k] == '\n') { line++; col = 1; }
+        else col++;
     }
+    char got[48];
+    unsigned char c = s->i < s->n ? (unsigned char)s->t[s->i] : 0;
+    if (s->i >= s->n) snprintf(got, sizeof got, "the end of the text (truncated input)");
+    else if (c < 0x20 || c >= 0x7f) snprintf(got, sizeof got, "byte 0x%02x", c);
+    else snprintf(got, sizeof got, "'%c'", c);
+    snprintf(s->err, s->cap, "invalid JSON at line %zu, column %zu (byte %zu): expected %s, got %s", line, col, s->i, expected,
+             got);
+    return false;
+}
+
+static void sx_ws(sx *s) {
+    while (s->i < s->n && (s->t[s->i] == ' ' || s->t[s->i] == '\t' || s->t[s->i] == '\n' || s->t[s->i] == '\r')) s->i++;
+}
+
+static bool sx_string(sx *s) {
+    s->i++; /* the opening quote */
+    for (;;) {
+        if (s->i >= s->n) return sx_fail(s, "a closing '\"' of the string");
+        unsigned char c = (unsigned char)s->t[s->i];
+        if (c == '"') { s->i++; return true; }
+        if (c < 0x20) return sx_fail(s, "a string character (control characters must be escaped)");
+        if (c != '\\') { s->i++; continue; }
+        s->i++;
+        if (s->i >= s->n) return sx_fail(s, "an escape character after '\\'");
+        c = (unsigned char)s->t[s->i];
+        if (strchr("\"\\/bfnrt", c) && c) { s->i++; continue; }
+        if (c != 'u') return sx_fail(s, "an escape character after '\\' (one of \" \\ / b f n r t u)");
+        s->i++;
+        for (int k = 0; k < 4; k++, s->i++)
+            if (s->i >= s->n || hexval(s->t[s->i]) < 0) return sx_fail(s, "four hex digits after '\\u'");
+    }
+}
+
+static bool digits(sx *s, const char *what) {
+    if (s->i >= s->n || s->t[s->i] < '0' || s->t[s->i] > '9') return sx_fail(s, what);
+    while (s->i < s->n && s->t[s->i] >= '0' && s->t[s->i] <= '9') s->i++;
     return true;
+}
+
+/* One value, or the opening of a container (*opened then set). */
+static bool sx_value_start(sx *s, char *stack, int *depth, bool *opened) {
+    *opened = false;
+    if (s->i >= s->n) return sx_fail(s, "a value");
+    char c = s->t[s->i];
+    if (c == '{' || c == '[') {
+        if (*depth >= QJ_MAX_DEPTH) return sx_fail(s, "at most 128 levels of nesting (nesting deeper than 128 levels)");
+        stack[(*depth)++] = c;
+        s->i++;
+        *opened = true;
+        return true;
+    }
+    if (c == '"') return sx_string(s);
+    if (c == '-' || (c >= '0' && c <= '9')) {
+        if (c == '-') s->i++;
+        if (s->i < s->n && s->t[s->i] == '0') {
+            s->i++;
+            if (s->i < s->n && s->t[s->i] >= '0' && s->t[s->i] <= '9') return sx_fail(s, "no digit after a leading 0 (bad number)");
+        } else if (!digits(s, "a digit (bad number)")) {
+            return false;
+        }
+        if (s->i < s->n && s->t[s->i] == '.') { s->i++; if (!digits(s, "a digit after '.' (bad number)")) return false; }
+        if (s->i < s->n && (s->t[s->i] == 'e' || s->t[s->i] == 'E')) {
+            s->i++;
+            if (s->i < s->n && (s->t[s->i] == '+' || s->t[s->i] == '-')) s->i++;
+            if (!digits(s, "a digit in the exponent (bad number)")) return false;
+        }
+        return true;
+    }
+    static const char *const lits[3] = {"true", "false", "null"};
+    for (int k = 0; k < 3; k++) {
+        size_t l = strlen(lits[k]);
+        if (s->n - s->i >= l && !memcmp(s->t + s->i, lits[k], l)) { s->i += l; return true; }
+    }
+    return sx_fail(s, "a value (an object, array, string, number, true, false or null)");
+}
+
+static bool syntax_ok(const char *t, size_t n, char *err, size_t cap) {
+    sx s = {t, n, 0, err, cap};
+    char stack[QJ_MAX_DEPTH + 1];
+    int depth = 0;
+    bool opened;
+    sx_ws(&s);
+    if (!sx_value_start(&s, stack, &depth, &opened)) return false;
+    for (;;) {
+        sx_ws(&s);
+        if (opened) {
+            /* just opened: a first member, or the container closes at once */
+            char close = stack[depth - 1] == '{' ? '}' : ']';
+            if (s.i < n && s.t[s.i] == close) { s.i++; depth--; opened = false; continue; }
+            if (stack[depth - 1] == '{') {
+                if (s.i >= n || s.t[s.i] != '"') return sx_fail(&s, "a string key or '}'");
+                if (!sx_string(&s)) return false;
+                sx_ws(&s);
+                if (s.i >= n || s.t[s.i] != ':') return sx_fail(&s, "':' after the object key");
+                s.i++;
+                sx_ws(&s);
+            }
+            if (!sx_value_start(&s, stack, &depth, &opened)) return false;
+            continue;
+        }
+        /* after a complete value */
+        if (!depth) {
+            if (s.i < n) return sx_fail(&s, "the end of the text (extra data after the top-level value)");
+            return true;
+        }
+        bool obj = stack[depth - 1] == '{';
+        if (s.i < n && s.t[s.i] == (obj ? '}' : ']')) { s.i++; depth--; continue; }
+        if (s.i >= n || s.t[s.i] != ',')
+            return sx_fail(&s, obj ? "',' or '}' after an object member" : "',' or ']' after an array element");
+        s.i++;
+        sx_ws(&s);
+        if (obj) {
+            if (s.i >= n || s.t[s.i] != '"') return sx_fail(&s, "a string key after ',' (no trailing commas in JSON)");
+            if (!sx_string(&s)) return false;
+            sx_ws(&s);
+            if (s.i >= n || s.t[s.i] != ':') return sx_fail(&s, "':' after the object key");
+            s.i++;
+            sx_ws(&s);
+        } else if (s.i < n && s.t[s.i] == ']') {
+            return sx_fail(&s, "a value after ',' (no trailing commas in JSON)");
+        }
+        if (!sx_value_start(&s, stack, &depth, &opened)) return false;
+    }
 }
 
 qj_doc *qj_parse(const char *text, size_t len, char *err, size_t errcap) {
@@ -277,11 +425,7 @@ qj_doc *qj_parse_bounded(const char *text, size_t len, size_t max_values, char *
     if (len > QJ_MAX_BYTES) { snprintf(err, errcap, "JSON text larger than %zu bytes", QJ_MAX_BYTES); return NULL; }
     if (len == 0) { snprintf(err, errcap, "empty JSON text"); return NULL; }
     if (memchr(text, 0, len)) { snprintf(err, errcap, "NUL byte in JSON text"); return NULL; }
-    size_t where;
-    if (!depth_ok(text, len, &where)) {
-        snprintf(err, errcap, "invalid JSON at byte %zu: nesting deeper than %d levels", where, QJ_MAX_DEPTH);
-        return NULL;
-    }
+    if (!syntax_ok(text, len, err, errcap)) return NULL;
     jsmn_parser p;
     jsmn_init(&p);
     int ntok = jsmn_parse(&p, text, len, NULL, 0);
@@ -340,6 +484,11 @@ void qj_set_null(qj *v) {
 
 const qj *qj_get(const qj *obj, const char *key) {
     if (!obj || obj->type != QJ_OBJECT) return NULL;
+    if (obj->hidx) {
+        for (size_t h = key_hash(key) & (obj->hcap - 1); obj->hidx[h]; h = (h + 1) & (obj->hcap - 1))
+            if (!strcmp(obj->keys[obj->hidx[h] - 1], key)) return obj->items[obj->hidx[h] - 1];
+        return NULL;
+    }
     for (size_t i = 0; i < obj->n; i++)
         if (!strcmp(obj->keys[i], key)) return obj->items[i];
     return NULL;

@@ -19,7 +19,15 @@ typedef struct qj {
     size_t n;          /* items of an array / object                */
     char **keys;       /* object keys, insertion order              */
     struct qj **items;
+    /* objects of QJ_HASH_MIN keys or more: an open-addressing table of
+     * item index + 1 (0: empty), hcap a power of two >= 2n, so qj_get and
+     * the parser's duplicate-key rule are O(1) (checkpoint headers and
+     * shard indexes hold 10^5 keys) */
+    uint32_t *hidx;
+    size_t hcap;
 } qj;
+
+#define QJ_HASH_MIN 16
 
 typedef struct qj_doc qj_doc;
 

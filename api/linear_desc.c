@@ -611,13 +611,87 @@ static qp_status bind_rotation(const binder *b, qp_lin_desc *d) {
     return QP_OK;
 }
 
+/* Caller-supplied tensors: a name, a qport dtype, a rank of 0 .. 4, dims
+ * >= 0 whose product does not overflow, and data wherever there are
+ * elements (issue 31). */
+qp_status qp_tensors_check(qp_context *ctx, const char *layer, const qp_tensor *t, size_t n, size_t max_n) {
+    if (max_n && n > max_n)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "n_tensors", layer,
+                            "n_tensors = %zu: a layer has at most %zu checkpoint tensors", n, max_n);
+    for (size_t i = 0; i < n; i++) {
+        const char *nm = t[i].name ? t[i].name : "(null)";
+        if (!t[i].name)
+            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "tensors", layer, "tensors[%zu] has no name", i);
+        if ((int)t[i].dtype <= QP_DTYPE_NONE || (int)t[i].dtype >= QP_DTYPE_COUNT_)
+            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, nm, layer, "tensor '%s' has no qport dtype (%d)", nm,
+                                (int)t[i].dtype);
+        if (t[i].ndim < 0 || t[i].ndim > QP_TENSOR_MAX_DIMS)
+            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, nm, layer, "tensor '%s' has rank %d (0 .. %d)", nm,
+                                t[i].ndim, QP_TENSOR_MAX_DIMS);
+        size_t cnt = 1;
+        for (int k = 0; k < t[i].ndim; k++) {
+            int64_t v = t[i].shape[k];
+            if (v < 0 || (uint64_t)v > SIZE_MAX / 8 || (v && cnt > SIZE_MAX / 8 / (size_t)v))
+                return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, nm, layer,
+                                    "tensor '%s': dimension %d is %lld (negative, or the element count overflows)", nm, k,
+                                    (long long)v);
+            cnt *= (size_t)v;
+        }
+        if (cnt && !t[i].data)
+            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, nm, layer, "tensor '%s' has %zu elements and no data", nm,
+                                cnt);
+    }
+    return QP_OK;
+}
+
+/* Every caller-supplied size is checked before anything is read or
+ * allocated from it (issue 31): the layer shape, the tensors' ranks, dims,
+ * dtypes and data, the scheme's group and block sizes, and the fused
+ * shards' rows, which must sum to N (the binders index the weight by them). */
+static qp_status check_args(qp_context *ctx, const char *layer, const qp_scheme *s, int N, int K, const qp_tensor *t,
+                            size_t n, const qp_linear_options *o) {
+    if (N <= 0 || K <= 0 || N > QP_DIM_MAX || K > QP_DIM_MAX)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, N <= 0 || N > QP_DIM_MAX ? "N" : "K", layer,
+                            "bad layer shape N = %d, K = %d (each must be in 1 .. %d)", N, K, QP_DIM_MAX);
+    if (n && !t)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "tensors", layer, "tensors is NULL with n_tensors = %zu", n);
+    qp_status st = qp_tensors_check(ctx, layer, t, n, 64);
+    if (st) return st;
+    const qp_qtensor *q[2] = {&s->weight, &s->activation};
+    for (int i = 0; i < 2; i++)
+        if (q[i]->group_size < -1 || q[i]->group_size > QP_DIM_MAX || q[i]->block[0] < 0 || q[i]->block[1] < 0 ||
+            q[i]->block[0] > QP_DIM_MAX || q[i]->block[1] > QP_DIM_MAX)
+            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, i ? "scheme.activation" : "scheme.weight", layer,
+                                "scheme %s: group_size %d or block [%d, %d] out of range (-1 .. %d)",
+                                i ? "activation" : "weight", q[i]->group_size, q[i]->block[0], q[i]->block[1], QP_DIM_MAX);
+    if (o->n_shards && !o->shard_rows)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "shard_rows", layer,
+                            "qp_linear_options.shard_rows is NULL with n_shards = %zu", o->n_shards);
+    if (o->n_shards > 64)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "n_shards", layer,
+                            "qp_linear_options.n_shards = %zu: at most 64 shards", o->n_shards);
+    if (o->n_shards) {
+        long long sum = 0;
+        for (size_t i = 0; i < o->n_shards; i++) {
+            if (o->shard_rows[i] < 0)
+                return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "shard_rows", layer,
+                                    "qp_linear_options.shard_rows[%zu] = %d is negative", i, o->shard_rows[i]);
+            sum += o->shard_rows[i];
+        }
+        if (sum != N)
+            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "shard_rows", layer,
+                                "qp_linear_options.shard_rows sum to %lld rows, not the layer's N = %d", sum, N);
+    }
+    return QP_OK;
+}
+
 qp_status qp_lin_desc_build(qp_context *ctx, const qp_scheme *scheme, int N, int K, const qp_tensor *t, size_t n,
                             const qp_linear_options *o, qp_lin_desc *d, qp_lin_desc_store **store) {
     *store = NULL;
     memset(d, 0, sizeof *d);
     const char *layer = o->layer ? o->layer : "";
-    if (N <= 0 || K <= 0 || (n && !t))
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "bad layer shape N = %d, K = %d", N, K);
+    qp_status cs = check_args(ctx, layer, scheme, N, K, t, n, o);
+    if (cs) return cs;
     /* vLLM's model dtypes; the bias follows act_dtype (bind_bias) */
     if (o->act_dtype != QP_DTYPE_F16 && o->act_dtype != QP_DTYPE_BF16 && o->act_dtype != QP_DTYPE_F32)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer,

@@ -12,6 +12,9 @@
 #include "model.h"
 
 static qp_status add_file(qp_model *m, const char *file) {
+    /* an index names each shard for thousands of tensors in a row: the
+     * last file first, then the (at most 256) others */
+    if (m->n_files && !strcmp(m->file_names[m->n_files - 1], file)) return QP_OK;
     for (size_t i = 0; i < m->n_files; i++)
         if (!strcmp(m->file_names[i], file)) return QP_OK;
     if (!*file || strchr(file, '/') || !strcmp(file, ".") || !strcmp(file, ".."))
@@ -226,28 +229,58 @@ QP_API const qp_config *qp_model_config(const qp_model *m) { return m ? m->cfg :
 
 QP_API qp_status qp_model_find_tensor(const qp_model *m, const char *name, qp_tensor *out) {
     if (!m || !name || !out) return QP_ERR_INVALID_ARGUMENT;
-    for (size_t i = 0; i < m->n_files; i++)
-        for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++) {
-            qp_tensor t;
-            if (qp_safetensors_get(m->files[i], j, &t, NULL) == QP_OK && !strcmp(t.name, name)) {
-                /* the caller reads the mapping in place: not past a shard's new end */
-                qp_status st = qp_safetensors_check(m->files[i]);
-                if (st) return st;
-                *out = t;
-                return QP_OK;
-            }
+    /* the first shard that holds the name (each file's name index) */
+    for (size_t i = 0; i < m->n_files; i++) {
+        qp_tensor t;
+        qp_status st;
+        if (qp_safetensors_lookup(m->files[i], name, &t, &st) && st == QP_OK) {
+            /* the caller reads the mapping in place: not past a shard's new end */
+            st = qp_safetensors_check(m->files[i]);
+            if (st) return st;
+            *out = t;
+            return QP_OK;
         }
+    }
     return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, name, NULL, "no tensor '%s' in the checkpoint", name);
 }
 
-static qp_status push_name(qp_model *m, char ***list, size_t *n, const char *name, size_t len) {
-    for (size_t i = 0; i < *n; i++)
-        if (strlen((*list)[i]) == len && !strncmp((*list)[i], name, len)) return QP_OK;
+/* A set of names being listed: an open-addressing table of list index + 1
+ * over the list itself, so listing n layers is O(n), not O(n^2). */
+typedef struct name_set {
+    size_t *slot;
+    size_t cap;
+} name_set;
+
+static size_t name_hash(const char *s, size_t len) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < len; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static qp_status push_name(qp_model *m, name_set *set, char ***list, size_t *n, const char *name, size_t len) {
+    if (2 * (*n + 1) > set->cap) { /* grow and rehash */
+        size_t nc = set->cap ? 2 * set->cap : 64;
+        size_t *ns = calloc(nc, sizeof *ns);
+        if (!ns) return qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, NULL, "out of memory");
+        for (size_t i = 0; i < *n; i++) {
+            size_t h = name_hash((*list)[i], strlen((*list)[i])) & (nc - 1);
+            while (ns[h]) h = (h + 1) & (nc - 1);
+            ns[h] = i + 1;
+        }
+        free(set->slot);
+        set->slot = ns;
+        set->cap = nc;
+    }
+    size_t h = name_hash(name, len) & (set->cap - 1);
+    for (; set->slot[h]; h = (h + 1) & (set->cap - 1)) {
+        const char *s = (*list)[set->slot[h] - 1];
+        if (!strncmp(s, name, len) && s[len] == 0) return QP_OK;
+    }
     char **g = realloc(*list, sizeof(char *) * (*n + 1));
     if (!g) return qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, NULL, "out of memory");
     *list = g;
     if (!(g[*n] = strndup(name, len))) return qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, NULL, "out of memory");
-    (*n)++;
+    set->slot[h] = ++(*n);
     return QP_OK;
 }
 
@@ -256,7 +289,9 @@ static qp_status push_name(qp_model *m, char ***list, size_t *n, const char *nam
  * blocks are listed apart. Listed once, in checkpoint order. */
 static qp_status list_layers(qp_model *m) {
     if (m->layers_listed) return QP_OK;
-    for (size_t i = 0; i < m->n_files; i++)
+    name_set ls = {0}, ms = {0};
+    qp_status st = QP_OK;
+    for (size_t i = 0; i < m->n_files && !st; i++)
         for (size_t j = 0; j < qp_safetensors_count(m->files[i]); j++) {
             qp_tensor t;
             if (qp_safetensors_get(m->files[i], j, &t, NULL)) continue;
@@ -269,10 +304,13 @@ static qp_status list_layers(qp_model *m) {
              * refuses an <x> that is not one of its experts: "-1", "7" of
              * 4, "99999999999"), never a linear layer of its own */
             const char *ex = strstr(t.name, ".experts.");
-            qp_status st = ex ? push_name(m, &m->moes, &m->n_moes, t.name, (size_t)(ex + 8 - t.name))
-                              : push_name(m, &m->layers, &m->n_layers, t.name, cut);
-            if (st) return st;
+            st = ex ? push_name(m, &ms, &m->moes, &m->n_moes, t.name, (size_t)(ex + 8 - t.name))
+                    : push_name(m, &ls, &m->layers, &m->n_layers, t.name, cut);
+            if (st) break;
         }
+    free(ls.slot);
+    free(ms.slot);
+    if (st) return st;
     m->layers_listed = 1;
     return QP_OK;
 }

@@ -500,18 +500,32 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
     const char *layer = opts->layer ? opts->layer : "";
     if (opts->struct_size < sizeof *opts)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "qp_moe_options: call qp_moe_options_init");
-    if (E <= 0 || H <= 0 || I <= 0 || (n && !tensors))
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "bad MoE shape E = %d, H = %d, I = %d", E, H, I);
+    /* caller-supplied sizes first (issue 31): the stacked [E, 2I, H] and
+     * [E, H, I] counts must not overflow, and every tensor must be sane */
+    if (E <= 0 || H <= 0 || I <= 0 || E > QP_DIM_MAX || H > QP_DIM_MAX || I > QP_DIM_MAX / 2 ||
+        (size_t)E * 2 * (size_t)I > SIZE_MAX / 8 / (size_t)H)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, E <= 0 || E > QP_DIM_MAX ? "E" : H <= 0 || H > QP_DIM_MAX ? "H" : "I",
+                            layer, "bad MoE shape E = %d, H = %d, I = %d (each in 1 .. %d, 2I too, E*2I*H elements addressable)",
+                            E, H, I, QP_DIM_MAX);
+    if (n && !tensors)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "tensors", layer, "tensors is NULL with n_tensors = %zu", n);
+    qp_status cs = qp_tensors_check(ctx, layer, tensors, n, 64);
+    if (cs) return cs;
     if (opts->act_dtype != QP_DTYPE_F16 && opts->act_dtype != QP_DTYPE_BF16)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "MoE activations must be fp16 or bf16, got %s",
                             qp_dtype_name(opts->act_dtype));
     int G = opts->global_num_experts ? opts->global_num_experts : E;
+    if (E > QP_EXPERTS_MAX || G < 0 || G > QP_EXPERTS_MAX)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, E > QP_EXPERTS_MAX ? "E" : "global_num_experts", layer,
+                            "%d experts (E = %d, global_num_experts = %d): at most %d", E > QP_EXPERTS_MAX ? E : G, E,
+                            opts->global_num_experts, QP_EXPERTS_MAX);
     if (opts->expert_offset < 0 || G < E || opts->expert_offset > G - E)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "expert_offset", layer,
-                            "experts %d .. %d are not within the %d experts of the layer", opts->expert_offset,
-                            opts->expert_offset + E - 1, G);
+                            "experts %d .. %lld are not within the %d experts of the layer", opts->expert_offset,
+                            (long long)opts->expert_offset + E - 1, G);
     if (opts->top_k <= 0 || opts->top_k > G)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "top_k", layer, "top_k %d must be in 1 .. %d experts", opts->top_k, G);
+    if ((cs = qp_moe_route_check(ctx, 1, G, opts))) return cs; /* grouped top-k, scoring: at create, not first forward */
     const qp_backend_ops *ops = dev->backend->ops;
     if (!on_cpu(dev) && (!ops->moe_prepare || !ops->moe_forward || !ops->moe_destroy))
         return qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "the %s backend has no fused MoE kernels", ops->name);

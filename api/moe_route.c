@@ -39,8 +39,10 @@ static void topk(const float *v, int n, int k, int *idx) {
     }
 }
 
-static qp_status check(qp_context *ctx, int M, int E, const qp_moe_options *o) {
+qp_status qp_moe_route_check(qp_context *ctx, int M, int E, const qp_moe_options *o) {
     const char *layer = o->layer;
+    if (E > QP_EXPERTS_MAX)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "E", layer, "%d experts: at most %d", E, QP_EXPERTS_MAX);
     if (M <= 0 || E <= 0 || o->top_k <= 0 || o->top_k > E)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "top_k", layer,
                             "routing needs M > 0 tokens and 0 < top_k <= E (M = %d, E = %d, top_k = %d)", M, E, o->top_k);
@@ -69,7 +71,7 @@ QP_API qp_status qp_moe_route(qp_context *ctx, const float *logits, int M, int E
     if (!logits || !ids || !weights || !opts || opts->struct_size < sizeof *opts)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, NULL,
                             "qp_moe_route: NULL argument or qp_moe_options not from qp_moe_options_init");
-    qp_status st = check(ctx, M, E, opts);
+    qp_status st = qp_moe_route_check(ctx, M, E, opts);
     if (st) return st;
     int k = opts->top_k;
     float *sc = malloc(sizeof(float) * (size_t)E * 3);

@@ -14,6 +14,9 @@ QP_API qp_status qp_fp8_requantize_max_scale(qp_context *ctx, uint8_t *w, int K,
                                              const float *scales, float *s_max_out) {
     if (!w || !shard_rows || !scales || !s_max_out || !n_shards || K <= 0)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight_scale", NULL, "NULL or empty tensor");
+    for (size_t i = 0; i < n_shards; i++) /* before any row is touched */
+        if (shard_rows[i] < 0)
+            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "shard_rows", NULL, "shard %zu has %d rows", i, shard_rows[i]);
     float s_max = -FLT_MAX;
     for (size_t i = 0; i < n_shards; i++) s_max = fmaxf(s_max, scales[i]);
     *s_max_out = s_max;
@@ -21,8 +24,6 @@ QP_API qp_status qp_fp8_requantize_max_scale(qp_context *ctx, uint8_t *w, int K,
     size_t row = 0;
     float inv = 1.0f / s_max;
     for (size_t i = 0; i < n_shards; i++) {
-        if (shard_rows[i] < 0)
-            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "shard %zu has %d rows", i, shard_rows[i]);
         for (size_t r = 0; r < (size_t)shard_rows[i]; r++, row++)
             for (int k = 0; k < K; k++) {
                 uint8_t *c = &w[row * (size_t)K + (size_t)k];

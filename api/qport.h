@@ -722,7 +722,9 @@ typedef struct qp_linear_options {
     unsigned path;            /* QP_PATH_* mask, 0 = the backend's choice     */
     const char *layer;        /* name for messages (NULL: "")                */
     /* Fused layers (qkv_proj, gate_up_proj) with one scale per shard: the
-     * rows of each shard, in order (they sum to N). NULL when not fused. */
+     * rows of each shard, in order (they sum to N; none negative; at most
+     * 64 -- otherwise QP_ERR_INVALID_ARGUMENT naming shard_rows). NULL or
+     * n_shards 0 when not fused. */
     const int *shard_rows;
     size_t n_shards;
     /* W8A8-FP8 per-block: power-of-two (UE8M0) activation group scales, as

@@ -40,6 +40,7 @@ QP_API qp_status qp_quant_fp8_dynamic_tensor(qp_context *ctx, const float *x, si
 
 QP_API qp_status qp_quant_fp8_dynamic_token(qp_context *ctx, const float *x, size_t m, size_t k, float scale_ub,
                                             uint8_t *q, float *scales) {
+    if (qp_check_mk(ctx, m, k)) return QP_ERR_INVALID_ARGUMENT;
     if (!x || !q || !scales) return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "NULL tensor");
     const float min_s = 1.0f / (FP8_MAX * 512.0f);
     for (size_t r = 0; r < m; r++) {
@@ -66,6 +67,7 @@ static float ue8m0(float s) {
 
 QP_API qp_status qp_quant_fp8_group(qp_context *ctx, const float *x, size_t m, size_t k, size_t group, int ue8m0_scales,
                                     uint8_t *q, float *scales) {
+    if (qp_check_mk(ctx, m, k)) return QP_ERR_INVALID_ARGUMENT;
     if (!x || !q || !scales) return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "NULL tensor");
     if (group == 0 || k % group)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL,

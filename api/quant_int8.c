@@ -31,6 +31,7 @@ static int32_t add_wrap(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (
 
 QP_API qp_status qp_quant_int8_static(qp_context *ctx, const float *x, size_t m, size_t k, float scale, int32_t azp,
                                       int symmetric, int8_t *q) {
+    if (qp_check_mk(ctx, m, k)) return QP_ERR_INVALID_ARGUMENT;
     if (!x || !q) return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_scale", NULL, "NULL tensor");
     size_t n = m * k;
     if (symmetric) {
@@ -46,6 +47,7 @@ QP_API qp_status qp_quant_int8_static(qp_context *ctx, const float *x, size_t m,
 
 QP_API qp_status qp_quant_int8_dynamic(qp_context *ctx, const float *x, size_t m, size_t k, int symmetric, int8_t *q,
                                        float *scales, int32_t *azp) {
+    if (qp_check_mk(ctx, m, k)) return QP_ERR_INVALID_ARGUMENT;
     if (!x || !q || !scales || (!symmetric && !azp))
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "NULL tensor");
     for (size_t r = 0; r < m; r++) {

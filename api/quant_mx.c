@@ -68,6 +68,7 @@ static qp_status mx_check(qp_context *ctx, qp_dtype elem, const void *a, const v
 QP_API qp_status qp_quant_mx(qp_context *ctx, qp_dtype elem, const float *x, size_t m, size_t k, uint8_t *codes,
                              uint8_t *scales) {
     int mbits, emax;
+    if (qp_check_mk(ctx, m, k)) return QP_ERR_INVALID_ARGUMENT;
     qp_status st = mx_check(ctx, elem, x, codes, scales, k, &mbits, &emax);
     if (st != QP_OK) return st;
     size_t nb = k / MX_BLOCK;
@@ -99,6 +100,7 @@ QP_API qp_status qp_quant_mx(qp_context *ctx, qp_dtype elem, const float *x, siz
 QP_API qp_status qp_dequant_mx(qp_context *ctx, qp_dtype elem, const uint8_t *codes, const uint8_t *scales, size_t m,
                                size_t k, float *out) {
     int mbits, emax;
+    if (qp_check_mk(ctx, m, k)) return QP_ERR_INVALID_ARGUMENT;
     qp_status st = mx_check(ctx, elem, codes, scales, out, k, &mbits, &emax);
     if (st != QP_OK) return st;
     size_t nb = k / MX_BLOCK;
@@ -115,6 +117,7 @@ QP_API qp_status qp_dequant_mx(qp_context *ctx, qp_dtype elem, const uint8_t *co
 
 QP_API qp_status qp_quant_nvfp4(qp_context *ctx, const float *x, size_t m, size_t k, float global_scale_inv,
                                 uint8_t *codes, uint8_t *block_scales) {
+    if (qp_check_mk(ctx, m, k)) return QP_ERR_INVALID_ARGUMENT;
     if (!x || !codes || !block_scales)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "NULL tensor");
     if (k % NVFP4_BLOCK) /* spec 4.1: QuarkNVFP4.create_weights raises ValueError */

@@ -55,6 +55,7 @@ QP_API qp_status qp_quantize_weights(qp_context *ctx, const qp_scheme *scheme, c
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL scheme, weight or output");
     if (N <= 0 || K <= 0)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "shape [%d][%d] must be positive", N, K);
+    if (qp_check_mnk(ctx, "qp_quantize_weights", 0, K, N)) return QP_ERR_INVALID_ARGUMENT;
     qp_quantize_options def;
     qp_quantize_options_init(&def);
     if (opts) { /* fields past an older caller's struct_size keep their defaults */

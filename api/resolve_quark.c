@@ -403,12 +403,88 @@ static match sg_is_fp8_w8a8(const qj *w, const qj *in) {
 
 /* ---- scheme dispatch (spec 1.5) ----------------------------------------- */
 
+/* qport's note after vLLM's "No quark compatible scheme" (issue 31): a key
+ * or a dtype / qscheme value of the weight or input config that Quark never
+ * writes, with the nearest one it does when that is a likely typo
+ * ("per_chanel" -> "per_channel", "symetric" -> "symmetric", "int9" ->
+ * "int8"). vLLM's message itself is kept as it is. */
+static const char *const quark_keys[] = {"dtype", "qscheme", "is_dynamic", "symmetric", "group_size", "ch_axis",
+                                         "block_size", "scale_format", "scale_type", "scale_calculation_mode",
+                                         "round_method", "observer_cls", "mx_element_dtype", "is_scale_quant",
+                                         "zero_point_type", "enable_buffer_reuse", "max_input_numel", "qat_spec", NULL};
+static const char *const quark_dtypes[] = {"int8", "uint8", "int4", "uint4", "int2", "int16", "int32", "fp8_e4m3",
+                                           "fp8_e5m2", "fp6_e2m3", "fp6_e3m2", "fp4", "float16", "bfloat16", "float32",
+                                           "mx", "mx6", "mx9", "bfp16", NULL};
+static const char *const quark_qschemes[] = {"per_tensor", "per_channel", "per_group", "per_block", NULL};
+
+/* Levenshtein distance, capped (names are short). */
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63) return 64;
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+/* The nearest of `valid` within 2 edits (the first on ties), or NULL; sets
+ * *known when `x` is one of them. */
+static const char *nearest(const char *x, const char *const *valid, bool *known) {
+    const char *best = NULL;
+    size_t bd = 3;
+    *known = false;
+    for (size_t i = 0; valid[i]; i++) {
+        size_t d = edit_distance(x, valid[i]);
+        if (!d) { *known = true; return valid[i]; }
+        if (d < bd) { bd = d; best = valid[i]; }
+    }
+    return best;
+}
+
+static void note_spec(qp_buf *b, int *notes, const char *which, const qj *spec) {
+    if (spec && spec->type == QJ_ARRAY) {
+        for (size_t i = 0; i < spec->n; i++) note_spec(b, notes, which, spec->items[i]);
+        return;
+    }
+    if (!spec || spec->type != QJ_OBJECT) return;
+    bool known;
+    for (size_t i = 0; i < spec->n; i++) {
+        const char *k = spec->keys[i], *near = nearest(k, quark_keys, &known);
+        if (known || !near) continue; /* a key Quark writes, or one too far from any to be a typo */
+        qp_buf_printf(b, "%sunknown key '%s' in the %s config (did you mean '%s'?)", (*notes)++ ? "; " : " (qport: ", k, which, near);
+    }
+    static const char *const vkeys[2] = {"dtype", "qscheme"};
+    const char *const *vals[2] = {quark_dtypes, quark_qschemes};
+    for (int v = 0; v < 2; v++) {
+        const qj *x = qj_get(spec, vkeys[v]);
+        if (!x || x->type != QJ_STRING) continue;
+        const char *near = nearest(x->s, vals[v], &known);
+        if (known) continue;
+        qp_buf_printf(b, "%s%s '%s' in the %s config is not one Quark writes", (*notes)++ ? "; " : " (qport: ", vkeys[v], x->s, which);
+        if (near) qp_buf_printf(b, " (did you mean '%s'?)", near);
+    }
+}
+
 static qp_status no_scheme(const qp_resolve_ctx *rc, const char *key, const qj *w, const qj *in) {
     qp_buf b = {0};
     qp_buf_puts(&b, "No quark compatible scheme was found. Weight config: ");
     qp_pyrepr(&b, w);
     qp_buf_puts(&b, ", Input config: ");
     qp_pyrepr(&b, in);
+    int notes = 0;
+    note_spec(&b, &notes, "weight", w);
+    note_spec(&b, &notes, "input", in);
+    if (notes) qp_buf_puts(&b, ")");
     qp_status st = qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, key, "%s", qp_buf_str(&b));
     qp_buf_free(&b);
     return st;

@@ -38,6 +38,7 @@ struct qp_safetensors {
     qj_doc *doc;
     st_entry *t;
     size_t n;
+    size_t *by_name;   /* entry indices sorted by name: find is a binary search */
     const qj *meta;
     const uint8_t *data;
     uint64_t data_len;
@@ -65,6 +66,41 @@ static qp_status st_fail(qp_safetensors *f, const char *key, const char *fmt, ..
 static int cmp_begin(const void *a, const void *b) {
     const st_entry *x = a, *y = b;
     return x->begin < y->begin ? -1 : x->begin > y->begin ? 1 : (x->end > y->end) - (x->end < y->end);
+}
+
+/* Sorts idx[0..n) by t[idx[i]].name (a merge sort: qsort has no context). */
+static void sort_by_name(const st_entry *t, size_t *idx, size_t n) {
+    size_t *tmp = n > 1 ? malloc(sizeof *tmp * n) : NULL;
+    if (!tmp) { /* tiny, or out of memory: insertion sort */
+        for (size_t i = 1; i < n; i++)
+            for (size_t j = i; j > 0 && strcmp(t[idx[j - 1]].name, t[idx[j]].name) > 0; j--) {
+                size_t x = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = x;
+            }
+        return;
+    }
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, a = lo, b = mid, o = lo;
+            while (a < mid && b < hi) tmp[o++] = strcmp(t[idx[a]].name, t[idx[b]].name) <= 0 ? idx[a++] : idx[b++];
+            while (a < mid) tmp[o++] = idx[a++];
+            while (b < hi) tmp[o++] = idx[b++];
+        }
+        memcpy(idx, tmp, sizeof *idx * n);
+    }
+    free(tmp);
+}
+
+/* The entry called `name`, or NULL: a binary search of the name index. */
+static const st_entry *lookup(const qp_safetensors *f, const char *name) {
+    size_t lo = 0, hi = f->by_name ? f->n : 0;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(f->t[f->by_name[mid]].name, name);
+        if (!c) return &f->t[f->by_name[mid]];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return NULL;
 }
 
 static bool as_u64(const qj *v, uint64_t *out) {
@@ -145,7 +181,13 @@ static qp_status parse(qp_safetensors *f) {
     if (!st && at != f->data_len)
         st = st_fail(f, NULL, "%llu bytes after the last tensor are not described by the header", (unsigned long long)(f->data_len - at));
     free(sorted);
-    return st;
+    if (st) return st;
+    /* the name index (names are unique: the JSON keeps one value a key) */
+    f->by_name = malloc(sizeof *f->by_name * (f->n ? f->n : 1));
+    if (!f->by_name) return qp_error_set(f->ctx, QP_ERR_OUT_OF_MEMORY, f->path, NULL, NULL, "out of memory");
+    for (size_t i = 0; i < f->n; i++) f->by_name[i] = i;
+    sort_by_name(f->t, f->by_name, f->n);
+    return QP_OK;
 }
 
 static qp_status open_common(qp_safetensors *f, qp_safetensors **out) {
@@ -203,6 +245,7 @@ QP_API void qp_safetensors_close(qp_safetensors *f) {
     if (f->fd >= 0) close(f->fd);
     qj_free(f->doc);
     free(f->t);
+    free(f->by_name);
     free(f->path);
     free(f);
 }
@@ -230,9 +273,55 @@ QP_API qp_status qp_safetensors_get(const qp_safetensors *f, size_t i, qp_tensor
 
 QP_API qp_status qp_safetensors_find(const qp_safetensors *f, const char *name, qp_tensor *out) {
     if (!f || !name || !out) return QP_ERR_INVALID_ARGUMENT;
-    for (size_t i = 0; i < f->n; i++)
-        if (!strcmp(f->t[i].name, name)) return entry_tensor(f, &f->t[i], out);
+    const st_entry *e = lookup(f, name);
+    if (e) return entry_tensor(f, e, out);
     return qp_error_set(f->ctx, QP_ERR_NOT_FOUND, f->path, name, NULL, "no tensor '%s'", name);
+}
+
+/* The first position of the name index whose name is >= prefix. */
+static size_t lower_bound(const qp_safetensors *f, const char *prefix) {
+    size_t lo = 0, hi = f->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(f->t[f->by_name[mid]].name, prefix) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static int cmp_size(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    return (x > y) - (x < y);
+}
+
+qp_status qp_safetensors_prefixed(const qp_safetensors *f, const char *prefix, size_t **idx, size_t *n) {
+    *idx = NULL;
+    *n = 0;
+    if (!f || !prefix || !f->by_name) return QP_OK;
+    size_t lo = lower_bound(f, prefix), hi = lo, len = strlen(prefix);
+    while (hi < f->n && !strncmp(f->t[f->by_name[hi]].name, prefix, len)) hi++;
+    if (hi == lo) return QP_OK;
+    *idx = malloc(sizeof **idx * (hi - lo));
+    if (!*idx) return qp_error_set(f->ctx, QP_ERR_OUT_OF_MEMORY, f->path, prefix, NULL, "out of memory");
+    memcpy(*idx, f->by_name + lo, sizeof **idx * (hi - lo));
+    qsort(*idx, hi - lo, sizeof **idx, cmp_size); /* header order */
+    *n = hi - lo;
+    return QP_OK;
+}
+
+int qp_safetensors_has_prefix(const qp_safetensors *f, const char *prefix) {
+    if (!f || !prefix || !f->by_name) return 0;
+    size_t lo = lower_bound(f, prefix), len = strlen(prefix);
+    for (; lo < f->n && !strncmp(f->t[f->by_name[lo]].name, prefix, len); lo++)
+        if (f->t[f->by_name[lo]].ndim <= QP_TENSOR_MAX_DIMS) return 1;
+    return 0;
+}
+
+int qp_safetensors_lookup(const qp_safetensors *f, const char *name, qp_tensor *out, qp_status *st) {
+    const st_entry *e = f && name ? lookup(f, name) : NULL;
+    if (!e) return 0;
+    *st = entry_tensor(f, e, out);
+    return 1;
 }
 
 QP_API const char *qp_safetensors_metadata(const qp_safetensors *f, const char *key) {
@@ -288,6 +377,8 @@ static const char *st_name(qp_dtype d) {
     return NULL;
 }
 
+static int cmp_name_ptr(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
 static void json_escape(qp_buf *b, const char *s) {
     qp_buf_puts(b, "\"");
     for (; *s; s++) {
@@ -302,6 +393,21 @@ static void json_escape(qp_buf *b, const char *s) {
 QP_API qp_status qp_safetensors_write(qp_context *ctx, const char *path, const qp_tensor *t, size_t n,
                                       const char *const *meta, size_t n_meta) {
     if (!ctx || !path || (n && !t) || (n_meta && !meta)) return QP_ERR_INVALID_ARGUMENT;
+    /* shapes a reader would refuse (negative or overflowing dims, a rank
+     * past 4, no data) and names given twice are refused here (issue 31) */
+    qp_status cs = qp_tensors_check(ctx, NULL, t, n, 0);
+    if (cs) return cs;
+    const char **names = malloc(sizeof *names * (n ? n : 1));
+    if (!names) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, path, NULL, NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) names[i] = t[i].name;
+    qsort(names, n, sizeof *names, cmp_name_ptr);
+    for (size_t i = 1; i < n; i++)
+        if (!strcmp(names[i - 1], names[i])) {
+            cs = qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, path, names[i], NULL, "tensor '%s' given twice", names[i]);
+            free(names);
+            return cs;
+        }
+    free(names);
     qp_buf h = {0};
     qp_buf_puts(&h, "{");
     if (n_meta) {

@@ -55,7 +55,12 @@ static uint64_t checksum(const unsigned char *p, size_t n) {
 static void build_options(qp_cl_device *d, char *out, size_t cap) {
     /* never -cl-mad-enable / -cl-fast-relaxed-math: the epilogues must round
      * like the reference; -cl-std=CL1.2 only where the compiler has it */
-    snprintf(out, cap, "%s%s-DQP_WG=64 -DQP_HAS_FP64=%d -DQP_INT_DOT=%d",
+    /* -w: the compiler's warnings stay out of the build entirely -- PoCL's
+     * clang printed its "36 warnings generated." summary to the process's
+     * stderr on a fresh machine, above the first `qport run` table; errors
+     * still fail the build and come back in the build log (the error
+     * message), and a successful build's log goes to the debug log */
+    snprintf(out, cap, "-w %s%s-DQP_WG=64 -DQP_HAS_FP64=%d -DQP_INT_DOT=%d",
              (d->cl_c_major > 1 || d->cl_c_minor >= 2) ? "-cl-std=CL1.2 " : "",
              d->has_cr_div ? "-cl-fp32-correctly-rounded-divide-sqrt " : "", d->has_fp64, d->int_dot_ext);
 }
@@ -253,6 +258,11 @@ static qp_status build_program(qp_cl_device *d, cl_program *out) {
             return st;
         }
         snprintf(d->build_note, sizeof d->build_note, "built");
+        char *log = build_log(d, prog);
+        size_t ll = log ? strlen(log) : 0;
+        while (ll && (log[ll - 1] == '\n' || log[ll - 1] == ' ')) log[--ll] = 0;
+        if (ll) QP_CL_LOG(d->be, QP_LOG_DEBUG, "opencl:%d: build log:\n%s", d->index, log);
+        free(log);
         if (path[0]) store_cached(d, prog, path, &key);
     }
     free(src);

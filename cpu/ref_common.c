@@ -10,6 +10,19 @@ qp_status qp_ref_check_act_dtype(qp_context *ctx, qp_dtype d) {
                         qp_dtype_name(d));
 }
 
+qp_status qp_check_mnk(qp_context *ctx, const char *what, int M, int K, int N) {
+    const char *bad = M < 0 || M > QP_DIM_MAX ? "M" : K <= 0 || K > QP_DIM_MAX ? "K" : N <= 0 || N > QP_DIM_MAX ? "N" : NULL;
+    if (!bad) return QP_OK;
+    return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, bad, NULL,
+                        "%s: bad shape M = %d, K = %d, N = %d (%s out of range: M in 0 .. %d, K and N in 1 .. %d)", what, M,
+                        K, N, bad, QP_DIM_MAX, QP_DIM_MAX);
+}
+
+qp_status qp_check_mk(qp_context *ctx, size_t m, size_t k) {
+    if (!k || m <= SIZE_MAX / 4 / k) return QP_OK;
+    return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "m * k overflows (m = %zu, k = %zu)", m, k);
+}
+
 size_t qp_ref_elem_size(qp_dtype d) { return d == QP_DTYPE_F32 ? 4 : 2; }
 
 float qp_ref_load(qp_dtype d, const void *p, size_t i) {

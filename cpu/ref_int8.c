@@ -28,7 +28,8 @@ QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scale
 }
 
 QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_args *a, void *y) {
-    if (!a || !y || !a->x || !a->w || !a->w_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
+    if (a && (qp_check_mnk(ctx, "qp_ref_w8a8_int8_forward", a->M, a->K, a->N))) return QP_ERR_INVALID_ARGUMENT;
+    if (!a || !y || !a->x || !a->w || !a->w_scale)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
     qp_status dst = qp_ref_check_act_dtype(ctx, a->dtype);
     if (dst != QP_OK) return dst;

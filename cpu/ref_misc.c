@@ -7,7 +7,8 @@
 
 QP_API qp_status qp_ref_unquantized_forward(qp_context *ctx, qp_dtype d, const void *x, int M, int K, int N,
                                             const void *w, const void *bias, void *y) {
-    if (!x || !w || !y || M < 0 || K <= 0 || N <= 0)
+    if (qp_check_mnk(ctx, "qp_ref_unquantized_forward", M, K, N)) return QP_ERR_INVALID_ARGUMENT;
+    if (!x || !w || !y)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
     qp_status st = qp_ref_check_act_dtype(ctx, d);
     if (st) return st;
@@ -25,7 +26,11 @@ QP_API float qp_rotation_norm(int r) { return r > 0 ? (float)(1.0 / sqrt((double
 
 QP_API qp_status qp_ref_rotation_forward(qp_context *ctx, qp_dtype d, const void *x, int M, int K, const int8_t *H,
                                          int r, void *y) {
-    if (!x || !H || !y || M < 0 || K <= 0 || r <= 0)
+    if (qp_check_mnk(ctx, "qp_ref_rotation_forward", M, K, 1)) return QP_ERR_INVALID_ARGUMENT;
+    if (r <= 0 || r > K)
+        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_rotation", NULL,
+                            "K = %d is not a multiple of the rotation size %d", K, r);
+    if (!x || !H || !y)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_rotation", NULL, "NULL tensor or bad shape");
     qp_status st = qp_ref_check_act_dtype(ctx, d);
     if (st) return st;

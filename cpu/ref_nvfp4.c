@@ -12,7 +12,8 @@
 #define NVFP4_BLOCK 16 /* spec 4.1 */
 
 QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *a, void *y) {
-    if (!a || !y || !a->x || !a->weight || !a->weight_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
+    if (a && (qp_check_mnk(ctx, "qp_ref_nvfp4_forward", a->M, a->K, a->N))) return QP_ERR_INVALID_ARGUMENT;
+    if (!a || !y || !a->x || !a->weight || !a->weight_scale)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
     qp_status st = qp_ref_check_act_dtype(ctx, a->dtype);
     if (st != QP_OK) return st;

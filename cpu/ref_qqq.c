@@ -35,7 +35,8 @@ static int8_t qqq_group_weight(int t, uint16_t s_group_bits) {
 QP_API qp_status qp_ref_qqq_forward(qp_context *ctx, const uint16_t *x, int M, int K, int N, int group_size,
                                     const int32_t *B, const float *s_channel, const uint16_t *s_group,
                                     const uint16_t *bias, uint16_t *y) {
-    if (!x || !B || !s_channel || !y || (group_size == 128 && !s_group) || M < 0)
+    if (qp_check_mnk(ctx, "qp_ref_qqq_forward", M, K, N)) return QP_ERR_INVALID_ARGUMENT;
+    if (!x || !B || !s_channel || !y || (group_size == 128 && !s_group))
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "B", NULL, "NULL tensor or negative M");
     size_t kn = (size_t)K * (size_t)N;
     int8_t *q = malloc(kn), *w8 = malloc(kn);

@@ -6,7 +6,8 @@
 #include "internal.h"
 
 QP_API qp_status qp_ref_w4a16_forward(qp_context *ctx, const qp_ref_w4a16_args *a, void *y) {
-    if (!a || !y || !a->x || !a->weight || !a->scale || a->M < 0 || a->K <= 0 || a->N <= 0 || (!a->symmetric && !a->zero_point))
+    if (a && (qp_check_mnk(ctx, "qp_ref_w4a16_forward", a->M, a->K, a->N))) return QP_ERR_INVALID_ARGUMENT;
+    if (!a || !y || !a->x || !a->weight || !a->scale || (!a->symmetric && !a->zero_point))
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
     qp_status dst = qp_ref_check_act_dtype(ctx, a->dtype);
     if (dst != QP_OK) return dst;

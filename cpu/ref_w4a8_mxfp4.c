@@ -10,7 +10,8 @@
 #define rnd qp_ref_round
 
 QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a8_mxfp4_args *a, void *y) {
-    if (!a || !y || !a->x || !a->weight || !a->weight_scale || a->M < 0 || a->K <= 0 || a->N <= 0)
+    if (a && (qp_check_mnk(ctx, "qp_ref_w4a8_mxfp4_fp8_forward", a->M, a->K, a->N))) return QP_ERR_INVALID_ARGUMENT;
+    if (!a || !y || !a->x || !a->weight || !a->weight_scale)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
     qp_status dst = qp_ref_check_act_dtype(ctx, a->dtype);
     if (dst != QP_OK) return dst;

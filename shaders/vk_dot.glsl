@@ -1,6 +1,6 @@
 // dot4(a, b): the int32 dot product of two words holding 4 signed bytes each.
 // USE_DOT=1: OpSDot (SPV_KHR_integer_dot_product) through GL_EXT_spirv_intrinsics,
-// because Debian's glslang 12 rejects GL_EXT_integer_dot_product (TOOLCHAIN.md).
+// because Debian's glslang 12 rejects GL_EXT_integer_dot_product (docs/backends.md).
 // OpSDot, not OpSDotAccSat: the accumulation must wrap like the reference's
 // int32 sum, never saturate. USE_DOT=0: the plain int32 multiply-add.
 #ifndef VK_DOT_GLSL

@@ -6,6 +6,13 @@ set -u
 Q="$1"; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 "$Q" demo-model "$T/fp16" --layers 1 >/dev/null || fail "demo-model"
+# an existing model is never overwritten silently (issue 31): exit 1 naming --force, the files unchanged
+sum0=$(cksum < "$T/fp16/model.safetensors")
+out=$("$Q" demo-model "$T/fp16" --layers 2 2>&1); rc=$?
+[ $rc -eq 1 ] && echo "$out" | grep -q "already exists; pass --force" || fail "demo-model over a model: rc $rc: $out"
+[ "$(cksum < "$T/fp16/model.safetensors")" = "$sum0" ] || fail "demo-model changed the model it refused to overwrite"
+"$Q" demo-model "$T/fp16" --layers 1 --force >/dev/null || fail "demo-model --force"
+[ "$(cksum < "$T/fp16/model.safetensors")" = "$sum0" ] || fail "demo-model --force: not the same deterministic model"
 for s in int8-dyn-sym int8-static-asym fp8-static qqq qqq-channel w4a16-uint4 nvfp4; do
   "$Q" quantize "$T/fp16" "$T/$s" --scheme "$s" >/dev/null || fail "quantize $s"
   grep -q '"quantization_config"' "$T/$s/config.json" || fail "$s: no quantization_config"

@@ -18,7 +18,7 @@ opts() {
     bench) echo --device --scheme --shapes decode prefill all tiny --size --reps --warmup --max-seconds \
                 --rotate-mib --jobs --seed --json --list --moe --moe-model tiny mixtral-8x7b deepseek-v3 --tp-size --ep-size ;;
     bench-resolve) echo CONFIG --synthetic --layers ;;
-    demo-model) echo OUT_DIR --hidden --intermediate --layers --seed ;;
+    demo-model) echo OUT_DIR --hidden --intermediate --layers --seed --force ;;
     quantize) echo IN_DIR OUT_DIR --scheme --group-size --kv-cache ;;
     run) echo MODEL_DIR --layer --device --tokens --seed --input --output --tp-size --tp-rank --dtype \
               auto float16 bfloat16 float32 --comm mpi nccl --reps ;;

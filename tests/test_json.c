@@ -32,6 +32,19 @@ int main(void) {
     BAD("{\"a\":\"\\x\"}", QP_ERR_PARSE, "invalid JSON");
     BAD("{\"a\":\"\\u00\"}", QP_ERR_PARSE, "invalid JSON");
     BAD("{\"a\":\"\\u0000\"}", QP_ERR_PARSE, "NUL");
+    /* syntax errors say where (line, column, byte) and what was expected (issue 31) */
+    BAD("{\n  \"quant_method\": \"quark\",\n  \"global_quant_config\": {\"weight\": null}\n  \"exclude\": []\n}", QP_ERR_PARSE,
+        "invalid JSON at line 4, column 3 (byte 73): expected ',' or '}' after an object member, got '\"'");
+    BAD("{\"a\": [1, 2,]}", QP_ERR_PARSE, "line 1, column 13 (byte 12): expected a value after ',' (no trailing commas in JSON), got ']'");
+    BAD("{\"a\": 1,}", QP_ERR_PARSE, "expected a string key after ',' (no trailing commas in JSON), got '}'");
+    BAD("{\"a\" 1}", QP_ERR_PARSE, "expected ':' after the object key, got '1'");
+    BAD("{\"a\": [1 2]}", QP_ERR_PARSE, "expected ',' or ']' after an array element, got '2'");
+    BAD("{\"a\": tru}", QP_ERR_PARSE, "expected a value (an object, array, string, number, true, false or null), got 't'");
+    BAD("{\"a\": \"x}", QP_ERR_PARSE, "expected a closing '\"' of the string, got the end of the text (truncated input)");
+    BAD("{\"a\": \"x\ty\"}", QP_ERR_PARSE, "control characters must be escaped), got byte 0x09");
+    BAD("{\"a\": -}", QP_ERR_PARSE, "expected a digit (bad number), got '}'");
+    BAD("{\"a\": 1.e5}", QP_ERR_PARSE, "expected a digit after '.' (bad number), got 'e'");
+    BAD("{\r\n\"a\": 1\r\n\r\n", QP_ERR_PARSE, "line 4, column 1 (byte 13): expected ',' or '}' after an object member, got the end");
     BAD("{\"quant_method\": 5}", QP_ERR_PARSE, "quant_method must be a string, got int");
     BAD("{\"quant_method\": \"gptq\"}", QP_ERR_UNSUPPORTED, "unsupported quant_method 'gptq'");
     BAD("{\"hidden_size\": 5}", QP_ERR_UNSUPPORTED, "no quant_method");

@@ -312,10 +312,124 @@ static void threads(void) {
     case_layer_free(&l);
 }
 
+/* Caller-supplied sizes (issue 31): shard rows that do not sum to N or are
+ * negative (they once overran the weight in qp_fp8_requantize_max_scale),
+ * dims that are negative or whose product wraps around to N*K, bad ranks,
+ * dtypes and data, and layer shapes past QP_DIM_MAX all come back as
+ * QP_ERR_INVALID_ARGUMENT naming the argument; the good shards still bind. */
+static void expect_arg(qp_status st, const char *want, int line) {
+    if (st != QP_ERR_INVALID_ARGUMENT || !strstr(qp_last_error(ctx), want)) {
+        tu_failures++;
+        fprintf(stderr, "FAIL %s:%d: want INVALID_ARGUMENT '%s', got %s '%s'\n", __FILE__, line, want, qp_status_str(st),
+                qp_last_error(ctx));
+    }
+}
+#define EXPECT_ARG(st, want) expect_arg(st, want, __LINE__)
+
+static void bad_sizes(void) {
+    qp_device *cpu;
+    qp_device_find(ctx, "cpu", &cpu);
+    case_layer l;
+    char err[256];
+    CHECK(!case_layer_make(ctx, case_scheme_find("fp8-dyn-tensor"), 64, 32, QP_DTYPE_F16, 3, NULL, 0, &l, err, sizeof err), "%s", err);
+    qp_tensor t[8];
+    memcpy(t, l.tensors, sizeof t);
+    size_t iw = 9, is = 9;
+    for (size_t i = 0; i < l.n_tensors; i++) {
+        if (!strcmp(t[i].name, "weight")) iw = i;
+        if (!strcmp(t[i].name, "weight_scale")) is = i;
+    }
+    CHECK(iw < 9 && is < 9, "fp8 layer tensors");
+    float sc3[3] = {0.5f, 0.25f, 0.125f};
+    t[is] = (qp_tensor){"weight_scale", QP_DTYPE_F32, 1, {3}, sc3}; /* one per shard (q, k, v) */
+    qp_linear_options o;
+    qp_linear_options_init(&o);
+    o.layer = "model.layers.0.self_attn.qkv_proj";
+    qp_linear *lin = NULL;
+    int bad1[2] = {100000, -99936}, bad2[3] = {32, 16, 15}, good[3] = {32, 16, 16};
+    o.shard_rows = bad1; o.n_shards = 2;
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, 32, t, l.n_tensors, &o, &lin), "shard_rows[1] = -99936 is negative");
+    CHECK(strstr(qp_last_error(ctx), "qkv_proj"), "layer named: %s", qp_last_error(ctx));
+    o.shard_rows = bad2; o.n_shards = 3;
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, 32, t, l.n_tensors, &o, &lin), "shard_rows sum to 63 rows, not the layer's N = 64");
+    o.shard_rows = NULL;
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, 32, t, l.n_tensors, &o, &lin), "shard_rows is NULL with n_shards = 3");
+    o.shard_rows = good; o.n_shards = 1000;
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, 32, t, l.n_tensors, &o, &lin), "n_shards = 1000");
+    o.n_shards = 3;
+    CHECK(!qp_linear_create(cpu, &l.scheme, 64, 32, t, l.n_tensors, &o, &lin), "good shards: %s", qp_last_error(ctx));
+    qp_linear_destroy(lin);
+    lin = NULL;
+    qp_linear_options_init(&o);
+    /* dims: negative ones whose product wraps to N*K, overflow, rank, data, dtype, name */
+    qp_tensor w = t[iw];
+    t[is] = l.tensors[is];
+    t[iw].ndim = 2; t[iw].shape[0] = -1; t[iw].shape[1] = -64 * 32;
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, 32, t, l.n_tensors, NULL, &lin), "tensor 'weight': dimension 0 is -1");
+    t[iw].shape[0] = (int64_t)1 << 40; t[iw].shape[1] = (int64_t)1 << 40;
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, 32, t, l.n_tensors, NULL, &lin), "element count overflows");
+    t[iw] = w; t[iw].ndim = 5;
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, 32, t, l.n_tensors, NULL, &lin), "tensor 'weight' has rank 5");
+    t[iw] = w; t[iw].data = NULL;
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, 32, t, l.n_tensors, NULL, &lin), "tensor 'weight' has 2048 elements and no data");
+    t[iw] = w; t[iw].dtype = (qp_dtype)99;
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, 32, t, l.n_tensors, NULL, &lin), "tensor 'weight' has no qport dtype (99)");
+    t[iw] = w; t[iw].name = NULL;
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, 32, t, l.n_tensors, NULL, &lin), "has no name");
+    t[iw] = w;
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, 32, NULL, 2, NULL, &lin), "tensors is NULL with n_tensors = 2");
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, 32, t, 100, NULL, &lin), "n_tensors = 100");
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 2147483647, 32, t, l.n_tensors, NULL, &lin), "bad layer shape N = 2147483647");
+    EXPECT_ARG(qp_linear_create(cpu, &l.scheme, 64, -32, t, l.n_tensors, NULL, &lin), "bad layer shape N = 64, K = -32");
+    qp_scheme s = l.scheme;
+    s.weight.group_size = -5;
+    EXPECT_ARG(qp_linear_create(cpu, &s, 64, 32, t, l.n_tensors, NULL, &lin), "scheme weight: group_size -5");
+    s = l.scheme;
+    s.weight.block[0] = -128;
+    EXPECT_ARG(qp_linear_create(cpu, &s, 64, 32, t, l.n_tensors, NULL, &lin), "block [-128, 0]");
+    CHECK(lin == NULL, "no layer on failure");
+    CHECK(!qp_linear_create(cpu, &l.scheme, 64, 32, t, l.n_tensors, NULL, &lin), "the unchanged layer: %s", qp_last_error(ctx));
+    qp_linear_destroy(lin);
+    /* the process-after-loading helpers themselves */
+    uint8_t wq[4] = {0x38, 0x38, 0x38, 0x38};
+    int neg[2] = {1, -1};
+    float s2[2] = {1, 2}, smax = 0, ch[2];
+    EXPECT_ARG(qp_fp8_requantize_max_scale(ctx, wq, 2, neg, 2, s2, &smax), "shard 1 has -1 rows");
+    CHECK(wq[0] == 0x38, "nothing requantized before the check");
+    EXPECT_ARG(qp_scale_to_channelwise(ctx, s2, neg, 2, ch, 2), "shards hold 1 rows, the output 2");
+    case_layer_free(&l);
+
+    /* MoE: shapes whose stacked counts overflow, bad tensors, routing options checked at create */
+    qp_scheme us;
+    memset(&us, 0, sizeof us);
+    us.struct_size = sizeof us;
+    us.kind = QP_SCHEME_UNQUANTIZED;
+    qp_moe_options mo;
+    qp_moe_options_init(&mo);
+    qp_moe *moe = NULL;
+    uint16_t w13[2 * 2 * 4 * 4] = {0}, w2[2 * 4 * 4] = {0};
+    qp_tensor mt[2] = {{"w13_weight", QP_DTYPE_F16, 3, {2, 8, 4}, w13}, {"w2_weight", QP_DTYPE_F16, 3, {2, 4, 4}, w2}};
+    CHECK(!qp_moe_create(cpu, &us, 2, 4, 4, mt, 2, &mo, &moe), "good MoE: %s", qp_last_error(ctx));
+    qp_moe_destroy(moe);
+    moe = NULL;
+    EXPECT_ARG(qp_moe_create(cpu, &us, 1 << 20, 1 << 20, 1 << 20, mt, 2, &mo, &moe), "bad MoE shape E = 1048576");
+    EXPECT_ARG(qp_moe_create(cpu, &us, 2, 4, 1 << 28, mt, 2, &mo, &moe), "bad MoE shape");
+    mt[0].shape[0] = -2; mt[0].shape[2] = -16;
+    EXPECT_ARG(qp_moe_create(cpu, &us, 2, 4, 4, mt, 2, &mo, &moe), "tensor 'w13_weight': dimension 0 is -2");
+    mt[0].shape[0] = 2; mt[0].shape[2] = 4;
+    mo.num_expert_group = 3; mo.topk_group = 1;
+    EXPECT_ARG(qp_moe_create(cpu, &us, 2, 4, 4, mt, 2, &mo, &moe), "grouped top-k needs E divisible by num_expert_group");
+    qp_moe_options_init(&mo);
+    mo.scoring = (qp_moe_scoring)7;
+    EXPECT_ARG(qp_moe_create(cpu, &us, 2, 4, 4, mt, 2, &mo, &moe), "unknown scoring function 7");
+    CHECK(moe == NULL, "no MoE on failure");
+}
+
 int main(void) {
     qp_context_create(&ctx);
     same_as_direct_int8();
     bad_tensors();
+    bad_sizes();
     fp32_layers();
     env_and_specs();
     threads();

@@ -62,6 +62,20 @@ static void predicates(void) {
     ONE_ERR(W_FP8_T, "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_channel\",\"is_dynamic\":false}", QP_ERR_NOT_IMPLEMENTED,
             "No quark compatible scheme was found. Weight config: {'dtype': 'fp8_e4m3', 'qscheme': 'per_tensor', "
             "'is_dynamic': False}, Input config: {'dtype': 'fp8_e4m3', 'qscheme': 'per_channel', 'is_dynamic': False}");
+    /* typos (issue 31): vLLM's message, then qport's note naming the key or value and the nearest valid one */
+    ONE_ERR("{\"dtype\":\"int8\",\"qscheme\":\"per_chanel\",\"symmetric\":true,\"is_dynamic\":false}", I_FP8_ST,
+            QP_ERR_NOT_IMPLEMENTED,
+            "No quark compatible scheme was found. Weight config: {'dtype': 'int8', 'qscheme': 'per_chanel', 'symmetric': True, "
+            "'is_dynamic': False}, Input config: {'dtype': 'fp8_e4m3', 'qscheme': 'per_tensor', 'is_dynamic': False} (qport: "
+            "qscheme 'per_chanel' in the weight config is not one Quark writes (did you mean 'per_channel'?))");
+    ONE_ERR("{\"dtype\":\"int8\",\"qscheme\":\"per_channel\",\"symetric\":true,\"is_dynamic\":false}",
+            "{\"dtype\":\"int9\",\"qscheme\":\"per_channel\",\"is_dynamic\":true,\"zzzz_new_field\":1}", QP_ERR_NOT_IMPLEMENTED,
+            "~}, Input config: {'dtype': 'int9', 'qscheme': 'per_channel', 'is_dynamic': True, 'zzzz_new_field': 1} (qport: "
+            "unknown key 'symetric' in the weight config (did you mean 'symmetric'?); dtype 'int9' in the input config is "
+            "not one Quark writes (did you mean 'int8'?))");
+    ONE_ERR("{\"dtype\":\"int8\",\"qscheme\":\"per_channel\",\"symmetric\":true,\"is_dynamic\":false}",
+            "{\"dtype\":\"qqqqq\",\"qscheme\":\"per_channel\",\"is_dynamic\":true}", QP_ERR_NOT_IMPLEMENTED,
+            "~'is_dynamic': True} (qport: dtype 'qqqqq' in the input config is not one Quark writes)");
     /* dynamic weights never match */
     ONE_ERR("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"is_dynamic\":true}", I_FP8_ST, QP_ERR_NOT_IMPLEMENTED,
             "~No quark compatible scheme was found.");

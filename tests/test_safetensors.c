@@ -75,9 +75,74 @@ static void round_trip(void) {
     CHECK(qp_safetensors_open(ctx, "/tmp", &f) == QP_ERR_IO, "a directory");
 }
 
+/* The name index (issue 31): 3000 tensors whose names are written in a
+ * shuffled order, each found by qp_safetensors_find with its own data;
+ * names that are prefixes or extensions of real ones are not found; a key
+ * given twice in a header of more than 16 keys (the hashed JSON objects)
+ * keeps its first position and its last value, as Python's json does. */
+static void name_index(void) {
+    enum { NT = 3000 };
+    static qp_tensor t[NT];
+    static char names[NT][40];
+    static int32_t vals[NT];
+    for (int i = 0; i < NT; i++) {
+        int k = (i * 1237) % NT; /* a permutation of 0..NT-1 (1237 and NT coprime) */
+        snprintf(names[i], sizeof names[i], "model.layers.%d.w%d", k % 97, k);
+        vals[i] = k;
+        t[i] = (qp_tensor){names[i], QP_DTYPE_I32, 1, {1}, &vals[i]};
+    }
+    char path[] = "/tmp/qport-st-XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    CHECK(!qp_safetensors_write(ctx, path, t, NT, NULL, 0), "%s", qp_last_error(ctx));
+    qp_safetensors *f = NULL;
+    CHECK(!qp_safetensors_open(ctx, path, &f) && qp_safetensors_count(f) == NT, "%s", qp_last_error(ctx));
+    int bad = 0;
+    for (int i = 0; f && i < NT; i++) {
+        qp_tensor x;
+        char nm[48];
+        if (qp_safetensors_find(f, names[i], &x) || *(const int32_t *)x.data != vals[i] || strcmp(x.name, names[i])) bad++;
+        snprintf(nm, sizeof nm, "%.40s0", names[i]);
+        if (qp_safetensors_find(f, nm, &x) != QP_ERR_NOT_FOUND && strcmp(nm, names[(i + 1) % NT])) {
+            /* a longer name may exist for real (w1 -> w10): only then found */
+            int real = 0;
+            for (int j = 0; j < NT && !real; j++) real = !strcmp(names[j], nm);
+            bad += !real;
+        }
+        snprintf(nm, sizeof nm, "%.40s", names[i]);
+        nm[strlen(nm) - 1] = 0;
+        if (!qp_safetensors_find(f, nm, &x)) {
+            int real = 0;
+            for (int j = 0; j < NT && !real; j++) real = !strcmp(names[j], nm);
+            bad += !real;
+        }
+    }
+    CHECK(bad == 0, "%d lookups wrong", bad);
+    qp_tensor x;
+    CHECK(f && qp_safetensors_find(f, "model.layers.0", &x) == QP_ERR_NOT_FOUND && strstr(qp_last_error(ctx), "no tensor 'model.layers.0'"),
+          "a prefix is not a tensor: %s", qp_last_error(ctx));
+    qp_safetensors_close(f);
+    unlink(path);
+    /* a duplicated key in a hashed object */
+    char h[4096];
+    size_t o = (size_t)snprintf(h, sizeof h, "{");
+    for (int i = 0; i < 20; i++)
+        o += (size_t)snprintf(h + o, sizeof h - o, "\"k%d\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[%d,%d]},", i, i, i + 1);
+    snprintf(h + o, sizeof h - o, "\"k3\":{\"dtype\":\"I8\",\"shape\":[1],\"data_offsets\":[3,4]}}");
+    static uint8_t buf[8192];
+    size_t n = image(h, 20, buf);
+    CHECK(!qp_safetensors_open_buffer(ctx, "dup", buf, n, &f) && qp_safetensors_count(f) == 20, "%s", qp_last_error(ctx));
+    const char *dn = NULL;
+    CHECK(f && !qp_safetensors_find(f, "k3", &x) && x.dtype == QP_DTYPE_I8, "the last value of k3");
+    CHECK(f && !qp_safetensors_get(f, 3, &x, &dn) && !strcmp(x.name, "k3") && !strcmp(dn, "I8"), "k3 at its first position");
+    CHECK(f && !qp_safetensors_find(f, "k19", &x) && x.dtype == QP_DTYPE_U8, "k19");
+    qp_safetensors_close(f);
+}
+
 int main(void) {
     qp_context_create(&ctx);
     round_trip();
+    name_index();
     uint8_t big[16] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x7F, '{', '}'};
     qp_safetensors *f = NULL;
     CHECK(qp_safetensors_open_buffer(ctx, "x", big, 16, &f) == QP_ERR_PARSE && strstr(qp_last_error(ctx), "100 MB limit"), "huge header");

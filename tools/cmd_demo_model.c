@@ -32,8 +32,10 @@ static uint16_t *matrix(int n, int k, uint64_t seed) {
 int cmd_demo_model(int argc, char **argv) {
     demo_cfg c = {512, 0, 2, 8, 4, 256, 20261202, 0, 2};
     const char *out = NULL;
+    int force = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--hidden") && i + 1 < argc) c.hidden = atoi(argv[++i]);
+        if (!strcmp(argv[i], "--force")) force = 1;
+        else if (!strcmp(argv[i], "--hidden") && i + 1 < argc) c.hidden = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--intermediate") && i + 1 < argc) c.inter = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--layers") && i + 1 < argc) c.layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--seed") && i + 1 < argc) c.seed = strtoull(argv[++i], NULL, 10);
@@ -50,6 +52,15 @@ int cmd_demo_model(int argc, char **argv) {
         return 2;
     }
     char dirbuf[4096];
+    static const char *const written[] = {"config.json", "model.safetensors"};
+    for (size_t i = 0; i < 2 && !force; i++) { /* never overwrite a model silently */
+        struct stat sb;
+        snprintf(dirbuf, sizeof dirbuf, "%s/%s", out, written[i]);
+        if (!stat(dirbuf, &sb)) {
+            fprintf(stderr, "qport demo-model: %s already exists; pass --force to overwrite the model in %s\n", dirbuf, out);
+            return 1;
+        }
+    }
     snprintf(dirbuf, sizeof dirbuf, "%s", out);
     for (char *p = dirbuf + 1; *p; p++) /* mkdir -p */
         if (*p == '/') { *p = 0; if (mkdir(dirbuf, 0755) && errno != EEXIST) { perror(dirbuf); return 1; } *p = '/'; }

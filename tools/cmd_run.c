@@ -143,23 +143,42 @@ static int not_run(const qp_tensor *t) {
  * skipped silently, so it is reported and fails the run (issue 32). The
  * tensors under an MoE block are the MoE binder's, which refuses any it
  * does not bind. */
+static int cmp_name(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* Whether the first `len` bytes of `name` are one of the sorted names. */
+static int listed(const char **sorted, size_t n, const char *name, size_t len) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strncmp(sorted[mid], name, len);
+        if (!c && sorted[mid][len]) c = 1; /* longer than the prefix */
+        if (!c) return 1;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
 static int report_unused(qp_model *m) {
     size_t n = qp_model_tensor_count(m), other = 0, unused = 0;
+    /* the layer and MoE-block names sorted once: each tensor is then two
+     * binary searches, not a scan of every layer (10^5-tensor checkpoints) */
+    size_t nl = qp_model_layer_count(m), nm = qp_model_moe_count(m);
+    const char **ls = malloc(sizeof(char *) * (nl + nm + 1)), **ms = ls ? ls + nl : NULL;
+    if (!ls) { fprintf(stderr, "qport run: out of memory\n"); return 1; }
+    for (size_t j = 0; j < nl; j++) ls[j] = qp_model_layer_name(m, j);
+    for (size_t j = 0; j < nm; j++) ms[j] = qp_model_moe_name(m, j);
+    qsort(ls, nl, sizeof *ls, cmp_name);
+    qsort(ms, nm, sizeof *ms, cmp_name);
     for (size_t i = 0; i < n; i++) {
         qp_tensor t;
         if (qp_model_tensor_get(m, i, &t)) continue;
         const char *dot = strrchr(t.name, '.');
         size_t pl = dot ? (size_t)(dot - t.name) : 0;
-        int used = 0;
-        for (size_t j = 0; !used && j < qp_model_layer_count(m); j++) {
-            const char *ln = qp_model_layer_name(m, j);
-            used = strlen(ln) == pl && !strncmp(ln, t.name, pl);
-        }
-        for (size_t j = 0; !used && j < qp_model_moe_count(m); j++) {
-            const char *mn = qp_model_moe_name(m, j);
-            size_t ml = strlen(mn);
-            used = !strncmp(t.name, mn, ml) && t.name[ml] == '.';
-        }
+        int used = listed(ls, nl, t.name, pl);
+        /* under an MoE block "<...>.experts" (as qp_model_moe_name lists them) */
+        for (const char *ex = strstr(t.name, ".experts."); !used && ex; ex = strstr(ex + 1, ".experts."))
+            used = listed(ms, nm, t.name, (size_t)(ex + 8 - t.name));
         if (used) continue;
         if (not_run(&t)) {
             other++; /* the KV cache, routing biases, norms, embeddings */
@@ -172,6 +191,7 @@ static int report_unused(qp_model *m) {
             printf("%-40s unused: no layer binds this %dd %s tensor%s\n", t.name, t.ndim, qp_dtype_name(t.dtype), why);
         }
     }
+    free(ls);
     if (unused > 10) printf("... %zu unused tensors in all\n", unused);
     printf("checkpoint: %zu tensors, %zu of modules qport does not run (norms, embeddings, KV and routing scales)%s\n", n,
            other, unused ? ", some unused (above)" : "");

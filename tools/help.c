@@ -111,8 +111,10 @@ static const help_entry entries[] = {
      "  Prints the load time and the names resolved per second.\n"},
     {"demo-model", "write a small Llama-style fp16 model with deterministic random weights",
      "usage: qport demo-model OUT_DIR [--hidden N] [--intermediate N] [--layers N] [--seed N]\n"
-     "                        [--experts E [--topk K]]\n",
-     "  OUT_DIR          the folder to write config.json and model.safetensors to (created)\n"
+     "                        [--experts E [--topk K]] [--force]\n",
+     "  OUT_DIR          the folder to write config.json and model.safetensors to (created); a\n"
+     "                   folder that already holds either is refused (exit 1) unless --force\n"
+     "  --force          overwrite the config.json and model.safetensors already in OUT_DIR\n"
      "  --hidden N       hidden size (512; a multiple of 64)\n"
      "  --intermediate N MLP size (1408; with --experts each expert's, 256)\n"
      "  --experts E      a mixture-of-experts model (Qwen3-MoE layout: mlp.gate routes each token to\n"

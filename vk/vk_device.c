@@ -2,7 +2,7 @@
  * device creation (issue 4). Only what the shaders need is enabled:
  * storageBuffer16BitAccess always, shaderIntegerDotProduct when present
  * (the OpSDot shader variants declare it; without it enabled the validation
- * layer reports VUID-VkShaderModuleCreateInfo-pCode-01091, TOOLCHAIN.md). */
+ * layer reports VUID-VkShaderModuleCreateInfo-pCode-01091; docs/backends.md). */
 #include <dlfcn.h>
 #include <inttypes.h>
 #include <stdio.h>

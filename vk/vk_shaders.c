@@ -1,5 +1,5 @@
 /* SPIR-V of shaders/vk_*.comp, compiled at build time by glslangValidator
- * (-V --target-env vulkan1.2 -x: hex words, TOOLCHAIN.md). */
+ * (-V --target-env vulkan1.2 -x: hex words; docs/backends.md). */
 #include "vk_internal.h"
 
 static const uint32_t act_stats[] = {

@@ -106,10 +106,15 @@ class Linear:
         lname = (layer if layer is not None else scheme.layer or "").encode()
         o.layer = lname
         rows = None
-        if shard_rows:
-            rows = (ctypes.c_int * len(shard_rows))(*[int(r) for r in shard_rows])
+        if shard_rows is not None and len(shard_rows):
+            rs = [int(r) for r in shard_rows]
+            # ctypes would wrap an int past 32 bits silently; the library
+            # checks the rest (negative rows, a sum other than N)
+            if any(not -2**31 <= r < 2**31 for r in rs):
+                raise ValueError(f"shard_rows: {rs} has rows outside a C int")
+            rows = (ctypes.c_int * len(rs))(*rs)
             o.shard_rows = rows
-            o.n_shards = len(shard_rows)
+            o.n_shards = len(rs)
         o.act_ue8m0 = int(bool(act_ue8m0))
         if not 0 <= int(max_m) <= 1 << 24:
             raise ValueError(f"max_m {max_m}: 0 (16) .. {1 << 24}")

@@ -54,3 +54,11 @@ def test_enum_tables_match_library():
     for i, name in enumerate(_abi.STATUS_NAMES):
         assert _abi.s(_abi.lib.qp_status_str(i)) == name
     assert _abi.s(_abi.lib.qp_status_str(len(_abi.STATUS_NAMES))) == "QP_ERR_UNKNOWN"
+
+
+def test_console_script(cli):
+    """`qport` of the venv (pyproject's [project.scripts]) runs the bundled tool."""
+    import sys
+    r = subprocess.run([sys.executable, "-m", "qport._cli", "help", "demo-model"], capture_output=True, text=True,
+                       env={**os.environ, "QPORT_CLI": cli})
+    assert r.returncode == 0 and "usage: qport demo-model" in r.stdout, (r.returncode, r.stdout, r.stderr)
