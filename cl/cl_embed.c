@@ -27,7 +27,9 @@ static qp_status queue_error(qp_cl_device *d, cl_int err, const char *call) {
 
 qp_status qp_cl_synchronize(void *dev) {
     qp_cl_device *d = dev;
-    if (!d->queue) return QP_OK;
+    /* nothing enqueued since the last wait (uploads and downloads block):
+     * no clFinish, so freeing a buffer on an idle queue costs no wait */
+    if (!d->queue || !d->pending_first[0]) return QP_OK;
     cl_int err = d->be->api.clFinish(d->queue);
     d->stats.host_waits++;
     qp_status st = err == CL_SUCCESS ? QP_OK : queue_error(d, err, "clFinish");
