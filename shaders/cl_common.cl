@@ -143,28 +143,34 @@ inline float qp_f8_decode(uint c) {
 inline uint qp_fp8_conv(float x) { return qp_f8_encode(fmax(-448.0f, fmin(x, 448.0f))); }
 
 /* Work-group reductions over QP_WG lanes (order-free: max/min are exact). */
-inline float qp_wg_max(__local float *red, float v) {
-    int lid = get_local_id(0);
-    red[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int off = QP_WG / 2; off > 0; off >>= 1) {
-        if (lid < off) red[lid] = fmax(red[lid], red[lid + off]);
-        barrier(CLK_LOCAL_MEM_FENCE);
+#define QP_WG_REDUCE_DEF(name, OP)                                                                                   \
+    inline float name(__local float *red, float v) {                                                                 \
+        int lid = get_local_id(0);                                                                                   \
+        red[lid] = v;                                                                                                \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                                \
+        for (int off = QP_WG / 2; off > 0; off >>= 1) {                                                              \
+            if (lid < off) red[lid] = OP(red[lid], red[lid + off]);                                                  \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                                            \
+        }                                                                                                            \
+        float r = red[0];                                                                                            \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                                \
+        return r;                                                                                                    \
     }
-    float r = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
+QP_WG_REDUCE_DEF(qp_wg_max, fmax)
+QP_WG_REDUCE_DEF(qp_wg_min, fmin)
 
-inline float qp_wg_min(__local float *red, float v) {
-    int lid = get_local_id(0);
-    red[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int off = QP_WG / 2; off > 0; off >>= 1) {
-        if (lid < off) red[lid] = fmin(red[lid], red[lid + off]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    float r = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
+/* The decode GEMVs' tail: lane sums acc[m] of the first mrows rows ->
+ * red[m * QP_WG], one tree order for every scheme (float sums depend on it;
+ * int32 ones do not). A macro: acc is float or int by kernel. */
+#define QP_GEMV_REDUCE(red, acc, mrows, lid)                                                                         \
+    do {                                                                                                             \
+        for (int m_ = 0; m_ < QP_GEMV_MAX_M; m_++)                                                                   \
+            if (m_ < (mrows)) (red)[m_ * QP_WG + (lid)] = (acc)[m_];                                                 \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                                \
+        for (int off_ = QP_WG / 2; off_ > 0; off_ >>= 1) {                                                           \
+            if ((lid) < off_)                                                                                        \
+                for (int m_ = 0; m_ < QP_GEMV_MAX_M; m_++)                                                           \
+                    if (m_ < (mrows)) (red)[m_ * QP_WG + (lid)] += (red)[m_ * QP_WG + (lid) + off_];                 \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                                            \
+        }                                                                                                            \
+    } while (0)

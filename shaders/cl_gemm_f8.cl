@@ -40,13 +40,7 @@ void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N,
         float wk = dec[wr[k]];
         for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) acc[m] += xf[(size_t)(m0 + m) * K + k] * wk;
     }
-    for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) red[m * QP_WG + lid] = acc[m];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int off = QP_WG / 2; off > 0; off >>= 1) {
-        if (lid < off)
-            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) red[m * QP_WG + lid] += red[m * QP_WG + lid + off];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    QP_GEMV_REDUCE(red, acc, mrows, lid);
     if (lid < mrows) y[(size_t)(m0 + lid) * N + n] = qp_epilogue_f8(red[lid * QP_WG], m0 + lid, n, flags, sx, wsc, bias);
 }
 

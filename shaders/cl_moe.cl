@@ -109,6 +109,37 @@ inline float qp_moe_w(__global const uchar *w, size_t row, int k, int K, int wfm
 
 #define QP_MOE_BMD 16 /* decode block: slots per work-group */
 
+/* The decode kernels' lane sums -> red[r * QP_WG] (gate r, up BMD + r): a
+ * macro so the float and the int32 kernels share one tree order. */
+#define QP_MOE_GEMV_REDUCE(red, ag, au, lid)                                                                         \
+    do {                                                                                                             \
+        for (int r_ = 0; r_ < QP_MOE_BMD; r_++) {                                                                    \
+            (red)[r_ * QP_WG + (lid)] = (ag)[r_];                                                                    \
+            (red)[(QP_MOE_BMD + r_) * QP_WG + (lid)] = (au)[r_];                                                     \
+        }                                                                                                            \
+        barrier(CLK_LOCAL_MEM_FENCE);                                                                                \
+        for (int o_ = QP_WG / 2; o_ > 0; o_ >>= 1) {                                                                 \
+            if ((lid) < o_)                                                                                          \
+                for (int r_ = 0; r_ < 2 * QP_MOE_BMD; r_++) (red)[r_ * QP_WG + (lid)] += (red)[r_ * QP_WG + (lid) + o_]; \
+            barrier(CLK_LOCAL_MEM_FENCE);                                                                            \
+        }                                                                                                            \
+    } while (0)
+
+/* The prefill kernels' epilogue: lane (ty, tx) holds rows ty + 8i, columns
+ * n0 + tx + 8j; CONV turns an accumulator into the fp32 the epilogue takes. */
+#define QP_MOE_TILE_OUT(CONV, quant)                                                                                 \
+    for (int i = 0; i < 4; i++) {                                                                                    \
+        int t = slot[ty + 8 * i];                                                                                    \
+        if (t < 0) continue;                                                                                         \
+        for (int j = 0; j < 4; j++) {                                                                                \
+            int n = n0 + tx + 8 * j;                                                                                 \
+            if (n < NO)                                                                                              \
+                qp_moe_out(CONV(ag[i][j]), CONV(au[i][j]), t, t / adiv, n, e, NO, gemm2, quant, bf16, rs, ws, rw, out); \
+        }                                                                                                            \
+    }
+
+#define QP_MOE_NOCONV(x) (x)
+
 /* Decode: work-group (b, n); lanes stride over K; a tree reduction. */
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
 void qp_moe_gemv_f(__global const float *a, int adiv, __global const uchar *w, __global const float *lutg,
@@ -139,16 +170,7 @@ void qp_moe_gemv_f(__global const float *a, int adiv, __global const uchar *w, _
                 au[r] += x * wu;
             }
     }
-    for (int r = 0; r < QP_MOE_BMD; r++) {
-        red[r * QP_WG + lid] = ag[r];
-        red[(QP_MOE_BMD + r) * QP_WG + lid] = au[r];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int o = QP_WG / 2; o > 0; o >>= 1) {
-        if (lid < o)
-            for (int r = 0; r < 2 * QP_MOE_BMD; r++) red[r * QP_WG + lid] += red[r * QP_WG + lid + o];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    QP_MOE_GEMV_REDUCE(red, ag, au, lid);
     if (lid < rows) {
         int t = slot[lid];
         qp_moe_out(red[lid * QP_WG], red[(QP_MOE_BMD + lid) * QP_WG], t, t / adiv, n, e, NO, gemm2, quant, bf16, rs,
@@ -196,14 +218,7 @@ void qp_moe_tiled_f(__global const float *a, int adiv, __global const uchar *w, 
         if (!gemm2) qp_tile_mac(As, Bu, ty, tx, au);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    for (int i = 0; i < 4; i++) {
-        int t = slot[ty + 8 * i];
-        if (t < 0) continue;
-        for (int j = 0; j < 4; j++) {
-            int n = n0 + tx + 8 * j;
-            if (n < NO) qp_moe_out(ag[i][j], au[i][j], t, t / adiv, n, e, NO, gemm2, quant, bf16, rs, ws, rw, out);
-        }
-    }
+    QP_MOE_TILE_OUT(QP_MOE_NOCONV, quant)
 }
 
 /* ---- int8 GEMMs (W8A8-INT8): exact int32 sums, (float)acc in the epilogue -- */
@@ -243,16 +258,7 @@ void qp_moe_gemv_i(__global const char *a, int adiv, __global const char *w, int
                 au[r] += x * u1;
             }
     }
-    for (int r = 0; r < QP_MOE_BMD; r++) {
-        red[r * QP_WG + lid] = ag[r];
-        red[(QP_MOE_BMD + r) * QP_WG + lid] = au[r];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int o = QP_WG / 2; o > 0; o >>= 1) {
-        if (lid < o)
-            for (int r = 0; r < 2 * QP_MOE_BMD; r++) red[r * QP_WG + lid] += red[r * QP_WG + lid + o];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    QP_MOE_GEMV_REDUCE(red, ag, au, lid);
     if (lid < rows) {
         int t = slot[lid];
         qp_moe_out(convert_float_rte(red[lid * QP_WG]), convert_float_rte(red[(QP_MOE_BMD + lid) * QP_WG]), t, t / adiv,
@@ -312,16 +318,7 @@ void qp_moe_tiled_i(__global const char *a, int adiv, __global const char *w, in
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    for (int i = 0; i < 4; i++) {
-        int t = slot[ty + 8 * i];
-        if (t < 0) continue;
-        for (int j = 0; j < 4; j++) {
-            int n = n0 + tx + 8 * j;
-            if (n < NO)
-                qp_moe_out(convert_float_rte(ag[i][j]), convert_float_rte(au[i][j]), t, t / adiv, n, e, NO, gemm2, 1,
-                           bf16, rs, ws, rw, out);
-        }
-    }
+    QP_MOE_TILE_OUT(convert_float_rte, 1)
 }
 
 /* ---- the k-slot sum: y[m][n] = (((0 + c3[m][0][n]) + c3[m][1][n]) ...), each
@@ -353,31 +350,23 @@ void qp_moe_sum(__global const ushort *c3, __global const int *ids, int M, int k
 #define QP_ROUTE_KMAX 64
 inline float qp_exp_rn(float x) { return (float)exp((double)x); }
 
-inline void qp_topk_g(__global const float *v, int n, int k, int *idx) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < n; i++) {
-            int taken = 0;
-            for (int t = 0; t < j; t++) taken |= idx[t] == i;
-            if (taken) continue;
-            if (best < 0 || v[i] > v[best]) best = i;
-        }
-        idx[j] = best;
+/* top-k by value, the lower index on ties; one body for the global scores
+ * and the private ones (OpenCL C has no generic pointer in 1.2). */
+#define QP_TOPK_DEF(name, AS)                                                                                        \
+    inline void name(AS const float *v, int n, int k, int *idx) {                                                    \
+        for (int j = 0; j < k; j++) {                                                                                \
+            int best = -1;                                                                                           \
+            for (int i = 0; i < n; i++) {                                                                            \
+                int taken = 0;                                                                                       \
+                for (int t = 0; t < j; t++) taken |= idx[t] == i;                                                    \
+                if (taken) continue;                                                                                 \
+                if (best < 0 || v[i] > v[best]) best = i;                                                            \
+            }                                                                                                        \
+            idx[j] = best;                                                                                           \
+        }                                                                                                            \
     }
-}
-
-inline void qp_topk_p(const float *v, int n, int k, int *idx) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < n; i++) {
-            int taken = 0;
-            for (int t = 0; t < j; t++) taken |= idx[t] == i;
-            if (taken) continue;
-            if (best < 0 || v[i] > v[best]) best = i;
-        }
-        idx[j] = best;
-    }
-}
+QP_TOPK_DEF(qp_topk_g, __global)
+QP_TOPK_DEF(qp_topk_p, __private)
 
 __kernel void qp_moe_route(__global const float *lg, int M, int G, int k, int flags, int ng, int topk_group,
                            float scale, __global const float *bias, __global float *sc, __global int *ids,
