@@ -45,6 +45,8 @@ void cl_int8(qp_dtype dt, int is_static, int sym, int per_channel, int has_bias,
              unsigned extra_path);
 void cl_fp8(qp_dtype dt, int act, int per_channel, int has_bias, int identity, int N, int K, const int *ms, int nms);
 void cl_qqq(int group, int has_bias, int N, int K, const int *ms, int nms, unsigned extra_path);
+/* the cl-linear cases (tests/backend/test_linear.c) */
+void cl_linear_cases(void);
 void cl_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, int has_bias, int padded, int N, int K,
               const int *ms, int nms);
 void cl_fp8_block(qp_dtype dt, int ue8m0, int has_bias, int identity, int N, int K, const int *ms, int nms);

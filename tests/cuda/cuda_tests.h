@@ -24,6 +24,8 @@ bool cuda_load(const char *program);
 int cuda_open(const char *program);
 /* "cuda: N exact comparisons, M mismatching, T s" and the end */
 int cuda_close(void);
+/* cuda_linear.c: the cuda-linear cases (tests/backend/test_linear.c) */
+void cuda_linear_cases(void);
 
 /* QPORT_TEST_CUDA_SMALL: M rows this run leaves out (linear layers of N x K;
  * the float paths' lists ignore the size) */

@@ -1,5 +1,5 @@
-/* cuda-linear: W8A8-INT8 (static / dynamic, symmetric / asymmetric,
- * per-tensor / per-channel, bias; N x K 64x64, 72x200, 200x136,
+/* The cuda-linear cases (tests/backend/test_linear.c runs them):
+ * W8A8-INT8 (static / dynamic, symmetric / asymmetric, per-tensor / per-channel, bias; N x K 64x64, 72x200, 200x136,
  * 128x1024) and QQQ W4A8 (group -1 / 128, wrapping group weights; also
  * through the int8 weights, QPORT_CUDA_QQQ_W8=1) bit for bit on auto /
  * GEMV / tiled / no-int-dot / GEMV+int-dot; W8A8-FP8 (static, dynamic
@@ -154,11 +154,8 @@ static void fp8(void) {
            tu_failures == before ? "within bounds, deterministic" : "FAILURES", worst);
 }
 
-int main(void) {
-    int rc = cuda_open("cuda-linear");
-    if (rc) return rc == 77 ? 77 : bh_finish();
+void cuda_linear_cases(void) {
     if (bh_group("int8")) int8();
     if (bh_group("qqq")) qqq();
     if (bh_group("fp8")) fp8();
-    return cuda_close();
 }
