@@ -18,6 +18,7 @@ A binding over libqport.so (ctypes); every computation is the C library's.
 from __future__ import annotations
 
 from . import _abi, _torch_ops
+from .arch import Arch, arch, architectures
 from ._arrays import Tensor
 from ._errors import (CapabilityError, DeviceError, Error, InternalError, InvalidArgumentError, NotFoundError,
                       ParseError, QportIOError, QportMemoryError, UnsupportedError, VllmNotImplementedError,
@@ -43,10 +44,10 @@ __version__: str = _abi.s(_abi.lib.qp_version())
 """The version of the libqport actually loaded."""
 
 __all__ = [
-    "Backend", "Buffer", "CapabilityError", "Config", "Device", "DeviceError", "Error", "Event", "InternalError",
+    "Arch", "Backend", "Buffer", "CapabilityError", "Config", "Device", "DeviceError", "Error", "Event", "InternalError",
     "InvalidArgumentError", "Linear", "MoE", "Model", "NotFoundError", "ParseError", "QportIOError",
     "QportMemoryError", "QuantSpec", "Scheme", "Support", "Tensor", "UnsupportedError", "VllmNotImplementedError",
-    "VllmValueError", "as_buffer", "backends", "conform", "context", "device", "devices", "import_device",
+    "VllmValueError", "arch", "architectures", "as_buffer", "backends", "conform", "context", "device", "devices", "import_device",
     "kv_dequantize", "kv_quantize", "load_config", "moe_route", "quantize_weights", "register_torch_ops",
     "stream_device", "torch_device",
 ]

@@ -32,6 +32,9 @@ LAYER_KINDS = ("linear", "attention", "moe")
 DIALECTS = ("vllm", "sglang")
 PACK_METHODS = (None, "order", "reorder", "marlin_qqq")
 MOE_SCORING = ("softmax", "sigmoid")
+# qp_method and qp_moe_layers, in enum order
+METHODS = ("quark", "quark_online", "qqq", "fp8")
+MOE_LAYER_RULES = ("all", "deepseek", "step")
 
 
 class ErrorInfo(C.Structure):
@@ -41,6 +44,17 @@ class ErrorInfo(C.Structure):
 
 class PackedModule(C.Structure):
     _fields_ = [("fused", c_char_p), ("shards", C.POINTER(c_char_p)), ("n_shards", c_size_t)]
+
+
+class ArchInfo(C.Structure):
+    _fields_ = [("struct_size", c_size_t), ("known", c_int), ("name", c_char_p), ("packed", C.POINTER(PackedModule)),
+                ("n_packed", c_size_t), ("moe_block", c_char_p), ("experts", c_char_p),
+                ("expert_proj", c_char_p * 3), ("router", c_char_p), ("router_quantized", c_int),
+                ("shared_experts", c_char_p), ("shared_expert_gate", c_char_p), ("scoring", c_int),
+                ("grouped_topk", c_int), ("correction_bias", c_int), ("renormalize", c_int),
+                ("num_experts_key", c_char_p), ("moe_intermediate_key", c_char_p), ("num_experts", C.c_longlong),
+                ("moe_intermediate_size", C.c_longlong), ("moe_layer_rule", c_int),
+                ("first_k_dense_replace", C.c_longlong), ("moe_layer_freq", C.c_longlong), ("note", c_char_p)]
 
 
 class ResolveOptions(C.Structure):
@@ -241,6 +255,18 @@ _PROTOS = {
     "qp_model_layer_name": (c_char_p, [vp, c_size_t]),
     "qp_model_moe_count": (c_size_t, [vp]),
     "qp_model_moe_name": (c_char_p, [vp, c_size_t]),
+    # model architectures
+    "qp_config_arch": (c_int, [vp, P(ArchInfo)]),
+    "qp_model_arch": (c_int, [vp, P(ArchInfo)]),
+    "qp_arch_lookup": (c_int, [c_char_p, c_char_p, P(ArchInfo)]),
+    "qp_arch_count": (c_size_t, []),
+    "qp_arch_name": (c_char_p, [c_size_t]),
+    "qp_arch_model_types": (c_char_p, [c_size_t]),
+    "qp_arch_module_class": (c_int, [P(ArchInfo), c_char_p]),
+    "qp_arch_module_class_vllm": (c_int, [P(ArchInfo), c_int, c_char_p]),
+    "qp_arch_layer_is_moe": (c_int, [P(ArchInfo), C.c_long]),
+    "qp_method_quantizes": (c_int, [c_int, c_int]),
+    "qp_module_class_name": (c_char_p, [c_int]),
     "qp_bind_options_init": (None, [P(BindOptions)]),
     "qp_model_bind_layer": (c_int, [vp, c_char_p, P(BindOptions), P(LayerBinding)]),
     "qp_layer_binding_free": (None, [P(LayerBinding)]),

@@ -222,6 +222,15 @@ class Config:
         return Scheme(out)
 
     @property
+    def arch(self) -> Any:
+        """The model architecture of a whole config.json as vLLM's model
+        class builds it (qport.Arch; known False for a bare
+        quantization_config or a class outside the table)."""
+        from .arch import from_handle
+        with self._h.use() as p:
+            return from_handle(_abi.lib.qp_config_arch, p)
+
+    @property
     def layer_patterns(self) -> list[str]:
         """The layer_quant_config patterns, in order."""
         with self._h.use() as p:

@@ -11,6 +11,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from . import _abi, _torch_ops
+from .arch import Arch, from_handle
 from ._arrays import Tensor, tensor_from_c
 from ._handle import Handle, context
 from .config import Config, Scheme, _resolve_options
@@ -92,6 +93,13 @@ class Model:
         cfg = Config.__new__(Config)
         cfg._ctx, cfg._owner, cfg._h = self._ctx, self, _Borrowed(c, self._h)
         return cfg
+
+    @property
+    def arch(self) -> Arch:
+        """The architecture of config.json as vLLM's model class builds it
+        (qport.Arch; also for an unquantized model)."""
+        with self._use() as p:
+            return from_handle(_abi.lib.qp_model_arch, p)
 
     @property
     def dtype(self) -> str:
