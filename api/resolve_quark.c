@@ -841,14 +841,14 @@ qp_status qp_resolve_quark(const qp_resolve_ctx *rc, qp_scheme *out) {
         if (out->kv_cache.dtype != QP_DTYPE_NONE) out->kv_cache.scale_dtype = QP_DTYPE_F32;
         return QP_OK;
     }
-    /* vLLM builds lm_head as a ParallelLMHead (a VocabParallelEmbedding,
-     * no LinearBase): QuarkConfig.get_quant_method_target gives it no method
-     * whether or not `exclude` names it, and the embedding falls back to
-     * UnquantizedEmbeddingMethod. (Issue 27's architecture table will say
-     * per model which modules are not linear; until then the name decides.) */
+    /* vLLM builds lm_head as a ParallelLMHead and embed_tokens as a
+     * VocabParallelEmbedding, neither a LinearBase:
+     * QuarkConfig.get_quant_method_target gives them no method whether or
+     * not `exclude` names them, and they fall back to
+     * UnquantizedEmbeddingMethod. The architecture table names them. */
     if (rc->kind == QP_LAYER_LINEAR && is_vllm(rc)) {
-        const char *dot = strrchr(rc->layer, '.');
-        if (!strcmp(dot ? dot + 1 : rc->layer, "lm_head")) {
+        qp_module_class c = qp_resolve_module_class(rc);
+        if (c == QP_MODULE_LM_HEAD || c == QP_MODULE_EMBEDDING) {
             qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
             qp_scheme_set_names(out, "UnquantizedEmbeddingMethod", NULL, NULL, NULL);
             return QP_OK;

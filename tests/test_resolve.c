@@ -321,6 +321,9 @@ static void layer_matching(void) {
      * excluded or not (0.34.0 get_quant_method_target); SGLang's exclude */
     EXPECT(c, ctx, "lm_head", L, NULL, QP_OK, "UnquantizedEmbeddingMethod", "", "", "");
     EXPECT(c, ctx, "model.lm_head", L, NULL, QP_OK, "UnquantizedEmbeddingMethod", "", "", "");
+    /* embed_tokens is a VocabParallelEmbedding: no LinearBase either */
+    EXPECT(c, ctx, "model.embed_tokens", L, NULL, QP_OK, "UnquantizedEmbeddingMethod", "", "", "");
+    EXPECT(c, ctx, "model.embed_tokensx", L, NULL, QP_OK, NULL, "QuarkW8A8Fp8", NULL, NULL);
     qp_resolve_options so;
     qp_resolve_options_init(&so);
     so.dialect = QP_DIALECT_SGLANG;
