@@ -18,39 +18,48 @@ typedef enum qp_cl_div_mode {
     QP_CL_DIV_FMA_TEST = 3 /* as FMA from a quotient 2 ulp off (tests only)   */
 } qp_cl_div_mode;
 
+/* The kernels of the program: X(ID, kernel function name, fp64 only), the
+ * one list behind the QP_CL_K_* enum and the names cl_program.c hands to
+ * clCreateKernel, so the two cannot drift apart. An fp64-only kernel is
+ * compiled (cl_moe.cl) and created only where the device has cl_khr_fp64. */
+#define QP_CL_KERNELS(X) \
+    X(QUANT_I8, qp_quant_i8, 0)          \
+    X(QUANT_F8, qp_quant_f8, 0)          \
+    X(ROWMAX, qp_rowmax, 0)              \
+    X(GEMV_I8, qp_gemv_i8, 0)            \
+    X(GEMV_I8_DOT, qp_gemv_i8_dot, 0)    \
+    X(TILED_I8, qp_tiled_i8, 0)          \
+    X(TILED_I8_DOT, qp_tiled_i8_dot, 0)  \
+    X(GEMV_Q4, qp_gemv_q4, 0)            \
+    X(GEMV_Q4_DOT, qp_gemv_q4_dot, 0)    \
+    X(TILED_Q4, qp_tiled_q4, 0)          \
+    X(TILED_Q4_DOT, qp_tiled_q4_dot, 0)  \
+    X(GEMV_F8, qp_gemv_f8, 0)            \
+    X(TILED_F8, qp_tiled_f8, 0)          \
+    X(ACT_F32, qp_act_f32, 0)            \
+    X(GEMV_W4, qp_gemv_w4, 0)            \
+    X(TILED_W4, qp_tiled_w4, 0)          \
+    X(QUANT_F8G, qp_quant_f8_group, 0)   \
+    X(GEMV_F8B, qp_gemv_f8b, 0)          \
+    X(TILED_F8B, qp_tiled_f8b, 0)        \
+    X(ACT_QDQ, qp_act_qdq, 0)            \
+    X(GEMV_FW, qp_gemv_fw, 0)            \
+    X(TILED_FW, qp_tiled_fw, 0)          \
+    X(ROTATE, qp_rotate, 0)              \
+    X(KV_QUANT, qp_kv_quant, 0)          \
+    X(KV_DEQUANT, qp_kv_dequant, 0)      \
+    X(MOE_ALIGN, qp_moe_align, 0)        \
+    X(MOE_GEMV_F, qp_moe_gemv_f, 0)      \
+    X(MOE_TILED_F, qp_moe_tiled_f, 0)    \
+    X(MOE_GEMV_I, qp_moe_gemv_i, 0)      \
+    X(MOE_TILED_I, qp_moe_tiled_i, 0)    \
+    X(MOE_SUM, qp_moe_sum, 0)            \
+    X(MOE_ROUTE, qp_moe_route, 1)
+
 enum {
-    QP_CL_K_QUANT_I8 = 0,
-    QP_CL_K_QUANT_F8,
-    QP_CL_K_ROWMAX,
-    QP_CL_K_GEMV_I8,
-    QP_CL_K_GEMV_I8_DOT,
-    QP_CL_K_TILED_I8,
-    QP_CL_K_TILED_I8_DOT,
-    QP_CL_K_GEMV_Q4,
-    QP_CL_K_GEMV_Q4_DOT,
-    QP_CL_K_TILED_Q4,
-    QP_CL_K_TILED_Q4_DOT,
-    QP_CL_K_GEMV_F8,
-    QP_CL_K_TILED_F8,
-    QP_CL_K_ACT_F32,
-    QP_CL_K_GEMV_W4,
-    QP_CL_K_TILED_W4,
-    QP_CL_K_QUANT_F8G,
-    QP_CL_K_GEMV_F8B,
-    QP_CL_K_TILED_F8B,
-    QP_CL_K_ACT_QDQ,
-    QP_CL_K_GEMV_FW,
-    QP_CL_K_TILED_FW,
-    QP_CL_K_ROTATE,
-    QP_CL_K_KV_QUANT,
-    QP_CL_K_KV_DEQUANT,
-    QP_CL_K_MOE_ALIGN,
-    QP_CL_K_MOE_GEMV_F,
-    QP_CL_K_MOE_TILED_F,
-    QP_CL_K_MOE_GEMV_I,
-    QP_CL_K_MOE_TILED_I,
-    QP_CL_K_MOE_SUM,
-    QP_CL_K_MOE_ROUTE,  /* built only with fp64 (cl_khr_fp64) */
+#define QP_CL_K_ENUM(id, name, fp64) QP_CL_K_##id,
+    QP_CL_KERNELS(QP_CL_K_ENUM)
+#undef QP_CL_K_ENUM
     QP_CL_K_COUNT
 };
 

@@ -20,14 +20,20 @@
 extern const char qp_cl_source[];
 extern const size_t qp_cl_source_len;
 
-static const char *const kernel_names[QP_CL_K_COUNT] = {
-    "qp_quant_i8", "qp_quant_f8", "qp_rowmax", "qp_gemv_i8", "qp_gemv_i8_dot",
-    "qp_tiled_i8", "qp_tiled_i8_dot", "qp_gemv_q4", "qp_gemv_q4_dot", "qp_tiled_q4", "qp_tiled_q4_dot",
-    "qp_gemv_f8", "qp_tiled_f8", "qp_act_f32", "qp_gemv_w4", "qp_tiled_w4", "qp_quant_f8_group",
-    "qp_gemv_f8b", "qp_tiled_f8b", "qp_act_qdq", "qp_gemv_fw", "qp_tiled_fw", "qp_rotate", "qp_kv_quant",
-    "qp_kv_dequant", "qp_moe_align", "qp_moe_gemv_f", "qp_moe_tiled_f", "qp_moe_gemv_i", "qp_moe_tiled_i",
-    "qp_moe_sum", "qp_moe_route",
-};
+#define NAME(id, name, fp64) [QP_CL_K_##id] = #name,
+#define FP64(id, name, fp64) [QP_CL_K_##id] = fp64,
+static const char *const kernel_names[] = {QP_CL_KERNELS(NAME)};
+static const unsigned char kernel_fp64[] = {QP_CL_KERNELS(FP64)};
+#undef NAME
+#undef FP64
+/* Every id must reach clCreateKernel with a real name: an empty name
+ * in QP_CL_KERNELS fails here, and so does a table shorter than the enum
+ * (a hand-written entry that skipped the list). */
+#define NAMED(id, name, fp64) _Static_assert(sizeof #name > 1, "QP_CL_K_" #id " has no kernel name");
+QP_CL_KERNELS(NAMED)
+#undef NAMED
+_Static_assert(sizeof kernel_names / sizeof kernel_names[0] == QP_CL_K_COUNT, "a QP_CL_K_* id has no kernel name");
+_Static_assert(sizeof kernel_fp64 == QP_CL_K_COUNT, "a QP_CL_K_* id has no fp64 flag");
 
 #define CACHE_MAGIC "QPCLBIN1"
 #define LOG_MAX 3000
@@ -291,8 +297,9 @@ qp_status qp_cl_program_ensure(qp_cl_device *d) {
     if (st != QP_OK) return st;
     for (int i = 0; i < QP_CL_K_COUNT; i++) {
         cl_int err = CL_SUCCESS;
-        /* the exact routing kernel exists only with fp64 (cl_moe.cl) */
-        if (i == QP_CL_K_MOE_ROUTE && !d->has_fp64) continue;
+        /* fp64-only kernels (the exact routing) are not in the program
+         * built without cl_khr_fp64 (cl_moe.cl) */
+        if (kernel_fp64[i] && !d->has_fp64) continue;
         d->kernels[i] = api->clCreateKernel(prog, kernel_names[i], &err);
         if (!d->kernels[i]) {
             st = QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clCreateKernel(%s) failed: %s (%d)", d->index,

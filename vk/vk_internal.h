@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "vk_shader_ids.h" /* generated: vk/gen_shader_table.py */
 
 /* ---- vk_loader.c: libvulkan.so.1 through dlopen ------------------------ */
 #define QP_VK_GLOBAL_FNS(X) \
@@ -67,40 +68,9 @@ typedef struct qp_vk_buf {
     bool imported;
 } qp_vk_buf;
 
-/* Shaders embedded by vk_shaders.c (vk_*.spv.inc made by glslangValidator). */
-typedef enum qp_vk_shader {
-    QP_VK_SH_ACT_STATS = 0,
-    QP_VK_SH_ACT_QUANT,
-    QP_VK_SH_GEMV_I8,
-    QP_VK_SH_GEMM_I8,
-    QP_VK_SH_GEMV_FP8,
-    QP_VK_SH_GEMM_FP8,
-    QP_VK_SH_GEMV_I8_DOT,
-    QP_VK_SH_GEMM_I8_DOT,
-    QP_VK_SH_GEMV_W4, /* QQQ from packed int4 weights */
-    QP_VK_SH_GEMM_W4,
-    QP_VK_SH_GEMV_W4_DOT,
-    QP_VK_SH_GEMM_W4_DOT,
-    QP_VK_SH_ACT_QDQ, /* float-weight layers: x' (qdq or plain) as fp32 */
-    QP_VK_SH_GEMV_WF, /* float-weight GEMV: W4A16 / MX / NVFP4 / fp16 weights
-                       * dequantized in registers */
-    QP_VK_SH_GEMM_WF, /* the tiled form, dequantized into shared tiles */
-    QP_VK_SH_ACT_FP8G, /* fp8 per-token-group-128 activation quantizer */
-    QP_VK_SH_GEMV_FP8B, /* W8A8-FP8 per-block GEMV */
-    QP_VK_SH_GEMM_FP8B, /* W8A8-FP8 per-block tiled */
-    QP_VK_SH_KV,        /* fp8 KV cache quantize / dequantize */
-    QP_VK_SH_ROT,       /* Hadamard input rotation */
-    QP_VK_SH_MOE_GEMM_I8,   /* fused MoE grouped GEMMs (vk_moe_gemm.comp) */
-    QP_VK_SH_MOE_GEMM_FP8,
-    QP_VK_SH_MOE_GEMM_WF,   /* float weights, fp32 sum                    */
-    QP_VK_SH_MOE_GEMM_WF64, /* float weights, fp64 sum (emulated schemes)  */
-    QP_VK_SH_MOE_ALIGN,     /* vk_moe_misc.comp stages                     */
-    QP_VK_SH_MOE_SILU,      /* fp32 silu (devices without fp64)            */
-    QP_VK_SH_MOE_SILU64,
-    QP_VK_SH_MOE_SUM,
-    QP_VK_SH_MOE_ROUTE,     /* routing on the device (qp_moe_enqueue_logits) */
-    QP_VK_SH_COUNT
-} qp_vk_shader;
+/* Shaders embedded by vk_shader_table.c: enum qp_vk_shader (QP_VK_SH_*)
+ * comes from vk_shader_ids.h, both generated from the one shader list in
+ * vk/meson.build. */
 
 typedef struct qp_vk_spirv {
     const char *name;
