@@ -1,5 +1,5 @@
 /*
- * The backend interface (DESIGN.md section 3): what a backend plugin
+ * The backend interface (docs/backends.md): what a backend plugin
  * (libqport-vk.so, libqport-cl.so, libqport-cuda.so) or the built-in `cpu`
  * backend implements, and what the core hands it.
  *
@@ -71,7 +71,7 @@ static inline const char *qp_host_setting(const qp_host *h, const char *name) {
     return h->setting(h, name);
 }
 
-/* Activation modes a backend must implement (spec 6.1, 6.2). */
+/* Activation modes a backend must implement (docs/semantics.md §12, §13). */
 typedef enum qp_act_mode {
     QP_ACT_NONE = 0,             /* weight-only: x used as is               */
     QP_ACT_INT8_STATIC,          /* scale (+ azp when asymmetric)           */
@@ -85,11 +85,11 @@ typedef enum qp_act_mode {
     QP_ACT_MX_QDQ,               /* OCP-MX blocks of 32 along k, element
                                   * act_elem, Quark's even e8m0 scale
                                   * (qp_quant_mx + qp_dequant_mx)           */
-    QP_ACT_FP8_STATIC_QDQ,       /* W4A8-MXFP4-FP8 (spec 3.8): t = clamp(
+    QP_ACT_FP8_STATIC_QDQ,       /* W4A8-MXFP4-FP8 (docs/semantics.md §7): t = clamp(
                                   * rnd(x / input_scale), +-448), q = e4m3(t),
                                   * x' = rnd(rnd(q) * input_scale); rnd =
                                   * round to act_dtype, / correctly rounded */
-    QP_ACT_NVFP4_QDQ             /* NVFP4 (spec 4.3): qp_quant_nvfp4 with
+    QP_ACT_NVFP4_QDQ             /* NVFP4 (docs/semantics.md §8): qp_quant_nvfp4 with
                                   * g = 1 / input_global_scale, x' = rnd(
                                   * value(q) * (e4m3(sf) / g))              */
 } qp_act_mode;
@@ -121,22 +121,22 @@ typedef struct qp_lin_desc {
     const uint16_t *bias;    /* [N] act_dtype elements, or NULL: fp16/bf16
                               * bits; for F32 the data are floats (cast)    */
 
-    /* W8A8-INT8 (spec 6.3-6.4) */
+    /* W8A8-INT8 (docs/semantics.md §14, §15) */
     const int8_t *w_i8;      /* [N][K]                                       */
     const float *w_scale;    /* [N], per-tensor scales already expanded;
                               * W8A8_FP8_BLOCK: [ceil(N/128)][ceil(K/128)]   */
     int w_per_channel;       /* the checkpoint had one scale per channel    */
     /* azp_adj[n] = sum_k w[n][k] (int32, wrapping); static asymmetric:
-     * already multiplied by input_zp (spec 6.4 step 5). NULL when symmetric. */
+     * already multiplied by input_zp (docs/semantics.md §15 step 5). NULL when symmetric. */
     const int32_t *azp_adj;
 
-    /* W8A8-FP8 (spec 6.5-6.6): w_u8 e4m3fn codes [N][K], w_scale above   */
+    /* W8A8-FP8 (docs/semantics.md §16): w_u8 e4m3fn codes [N][K], w_scale above */
     const uint8_t *w_u8;
 
-    /* QQQ W4A8 (spec 5.3-5.5), in natural (unpermuted) order:
+    /* QQQ W4A8 (docs/semantics.md §9, §10, §11), in natural (unpermuted) order:
      *   q4 [N][K]: per-channel: signed codes -8..7 (int8 weight = 16*q4);
      *              group 128: unsigned codes 0..15 (t = q4 - 8);
-     *   w8 [N][K]: the exact int8 weight of spec 5.5 step 2 (wrap included),
+     *   w8 [N][K]: the exact int8 weight of docs/semantics.md §11 step 2 (wrap included),
      *              so a backend may run QQQ as a plain int8 GEMM;
      *   s_channel [N] fp32, s_group [K/128][N] fp16 bits (group 128 only);
      *   marlin_B / marlin_s_channel / marlin_s_group: the checkpoint tensors
@@ -150,7 +150,7 @@ typedef struct qp_lin_desc {
     const float *marlin_s_channel;
     const uint16_t *marlin_s_group;
 
-    /* W4A16 INT4/UINT4 (spec 6.7), unpacked from Quark's order/reorder
+    /* W4A16 INT4/UINT4 (docs/semantics.md §17), unpacked from Quark's order/reorder
      * int32 words (group_size above; G = K / group_size, or 1 for -1):
      *   q4 [N][K]: the stored 4-bit code, 0..15;
      *   w4_signed: 1 for int4 symmetric checkpoints (two's complement code:
@@ -163,7 +163,7 @@ typedef struct qp_lin_desc {
     const uint8_t *w4_zero;
     const float *w4_scale;
 
-    /* OCP-MX, W4A8-MXFP4-FP8 and NVFP4 (spec 3-4): block-scaled float
+    /* OCP-MX, W4A8-MXFP4-FP8 and NVFP4 (docs/semantics.md §5, §8): block-scaled float
      * weights as one element code per byte plus one fp32 multiplier per
      * (row, block of w_blk along k), such that the reference's weight
      * dequantization to act_dtype is exactly
@@ -180,7 +180,7 @@ typedef struct qp_lin_desc {
     const float *w_blk_scale;   /* [N][K / w_blk]                           */
     const float *w_lut;         /* [256]: the value of each code of w_elem  */
     /* QP_ACT_MX_QDQ: the activation element format (F4_E2M1, F6_E3M2,
-     * F6_E2M3, F8_E4M3FN); its mantissa bits and emax (spec 3.4 step 1). */
+     * F6_E2M3, F8_E4M3FN); its mantissa bits and emax (docs/semantics.md §6). */
     qp_dtype act_elem;
     int act_mbits, act_emax;
     /* QP_ACT_NVFP4_QDQ: input_global_scale (max over shards); the kernels
@@ -191,7 +191,7 @@ typedef struct qp_lin_desc {
      * the matmul, both in act_dtype). */
     int bias_after_round;
 
-    /* Quark online input rotation (issue 9): the core rotates x with the
+    /* Quark online input rotation: the core rotates x with the
      * backend's rotation ops before linear_forward; informative here. */
     const int8_t *rotation;     /* [r][r] +-1, or NULL                      */
     int rotation_size;
@@ -317,7 +317,7 @@ typedef struct qp_backend_ops {
     /* ---- Optional ops (NULL: the backend does not offer them; the core
      * then says so: QP_ERR_UNSUPPORTED naming the backend). ---- */
 
-    /* Quark online input rotation (issue 9). H is r x r of +-1 (int8,
+    /* Quark online input rotation. H is r x r of +-1 (int8,
      * host memory, valid during the call). rotation_forward writes
      *   y[m][b*r + j] = rnd( fp32( S * c ) ),  S = fp32 sum over i = 0..r-1
      *   in increasing i of fp32(x[m][b*r + i]) * H[i][j] (sequential, no
@@ -337,7 +337,7 @@ typedef struct qp_backend_ops {
     qp_status (*kv_quantize)(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
     qp_status (*kv_dequantize)(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
 
-    /* Benchmarks (issue 10), device timers (CUDA events, Vulkan timestamp
+    /* Benchmarks, device timers (CUDA events, Vulkan timestamp
      * queries, OpenCL profiling events). linear_time runs linear_forward
      * `reps` times back to back and writes each run's device time in
      * milliseconds to total_ms[i]; gemm_ms[i] gets the time of the same

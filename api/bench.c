@@ -1,4 +1,4 @@
-/* Benchmark entry points (issue 10): argument checks here, the timers in the
+/* Benchmark entry points: argument checks here, the timers in the
  * backend's optional ops (api/backend.h). A backend without the op is
  * QP_ERR_UNSUPPORTED naming the backend: never a host-timed fallback, which
  * would measure launch overhead and synchronisation instead of the kernel. */

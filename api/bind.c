@@ -1,4 +1,4 @@
-/* Layer binding (issue 8): the checkpoint tensors of one linear layer of a
+/* Layer binding: the checkpoint tensors of one linear layer of a
  * model directory, with vLLM's handling of fused layers (q/k/v, gate/up
  * shards concatenated along the output dimension, per-shard scalars
  * stacked so process-after-loading can treat them per shard) and of
@@ -126,7 +126,7 @@ QP_API void qp_layer_binding_free(qp_layer_binding *b) {
 
 /* QQQ group-128 checkpoints whose s_group makes (code - 8) * s_group leave
  * int8: vLLM's Marlin-QQQ kernel rebuilds the int8 weight with its fp16
- * trick and wraps (spec 9.11, errata 11.7), where GPTQModel's own kernel
+ * trick and wraps (docs/semantics.md §11), where GPTQModel's own kernel
  * saturates. qport computes what vLLM computes, and says at load how many
  * groups of the layer differ from a saturating reconstruction. */
 static void qqq_wrap_warning(qp_model *m, const char *layer, const qp_layer_binding *b) {

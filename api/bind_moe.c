@@ -39,7 +39,7 @@ static const struct arch *arch_of(const qp_model *m, const char *prefix) {
 
 /* A look-up that records no error (qp_model_find_tensor does). */
 static int lookup(const qp_model *m, const char *name, qp_tensor *out) {
-    qp_status st; /* each shard's name index (issue 31: no scan of every tensor) */
+    qp_status st; /* each shard's name index (no scan of every tensor) */
     for (size_t i = 0; i < m->n_files; i++)
         if (qp_safetensors_lookup(m->files[i], name, out, &st) && st == QP_OK) return 1;
     return 0;
@@ -191,7 +191,7 @@ static qp_status check_block(qp_model *m, const char *prefix, const struct arch 
     char dotted[1100];
     snprintf(dotted, sizeof dotted, "%s.", prefix);
     for (size_t i = 0; i < m->n_files && !st; i++) {
-        /* "<prefix>.*" from the shard's name index, in header order (issue 31) */
+        /* "<prefix>.*" from the shard's name index, in header order */
         size_t *idx = NULL, ni = 0;
         st = qp_safetensors_prefixed(m->files[i], dotted, &idx, &ni);
         for (size_t k = 0; k < ni && !st; k++) {
@@ -418,7 +418,7 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
                                                              : "qport has no fused MoE for %s experts (%s)",
                             qp_scheme_kind_name(kind), b->scheme.scheme_class);
     /* how many experts: config.json's count, every one present, nothing
-     * else under the block (issue 32) */
+     * else under the block */
     int E = m->moe_experts;
     if (E < 1)
         return qp_error_set(m->ctx, QP_ERR_PARSE, m->dir, "num_experts", prefix,
@@ -548,7 +548,7 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
             }
         }
     }
-    /* the router, built unquantized: present and [E, H] (issue 32) */
+    /* the router, built unquantized: present and [E, H] */
     if (!st) st = check_router(m, prefix, b->global_num_experts, H, b->router, sizeof b->router);
     for (int i = 0; i < E * 3; i++) qp_layer_binding_free(&lb[i]);
     free(lb);

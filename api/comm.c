@@ -1,4 +1,4 @@
-/* Communicators (issue 21): loading the communicator plugins
+/* Communicators: loading the communicator plugins
  * (libqport-mpi.so, libqport-nccl.so) as registry.c loads the backends --
  * QPORT_BACKEND_PATH alone when set, else beside libqport or the program
  * (<dir>/qport, <dir>, the build tree's comm/), else the configured plugin

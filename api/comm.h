@@ -1,5 +1,5 @@
 /*
- * The communicator interface (issue 21): what a communicator plugin
+ * The communicator interface: what a communicator plugin
  * (libqport-mpi.so, libqport-nccl.so) implements, and what the core hands
  * it. The same pattern as the backends (backend.h): a plugin exports one
  * symbol, `qp_comm_entry`, returning its ops table; it does not link

@@ -1,5 +1,5 @@
-/* Loading a config: find the quantization_config, route on quant_method
- * (issue 2), and the config-wide queries. */
+/* Loading a config: find the quantization_config, route on quant_method,
+ * and the config-wide queries. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +32,7 @@ qp_status qp_config_defer_error(qp_config *cfg, qp_status st, const char *key, c
     return QP_OK;
 }
 
-/* Routes on quant_method (issue 2): quark / quark_online / fp8 / qqq, and
+/* Routes on quant_method: quark / quark_online / fp8 / qqq, and
  * QQQ's legacy files that carry "wbits" (or GPTQModel's "bits") only. */
 static qp_status route(qp_config *cfg) {
     const qj *qm = qj_get(cfg->qc, "quant_method");
@@ -73,7 +73,7 @@ QP_API qp_status qp_config_load_buffer(qp_context *ctx, const char *name, const 
 }
 
 /* A parsed config (owned from here on, freed on failure too): what
- * qp_model_open hands over, so config.json is parsed once (issue 32). */
+ * qp_model_open hands over, so config.json is parsed once. */
 qp_status qp_config_load_doc(qp_context *ctx, const char *name, qj_doc *doc, qp_config **out) {
     *out = NULL;
     const qj *root = qj_root(doc);
@@ -179,7 +179,7 @@ QP_API qp_status qp_config_kv_cache(const qp_config *cfg, qp_qtensor *out) {
     return QP_OK;
 }
 
-/* Quark's get_cache_scale_mapper (spec 1.2): a suffix rewrite. */
+/* Quark's get_cache_scale_mapper (docs/semantics.md §1): a suffix rewrite. */
 static const struct { const char *from, *to; } scale_map[] = {
     {".k_proj.output_scale", ".attn.k_scale"},
     {".v_proj.output_scale", ".attn.v_scale"},

@@ -1,4 +1,4 @@
-/* Building a Quark config (QuarkConfig.from_config, spec 1.1-1.3). */
+/* Building a Quark config (QuarkConfig.from_config, docs/semantics.md §1, §2). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +75,7 @@ static void pattern_literals(qp_layer_pattern *p) {
     }
 }
 
-/* Spec 1.2: kv_cache_group → the KV-cache config, with vLLM's mutations
+/* docs/semantics.md §1: kv_cache_group → the KV-cache config, with vLLM's mutations
  * (matched configs and "*q_proj" lose their output_tensors). */
 static qp_status parse_kv_cache(qp_config *cfg, const qj *export_cfg, const qj *lqc) {
     const qj *grp = qj_get(export_cfg, "kv_cache_group");

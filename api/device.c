@@ -1,4 +1,4 @@
-/* The public device and buffer API over the registry (DESIGN.md 3-4). */
+/* The public device and buffer API over the registry (docs/backends.md). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,5 @@
-/* Every environment variable qport reads, parsed in one place (DESIGN.md 4).
+/* Every environment variable qport reads, parsed in one place,
+ * so every variable has one parser and one error path.
  * An invalid value is a QP_ERR_INVALID_ARGUMENT naming the variable, never
  * an exit. docs/environment.md lists the same table. */
 #include <stdio.h>

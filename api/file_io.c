@@ -1,4 +1,4 @@
-/* Opening the files of a model directory (issue 32): config.json, the
+/* Opening the files of a model directory: config.json, the
  * index and the shards are refused unless they are regular files, before
  * anything can block: a FIFO or a device opened for reading would wait for
  * a writer forever (or never end). open(O_NONBLOCK) returns at once for a

@@ -1,6 +1,6 @@
 /* Numeric element formats: encode (fp32 -> code), decode (code -> fp32) and
- * the packing layouts vLLM loads (issue 3 "Formats"; spec 3.2, 3.3, 3.5, 6.7,
- * 7 and errata 11.10, which wins over the sections above it).
+ * the packing layouts vLLM loads (docs/semantics.md §5, §6, §17 and §18; §18's
+ * saturating fp8 encode is the one vLLM's CUDA kernels use).
  *
  * One table-driven minifloat codec covers every float format: encoding
  * rounds the exact fp32 value to nearest, ties to even, on the format's grid
@@ -18,7 +18,7 @@
 
 typedef enum {
     OVF_INF,      /* IEEE: overflow rounds to +-inf                           */
-    OVF_SATURATE  /* no inf: clamp to +-max (spec 3.5, errata 11.10)          */
+    OVF_SATURATE  /* no inf: clamp to +-max (docs/semantics.md §6, §18)       */
 } overflow_rule;
 
 typedef struct {
@@ -30,23 +30,23 @@ typedef struct {
     int has_inf;       /* exp all ones, mantissa 0 = inf (IEEE and e5m2)     */
     int ieee_nan;      /* exp all ones, mantissa != 0 = NaN                  */
     int nan_allones;   /* S.1111.111 is the only NaN pattern (e4m3fn)        */
-    int nan_negzero;   /* 0x80 is the only NaN, no -0 (e4m3fnuz, spec 7)     */
+    int nan_negzero;   /* 0x80 is the only NaN, no -0 (e4m3fnuz, docs/semantics.md §18) */
     uint32_t nan_code; /* code for an encoded NaN (sign added if nan_signed) */
     int nan_signed;
 } fmt_desc;
 
-/* Spec 3.2 table, spec 7 (fnuz) and IEEE binary16 / bfloat16. */
+/* docs/semantics.md §5 table, docs/semantics.md §18 (fnuz) and IEEE binary16 / bfloat16. */
 static const fmt_desc *desc_of(qp_dtype d) {
     /* ebits mbits bias sign ovf maxE maxM inf ieeeNaN allones negzero nan signed */
     static const fmt_desc f16 = {5, 10, 15, 1, OVF_INF, 30, 1023, 1, 1, 0, 0, 0x7FFF, 0};
     static const fmt_desc bf16 = {8, 7, 127, 1, OVF_INF, 254, 127, 1, 1, 0, 0, 0x7FFF, 0};
-    /* e4m3fn: max 448 = 1.110b * 2^8, 0x7F/0xFF are NaN (spec 3.2, 11.10). */
+    /* e4m3fn: max 448 = 1.110b * 2^8, 0x7F/0xFF are NaN (docs/semantics.md §5, §18). */
     static const fmt_desc e4m3fn = {4, 3, 7, 1, OVF_SATURATE, 15, 6, 0, 0, 1, 0, 0x7F, 1};
-    /* e4m3fnuz: bias 8, max 240 = 1.111b * 2^7, NaN only 0x80 (spec 7). */
+    /* e4m3fnuz: bias 8, max 240 = 1.111b * 2^7, NaN only 0x80 (docs/semantics.md §18). */
     static const fmt_desc e4m3fnuz = {4, 3, 8, 1, OVF_SATURATE, 15, 7, 0, 0, 0, 1, 0x80, 0};
     /* e5m2: IEEE-like with inf; NaN encoded as CUDA's 0x7F | sign. */
     static const fmt_desc e5m2 = {5, 2, 15, 1, OVF_INF, 30, 3, 1, 1, 0, 0, 0x7F, 1};
-    /* fp6/fp4 (spec 3.2): every pattern is a number; NaN -> +max (qport). */
+    /* fp6/fp4 (docs/semantics.md §5): every pattern is a number; NaN -> +max (qport). */
     static const fmt_desc e2m3 = {2, 3, 1, 1, OVF_SATURATE, 3, 7, 0, 0, 0, 0, 0x1F, 0};
     static const fmt_desc e3m2 = {3, 2, 3, 1, OVF_SATURATE, 7, 3, 0, 0, 0, 0, 0x1F, 0};
     static const fmt_desc e2m1 = {2, 1, 1, 1, OVF_SATURATE, 3, 1, 0, 0, 0, 0, 0x07, 0};
@@ -93,7 +93,7 @@ static uint32_t minifloat_encode(const fmt_desc *fd, float x) {
     if (isnan(x)) return fd->nan_code | (fd->nan_signed ? s : 0);
     if (isinf(x)) {
         if (fd->ovf == OVF_INF) return s | ((uint32_t)((1 << fd->ebits) - 1) << fd->mbits);
-        return s | max_code; /* saturate (errata 11.10 for e4m3fn) */
+        return s | max_code; /* saturate (docs/semantics.md §18 for e4m3fn) */
     }
 
     double a = fabs((double)x);
@@ -129,9 +129,9 @@ static uint32_t minifloat_encode(const fmt_desc *fd, float x) {
     uint32_t code = (biased << fd->mbits) | mant;
     if (code > max_code) {
         if (fd->ovf == OVF_INF) return s | ((uint32_t)((1 << fd->ebits) - 1) << fd->mbits);
-        return s | max_code; /* e4m3fn: |x| > 464 -> 448 (errata 11.10) */
+        return s | max_code; /* e4m3fn: |x| > 464 -> 448 (docs/semantics.md §18) */
     }
-    if (code == 0 && fd->nan_negzero) return 0; /* fnuz has no -0 (spec 7) */
+    if (code == 0 && fd->nan_negzero) return 0; /* fnuz has no -0 (docs/semantics.md §18) */
     return s | code;
 }
 
@@ -158,9 +158,9 @@ static float minifloat_decode(const fmt_desc *fd, uint32_t code) {
     return (float)(sign ? -v : v); /* exact: every format fits in fp32 */
 }
 
-/* E8M0 (spec 3.2): unsigned power of two 2^(e-127), 255 = NaN. Encoding is
+/* E8M0 (docs/semantics.md §5): unsigned power of two 2^(e-127), 255 = NaN. Encoding is
  * the exponent floor(log2|x|), clamped to 0..254; Quark's "even" rounding of
- * a block max (spec 3.4) is the quantizer's job, not this conversion's. */
+ * a block max (docs/semantics.md §6) is the quantizer's job, not this conversion's. */
 static uint32_t e8m0_encode(float x) {
     if (isnan(x)) return 255;
     double a = fabs((double)x);
@@ -177,7 +177,7 @@ static uint32_t e8m0_encode(float x) {
 static float e8m0_decode(uint32_t code) {
     code &= 0xFFu;
     if (code == 255) return NAN;
-    /* pow2, not the as_float(e << 23) trick: code 0 is 2^-127 (spec 3.2). */
+    /* pow2, not the as_float(e << 23) trick: code 0 is 2^-127 (docs/semantics.md §5). */
     return (float)ldexp(1.0, (int)code - 127);
 }
 
@@ -275,7 +275,7 @@ QP_API qp_status qp_format_decode_array(qp_dtype dtype, const void *in, size_t n
     return QP_OK;
 }
 
-/* -- Packing (spec 3.3) --------------------------------------------------- */
+/* -- Packing (docs/semantics.md §5) --------------------------------------- */
 
 static int codes_fit(const uint8_t *codes, size_t n, unsigned limit) {
     for (size_t i = 0; i < n; i++)
@@ -325,7 +325,7 @@ QP_API qp_status qp_unpack_fp6(const uint8_t *in, size_t n, uint8_t *codes) {
     return QP_OK;
 }
 
-/* Spec 6.7: nibble index of column j (0..7) inside its int32 word. */
+/* docs/semantics.md §17: nibble index of column j (0..7) inside its int32 word. */
 static const int *int4_nibble_map(qp_pack_method method) {
     static const int order[8] = {0, 1, 2, 3, 4, 5, 6, 7};
     static const int reorder[8] = {0, 4, 1, 5, 2, 6, 3, 7};

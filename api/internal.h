@@ -217,7 +217,7 @@ qp_status qp_capability_check(const qp_resolve_ctx *rc, int min_capability);
 qp_status qp_ref_check_act_dtype(qp_context *ctx, qp_dtype dtype);
 /* A public call's M, K, N: 0 <= M and 1 <= K, N, each <= QP_DIM_MAX;
  * otherwise QP_ERR_INVALID_ARGUMENT naming `what` and the one out of range
- * (issue 31: checked before anything is allocated or read from them). */
+ * (checked before anything is allocated or read from them). */
 qp_status qp_check_mnk(qp_context *ctx, const char *what, int M, int K, int N);
 /* m * k elements of a quantizer's arrays: QP_ERR_INVALID_ARGUMENT when the
  * count (times 4-byte elements) would wrap a size_t, else QP_OK. */
@@ -231,7 +231,7 @@ void qp_ref_store(qp_dtype d, void *p, size_t i, float v);
 /* v rounded to `d` and back (the identity for F32). */
 float qp_ref_round(qp_dtype d, float v);
 /* An e8m0 scale as Quark's dq_mxfp4 kernel makes it in `d` for its hmul
- * (spec 3.6): fp16 saturates at 2^15 and flushes below 2^-24; 255 -> NaN. */
+ * (docs/semantics.md §6): fp16 saturates at 2^15 and flushes below 2^-24; 255 -> NaN. */
 float qp_ref_e8m0_hmul_scale(qp_dtype d, uint8_t e);
 /* Whether (weight element, activation key) is an OCP_MX_Scheme pair; the
  * resolver's / QuarkOCP_MX's messages otherwise (ref_ocp_mx.c). */

@@ -18,7 +18,7 @@
 struct qj_doc {
     qj *root;
     /* the tree lives in zeroed blocks, freed together: no per-node malloc
-     * header or bookkeeping (issue 32: memory a small multiple of the text) */
+     * header or bookkeeping (memory a small multiple of the text) */
     void **blocks;
     size_t n_blocks, cap_blocks;
     char *cur;
@@ -436,7 +436,7 @@ qj_doc *qj_parse_bounded(const char *text, size_t len, size_t max_values, char *
     }
     if (ntok == 0) { snprintf(err, errcap, "empty JSON text"); return NULL; }
     /* the tree costs ~100 bytes a value: counted before anything is
-     * allocated, so a file of tiny values cannot take gigabytes (issue 32) */
+     * allocated, so a file of tiny values cannot take gigabytes */
     if (max_values && (size_t)ntok > max_values) {
         snprintf(err, errcap, "%d JSON values in %zu bytes: more than the %zu qport parses in a file this size "
                  "(a config holds a few per line)", ntok, len, max_values);

@@ -54,7 +54,7 @@ bool qj_is_true(const qj *v);                             /* `is True`          
 bool qj_str_eq(const qj *v, const char *s);               /* == "s"                          */
 bool qj_int_eq(const qj *v, long long x);                 /* == x (ints, floats, bools)      */
 bool qj_is_null(const qj *v);                             /* missing or null                 */
-bool qj_deep_compare(const qj *a, const qj *b);           /* spec 1.4.1 (latest)             */
+bool qj_deep_compare(const qj *a, const qj *b);           /* docs/semantics.md §3 (latest)   */
 const char *qj_type_name(const qj *v);                    /* Python type name                */
 
 #endif

@@ -1,4 +1,4 @@
-/* qp_linear: one quantized linear layer on one device (DESIGN.md 1). */
+/* qp_linear: one quantized linear layer on one device (docs/backends.md). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* From checkpoint tensors to the canonical layer description every backend
  * prepares from (backend.h qp_lin_desc): binding by checkpoint name, dtype
  * and shape checks that name the tensor and the rule, and vLLM's
- * process_weights_after_loading (spec 5.2-5.5, 6.4-6.6).
+ * process_weights_after_loading (docs/semantics.md §9, §10, §11, §15, §16).
  *
  * What is accepted follows vLLM's parameter creation and weight loaders,
  * proven on amd-quark's own exports (tests/quark_exports): float scales in
@@ -150,7 +150,7 @@ static qp_status to_params(const binder *b, qp_lin_desc_store *st, const qp_tens
     return convert(b, st, t, dt, want, rule, accepts, out);
 }
 
-/* Per-shard scalars → one per row (convert_to_channelwise, spec 6.4.3). */
+/* Per-shard scalars → one per row (convert_to_channelwise, docs/semantics.md §15). */
 static qp_status channelwise(const binder *b, qp_lin_desc_store *st, const qp_tensor *ws, const float *v, int N,
                              const qp_linear_options *o, const float **out, int *per_channel) {
     size_t n = elem_count(ws);
@@ -187,7 +187,7 @@ static qp_status bind_bias(const binder *b, qp_lin_desc_store *st, qp_lin_desc *
 }
 
 /* The largest of a scalar-per-shard fp32 tensor (process-after-loading takes
- * the max over fused shards: spec 3.8, 4.2, 6.5). */
+ * the max over fused shards: docs/semantics.md §7, §8, §16). */
 static qp_status max_scalar(const binder *b, qp_lin_desc_store *st, const char *name, float *out) {
     const qp_tensor *t;
     const float *v;
@@ -207,7 +207,7 @@ static qp_status bind_int8(const binder *b, qp_lin_desc_store *st, const qp_line
     if ((s = find(b, "weight", true, &w)) || (s = expect(b, w, QP_DTYPE_I8, NK, "expected [N, K]"))) return s;
     const float *wsv, *sv;
     if ((s = find(b, "weight_scale", true, &ws)) || (s = widen(b, st, ws, 0, "", &wsv))) return s;
-    if ((s = find(b, "weight_zero_point", false, &wz))) return s; /* dropped unvalidated, spec 6.4.1 */
+    if ((s = find(b, "weight_zero_point", false, &wz))) return s; /* dropped unvalidated, docs/semantics.md §15 */
     if ((s = channelwise(b, st, ws, wsv, d->N, o, &d->w_scale, &d->w_per_channel))) return s;
     d->w_i8 = w->data;
     d->act_symmetric = d->scheme.activation.symmetric;
@@ -219,8 +219,8 @@ static qp_status bind_int8(const binder *b, qp_lin_desc_store *st, const qp_line
         size_t ns = elem_count(is);
         if (!ns) return fail(b, "input_scale", "%s", "input_scale is empty");
         if (d->act_symmetric) {
-            if ((s = find(b, "input_zero_point", false, &iz))) return s; /* dropped, spec 6.4.1 */
-            float mx = sv[0]; /* spec 6.4.4: max over shards */
+            if ((s = find(b, "input_zero_point", false, &iz))) return s; /* dropped, docs/semantics.md §15 */
+            float mx = sv[0]; /* docs/semantics.md §15: max over shards */
             for (size_t i = 1; i < ns; i++) mx = fmaxf(mx, sv[i]);
             d->input_scale = mx;
         } else {
@@ -235,7 +235,7 @@ static qp_status bind_int8(const binder *b, qp_lin_desc_store *st, const qp_line
         }
     }
     if (!d->act_symmetric) {
-        /* spec 6.4.5: azp_adj = column sums (wrapping int32), times azp when static */
+        /* docs/semantics.md §15: azp_adj = column sums (wrapping int32), times azp when static */
         int32_t *adj = keep(st, malloc(sizeof(int32_t) * (size_t)d->N));
         if (!adj) return oom(b);
         for (int n = 0; n < d->N; n++) {
@@ -256,7 +256,7 @@ static qp_status bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linea
     if ((s = find(b, "weight", true, &w)) || (s = expect(b, w, QP_DTYPE_F8_E4M3FN, NK, "expected [N, K]"))) return s;
     /* HF fp8 with weight_block_size names its block scales weight_scale_inv
      * (vLLM Fp8LinearMethod, DeepSeek's name; a dequant multiplier, not
-     * inverted); Quark's per-block scheme calls them weight_scale (spec 6.6) */
+     * inverted); Quark's per-block scheme calls them weight_scale (docs/semantics.md §16) */
     const char *sname = d->kind == QP_SCHEME_W8A8_FP8_BLOCK && d->scheme.kind == QP_SCHEME_HF_FP8 ? "weight_scale_inv"
                                                                                                    : "weight_scale";
     if ((s = find(b, sname, true, &ws))) return s;
@@ -284,7 +284,7 @@ static qp_status bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linea
     size_t nws = elem_count(ws);
     d->w_u8 = w->data;
     if (nws > 1 && nws != (size_t)d->N && d->scheme.weight.granularity != QP_GRAN_CHANNEL) {
-        /* per-tensor shards: requantize_with_max_scale (spec 6.5) */
+        /* per-tensor shards: requantize_with_max_scale (docs/semantics.md §16) */
         if (o->n_shards != nws || !o->shard_rows)
             return fail(b, "weight_scale", "%s", "one weight_scale per shard needs qp_linear_options.shard_rows");
         uint8_t *wq = keep(st, malloc(NK));
@@ -314,11 +314,11 @@ static qp_status bind_qqq(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d
     const qp_tensor *B, *sc, *sg;
     int K = d->K, N = d->N, g = d->scheme.weight.group_size > 0 ? d->scheme.weight.group_size : -1;
     qp_status s;
-    if (d->act_dtype != QP_DTYPE_F16) /* QQQLinearMethod.create_weights (spec 5.1) */
+    if (d->act_dtype != QP_DTYPE_F16) /* QQQLinearMethod.create_weights (docs/semantics.md §9) */
         return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, NULL, b->layer, "The params dtype must be float16, but got %s",
                             d->act_dtype == QP_DTYPE_BF16 ? "torch.bfloat16"
                             : d->act_dtype == QP_DTYPE_F32 ? "torch.float32" : qp_dtype_name(d->act_dtype));
-    /* QQQLinearMethod.create_weights (spec 5.1), vLLM's messages */
+    /* QQQLinearMethod.create_weights (docs/semantics.md §9), vLLM's messages */
     if (N % 64)
         return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "B", b->layer,
                             "Weight output_size_per_partition = %d is not divisible by min_n_threads = 64.", N);
@@ -339,7 +339,7 @@ static qp_status bind_qqq(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d
     if (!qkn || !q4 || !w8 || !s_ch || (g == 128 && !s_g)) return oom(b);
     if ((s = qp_qqq_unpack_weight(b->ctx, B->data, K, N, g, qkn))) return s;
     if ((s = qp_qqq_unpermute_scales(b->ctx, sc->data, g == 128 ? sg->data : NULL, K, N, g, s_ch, s_g))) return s;
-    /* natural [K][N] -> canonical [N][K]; the exact int8 weight of spec 5.5 step 2 */
+    /* natural [K][N] -> canonical [N][K]; the exact int8 weight of docs/semantics.md §11 step 2 */
     for (int k = 0; k < K; k++)
         for (int n = 0; n < N; n++) {
             int8_t c = qkn[(size_t)k * N + n];
@@ -361,7 +361,7 @@ static qp_status bind_qqq(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d
 }
 
 
-/* W4A16 (spec 6.7): Quark's packed int32 words -> codes [N][K], scales and
+/* W4A16 (docs/semantics.md §17): Quark's packed int32 words -> codes [N][K], scales and
  * zero points [G][N]; the scale tensor may carry vLLM's 8*ceil(N/8) pad. */
 static qp_status bind_w4a16(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
     int K = d->K, N = d->N, gs = d->scheme.weight.group_size > 0 ? d->scheme.weight.group_size : -1;
@@ -443,7 +443,7 @@ static qp_status unpack_codes(const binder *b, qp_lin_desc_store *st, const qp_t
 
 /* The e8m0 block scales of MX weights, [rows][K/32] as stored (E8M0 or
  * U8), one fp32 dequant multiplier per (row, block) after each element
- * format's rule (spec 3.6, ref_ocp_mx.c dequant_row). */
+ * format's rule (docs/semantics.md §6, ref_ocp_mx.c dequant_row). */
 static qp_status mx_scales(const binder *b, qp_lin_desc_store *st, qp_dtype elem, int R, qp_lin_desc *d) {
     const qp_tensor *ws;
     qp_status s;
@@ -500,7 +500,7 @@ static qp_status bind_ocp_mx(const binder *b, qp_lin_desc_store *st, qp_lin_desc
         return s;
     if ((s = unpack_codes(b, st, w, we, d)) || (s = mx_scales(b, st, we, R, d))) return s;
     static const qp_dtype ae[] = {QP_DTYPE_NONE, QP_DTYPE_F4_E2M1, QP_DTYPE_F6_E3M2, QP_DTYPE_F6_E2M3, QP_DTYPE_F8_E4M3FN};
-    static const int mb[] = {0, 1, 2, 3, 3}, em[] = {0, 2, 4, 2, 8}; /* get_dtype_params, spec 3.4 */
+    static const int mb[] = {0, 1, 2, 3, 3}, em[] = {0, 2, 4, 2, 8}; /* get_dtype_params, docs/semantics.md §6 */
     d->act = act == QP_OCP_MX_ACT_NONE ? QP_ACT_NONE : QP_ACT_MX_QDQ;
     d->act_elem = ae[act];
     d->act_mbits = mb[act];
@@ -529,7 +529,7 @@ static qp_status bind_w4a8_mxfp4(const binder *b, qp_lin_desc_store *st, qp_lin_
 
 static qp_status bind_nvfp4(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
     int K = d->K, N = d->N;
-    if (K % 16) /* QuarkNVFP4.create_weights (spec 4.1) */
+    if (K % 16) /* QuarkNVFP4.create_weights (docs/semantics.md §8) */
         return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "weight", b->layer,
                             "Input size per partition (%d) must be divisible by group size (16)", K);
     const qp_tensor *w, *ws;
@@ -613,7 +613,7 @@ static qp_status bind_rotation(const binder *b, qp_lin_desc *d) {
 
 /* Caller-supplied tensors: a name, a qport dtype, a rank of 0 .. 4, dims
  * >= 0 whose product does not overflow, and data wherever there are
- * elements (issue 31). */
+ * elements. */
 qp_status qp_tensors_check(qp_context *ctx, const char *layer, const qp_tensor *t, size_t n, size_t max_n) {
     if (max_n && n > max_n)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "n_tensors", layer,
@@ -645,7 +645,7 @@ qp_status qp_tensors_check(qp_context *ctx, const char *layer, const qp_tensor *
 }
 
 /* Every caller-supplied size is checked before anything is read or
- * allocated from it (issue 31): the layer shape, the tensors' ranks, dims,
+ * allocated from it: the layer shape, the tensors' ranks, dims,
  * dtypes and data, the scheme's group and block sizes, and the fused
  * shards' rows, which must sum to N (the binders index the weight by them). */
 static qp_status check_args(qp_context *ctx, const char *layer, const qp_scheme *s, int N, int K, const qp_tensor *t,

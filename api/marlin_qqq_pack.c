@@ -1,6 +1,6 @@
-/* The Marlin-QQQ weight and scale layouts (spec 5.4) and their inverses.
+/* The Marlin-QQQ weight and scale layouts (docs/semantics.md §10) and their inverses.
  * Codes in: per-channel signed int4 in [-8, 7] (stored as two's-complement
- * nibbles), per-group unsigned in [0, 15] (the +8 offset of spec 5.3). */
+ * nibbles), per-group unsigned in [0, 15] (the +8 offset of docs/semantics.md §9). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,7 +42,7 @@ static qp_status check_shape(qp_context *ctx, const char *tensor, int K, int N, 
     return QP_OK;
 }
 
-/* Index in the tiled [K/16][N*16] matrix of element (k, n) (spec 5.4.1). */
+/* Index in the tiled [K/16][N*16] matrix of element (k, n) (docs/semantics.md §10). */
 static size_t tiled_index(int N, int k, int n) {
     return (size_t)(k / TILE) * (size_t)N * TILE + (size_t)(n / TILE) * 256 + (size_t)(k % TILE) * TILE + (size_t)(n % TILE);
 }
@@ -110,7 +110,7 @@ QP_API qp_status qp_qqq_unpack_weight(qp_context *ctx, const int32_t *B, int K, 
     return QP_OK;
 }
 
-/* get_qqq_scale_perms (spec 5.4.5). */
+/* get_qqq_scale_perms (docs/semantics.md §10). */
 static void scale_perms(int perm64[64], int perm32[32]) {
     int n = 0;
     for (int i = 0; i < 8; i++)

@@ -1,6 +1,6 @@
 #define _GNU_SOURCE /* memmem */
 /* Name matching as vLLM does it: Python fnmatch, Python `re.match` through
- * PCRE2, exclude sets (spec 1.3), packed-module shard names (spec 1.4). */
+ * PCRE2, exclude sets (docs/semantics.md §2), packed-module shard names (docs/semantics.md §3). */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <fnmatch.h>
 #include <pcre2.h>
@@ -217,7 +217,7 @@ const qp_packed_module *qp_packed_find(const qp_packed_map *m, const char *layer
 }
 
 /* Python str.replace(from, to): every non-overlapping occurrence, left to
- * right (spec 9.4: "model.qkv_proj_x.qkv_proj" rewrites both). */
+ * right (docs/semantics.md §2: "model.qkv_proj_x.qkv_proj" rewrites both). */
 char *qp_str_replace_all(const char *s, const char *from, const char *to) {
     size_t fl = strlen(from), tl = strlen(to), count = 0;
     if (fl == 0) return strdup(s); /* not reachable: proj is never empty */

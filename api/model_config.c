@@ -1,4 +1,4 @@
-/* The architecture keys qport reads from a model's config.json (issue 32):
+/* The architecture keys qport reads from a model's config.json:
  * the model dtype's keys are read in model.c; here the MoE ones. Every key
  * is checked for its JSON type and range, and a wrong one is an error
  * naming the file and the key, as vLLM's and transformers' config classes

@@ -1,4 +1,4 @@
-/* Parallel layers (issue 21): a tensor-parallel linear layer and an
+/* Parallel layers: a tensor-parallel linear layer and an
  * expert-parallel fused MoE layer across the ranks of a communicator, each
  * rank on its own device (any backend), every rank ending with the same y.
  *

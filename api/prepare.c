@@ -1,4 +1,4 @@
-/* Process-after-loading on the host (spec 6.4, 6.5, 7): what vLLM does to
+/* Process-after-loading on the host (docs/semantics.md §15, §16, §18): what vLLM does to
  * the checkpoint tensors before the first forward. */
 #include <float.h>
 #include <math.h>
@@ -6,7 +6,7 @@
 
 #include "internal.h"
 
-/* requantize_with_max_scale (spec 6.5): shards of a fused fp8 weight share
+/* requantize_with_max_scale (docs/semantics.md §16): shards of a fused fp8 weight share
  * the largest scale. Dequantization goes through fp16 as vLLM's does; a
  * last scale still at its init value (-FLT_MAX) marks a checkpoint fused on
  * disk, which vLLM leaves as it is. */
@@ -35,7 +35,7 @@ QP_API qp_status qp_fp8_requantize_max_scale(qp_context *ctx, uint8_t *w, int K,
     return QP_OK;
 }
 
-/* normalize_e4m3fn_to_e4m3fnuz (spec 7): the same bits mean half the value,
+/* normalize_e4m3fn_to_e4m3fnuz (docs/semantics.md §18): the same bits mean half the value,
  * so scales double; fn's -0 (0x80) is fnuz's NaN and becomes 0. */
 QP_API qp_status qp_fp8_normalize_fnuz(qp_context *ctx, uint8_t *w, size_t n, float *w_scale, size_t n_scale,
                                        float *input_scale, size_t n_input) {
@@ -47,7 +47,7 @@ QP_API qp_status qp_fp8_normalize_fnuz(qp_context *ctx, uint8_t *w, size_t n, fl
     return QP_OK;
 }
 
-/* convert_to_channelwise (spec 6.4 step 3): per-shard scalars repeated over
+/* convert_to_channelwise (docs/semantics.md §15 step 3): per-shard scalars repeated over
  * each shard's output rows. */
 QP_API qp_status qp_scale_to_channelwise(qp_context *ctx, const float *shard_scales, const int *shard_rows, size_t n_shards,
                                          float *out, size_t out_len) {

@@ -140,7 +140,7 @@ QP_API const char *qp_layer_kind_name(qp_layer_kind kind);
 QP_API qp_status qp_layer_kind_parse(const char *name, qp_layer_kind *out);
 
 typedef enum qp_dialect {
-    QP_DIALECT_VLLM = 0, /* vLLM latest, quirks included (spec section 9)    */
+    QP_DIALECT_VLLM = 0, /* vLLM latest, quirks included (docs/semantics.md §20) */
     QP_DIALECT_SGLANG    /* SGLang's quark.py where it differs                */
 } qp_dialect;
 
@@ -291,7 +291,7 @@ QP_API qp_status qp_scheme_check_capability(qp_context *ctx, const qp_scheme *sc
 
 /* -- Config-wide facts ---------------------------------------------------- */
 
-/* KV-cache quantization of the whole config (spec 1.2): `out->dtype` NONE
+/* KV-cache quantization of the whole config (docs/semantics.md §1): `out->dtype` NONE
  * when the cache is not quantized. */
 QP_API qp_status qp_config_kv_cache(const qp_config *cfg, qp_qtensor *out);
 
@@ -316,7 +316,7 @@ QP_API qp_status qp_config_summarize(const qp_config *cfg, qp_config_summary *ou
 QP_API const char *qp_config_layer_pattern(const qp_config *cfg, size_t i);
 /* Quark's layer_type_quant_config keys ("Linear", ...). vLLM looks them up
  * with type(module) (a class, never a string key), so they never match
- * there (spec 1.4.3); the sglang dialect matches qp_resolve_options.layer_class. */
+ * there (docs/semantics.md §3); the sglang dialect matches qp_resolve_options.layer_class. */
 QP_API size_t qp_config_layer_type_count(const qp_config *cfg);
 QP_API const char *qp_config_layer_type_key(const qp_config *cfg, size_t i);
 QP_API const char *qp_config_exclude(const qp_config *cfg, size_t i);
@@ -328,7 +328,7 @@ QP_API qp_status qp_config_resolve_pattern(const qp_config *cfg, size_t i,
                                            const qp_resolve_options *opts, qp_scheme *out);
 
 /* ------------------------------------------------------------------------ */
-/* Marlin-QQQ layout (spec 5.4)                                             */
+/* Marlin-QQQ layout (docs/semantics.md §10)                                */
 /* ------------------------------------------------------------------------ */
 
 /* Packs int4 codes q[K][N] (row k = input feature) into QQQ's checkpoint
@@ -336,7 +336,7 @@ QP_API qp_status qp_config_resolve_pattern(const qp_config *cfg, size_t i,
  * 128: unsigned codes in [0, 15]. N % 64 == 0 and K % 128 == 0, with vLLM's
  * messages otherwise. `ctx` may be NULL (no error details). */
 QP_API qp_status qp_qqq_pack_weight(qp_context *ctx, const int8_t *q, int K, int N, int group_size, int32_t *B);
-/* QQQ weight quantization (spec 5.3, errata 11.5-11.6) of w [K][N] (values
+/* QQQ weight quantization (docs/semantics.md §9) of w [K][N] (values
  * are first rounded to fp16, as vLLM quantizes fp16 weights): codes q
  * [K][N] (per-channel [-7, 7]; group 128: [0, 15] with the +8 offset),
  * s_channel [N] fp32 and, group 128, s_group [K/128][N] fp16 bits, in
@@ -354,7 +354,7 @@ QP_API qp_status qp_qqq_unpermute_scales(qp_context *ctx, const float *s_channel
                                          int N, int group_size, float *s_channel_out, uint16_t *s_group_out);
 
 /* ------------------------------------------------------------------------ */
-/* int8 activation quantization (spec 6.1, errata 11.1-11.2)                */
+/* int8 activation quantization (docs/semantics.md §12)                     */
 /* ------------------------------------------------------------------------ */
 
 /* x [m][k] fp32 → q int8, bit-exact with vLLM's scaled_int8_quant.
@@ -368,7 +368,7 @@ QP_API qp_status qp_quant_int8_dynamic(qp_context *ctx, const float *x, size_t m
                                        float *scales, int32_t *azp);
 
 /* ------------------------------------------------------------------------ */
-/* fp8 e4m3fn activation quantization (spec 6.2)                           */
+/* fp8 e4m3fn activation quantization (docs/semantics.md §13)              */
 /* ------------------------------------------------------------------------ */
 
 /* Static per-tensor: q = fp8(clamp(x * (1/scale))). */
@@ -385,7 +385,7 @@ QP_API qp_status qp_quant_fp8_group(qp_context *ctx, const float *x, size_t m, s
                                     int ue8m0_scales, uint8_t *q, float *scales);
 
 /* ------------------------------------------------------------------------ */
-/* Process-after-loading (spec 6.4, 6.5, 7)                                 */
+/* Process-after-loading (docs/semantics.md §15, §16, §18)                  */
 /* ------------------------------------------------------------------------ */
 
 /* Fused fp8 shards (rows shard_rows[i] of w [sum rows][K], in place) moved
@@ -403,19 +403,19 @@ QP_API qp_status qp_scale_to_channelwise(qp_context *ctx, const float *shard_sca
 /* Reference kernels (cpu/): the oracle every backend is judged against     */
 /* ------------------------------------------------------------------------ */
 
-/* Activation dtypes (issue 3): every reference forward but QQQ takes x,
+/* Activation dtypes: every reference forward but QQQ takes x,
  * bias and y in fp16 or bf16 (uint16_t bits) or fp32 (float), and returns
  * y in x.dtype as vLLM does; steps the emulations compute "in x.dtype" are
  * fp32 operations for F32, and nothing is rounded to 16 bits. QQQ is
  * fp16 only (vLLM: "The params dtype must be float16"). */
 
-/* QQQ W4A8 linear (spec 5.5): x fp16 bits [M][K], the checkpoint tensors B
+/* QQQ W4A8 linear (docs/semantics.md §11): x fp16 bits [M][K], the checkpoint tensors B
  * [K/16][2N], s_channel [N] and (group 128) s_group [K/128][N] fp16 bits in
  * Marlin order, optional fp16 bias [N]; y fp16 bits [M][N]. */
 QP_API qp_status qp_ref_qqq_forward(qp_context *ctx, const uint16_t *x, int M, int K, int N, int group_size,
                                     const int32_t *B, const float *s_channel, const uint16_t *s_group,
                                     const uint16_t *bias, uint16_t *y);
-/* W8A8-INT8 linear (spec 6.3-6.4): the checkpoint weight int8 [N][K]. */
+/* W8A8-INT8 linear (docs/semantics.md §14, §15): the checkpoint weight int8 [N][K]. */
 typedef struct qp_ref_int8_args {
     qp_dtype dtype;        /* of x, bias and y: QP_DTYPE_F16, BF16 or F32    */
     const void *x;         /* [M][K]: uint16_t bits (F16/BF16) or float (F32) */
@@ -430,9 +430,9 @@ typedef struct qp_ref_int8_args {
     const void *bias;      /* [N] in dtype, or NULL */
 } qp_ref_int8_args;
 /* y [M][N] in dtype: the epilogue's fp32 result, rounded to fp16/bf16 or
- * stored as is for F32 (out dtype = x.dtype, spec 6.4). */
+ * stored as is for F32 (out dtype = x.dtype, docs/semantics.md §15). */
 QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_args *args, void *y);
-/* W8A8-FP8 linear (spec 6.5-6.6): e4m3fn weight [N][K]; per-block weights
+/* W8A8-FP8 linear (docs/semantics.md §16): e4m3fn weight [N][K]; per-block weights
  * carry w_scale [ceil(N/128)][K/128] and need QP_FP8_ACT_GROUP128. */
 typedef enum qp_fp8_act {
     QP_FP8_ACT_STATIC = 0,      /* kFp8StaticTensorSym   */
@@ -452,9 +452,9 @@ typedef struct qp_ref_fp8_args {
     int ue8m0;             /* QP_FP8_ACT_GROUP128: power-of-two activation scales */
     const void *bias;      /* [N] in dtype, or NULL */
 } qp_ref_fp8_args;
-/* y [M][N] in dtype (the model dtype, = x.dtype here, spec 6.5). */
+/* y [M][N] in dtype (the model dtype, = x.dtype here, docs/semantics.md §16). */
 QP_API qp_status qp_ref_w8a8_fp8_forward(qp_context *ctx, const qp_ref_fp8_args *args, void *y);
-/* W4A16 INT4/UINT4 (spec 6.7): Quark checkpoint tensors, packed along N. */
+/* W4A16 INT4/UINT4 (docs/semantics.md §17): Quark checkpoint tensors, packed along N. */
 typedef struct qp_ref_w4a16_args {
     qp_dtype dtype;             /* of x, scale, bias and y: F16, BF16 or F32 (params dtype) */
     const void *x;              /* [M][K]: uint16_t bits (F16/BF16) or float (F32) */
@@ -469,7 +469,7 @@ typedef struct qp_ref_w4a16_args {
 } qp_ref_w4a16_args;
 /* y [M][N] in dtype: the fp64 sum rounded once to dtype. */
 QP_API qp_status qp_ref_w4a16_forward(qp_context *ctx, const qp_ref_w4a16_args *args, void *y);
-/* W4A8 MXFP4 weights + static fp8 activations (spec 3.8). */
+/* W4A8 MXFP4 weights + static fp8 activations (docs/semantics.md §7). */
 typedef struct qp_ref_w4a8_mxfp4_args {
     qp_dtype dtype;               /* of x, bias and y: F16, BF16 or F32 */
     const void *x;                /* [M][K]: uint16_t bits (F16/BF16) or float (F32) */
@@ -481,7 +481,7 @@ typedef struct qp_ref_w4a8_mxfp4_args {
 } qp_ref_w4a8_mxfp4_args;
 /* y [M][N] in dtype; "in x.dtype" steps are fp32 operations for F32. */
 QP_API qp_status qp_ref_w4a8_mxfp4_fp8_forward(qp_context *ctx, const qp_ref_w4a8_mxfp4_args *args, void *y);
-/* OCP-MX linear (QuarkOCP_MX emulation, spec 3.3-3.7): MX weights dequantized
+/* OCP-MX linear (QuarkOCP_MX emulation, docs/semantics.md §5, §6, §7): MX weights dequantized
  * to x.dtype, activations fake-quantized (qdq) per their key, y = x' @ W^T
  * + bias summed in double and rounded once to x.dtype (F.linear). */
 typedef enum qp_ocp_mx_act {
@@ -491,7 +491,7 @@ typedef enum qp_ocp_mx_act {
     QP_OCP_MX_ACT_MXFP6_E2M3,   /* kMxfp6E2M3Dynamic (with fp4 or e2m3 weights) */
     QP_OCP_MX_ACT_MXFP8,        /* kMxfp8Dynamic: fp8_e4m3 per_group 32      */
     /* Per-tensor fp8 activations (OCP_MX_Scheme w_*_a_fp8): QuarkOCP_MX's
-     * key check refuses both for linear layers (spec 9.14), so these return
+     * key check refuses both for linear layers (docs/semantics.md §4), so these return
      * QP_ERR_VALUE with the resolver's message; static fp8 with MXFP4
      * weights is qp_ref_w4a8_mxfp4_fp8_forward. */
     QP_OCP_MX_ACT_FP8_DYNAMIC,  /* kFp8DynamicTensorSym                      */
@@ -511,7 +511,7 @@ typedef struct qp_ref_ocp_mx_args {
 /* y [M][N] in dtype; with F32 the dequant, qdq and output are fp32 (exact
  * scales: fp32 holds every e8m0 power of two, 2^-127 as a subnormal). */
 QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args *args, void *y);
-/* NVFP4 linear (QuarkNVFP4 emulation, spec 4.1-4.3): fp4 weights with e4m3
+/* NVFP4 linear (QuarkNVFP4 emulation, docs/semantics.md §8): fp4 weights with e4m3
  * block scales (16 along K) and a global scale, activations quantized
  * dynamically (qp_quant_nvfp4) and dequantized to x.dtype, y = x' @ W^T
  * rounded to x.dtype, then + bias in x.dtype. The global scales are the
@@ -557,10 +557,10 @@ QP_API qp_status qp_ref_kv_quantize(qp_context *ctx, qp_dtype dtype, const void 
                                     uint8_t *q);
 QP_API qp_status qp_ref_kv_dequantize(qp_context *ctx, qp_dtype dtype, const uint8_t *q, size_t n, float scale,
                                       void *x);
-/* Fused static asymmetric shards (errata 11.4): one scale, one truncated azp. */
+/* Fused static asymmetric shards (docs/semantics.md §15): one scale, one truncated azp. */
 QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scales, const int32_t *zps, size_t n,
                                              float *scale_out, int32_t *azp_out);
-/* The per-group int8 weight of spec 5.5 step 2 for t = q4 - 8 in [-8, 7]. */
+/* The per-group int8 weight of docs/semantics.md §11 step 2 for t = q4 - 8 in [-8, 7]. */
 QP_API int8_t qp_ref_qqq_group_weight(int t, uint16_t s_group_bits);
 
 /* ------------------------------------------------------------------------ */
@@ -585,7 +585,7 @@ typedef struct qp_tensor {
 QP_API size_t qp_tensor_bytes(const qp_tensor *t);
 
 /* ------------------------------------------------------------------------ */
-/* Devices (DESIGN.md 3-4)                                                  */
+/* Devices (docs/backends.md)                                               */
 /* ------------------------------------------------------------------------ */
 
 /* Devices belong to a context: the first device call of a context loads
@@ -657,7 +657,7 @@ typedef struct qp_support_info {
     char reason[256];         /* why emulated / unsupported; "" when native */
 } qp_support_info;
 
-/* All devices of all loaded backends, in priority order (DESIGN.md 4). */
+/* All devices of all loaded backends, in priority order (docs/backends.md). */
 QP_API qp_status qp_device_count(qp_context *ctx, size_t *n);
 QP_API qp_status qp_device_get(qp_context *ctx, size_t i, qp_device **out);
 /* "cpu", "vulkan", "vulkan:1", "cuda:0", "opencl:2" (backend-relative
@@ -761,7 +761,7 @@ QP_API qp_dtype qp_linear_out_dtype(const qp_linear *lin);
 /* The code path the backend takes for M rows ("gemv int-dot", ...). */
 QP_API qp_status qp_linear_describe(const qp_linear *lin, int M, char *out, size_t cap);
 
-/* -- fp8 KV cache on a device (issue 9) ------------------------------------ */
+/* -- fp8 KV cache on a device ---------------------------------------------- */
 /* The same as qp_ref_kv_quantize / qp_ref_kv_dequantize on device buffers of
  * `dev`: src holds n elements of dtype (quantize) or n fp8 codes
  * (dequantize). QP_ERR_UNSUPPORTED when the backend has no KV-cache kernel
@@ -771,7 +771,7 @@ QP_API qp_status qp_kv_quantize(qp_device *dev, qp_dtype dtype, qp_buffer *src, 
 QP_API qp_status qp_kv_dequantize(qp_device *dev, qp_dtype dtype, qp_buffer *src, size_t n, float scale,
                                   qp_buffer *dst);
 
-/* -- Benchmarks (issue 10, `qport bench`) ---------------------------------- */
+/* -- Benchmarks (`qport bench`) -------------------------------------------- */
 /* Timings come from the backend's device timers (CUDA events, Vulkan
  * timestamp queries, OpenCL profiling events); the `cpu` reference times on
  * the host (clock_gettime) and says so. A backend without the op gives
@@ -1349,12 +1349,12 @@ QP_API int qp_model_layer_unquantized(const qp_model *m, const char *layer);
  * into the model's mapping (valid while the model is open). */
 QP_API qp_status qp_model_moe_options(const qp_model *m, const char *prefix, qp_moe_options *o);
 
-/* === MX / NVFP4 block quantization (spec 3.4-3.6, 4.3) ==================== */
+/* === MX / NVFP4 block quantization (docs/semantics.md §6, §8) ============= */
 /* OCP MX: blocks of 32 consecutive elements along k share one e8m0 scale.
  * `elem` is QP_DTYPE_F4_E2M1, F6_E3M2, F6_E2M3 or F8_E4M3FN; codes are one
  * per byte (pack them with qp_pack_fp4 / qp_pack_fp6). */
 
-/* Quark's "even" shared scale (spec 3.4) of a block whose max |x| is
+/* Quark's "even" shared scale (docs/semantics.md §6) of a block whose max |x| is
  * `block_absmax` (its sign is ignored): the e8m0 code e+127, where 2^e is
  * the scale. NaN -> 255; 0 is treated as 2^-126. */
 QP_API qp_status qp_mx_shared_scale(qp_dtype elem, float block_absmax, uint8_t *e8m0_out);
@@ -1367,7 +1367,7 @@ QP_API qp_status qp_quant_mx(qp_context *ctx, qp_dtype elem, const float *x, siz
  * an e4m3fn NaN code gives NaN). */
 QP_API qp_status qp_dequant_mx(qp_context *ctx, qp_dtype elem, const uint8_t *codes, const uint8_t *scales, size_t m,
                                size_t k, float *out);
-/* NVFP4 dynamic activation quantization (spec 4.3), blocks of 16 along k:
+/* NVFP4 dynamic activation quantization (docs/semantics.md §8), blocks of 16 along k:
  * x [m][k] -> fp4 codes [m][k] (one per byte), block_scales [m][k/16]
  * (e4m3fn codes). `global_scale_inv` is g = 1/input_global_scale (finite,
  * > 0). Dequantize as value(q) * e4m3(sf) / g. Uses exact fp32 reciprocals
@@ -1378,9 +1378,9 @@ QP_API qp_status qp_dequant_mx(qp_context *ctx, qp_dtype elem, const uint8_t *co
 QP_API qp_status qp_quant_nvfp4(qp_context *ctx, const float *x, size_t m, size_t k, float global_scale_inv,
                                 uint8_t *codes, uint8_t *block_scales);
 
-/* === formats: numeric format encode/decode (issue 3) ====================== */
-/* Element formats as vLLM's kernels produce them (spec 3.2, 3.3, 3.5, 7, and
- * errata 11.10, which wins). A "code" is the format's bit pattern in the low
+/* === formats: numeric format encode/decode ================================ */
+/* Element formats as vLLM's kernels produce them (docs/semantics.md §5,
+ * §6, §18). A "code" is the format's bit pattern in the low
  * bits of a uint32_t (16 for F16/BF16, 8 for fp8/E8M0, 6 for fp6, 4 for fp4;
  * 32 for F32, which is a plain bit cast). Encoding rounds to nearest, ties to
  * even, from the exact fp32 value:
@@ -1399,7 +1399,7 @@ QP_API qp_status qp_quant_nvfp4(qp_context *ctx, const float *x, size_t m, size_
  *    NaN to +max).
  *  - E8M0 (MX shared scales): unsigned; code = floor(log2|x|) + 127 clamped
  *    to 0..254 (so powers of two are exact, +-inf -> 254, 0 -> 0); NaN ->
- *    255. This is NOT Quark's "even" scale rule (spec 3.4), which rounds the
+ *    255. This is NOT Quark's "even" scale rule (docs/semantics.md §6), which rounds the
  *    block max first and is computed by the quantizer.
  * Decoding is exact. E8M0 decodes to 2^(e-127) (code 0 -> 2^-127 as vLLM's
  * e8m0_to_f32, not 0), 255 -> NaN. */
@@ -1424,7 +1424,7 @@ QP_API float qp_bf16_round(float x);
 QP_API qp_status qp_format_encode_array(qp_dtype dtype, const float *x, size_t n, void *out);
 QP_API qp_status qp_format_decode_array(qp_dtype dtype, const void *in, size_t n, float *out);
 
-/* Packing (spec 3.3). fp4: codes[2i] -> low nibble, codes[2i+1] -> high
+/* Packing (docs/semantics.md §5). fp4: codes[2i] -> low nibble, codes[2i+1] -> high
  * nibble of out[i]; n even, out holds n/2 bytes. fp6: codes v0..v3 -> the
  * 24-bit word v3<<18|v2<<12|v1<<6|v0 stored little-endian in 3 bytes; n a
  * multiple of 4, out holds 3n/4 bytes. Codes wider than the format, a bad
@@ -1434,7 +1434,7 @@ QP_API qp_status qp_unpack_fp4(const uint8_t *in, size_t n, uint8_t *codes);
 QP_API qp_status qp_pack_fp6(const uint8_t *codes, size_t n, uint8_t *out);
 QP_API qp_status qp_unpack_fp6(const uint8_t *in, size_t n, uint8_t *codes);
 
-/* Quark int4 packing along N (spec 6.7): codes is [K][N] 4-bit codes (one per
+/* Quark int4 packing along N (docs/semantics.md §17): codes is [K][N] 4-bit codes (one per
  * byte, 0..15), out is int32 [K][ceil(N/8)]; the code of column n = 8c+j
  * sits in nibble P[j] (bits 4P[j]..4P[j]+3) of out[k][c], P = 0..7 for
  * QP_PACK_ORDER and [0,4,1,5,2,6,3,7] for QP_PACK_REORDER. Padding nibbles
@@ -1446,11 +1446,11 @@ QP_API qp_status qp_unpack_int4_quark(const int32_t *in, int K, int N, qp_pack_m
                                       uint8_t *codes);
 /* === end formats ========================================================== */
 
-/* === weight quantization (issue 3) === */
+/* === weight quantization === */
 /* Quantizes a weight matrix w [N][K] (fp32, torch Linear layout: row n =
  * output feature) for a resolved scheme into the tensors a checkpoint of
  * that scheme holds, under their checkpoint names, dtypes and shapes
- * (spec 3.3, 3.8, 4.1, 5.2, 6.4-6.7):
+ * (docs/semantics.md §5, §7, §8, §9, §15, §16, §17):
  *  W8A8-INT8   weight i8 [N][K], weight_scale f32 [N] (per channel; vLLM's
  *              loader unsqueezes it to [N,1]) or [1], weight_zero_point i8
  *              (zeros, same shape); static: input_scale f32 [1], and
@@ -1522,7 +1522,7 @@ QP_API void qp_qweights_destroy(qp_qweights *q);
 /* === end weight quantization ============================================== */
 
 
-/* === Communicators and parallel layers (issue 21, docs/parallel.md) ===== */
+/* === Communicators and parallel layers (docs/parallel.md) =============== */
 /* A communicator is the job's ranks, one process each (mpirun -n N), from
  * a plugin like the backends: libqport-mpi.so (MPI, host buffers: any
  * device) or libqport-nccl.so (NCCL, bootstrapped over MPI). No plugin,

@@ -1,5 +1,5 @@
 /* fp8 e4m3fn activation quantizers, bit-exact with vLLM's CUDA kernels
- * (spec 6.2, errata 11.9-11.10). */
+ * (docs/semantics.md §13, §18). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -48,7 +48,7 @@ QP_API qp_status qp_quant_fp8_dynamic_token(qp_context *ctx, const float *x, siz
         if (scale_ub > 0.0f) a = fminf(a, scale_ub);
         float s = fmaxf(a / FP8_MAX, min_s);
         scales[r] = s;
-        for (size_t i = 0; i < k; i++) q[r * k + i] = conv(x[r * k + i] / s); /* division (spec 9.7) */
+        for (size_t i = 0; i < k; i++) q[r * k + i] = conv(x[r * k + i] / s); /* division (docs/semantics.md §12) */
     }
     return QP_OK;
 }

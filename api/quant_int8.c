@@ -1,5 +1,5 @@
 /* int8 activation quantizers, bit-exact with vLLM's scaled_int8_quant CUDA
- * kernel (spec 6.1 and errata 11.1-11.2). Float math is plain IEEE fp32:
+ * kernel (docs/semantics.md §12). Float math is plain IEEE fp32:
  * the build never enables -ffast-math or FP contraction. */
 #include <float.h>
 #include <math.h>
@@ -35,11 +35,11 @@ QP_API qp_status qp_quant_int8_static(qp_context *ctx, const float *x, size_t m,
     if (!x || !q) return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_scale", NULL, "NULL tensor");
     size_t n = m * k;
     if (symmetric) {
-        /* static symmetric: true division x / s (spec 6.1) */
+        /* static symmetric: true division x / s (docs/semantics.md §12) */
         for (size_t i = 0; i < n; i++) q[i] = rni_sat8(x[i] / scale);
         return QP_OK;
     }
-    /* static asymmetric: multiply by the fp32 reciprocal (errata 11.1) */
+    /* static asymmetric: multiply by the fp32 reciprocal (docs/semantics.md §12) */
     float inv = 1.0f / scale;
     for (size_t i = 0; i < n; i++) q[i] = sat8_i32(add_wrap(rni_sat32(x[i] * inv), azp));
     return QP_OK;
@@ -64,7 +64,7 @@ QP_API qp_status qp_quant_int8_dynamic(qp_context *ctx, const float *x, size_t m
             float mn = FLT_MAX, mx = -FLT_MAX;
             for (size_t i = 0; i < k; i++) { mn = fminf(mn, xr[i]); mx = fmaxf(mx, xr[i]); }
             float s = (mx - mn) / 255.0f;
-            /* no guard for s == 0: a constant row gives q = -1 (errata 11.2) */
+            /* no guard for s == 0: a constant row gives q = -1 (docs/semantics.md §12) */
             int32_t zp = rni_sat32(-128.0f - mn / s);
             float inv = 1.0f / s;
             scales[r] = s;

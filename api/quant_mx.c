@@ -1,16 +1,16 @@
 /* OCP MX (MXFP4 / MXFP6 / MXFP8) block quantization with Quark's "even"
- * shared scale (spec 3.4-3.6) and NVFP4 dynamic activation quantization
- * (spec 4.3). */
+ * shared scale (docs/semantics.md §6) and NVFP4 dynamic activation quantization
+ * (docs/semantics.md §8). */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "internal.h"
 
-#define MX_BLOCK 32    /* OCP_MX_BLOCK_SIZE (spec 3.1) */
-#define NVFP4_BLOCK 16 /* spec 4.1 */
+#define MX_BLOCK 32    /* OCP_MX_BLOCK_SIZE (docs/semantics.md §5) */
+#define NVFP4_BLOCK 16 /* docs/semantics.md §8 */
 
-/* get_dtype_params (spec 3.4 step 1): mantissa bits and emax; 0 when `elem`
+/* get_dtype_params (docs/semantics.md §6): mantissa bits and emax; 0 when `elem`
  * is not an MX element format. (ebits is not needed by the rule.) */
 static int mx_params(qp_dtype elem, int *mbits, int *emax) {
     switch (elem) {
@@ -22,7 +22,7 @@ static int mx_params(qp_dtype elem, int *mbits, int *emax) {
     }
 }
 
-/* even_round (spec 3.4 steps 2-4) on the fp32 bit pattern. */
+/* even_round (docs/semantics.md §6) on the fp32 bit pattern. */
 static uint8_t even_scale(int mbits, int emax, float a) {
     a = fabsf(a);
     if (isnan(a)) return 255;                /* NaN stays NaN */
@@ -108,7 +108,7 @@ QP_API qp_status qp_dequant_mx(qp_context *ctx, qp_dtype elem, const uint8_t *co
         for (size_t i = 0; i < k; i++) {
             uint8_t s = scales[r * nb + i / MX_BLOCK];
             double v = (double)qp_format_decode(elem, codes[r * k + i]);
-            /* spec 3.6: value * 2^(e-127) in fp32/double; the product is exact
+            /* docs/semantics.md §6: value * 2^(e-127) in fp32/double; the product is exact
              * in double and in fp32 unless it passes FLT_MAX (-> inf) */
             out[r * k + i] = s == 255 ? NAN : (float)ldexp(v, (int)s - 127);
         }
@@ -120,7 +120,7 @@ QP_API qp_status qp_quant_nvfp4(qp_context *ctx, const float *x, size_t m, size_
     if (qp_check_mk(ctx, m, k)) return QP_ERR_INVALID_ARGUMENT;
     if (!x || !codes || !block_scales)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "NULL tensor");
-    if (k % NVFP4_BLOCK) /* spec 4.1: QuarkNVFP4.create_weights raises ValueError */
+    if (k % NVFP4_BLOCK) /* docs/semantics.md §8: QuarkNVFP4.create_weights raises ValueError */
         return qp_error_set(ctx, QP_ERR_VALUE, NULL, "x", NULL,
                             "Input size per partition (%zu) must be divisible by group size (16)", k);
     const float g = global_scale_inv;

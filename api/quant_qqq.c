@@ -1,4 +1,4 @@
-/* QQQ weight quantization (spec 5.3 with errata 11.5-11.6): vLLM runs it on
+/* QQQ weight quantization (docs/semantics.md §9): vLLM runs it on
  * fp16 tensors, so every op is computed in fp32 and rounded to fp16, and a
  * division by a Python scalar is a multiply by its fp32 reciprocal. */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* Weight quantization for every scheme (issue 3): checks, calibration of
+/* Weight quantization for every scheme: checks, calibration of
  * static activation scales, and dispatch to the per-family quantizers. */
 #include <math.h>
 #include <stdlib.h>
@@ -6,7 +6,7 @@
 
 #include "qweights.h"
 
-/* Static activation scales (spec 6.4, 6.5, 3.8, 4.2 store them; how they are
+/* Static activation scales (docs/semantics.md §15, §16, §7, §8 store them; how they are
  * calibrated is Quark's business and not in the spec): the absmax of the
  * calibration activations, or the caller's assumed `input_absmax`. */
 qp_status qp_qw_calib_absmax(qp_qw_job *j, float *amax) {

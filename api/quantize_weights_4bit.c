@@ -1,6 +1,6 @@
-/* 4/6-bit weight quantizers (issue 3): W4A16 int4/uint4 with Quark packing
- * (spec 6.7), OCP-MX and W4A8-MXFP4-FP8 (3.3-3.4, 3.8), NVFP4 (4.1-4.3) and
- * QQQ (5.2-5.4). */
+/* 4/6-bit weight quantizers: W4A16 int4/uint4 with Quark packing
+ * (docs/semantics.md §17), OCP-MX and W4A8-MXFP4-FP8 (§5-§7), NVFP4 (§8) and
+ * QQQ (§9-§10). */
 #include <float.h>
 #include <math.h>
 #include <stdlib.h>
@@ -14,7 +14,7 @@
 static float clampf(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 /* W4A16: per group of g along K and output column n, the scale in the
- * model dtype (checkpoint weight_scale, spec 6.7) and codes from it.
+ * model dtype (checkpoint weight_scale, docs/semantics.md §17) and codes from it.
  * Symmetric int4: s = max|w|/7, codes in [-8, 7] stored two's complement;
  * uint4: s = (max - min)/15 over a range holding 0, zp = rne(-min/s). The
  * spec fixes the layout and dequant (code - zp) * s, not Quark's
@@ -77,7 +77,7 @@ done:
     return st;
 }
 
-/* OCP-MX weights (spec 3.3-3.4): Quark's even shared scale per 32 along K
+/* OCP-MX weights (docs/semantics.md §5, §6): Quark's even shared scale per 32 along K
  * (per R x 32 for MXFP8 per_block checkpoints), packed as vLLM loads them;
  * W4A8-MXFP4-FP8 adds the static fp8 input_scale (3.8). */
 qp_status qp_qw_mx(qp_qw_job *j) {
@@ -88,7 +88,7 @@ qp_status qp_qw_mx(qp_qw_job *j) {
     if (e != QP_DTYPE_F4_E2M1 && e != QP_DTYPE_F6_E2M3 && e != QP_DTYPE_F6_E3M2 && e != QP_DTYPE_F8_E4M3FN)
         return qp_error_set(j->ctx, QP_ERR_UNSUPPORTED, NULL, "weight", NULL, "%s is not an OCP MX weight format",
                             qp_dtype_name(e));
-    if (K % MX_BLOCK) /* QuarkOCP_MX.create_weights (spec 3.7) */
+    if (K % MX_BLOCK) /* QuarkOCP_MX.create_weights (docs/semantics.md §7) */
         return qp_error_set(j->ctx, QP_ERR_VALUE, NULL, "weight", NULL,
                             "OCP MX linear layer input size per partition of %d must be divisible by the OCP MX "
                             "group size 32", K);
@@ -138,7 +138,7 @@ static float absmax(const float *v, size_t n) {
     return a;
 }
 
-/* NVFP4 (spec 4.1-4.3): the global scale maps max|w| to 448*6 (the e4m3
+/* NVFP4 (docs/semantics.md §8): the global scale maps max|w| to 448*6 (the e4m3
  * block scale times the fp4 maximum); the blocks are quantized like
  * activations (qp_quant_nvfp4) with g = 1/weight_scale_2, so that
  * value * e4m3(sf) * weight_scale_2 is the dequantized weight. An all-zero
@@ -171,7 +171,7 @@ qp_status qp_qw_nvfp4(qp_qw_job *j) {
     return st;
 }
 
-/* QQQ (spec 5.2-5.4, errata 11.5-11.6): qp_qqq_quantize_weight on w^T, then
+/* QQQ (docs/semantics.md §9, §10): qp_qqq_quantize_weight on w^T, then
  * the Marlin layout and scale permutations. Per-channel checkpoints carry
  * no s_group (vLLM creates an empty fp16 tensor). */
 qp_status qp_qw_qqq(qp_qw_job *j) {
@@ -185,7 +185,7 @@ qp_status qp_qw_qqq(qp_qw_job *j) {
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) {
             float v = j->w[(size_t)n * K + k];
-            /* QQQ quantizes fp16 weights (spec 5.3, errata 11.5): a value fp16
+            /* QQQ quantizes fp16 weights (docs/semantics.md §9): a value fp16
              * cannot hold would become inf and poison its scales */
             if (isinf(qp_fp16_round(v))) {
                 st = qp_error_set(j->ctx, QP_ERR_VALUE, NULL, "weight", NULL,

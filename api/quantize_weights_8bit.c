@@ -1,4 +1,4 @@
-/* 8-bit weight quantizers (issue 3): W8A8-INT8 (spec 6.4), W8A8-FP8 and its
+/* 8-bit weight quantizers: W8A8-INT8 (docs/semantics.md §15), W8A8-FP8 and its
  * 128x128 per-block form (6.5, 6.6), HF fp8. A weight scale is max|w| over
  * its block divided by the format's max, the codes w / s rounded to nearest
  * even (saturating); an all-zero block gets scale 0 and zero codes. */
@@ -7,7 +7,7 @@
 
 #include "qweights.h"
 
-#define FP8_MAX 448.0f /* e4m3fn, spec 7 */
+#define FP8_MAX 448.0f /* e4m3fn, docs/semantics.md §18 */
 
 static float block_absmax(const qp_qw_job *j, int r0, int r1, int c0, int c1) {
     float a = 0.0f;
@@ -31,7 +31,7 @@ qp_status qp_qw_int8(qp_qw_job *j) {
      * the per-tensor one in fp32 */
     bool quark16 = ns > 1 && (j->opts->scale_dtype == QP_DTYPE_F16 || j->opts->scale_dtype == QP_DTYPE_BF16);
     void *sc = q ? (quark16 ? qp_qw_add_scale(j, "weight_scale", ns) : qp_qw_add(j, "weight_scale", QP_DTYPE_F32, 1, ns)) : NULL;
-    /* vLLM drops weight_zero_point without looking (spec 6.4, 9.5); Quark
+    /* vLLM drops weight_zero_point without looking (docs/semantics.md §15); Quark
      * exports it, zero for symmetric weights */
     void *zp = sc ? qp_qw_add(j, "weight_zero_point", QP_DTYPE_I8, 1, ns) : NULL;
     if (!zp) return qp_error_set(j->ctx, QP_ERR_OUT_OF_MEMORY, NULL, "weight", NULL, "out of memory");
@@ -51,10 +51,10 @@ qp_status qp_qw_int8(qp_qw_job *j) {
     if (j->scheme->activation.symmetric) {
         float amax;
         if ((st = qp_qw_calib_absmax(j, &amax)) != QP_OK) return st;
-        is[0] = amax / 127.0f; /* static symmetric: q = x / s (spec 6.1) */
+        is[0] = amax / 127.0f; /* static symmetric: q = x / s (docs/semantics.md §12) */
         return QP_OK;
     }
-    /* static asymmetric (spec 6.1, 6.4): q = x/s + zp over [-128, 127], so
+    /* static asymmetric (docs/semantics.md §12, §15): q = x/s + zp over [-128, 127], so
      * s = (max - min)/255 and zp = rne(-128 - min/s); stored int8 [1] */
     float mn, mx;
     if ((st = qp_qw_calib_range(j, &mn, &mx)) != QP_OK) return st;
@@ -96,7 +96,7 @@ qp_status qp_qw_fp8(qp_qw_job *j) {
     uint8_t *q = qp_qw_add(j, "weight", QP_DTYPE_F8_E4M3FN, 2, N, K);
     if (!q) return QP_ERR_OUT_OF_MEMORY;
     /* Quark's per-block scale is the dequant multiplier under the name
-     * weight_scale (spec 6.6); HF fp8 block checkpoints call the same
+     * weight_scale (docs/semantics.md §16); HF fp8 block checkpoints call the same
      * multiplier weight_scale_inv (DeepSeek's name, not inverted) */
     const char *sname = block && s->kind == QP_SCHEME_HF_FP8 ? "weight_scale_inv" : "weight_scale";
     void *sc = block ? qp_qw_add(j, sname, e8m0 ? QP_DTYPE_E8M0 : QP_DTYPE_F32, 2, nr, nc)

@@ -1,5 +1,5 @@
 /* The qp_qweights container: named checkpoint tensors a weight quantizer
- * made (issue 3), and their accessors. */
+ * made, and their accessors. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Internal: the qp_qweights container and the per-family weight quantizers
- * (issue 3, not installed). */
+ * (not installed). */
 #ifndef QP_QWEIGHTS_H
 #define QP_QWEIGHTS_H
 

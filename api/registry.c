@@ -1,5 +1,5 @@
 /* Loading the backends of a context and ordering their devices
- * (DESIGN.md 3-4). The built-in `cpu` reference is always available unless
+ * (docs/backends.md). The built-in `cpu` reference is always available unless
  * QPORT_BACKENDS leaves it out; every other backend is a plugin found in
  * QPORT_BACKEND_PATH, else next to libqport or the running program (the
  * installed <libdir>/qport, the folder itself, the build tree's vk/, cl/,
@@ -51,7 +51,7 @@ static void host_log(const qp_context *ctx, qp_log_level level, const char *fmt,
     qp_log(ctx, level, "%s", msg);
 }
 
-/* A plugin file checked before dlopen (issue 32): the loader maps every
+/* A plugin file checked before dlopen: the loader maps every
  * PT_LOAD segment and touches it, so a truncated .so would die of SIGBUS
  * inside dlopen, taking every command with it. The file must be a regular
  * file holding an ELF header of this machine's class and every segment
@@ -193,7 +193,7 @@ static void find_plugin(qp_context *ctx, qp_registry *r, qp_backend_slot *s) {
     if (!s->note[0]) snprintf(s->note, sizeof s->note, "%s not installed (not built, or its runtime was missing at build time)", file);
 }
 
-/* Lower is better (DESIGN.md 4). */
+/* Lower is better (docs/backends.md). */
 static int device_rank(int backend, qp_device_kind kind) {
     if (kind == QP_DEVICE_REFERENCE) return 90;
     if (backend == 3) return kind == QP_DEVICE_CPU_CLASS ? 70 : 0;

@@ -111,7 +111,7 @@ qp_status qp_device_sync_locked(qp_device *dev);
 qp_status qp_registry_get(qp_context *ctx, qp_registry **out);
 /* Loads only backend `kind` (a qp_backend_name_index value): what a
  * command that names its devices needs, so `--device cpu:0` loads no plugin
- * and a broken driver cannot kill a run that does not use it (issue 32). */
+ * and a broken driver cannot kill a run that does not use it. */
 qp_status qp_registry_get_kind(qp_context *ctx, int kind, qp_registry **out);
 void qp_registry_destroy(qp_registry *reg);
 /* The context's registry slot and lock (context.c). */

@@ -1,4 +1,4 @@
-/* QQQ (spec 5.1) and HF fp8 (quant_method "fp8") configs and resolution. */
+/* QQQ (docs/semantics.md §9) and HF fp8 (quant_method "fp8") configs and resolution. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* Quark scheme resolution: exclude handling (spec 1.3), per-layer config
+/* Quark scheme resolution: exclude handling (docs/semantics.md §2), per-layer config
  * lookup (1.4), scheme dispatch and its predicates (1.5), for the vllm
  * dialect (vLLM latest) and the sglang dialect (SGLang's quark.py). */
 #include <stdio.h>
@@ -22,7 +22,7 @@ static qp_status oom(const qp_resolve_ctx *rc) {
     return qp_resolve_fail(rc, QP_ERR_OUT_OF_MEMORY, NULL, "out of memory");
 }
 
-/* ---- exclude (spec 1.3) ------------------------------------------------ */
+/* ---- exclude (docs/semantics.md §2) ------------------------------------ */
 
 /* should_ignore_layer. vllm: a direct match of the (fused) name wins, then
  * per-shard matches; sglang (older utils): per shard only. */
@@ -64,11 +64,11 @@ static qp_status should_ignore(const qp_resolve_ctx *rc, bool check_children, bo
     return QP_OK;
 }
 
-/* ---- per-layer config lookup (spec 1.4) --------------------------------- */
+/* ---- per-layer config lookup (docs/semantics.md §3) --------------------- */
 
 static bool pattern_matches(const qp_resolve_ctx *rc, const qp_layer_pattern *p, const char *name, uint64_t name_mask) {
     if (!is_vllm(rc)) return qp_fnmatch(p->key, name); /* SGLang: fnmatch for every key */
-    if (!p->has_star) /* spec 9.1: `layer_name in pattern` */
+    if (!p->has_star) /* docs/semantics.md §3: `layer_name in pattern` */
         return !(name_mask & ~p->all) && strstr(p->key, name) != NULL;
     if (p->need & ~name_mask) return false;
     size_t n = strlen(name);
@@ -137,7 +137,7 @@ static qp_status lookup_name(const qp_resolve_ctx *rc, const char *name, int dep
 static found fallback(const qp_resolve_ctx *rc) {
     found f = {rc->cfg->global, "global_quant_config", false};
     /* vllm: layer_type_quant_config is keyed by a Python class object and
-     * never matches JSON keys (spec 1.4.3). sglang looks the class name up. */
+     * never matches JSON keys (docs/semantics.md §3). sglang looks the class name up. */
     if (!is_vllm(rc) && rc->opts.layer_class && rc->cfg->layer_type_qc) {
         const qj *c = qj_get(rc->cfg->layer_type_qc, rc->opts.layer_class);
         if (c) { f.cfg = c; f.key = "layer_type_quant_config"; }
@@ -180,7 +180,7 @@ static qp_status find_config(const qp_resolve_ctx *rc, const char *name, int dep
     return QP_OK;
 }
 
-/* ---- predicates (spec 1.5.1) -------------------------------------------- */
+/* ---- predicates (docs/semantics.md §4) ---------------------------------- */
 
 typedef struct match {
     bool ok;
@@ -401,9 +401,9 @@ static match sg_is_fp8_w8a8(const qj *w, const qj *in) {
     return (match){true, wk, "kFp8StaticTensorSym"};
 }
 
-/* ---- scheme dispatch (spec 1.5) ----------------------------------------- */
+/* ---- scheme dispatch (docs/semantics.md §4) ----------------------------- */
 
-/* qport's note after vLLM's "No quark compatible scheme" (issue 31): a key
+/* qport's note after vLLM's "No quark compatible scheme": a key
  * or a dtype / qscheme value of the weight or input config that Quark never
  * writes, with the nearest one it does when that is a likely typo
  * ("per_chanel" -> "per_channel", "symetric" -> "symmetric", "int9" ->
@@ -577,7 +577,7 @@ qp_status qp_resolve_quark_config(const qp_resolve_ctx *rc, const qj *c, const c
     if (st != QP_OK) return st;
     if (m.ok) {
         /* QuarkScheme.__init__ key validation: QuarkOCP_MX accepts only MX
-         * activation keys or none (spec 1.5.1 surprise, 9.14). */
+         * activation keys or none (docs/semantics.md §4). */
         if (m.akey && !strstr(m.akey, "Mxfp"))
             return qp_resolve_fail(rc, QP_ERR_VALUE, key, "Unsupported activation quant key: %s", qp_quant_key_repr(m.akey));
         set_quark(out, QP_SCHEME_OCP_MX, "QuarkOCP_MX", m, 70);

@@ -42,7 +42,7 @@ struct qp_safetensors {
     const qj *meta;
     const uint8_t *data;
     uint64_t data_len;
-    int fd;             /* kept open: bound bytes are read with pread (issue 32) */
+    int fd;             /* kept open: bound bytes are read with pread */
 };
 
 static const struct { const char *name; qp_dtype dt; unsigned bytes; } st_dtypes[] = {
@@ -394,7 +394,7 @@ QP_API qp_status qp_safetensors_write(qp_context *ctx, const char *path, const q
                                       const char *const *meta, size_t n_meta) {
     if (!ctx || !path || (n && !t) || (n_meta && !meta)) return QP_ERR_INVALID_ARGUMENT;
     /* shapes a reader would refuse (negative or overflowing dims, a rank
-     * past 4, no data) and names given twice are refused here (issue 31) */
+     * past 4, no data) and names given twice are refused here */
     qp_status cs = qp_tensors_check(ctx, NULL, t, n, 0);
     if (cs) return cs;
     const char **names = malloc(sizeof *names * (n ? n : 1));

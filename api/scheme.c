@@ -1,4 +1,4 @@
-/* The scheme vocabulary: vLLM QuantKey names and what each means (spec 2),
+/* The scheme vocabulary: vLLM QuantKey names and what each means (docs/semantics.md §4),
  * scheme kinds, dtype names, and the public resolve entry point. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,7 +15,7 @@ typedef struct key_def {
     qp_dtype scale, scale2;
 } key_def;
 
-/* Spec section 2: QuantKey = (dtype, ScaleDesc(dtype, static, group shape),
+/* docs/semantics.md §4: QuantKey = (dtype, ScaleDesc(dtype, static, group shape),
  * scale2, symmetric). One row per constant qport can produce. */
 static const key_def keys[] = {
     {"kFp8StaticTensorSym", QP_DTYPE_F8_E4M3FN, QP_GRAN_TENSOR, 0, 0, 0, 0, 1, QP_DTYPE_F32, QP_DTYPE_NONE},
@@ -31,7 +31,7 @@ static const key_def keys[] = {
     {"kInt8DynamicTokenSym", QP_DTYPE_I8, QP_GRAN_TOKEN, 0, 0, 0, 1, 1, QP_DTYPE_F32, QP_DTYPE_NONE},
     {"kInt8DynamicTokenAsym", QP_DTYPE_I8, QP_GRAN_TOKEN, 0, 0, 0, 1, 0, QP_DTYPE_F32, QP_DTYPE_NONE},
     /* vLLM's names say "Tensor", but its dynamic int8 kernel is always
-     * per-token (spec 1.5.1, 6.1); the granularity records what runs. */
+     * per-token (docs/semantics.md §4, §12); the granularity records what runs. */
     {"kInt8DynamicTensorSym", QP_DTYPE_I8, QP_GRAN_TOKEN, 0, 0, 0, 1, 1, QP_DTYPE_F32, QP_DTYPE_NONE},
     {"kInt8DynamicTensorAsym", QP_DTYPE_I8, QP_GRAN_TOKEN, 0, 0, 0, 1, 0, QP_DTYPE_F32, QP_DTYPE_NONE},
     {"kInt4Static", QP_DTYPE_I4, QP_GRAN_GROUP, 0, 0, 0, 0, 1, QP_DTYPE_F16, QP_DTYPE_NONE},
@@ -171,7 +171,7 @@ qp_status qp_resolve_fail(const qp_resolve_ctx *rc, qp_status st, const char *ke
 }
 
 qp_status qp_capability_check(const qp_resolve_ctx *rc, int min_capability) {
-    /* Spec 1.5 / 8: no capability (no GPU platform) → no error raised. */
+    /* docs/semantics.md §4, §19: no capability (no GPU platform) → no error raised. */
     if (rc->opts.capability == QP_CAPABILITY_NONE || rc->opts.capability >= min_capability) return QP_OK;
     return qp_resolve_fail(rc, QP_ERR_CAPABILITY, NULL,
                            "Quantization scheme is not supported for the current GPU. Min capability: %d. "
