@@ -120,8 +120,8 @@ static qp_status take(void *dev, const qp_lin_desc *d, cpu_lin *l, int slot, con
 
 static bool is_float(qp_dtype d) { return d == QP_DTYPE_F32 || d == QP_DTYPE_F16 || d == QP_DTYPE_BF16; }
 
-/* The largest entry of a per-shard scalar scale (max over shards, spec 3.8,
- * 4.2), in whichever float dtype the checkpoint holds (vLLM copies it into
+/* The largest entry of a per-shard scalar scale (max over shards, docs/semantics.md §7,
+ * §8), in whichever float dtype the checkpoint holds (vLLM copies it into
  * an fp32 parameter: exact). */
 static qp_status max_scale(void *dev, const qp_lin_desc *d, const char *name, float *out) {
     const qp_tensor *t = named(d, name);
@@ -138,7 +138,7 @@ static qp_status max_scale(void *dev, const qp_lin_desc *d, const char *name, fl
     return QP_OK;
 }
 
-/* W4A16 weight_scale (spec 6.7) into blob 1 as the params-dtype tensor
+/* W4A16 weight_scale (docs/semantics.md §17) into blob 1 as the params-dtype tensor
  * [K/g][8*ceil(N/8)] the reference reads: the checkpoint's [K/g][N] is
  * zero-padded as vLLM's loader pads it; the params dtype is act_dtype, and
  * a checkpoint scale of another float dtype is converted as vLLM's copy_
@@ -208,11 +208,11 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
         const qp_tensor *ws = named(d, "weight_scale");
         st = take(dev, d, l, 0, "weight", QP_DTYPE_U8, N * K / 2);
         if (!st) st = take(dev, d, l, 1, "weight_scale", ws && ws->dtype == QP_DTYPE_E8M0 ? QP_DTYPE_E8M0 : QP_DTYPE_U8, N * K / 32);
-        if (!st) st = max_scale(dev, d, "input_scale", &l->input_scale); /* spec 3.8: max over shards */
+        if (!st) st = max_scale(dev, d, "input_scale", &l->input_scale); /* docs/semantics.md §7: max over shards */
         break;
     }
     case QP_SCHEME_OCP_MX: {
-        /* spec 3.3, 3.7: packed elements, e8m0 scales [N/R][K/32] */
+        /* docs/semantics.md §5, §7: packed elements, e8m0 scales [N/R][K/32] */
         qp_dtype we = d->scheme.weight.dtype;
         const qp_qtensor *a = &d->scheme.activation;
         l->w_elem = we;
@@ -235,7 +235,7 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
         ok = ok && (l->blob[0] = dup_mem(d->w_act, N * K * qp_ref_elem_size(d->act_dtype)));
         break;
     case QP_SCHEME_NVFP4: {
-        /* spec 4.1-4.2: global scales are the max over shards */
+        /* docs/semantics.md §8: global scales are the max over shards */
         if (K % 16) { st = h->error(h->ctx, QP_ERR_VALUE, "Input size per partition (%zu) must be divisible by group size (16)", K); break; }
         st = take(dev, d, l, 0, "weight", QP_DTYPE_U8, N * K / 2);
         if (!st) st = take(dev, d, l, 1, "weight_scale", QP_DTYPE_F8_E4M3FN, N * K / 16);
@@ -305,7 +305,7 @@ static void cpu_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     snprintf(out, cap, "reference, host-timed"); /* qport bench: clock_gettime, no device */
 }
 
-/* Benchmarks (issue 10): there is no device here, so the "device timers"
+/* Benchmarks: there is no device here, so the "device timers"
  * are the host's monotonic clock around each run. They measure the
  * reference loops (double / int64 accumulation, one thread), which are
  * written for exactness, not speed: not representative of any GPU. */

@@ -41,7 +41,7 @@ void qp_ref_store(qp_dtype d, void *p, size_t i, float v) {
 
 float qp_ref_round(qp_dtype d, float v) { return d == QP_DTYPE_F32 ? v : qp_format_decode(d, qp_format_encode(d, v)); }
 
-/* e8m0 -> fp16 as Quark's dq_mxfp4 kernel converts it (spec 3.6):
+/* e8m0 -> fp16 as Quark's dq_mxfp4 kernel converts it (docs/semantics.md §6):
  * saturating to 2^15 above, flushing below 2^-24; bf16 holds every power of
  * two of e8m0 but 2^-127's neighbours, which it rounds like any float; fp32
  * holds them all (2^-127 as a subnormal). */

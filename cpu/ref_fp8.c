@@ -1,5 +1,5 @@
-/* Reference W8A8-FP8 linear (QuarkW8A8Fp8 and PerBlock, spec 6.2, 6.3, 6.5,
- * 6.6): vLLM's activation quantizers, products of decoded e4m3 values summed
+/* Reference W8A8-FP8 linear (QuarkW8A8Fp8 and PerBlock, docs/semantics.md §13, §14,
+ * §16): vLLM's activation quantizers, products of decoded e4m3 values summed
  * in double (GPU fp32 accumulation order is implementation-defined, so only
  * bounds apply to float paths), then the scaled-mm epilogue. */
 #include <math.h>

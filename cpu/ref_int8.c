@@ -1,5 +1,5 @@
-/* Reference W8A8-INT8 linear (QuarkW8A8Int8, spec 6.3-6.4 with errata
- * 11.1-11.4): vLLM's activation quantization, exact int32 accumulation
+/* Reference W8A8-INT8 linear (QuarkW8A8Int8, docs/semantics.md §12,
+ * §14, §15): vLLM's activation quantization, exact int32 accumulation
  * (checked in int64) and the CUTLASS epilogue order, for every shape. */
 #include <math.h>
 #include <stdlib.h>
@@ -8,7 +8,7 @@
 #include "internal.h"
 
 
-/* Spec 6.4 step 4 with errata 11.4: fused static asymmetric shards share one
+/* docs/semantics.md §15 step 4: fused static asymmetric shards share one
  * rebuilt scale and a zero point truncated toward zero. */
 QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scales, const int32_t *zps, size_t n,
                                              float *scale_out, int32_t *azp_out) {
@@ -41,7 +41,7 @@ QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_arg
     qp_status st = QP_OK;
     if (!xf || !xq || (asym && !adj)) { st = qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, "weight", NULL, "out of memory"); goto done; }
     if (asym) {
-        /* azp_adj[n] = sum_k w[k,n] (int32), times azp when static (spec 6.4.5) */
+        /* azp_adj[n] = sum_k w[k,n] (int32), times azp when static (docs/semantics.md §15) */
         for (int n = 0; n < N; n++) {
             int64_t s = 0;
             for (int k = 0; k < K; k++) s += a->w[(size_t)n * K + k];
@@ -77,7 +77,7 @@ QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_arg
             }
             float v;
             if (asym || a->bias) {
-                /* errata 11.3: one fma; the azp epilogues add +0.0 without a bias */
+                /* docs/semantics.md §14: one fma; the azp epilogues add +0.0 without a bias */
                 float b = a->bias ? qp_ref_load(a->dtype, a->bias, (size_t)n) : 0.0f;
                 v = fmaf(s_a, s_b * (float)t, b);
             } else {

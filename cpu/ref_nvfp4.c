@@ -1,4 +1,4 @@
-/* Reference NVFP4 linear (QuarkNVFP4 with the emulation path, spec 4.1-4.3):
+/* Reference NVFP4 linear (QuarkNVFP4 with the emulation path, docs/semantics.md §8):
  * activations quantized per 16 elements with e4m3 block scales
  * (qp_quant_nvfp4) and dequantized to x.dtype, weights dequantized to
  * x.dtype, y = matmul(x', W^T) rounded to x.dtype, then + bias in x.dtype
@@ -9,7 +9,7 @@
 
 #include "internal.h"
 
-#define NVFP4_BLOCK 16 /* spec 4.1 */
+#define NVFP4_BLOCK 16 /* docs/semantics.md §8 */
 
 QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *a, void *y) {
     if (a && (qp_check_mnk(ctx, "qp_ref_nvfp4_forward", a->M, a->K, a->N))) return QP_ERR_INVALID_ARGUMENT;
@@ -18,7 +18,7 @@ QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *
     qp_status st = qp_ref_check_act_dtype(ctx, a->dtype);
     if (st != QP_OK) return st;
     int M = a->M, K = a->K, N = a->N;
-    if (K % NVFP4_BLOCK) /* QuarkNVFP4.create_weights (spec 4.1) */
+    if (K % NVFP4_BLOCK) /* QuarkNVFP4.create_weights (docs/semantics.md §8) */
         return qp_error_set(ctx, QP_ERR_VALUE, NULL, "weight", NULL,
                             "Input size per partition (%d) must be divisible by group size (16)", K);
     if (!(a->input_scale_2 > 0.0f) || isinf(a->input_scale_2))
@@ -27,7 +27,7 @@ QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *
     if (isnan(a->weight_scale_2))
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight_scale_2", NULL, "weight_scale_2 is NaN");
     qp_dtype d = a->dtype;
-    /* spec 4.2: input_global_scale_inv = 1 / input_global_scale (fp32), the
+    /* docs/semantics.md §8: input_global_scale_inv = 1 / input_global_scale (fp32), the
      * quantization multiplier g of 4.3 */
     const float g = 1.0f / a->input_scale_2;
     int nb = K / NVFP4_BLOCK;
@@ -53,7 +53,7 @@ QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *
         for (int k = 0; k < K; k++) xr[k] = qp_ref_load(d, a->x, (size_t)m * K + k);
         st = qp_quant_nvfp4(ctx, xr, 1, (size_t)K, g, codes, sf);
         if (st != QP_OK) goto done;
-        /* spec 4.3 step 5: x' = value(q) * (sf_f / g), in fp32, cast to x.dtype */
+        /* docs/semantics.md §8: x' = value(q) * (sf_f / g), in fp32, cast to x.dtype */
         for (int k = 0; k < K; k++) {
             float s = qp_format_decode(QP_DTYPE_F8_E4M3FN, sf[k / NVFP4_BLOCK]) / g;
             xd[k] = qp_ref_round(d, qp_format_decode(QP_DTYPE_F4_E2M1, codes[k]) * s);

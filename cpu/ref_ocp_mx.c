@@ -8,7 +8,7 @@
 
 #include "internal.h"
 
-#define MX_BLOCK 32 /* OCP_MX_BLOCK_SIZE, spec 3.1 */
+#define MX_BLOCK 32 /* OCP_MX_BLOCK_SIZE, docs/semantics.md §5 */
 
 static qp_dtype act_elem(qp_ocp_mx_act a) {
     switch (a) {
@@ -20,7 +20,7 @@ static qp_dtype act_elem(qp_ocp_mx_act a) {
     }
 }
 
-/* The (weight, activation) pairs of OCP_MX_Scheme (spec 3.1) plus MXFP8
+/* The (weight, activation) pairs of OCP_MX_Scheme (docs/semantics.md §5) plus MXFP8
  * activations, which the predicate gives any MX weight; fp6 weights take
  * only their own fp6 type. */
 qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act act) {
@@ -29,7 +29,7 @@ qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act ac
                             "OCP MX weights must be fp4_e2m1, fp6_e2m3, fp6_e3m2 or fp8_e4m3fn, got %s",
                             qp_dtype_name(w));
     if (act == QP_OCP_MX_ACT_FP8_DYNAMIC || act == QP_OCP_MX_ACT_FP8_STATIC)
-        /* QuarkOCP_MX's key check (spec 3.7, 9.14), the resolver's message */
+        /* QuarkOCP_MX's key check (docs/semantics.md §7, §4), the resolver's message */
         return qp_error_set(ctx, QP_ERR_VALUE, NULL, "input_tensors", NULL, "Unsupported activation quant key: %s",
                             qp_quant_key_repr(act == QP_OCP_MX_ACT_FP8_DYNAMIC ? "kFp8DynamicTensorSym" : "kFp8StaticTensorSym"));
     if ((int)act < 0 || act > QP_OCP_MX_ACT_FP8_STATIC)
@@ -44,12 +44,12 @@ qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act ac
     return QP_OK;
 }
 
-/* One weight row, dequantized to x.dtype (spec 3.6):
+/* One weight row, dequantized to x.dtype (docs/semantics.md §6):
  *  fp4: Quark's dq_mxfp4, value * scale multiplied in x.dtype (hmul) with
  *       the kernel's saturating e8m0 -> fp16 conversion;
  *  fp6: dequant_mxfp6, scale = 2**(e-127) computed in x.dtype (fp16
  *       overflows to inf, underflows to 0), product in fp32, cast;
- *  fp8: spec 3 does not describe QuarkW8A8Mxfp8's dequant; qport takes the
+ *  fp8: docs/semantics.md §5 does not describe QuarkW8A8Mxfp8's dequant; qport takes the
  *       exact fp32 product value * 2^(e-127) and casts (255 -> NaN). */
 static void dequant_row(qp_dtype d, qp_dtype w, const uint8_t *codes, const uint8_t *scales, int K, float *out) {
     for (int k = 0; k < K; k++) {
@@ -75,15 +75,15 @@ QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args
     st = qp_ref_ocp_mx_check_pair(ctx, a->w_elem, a->act);
     if (st != QP_OK) return st;
     int M = a->M, K = a->K, N = a->N, R = a->scale_rows <= 0 ? 1 : a->scale_rows;
-    if (K % MX_BLOCK) /* QuarkOCP_MX.create_weights (spec 3.7) */
+    if (K % MX_BLOCK) /* QuarkOCP_MX.create_weights (docs/semantics.md §7) */
         return qp_error_set(ctx, QP_ERR_VALUE, NULL, "weight", NULL,
                             "OCP MX linear layer input size per partition of %d must be divisible by the OCP MX "
                             "group size 32", K);
-    if (R > 1 && a->w_elem != QP_DTYPE_F8_E4M3FN) /* spec 3.1: per_block only for unpacked dtypes */
+    if (R > 1 && a->w_elem != QP_DTYPE_F8_E4M3FN) /* docs/semantics.md §5: per_block only for unpacked dtypes */
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight_scale", NULL,
                             "scale_rows %d > 1 needs mxfp8_e4m3 weights (per_block)", R);
     qp_dtype d = a->dtype, w = a->w_elem, ae = act_elem(a->act);
-    /* packed row width (spec 3.3): fp4 K/2, fp6 3K/4 (K % 32 == 0 makes both whole), fp8 K */
+    /* packed row width (docs/semantics.md §5): fp4 K/2, fp6 3K/4 (K % 32 == 0 makes both whole), fp8 K */
     size_t rowb = w == QP_DTYPE_F4_E2M1 ? (size_t)K / 2 : w == QP_DTYPE_F8_E4M3FN ? (size_t)K : (size_t)K * 3 / 4;
     size_t nk = (size_t)N * K;
     float *wd = malloc(sizeof(float) * nk), *xr = malloc(sizeof(float) * (size_t)K),
@@ -106,7 +106,7 @@ QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args
         if (ae == QP_DTYPE_NONE) {
             for (int k = 0; k < K; k++) xd[k] = xr[k];
         } else {
-            /* qdq (spec 3.4-3.5): the even scale of the block max, elements
+            /* qdq (docs/semantics.md §6): the even scale of the block max, elements
              * x / 2^e rounded to the format, back as value * 2^e, the result
              * in x.dtype. The fp16 kernel's x / scale is exact wherever the
              * element rounding can see it; qport keeps 2^e exact where the

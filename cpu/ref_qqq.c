@@ -1,4 +1,4 @@
-/* Reference QQQ W4A8 forward (spec 5.5 with errata 11.7-11.8), straight
+/* Reference QQQ W4A8 forward (docs/semantics.md §11), straight
  * from the checkpoint tensors: simple loops, exact int32 accumulation with
  * an int64 overflow check, vLLM's float order in the epilogue. */
 #include <math.h>
@@ -23,9 +23,9 @@ static uint16_t fp16_bits_from_double(double v) {
     return (uint16_t)qp_format_encode(QP_DTYPE_F16, signbit(v) ? -f : f);
 }
 
-/* Spec 5.5 step 2, per group: h = fp16_fma(t, s_group, 1152); the int8
+/* docs/semantics.md §11 step 2, per group: h = fp16_fma(t, s_group, 1152); the int8
  * weight is the low byte of h's bits XOR 0x80 — a wrap above 127.5, and the
- * errata 11.7 value below -128 (e.g. -130 → 124). */
+ * docs/semantics.md §11 value below -128 (e.g. -130 → 124). */
 static int8_t qqq_group_weight(int t, uint16_t s_group_bits) {
     double s = qp_format_decode(QP_DTYPE_F16, s_group_bits);
     uint16_t hb = fp16_bits_from_double((double)t * s + 1152.0);
@@ -59,7 +59,7 @@ QP_API qp_status qp_ref_qqq_forward(qp_context *ctx, const uint16_t *x, int M, i
         }
     for (int m = 0; m < M; m++) {
         for (int k = 0; k < K; k++) xf[k] = qp_format_decode(QP_DTYPE_F16, x[(size_t)m * K + k]);
-        /* step 1: vLLM's scaled_int8_quant, dynamic per token (errata 11.8) */
+        /* step 1: vLLM's scaled_int8_quant, dynamic per token (docs/semantics.md §11) */
         st = qp_quant_int8_dynamic(ctx, xf, 1, (size_t)K, 1, xq, stok, NULL);
         if (st != QP_OK) goto done;
         for (int n = 0; n < N; n++) {

@@ -1,4 +1,4 @@
-/* Reference W4A16 linear (QuarkW4A16Int4, spec 6.7): Quark-packed int4 /
+/* Reference W4A16 linear (QuarkW4A16Int4, docs/semantics.md §17): Quark-packed int4 /
  * uint4 weights dequantized per group, products summed in double, one
  * rounding to the activation dtype (the GPU's accumulation order varies). */
 #include <stdlib.h>

@@ -1,5 +1,5 @@
-/* Reference W4A8 MXFP4-FP8 linear (QuarkW4A8_MXFP4_FP8 emulation, spec 3.6,
- * 3.8): MXFP4 weights dequantized in the activation dtype, activations
+/* Reference W4A8 MXFP4-FP8 linear (QuarkW4A8_MXFP4_FP8 emulation, docs/semantics.md §6,
+ * §7): MXFP4 weights dequantized in the activation dtype, activations
  * fake-quantized to fp8 with the static per-tensor scale, the division and
  * the dequant multiply both rounded to the activation dtype. */
 #include <math.h>

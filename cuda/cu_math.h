@@ -80,7 +80,7 @@ QPCU_HD uint64_t qpcu_rne_shift(uint64_t m, int s) {
     return q;
 }
 
-/* ---- fp16 / bf16 (RNE, NaN -> 0x7FFF: errata 11.10) -------------------- */
+/* ---- fp16 / bf16 (RNE, NaN -> 0x7FFF: docs/semantics.md §18) ----------- */
 
 QPCU_HD float qpcu_f16_to_f32(uint16_t h) {
     uint32_t s = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1F, m = h & 0x3FF;
@@ -116,7 +116,7 @@ QPCU_HD uint16_t qpcu_f32_to_bf16(float x) {
 }
 
 /* fp16 bits of a double, rounded once (RNE): the QQQ bias add and the fp16
- * fma of the weight reconstruction (spec 5.5) round an exact value once. */
+ * fma of the weight reconstruction (docs/semantics.md §11) round an exact value once. */
 QPCU_HD uint16_t qpcu_f64_to_f16(double x) {
     uint64_t u = qpcu_d2u(x), a = u & 0x7FFFFFFFFFFFFFFFull;
     uint16_t sign = (uint16_t)((u >> 48) & 0x8000u);
@@ -135,7 +135,7 @@ QPCU_HD uint16_t qpcu_f64_to_f16(double x) {
 QPCU_HD float qpcu_act_to_f32(uint16_t b, int bf16) { return bf16 ? qpcu_bf16_to_f32(b) : qpcu_f16_to_f32(b); }
 QPCU_HD uint16_t qpcu_f32_to_act(float v, int bf16) { return bf16 ? qpcu_f32_to_bf16(v) : qpcu_f32_to_f16(v); }
 
-/* ---- fp8 e4m3fn (api/format.c, errata 11.10) ---------------------------- */
+/* ---- fp8 e4m3fn (api/format.c, docs/semantics.md §18) ------------------- */
 
 QPCU_HD uint8_t qpcu_e4m3_encode(float x) {
     uint32_t u = qpcu_f2u(x), a = u & 0x7FFFFFFFu;
@@ -169,7 +169,7 @@ QPCU_HD float qpcu_e4m3_decode(uint8_t c) {
 /* scaled_fp8_conversion: clamp with fminf/fmaxf (NaN -> +448), then encode */
 QPCU_HD uint8_t qpcu_fp8_conv(float x) { return qpcu_e4m3_encode(fmaxf(-448.0f, fminf(x, 448.0f))); }
 
-/* ---- issue 9: block-scaled float formats (api/quant_mx.c, api/format.c) -- */
+/* ---- block-scaled float formats (api/quant_mx.c, api/format.c) ---------- */
 
 /* 2^e as an fp32 (e in -149..127), exact */
 QPCU_HD float qpcu_pow2f(int e) {
@@ -248,7 +248,7 @@ QPCU_HD int8_t qpcu_rni_sat8(float x) {
 QPCU_HD int8_t qpcu_sat8(int32_t v) { return (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v); }
 QPCU_HD int32_t qpcu_add_wrap(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
 
-/* ---- QQQ weight reconstruction (spec 5.5 step 2, errata 11.7) ----------- */
+/* ---- QQQ weight reconstruction (docs/semantics.md §11 step 2) ---------- */
 
 /* int8 weight of an unsigned group code c (0..15) with fp16 group scale s:
  * low byte of fp16(fma(c-8, s, 1152)) XOR 0x80, the fp16 fma rounding once. */
@@ -259,7 +259,7 @@ QPCU_HD int8_t qpcu_qqq_group_w8(int c, uint16_t s_bits) {
 
 /* Packed QQQ codes (qpcu_pack_q4): a 32-bit word holds 8 consecutive k;
  * byte j carries k+j in its high nibble and k+4+j in its low nibble. The
- * per-channel expansion (w8 = 16 * q, spec 5.5) is two masks: */
+ * per-channel expansion (w8 = 16 * q, docs/semantics.md §11) is two masks: */
 QPCU_HD void qpcu_expand_ch(uint32_t w, uint32_t *lo, uint32_t *hi) {
     *lo = w & 0xF0F0F0F0u;         /* int8 of k..k+3   */
     *hi = (w << 4) & 0xF0F0F0F0u;  /* int8 of k+4..k+7 */
@@ -278,7 +278,7 @@ QPCU_HD void qpcu_expand_g_host(uint32_t w, uint16_t s_bits, uint32_t *lo, uint3
 
 /* ---- epilogues ----------------------------------------------------------- */
 
-/* W8A8-INT8 (spec 6.3, errata 11.3): acc already corrected for azp. */
+/* W8A8-INT8 (docs/semantics.md §14): acc already corrected for azp. */
 QPCU_HD uint16_t qpcu_epi_int8(int32_t t, float s_a, float s_b, int has_bias_or_azp, float bias, int bf16) {
     float v = has_bias_or_azp ? QPCU_FMA(s_a, QPCU_MUL(s_b, QPCU_I2F(t)), bias)
                               : QPCU_MUL(s_a, QPCU_MUL(s_b, QPCU_I2F(t)));
@@ -291,13 +291,13 @@ QPCU_HD int32_t qpcu_azp_correct(int32_t acc, int is_static, int32_t zp, int32_t
     return (int32_t)((uint32_t)acc - corr);
 }
 
-/* W8A8-FP8 (spec 6.3): fp32 accumulator */
+/* W8A8-FP8 (docs/semantics.md §14): fp32 accumulator */
 QPCU_HD uint16_t qpcu_epi_fp8(float acc, float s_a, float s_b, int has_bias, float bias, int bf16) {
     float v = has_bias ? QPCU_FMA(s_a, QPCU_MUL(s_b, acc), bias) : QPCU_MUL(s_a, QPCU_MUL(s_b, acc));
     return qpcu_f32_to_act(v, bf16);
 }
 
-/* QQQ (spec 5.5 steps 4-5): fp16((float(acc) * s_ch) * s_tok), then the
+/* QQQ (docs/semantics.md §11 steps 4-5): fp16((float(acc) * s_ch) * s_tok), then the
  * fp16 bias add rounded once from the exact sum. */
 QPCU_HD uint16_t qpcu_epi_qqq(int32_t acc, float s_ch, float s_tok, int has_bias, uint16_t bias_bits) {
     uint16_t out = qpcu_f32_to_f16(QPCU_MUL(QPCU_MUL(QPCU_I2F(acc), s_ch), s_tok));

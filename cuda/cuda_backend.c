@@ -1,5 +1,5 @@
 /*
- * The CUDA backend plugin (issue 7, DESIGN.md 3): libqport-cuda.so.
+ * The CUDA backend plugin (docs/backends.md): libqport-cuda.so.
  *
  * Host side in C against the CUDA runtime API (linked statically, so the
  * plugin loads without a driver; then cudaGetDeviceCount fails with 35 and
@@ -47,7 +47,7 @@ typedef struct cu_lin {
     float *w_scale;
     int32_t *azp_adj;
     uint16_t *bias;
-    /* float kinds (issue 9) */
+    /* float kinds */
     uint8_t *w_zero;
     float *lut;
     int group, blk, bias_after_round;
@@ -607,7 +607,7 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
         if (!desc->q4 || !desc->s_channel || !desc->w8) { s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "missing q4 / w8 / s_channel"); goto fail; }
         l->qqq = 1;
         l->act = QPCU_ACT_I8_DYN_SYM;
-        /* QPORT_CUDA_QQQ_W8=1: run the exact int8 weights of spec 5.5 step 2
+        /* QPORT_CUDA_QQQ_W8=1: run the exact int8 weights of docs/semantics.md §11 step 2
          * (desc->w8) through the int8 kernels instead of expanding nibbles */
         l->wkind = env_flag(h, "QPORT_CUDA_QQQ_W8") ? QPCU_W_I8 : desc->group_size == 128 ? QPCU_W_Q4G : QPCU_W_Q4CH;
         break;
@@ -925,7 +925,7 @@ static qp_status cu_synchronize(void *dev) {
     return stream_wait(d, "cudaStreamSynchronize");
 }
 
-/* ---- optional ops (issue 9 / 10) ------------------------------------------- */
+/* ---- optional ops ---------------------------------------------------------- */
 
 typedef struct cu_rot {
     int8_t *H;

@@ -1,5 +1,5 @@
 /*
- * vendor_gemm_time (issue 10): cuBLASLt baselines for `qport bench`.
+ * vendor_gemm_time: cuBLASLt baselines for `qport bench`.
  * libcublasLt is loaded with dlopen at first use (never a link dependency,
  * so the plugin loads where it is absent); the few entry points are
  * declared here with the ABI of cublasLt.h (CUDA 11-13: opaque handles,

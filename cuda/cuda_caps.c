@@ -1,4 +1,4 @@
-/* Capability logic of the CUDA backend (issue 7, spec 8), pure functions. */
+/* Capability logic of the CUDA backend (docs/semantics.md §19), pure functions. */
 #include "cuda_caps.h"
 
 #include <stdio.h>
@@ -57,7 +57,7 @@ qpcu_arch_fit qpcu_arch_check(int cc, const char *sass, const char *ptx, char *w
 }
 
 int qpcu_scheme_min_capability(qp_scheme_kind kind) {
-    /* spec 8: QuarkConfig 70; per scheme below. */
+    /* docs/semantics.md §19: QuarkConfig 70; per scheme below. */
     switch (kind) {
     case QP_SCHEME_W8A8_FP8:
     case QP_SCHEME_W8A8_FP8_BLOCK: return 89;
@@ -92,7 +92,7 @@ void qpcu_scheme_support(const qp_scheme *s, int cc, const char *sass, const cha
     int min = qpcu_scheme_min_capability(s->kind);
     if (s->min_capability > min) min = s->min_capability;
     if (cc < min) {
-        /* vLLM's RuntimeError text (api/scheme.c, spec 8) */
+        /* vLLM's RuntimeError text (api/scheme.c, docs/semantics.md §19) */
         set(out, QP_SUPPORT_UNSUPPORTED,
             "Quantization scheme is not supported for the current GPU. Min capability: %d. Current capability: %d.",
             min, cc);

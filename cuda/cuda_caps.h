@@ -22,7 +22,7 @@ qpcu_arch_fit qpcu_arch_check(int cc, const char *sass, const char *ptx, char *w
  * with minor <= its own), or -1 when it runs PTX / nothing. */
 int qpcu_arch_sass_target(int cc, const char *sass);
 
-/* vLLM's minimum capability of a scheme kind (spec 8); 0 when none. */
+/* vLLM's minimum capability of a scheme kind (docs/semantics.md §19); 0 when none. */
 int qpcu_scheme_min_capability(qp_scheme_kind kind);
 
 /* Device capability bits as the backend reports them. */
@@ -31,7 +31,7 @@ int qpcu_cap_tensor_core_int8(int cc); /* mma.sync s8: sm_75+ */
 int qpcu_cap_tensor_core_fp8(int cc);  /* mma.sync e4m3: sm_89+ */
 
 /* Whether `scheme` runs on a device of capability `cc` with these compiled
- * targets: the arch check first, then vLLM's minimum (spec 8; vLLM's
+ * targets: the arch check first, then vLLM's minimum (docs/semantics.md §19; vLLM's
  * message), then what this backend implements. `kind` and the activation
  * of the scheme decide; `scheme->min_capability` raises the minimum when
  * larger. */

@@ -1,8 +1,8 @@
 /*
- * CUDA kernels of the qport CUDA backend (issue 7): activation
+ * CUDA kernels of the qport CUDA backend: activation
  * quantization, the GEMV path, the tensor-core tiled path with split-K and
- * the per-scheme epilogues. Written from the spec (sections 5.5, 6.1-6.5,
- * errata 11) and the PTX ISA (mma.sync fragment layouts, ldmatrix,
+ * the per-scheme epilogues. Written from docs/semantics.md (§11-§16) and the
+ * PTX ISA (mma.sync fragment layouts, ldmatrix,
  * cp.async); the scalar math is cu_math.h, shared with the host tests.
  *
  * Determinism: every GEMM writes raw accumulators to a partial buffer
@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(QT) k_rowmax(const uint16_t *x, int K, int bf1
     if (threadIdx.x == 0) atomicMax(amax, qpcu_f2u(a));
 }
 
-/* One row: spec 6.1 / 6.2 exactly as api/quant_int8.c and quant_fp8.c. */
+/* One row: docs/semantics.md §12, §13 exactly as api/quant_int8.c and quant_fp8.c. */
 __global__ void __launch_bounds__(QT) k_quant(const uint16_t *x, int K, int Kp, int bf16, int act, float in_scale,
                                               int32_t in_zp, const uint32_t *amax, uint8_t *xq, float *xs,
                                               int32_t *xzp) {
@@ -180,12 +180,12 @@ __global__ void k_quant_g128(const uint16_t *x, int M, int K, int Kp, int bf16, 
 }
 
 /* ------------------------------------------------------------------------ */
-/* int4 -> int8 expansion in registers (QQQ, spec 5.5 step 2)               */
+/* int4 -> int8 expansion in registers (QQQ, docs/semantics.md §11 step 2)  */
 /* ------------------------------------------------------------------------ */
 /* Packing: see qpcu_pack_q4 (cuda_caps.c) and qpcu_expand_ch (cu_math.h).
  *   per-channel: two masks give int8 16*q (exact);
  *   group 128:   each code c gives the low byte of fp16(fma(c-8, s, 1152))
- *                XOR 0x80 (one fp16 rounding, wrap included: errata 11.7),
+ *                XOR 0x80 (one fp16 rounding, wrap included: docs/semantics.md §11),
  *                the same value qpcu_qqq_group_w8 computes on the host. */
 __device__ __forceinline__ void expand_ch(uint32_t w, uint32_t &lo, uint32_t &hi) { qpcu_expand_ch(w, &lo, &hi); }
 
@@ -574,7 +574,7 @@ __global__ void __launch_bounds__(TC_THREADS) k_gemm_tc(int Kp, int Np, int Mp, 
 }
 
 /* ------------------------------------------------------------------------ */
-/* Float kinds (issue 9): W4A16, unquantized, MX / W4A8-MXFP4 / NVFP4        */
+/* Float kinds: W4A16, unquantized, MX / W4A8-MXFP4 / NVFP4                  */
 /* ------------------------------------------------------------------------ */
 /* The layer as the float kernels see it (passed by value). */
 struct qpcu_fwd_w {
@@ -1143,7 +1143,7 @@ extern "C" int qpcu_forward(const qpcu_fwd *f, const char **what) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Rotation and fp8 KV cache (issue 9): the reference's fp32 steps exactly   */
+/* Rotation and fp8 KV cache: the reference's fp32 steps exactly             */
 /* ------------------------------------------------------------------------ */
 
 /* one thread per output (m, b, j): S = sum_i in increasing i of +-x, y =
@@ -1202,7 +1202,7 @@ extern "C" int qpcu_kernel_probe(void) {
     return (int)cudaFuncGetAttributes(&a, k_quant);
 }
 
-/* The fused MoE kernels (issue 19) share this translation unit's device
+/* The fused MoE kernels share this translation unit's device
  * helpers: see cuda_moe.cu. */
 #include "cuda_moe.h"
 #include "cuda_moe.cu"

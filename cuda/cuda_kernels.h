@@ -28,7 +28,7 @@ typedef enum qpcu_wkind {
                      * scales [ceil(N/128)][K/128]; activations per token-
                      * group of 128 (xs [Mp][K/128]); the GEMM folds
                      * sx * sw into the accumulators once per group       */
-    /* float kinds (issue 9): x' in act dtype [Mp][Kp] (the qdq kernel's
+    /* float kinds: x' in act dtype [Mp][Kp] (the qdq kernel's
      * output), fp32 accumulation, fp16/bf16 mma.sync on the tiled path */
     QPCU_W_Q4F,     /* W4A16: packed codes [Np][Kp/8] words (nibble j = k+j),
                      * v = c - zero[g][n] (int4 stored as c ^ 8, zero 8),

@@ -1,5 +1,5 @@
 /*
- * Fused MoE on CUDA (issue 19): moe_prepare repacks and uploads the stacked
+ * Fused MoE on CUDA: moe_prepare repacks and uploads the stacked
  * experts of a qp_moe_desc, moe_forward runs cpu/ref_moe.c's steps with the
  * kernels of cuda_moe.cu (which says what each does).
  *
@@ -112,7 +112,7 @@ static qp_status classify(cu_dev *d, const qp_moe_desc *s, cu_moe *m, const char
             if (s->H % 16 || s->I % 16)
                 return moe_err(d, QP_ERR_UNSUPPORTED, layer, "NVFP4 activations need H and I multiples of 16");
             m->act = QPCU_ACT_NVFP4_QDQ;
-            m->g13 = 1.0f / s->a13_scale; /* spec 4.2: one correctly rounded division */
+            m->g13 = 1.0f / s->a13_scale; /* docs/semantics.md §8: one correctly rounded division */
             m->g2 = 1.0f / s->a2_scale;
             break;
         default:

@@ -1,5 +1,5 @@
 /*
- * Fused MoE kernels (issue 19): cpu/ref_moe.c's steps (vLLM's
+ * Fused MoE kernels: cpu/ref_moe.c's steps (vLLM's
  * fused_experts) on the device. Included at the end of cuda_kernels.cu, not
  * compiled on its own: the activation quantizers (k_quant, k_rowmax,
  * k_act16), the mma.sync / ldmatrix / cp.async wrappers and the weight

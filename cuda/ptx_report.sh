@@ -1,5 +1,5 @@
 #!/bin/sh
-# Static proof for the CUDA kernels (issue 7), run at build time by the
+# Static proof for the CUDA kernels, run at build time by the
 # custom target cuda-ptx-report: for every SASS target, compile the kernel
 # file to PTX and assemble it with `ptxas -v` (what -Xptxas -v reports), then write one report
 # that tests/test_cuda_ptx.sh checks: the PTX of each target and the ptxas
