@@ -344,7 +344,7 @@ int case_layer_make(qp_context *ctx, const case_scheme *cs, int N, int K, qp_dty
         if (!rc && (!tw || !ts)) { snprintf(err, errcap, "the exporter wrote no weight / weight_scale"); rc = -1; }
         if (!rc && kind == QP_SCHEME_W4A16_INT4) {
             /* int4: two's-complement codes times the group scale; uint4:
-             * (code - zero point) times the scale (spec 6.7) */
+             * (code - zero point) times the scale (docs/semantics.md §17) */
             int g = l->scheme.weight.group_size > 0 ? l->scheme.weight.group_size : K, G = K / g;
             int sym = l->scheme.weight.symmetric;
             uint8_t *codes = malloc(NK), *zc = malloc((size_t)G * N);

@@ -1,4 +1,4 @@
-/* MoE conformance layers (issue 19): the experts of one fused MoE block
+/* MoE conformance layers: the experts of one fused MoE block
  * built from the linear case schemes (each expert's [gate; up] and down
  * quantized by cases.c into checkpoint tensors, then stacked under vLLM's
  * FusedMoE names), seeded routing, and the bound a float MoE output is

@@ -1,4 +1,4 @@
-/* qport conform's MoE cases (issue 19): every MoE scheme on every device
+/* qport conform's MoE cases: every MoE scheme on every device
  * against the cpu reference, with the same experts and routing:
  * E in {8, 64}, k in {1, 2, 8}, M tokens from 1 to 512, experts that get
  * no token, one expert in every token's first slot, grouped top-k routing

@@ -23,7 +23,7 @@ static double ms_now(void) {
  * the model dtype (ReplicatedLinear), then .float(). The same bits on
  * every rank. qp_model_bind_moe has checked the router's presence and
  * shape; anything else here is an error (-1, the message in ctx), never
- * logits made up in its place (issue 32). */
+ * logits made up in its place. */
 int run_moe_logits(qp_model *m, const char *router, qp_dtype dt, const void *x, int M, int H_, int E_, uint64_t seed,
                    float *logits) {
     (void)seed;

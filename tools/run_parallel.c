@@ -1,4 +1,4 @@
-/* qport run under mpirun (issue 21): each layer across the ranks of a
+/* qport run under mpirun: each layer across the ranks of a
  * communicator -- tensor-parallel linear layers (--tp-size N), expert-
  * parallel MoE blocks (--ep-size N) -- each rank on its own device (the
  * rank-th --device, cycling; else QPORT_DEVICE or the best device), and

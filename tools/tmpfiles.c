@@ -1,4 +1,4 @@
-/* Output files written whole or not at all (issue 32): a command writes
+/* Output files written whole or not at all: a command writes
  * to temporaries registered here and renames them over the real names
  * last; SIGINT, SIGTERM or SIGHUP before then removes every registered
  * temporary (and a folder the command created) and ends the process as the
