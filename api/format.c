@@ -4,7 +4,7 @@
  *
  * One table-driven minifloat codec covers every float format: encoding
  * rounds the exact fp32 value to nearest, ties to even, on the format's grid
- * (the spec's rule for fp4, fp6 and fp8, and IEEE's for fp16/bf16), then
+ * (vLLM's rule for fp4, fp6 and fp8, docs/semantics.md §6, §18, and IEEE's for fp16/bf16), then
  * applies the format's overflow rule (inf or saturation) and NaN rule. The
  * rounding is done in double, where every step is exact: a float has 24
  * significant bits and the grid quantum is a power of two.

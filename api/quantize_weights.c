@@ -7,7 +7,7 @@
 #include "qweights.h"
 
 /* Static activation scales (docs/semantics.md §15, §16, §7, §8 store them; how they are
- * calibrated is Quark's business and not in the spec): the absmax of the
+ * calibrated is Quark's business, not vLLM's): the absmax of the
  * calibration activations, or the caller's assumed `input_absmax`. */
 qp_status qp_qw_calib_absmax(qp_qw_job *j, float *amax) {
     float mn, mx;

@@ -79,7 +79,7 @@ done:
 
 /* OCP-MX weights (docs/semantics.md §5, §6): Quark's even shared scale per 32 along K
  * (per R x 32 for MXFP8 per_block checkpoints), packed as vLLM loads them;
- * W4A8-MXFP4-FP8 adds the static fp8 input_scale (3.8). */
+ * W4A8-MXFP4-FP8 adds the static fp8 input_scale (§7). */
 qp_status qp_qw_mx(qp_qw_job *j) {
     const qp_scheme *s = j->scheme;
     int N = j->N, K = j->K;
@@ -143,7 +143,7 @@ static float absmax(const float *v, size_t n) {
  * activations (qp_quant_nvfp4) with g = 1/weight_scale_2, so that
  * value * e4m3(sf) * weight_scale_2 is the dequantized weight. An all-zero
  * weight gets weight_scale_2 = 1 and zero codes. input_scale_2 is the
- * activations' absmax / (448*6), the reciprocal of 4.3's g; both are kept
+ * activations' absmax / (448*6), the reciprocal of docs/semantics.md §8's g; both are kept
  * >= FLT_MIN. */
 qp_status qp_qw_nvfp4(qp_qw_job *j) {
     int N = j->N, K = j->K;

@@ -1,5 +1,5 @@
 /* 8-bit weight quantizers: W8A8-INT8 (docs/semantics.md §15), W8A8-FP8 and its
- * 128x128 per-block form (6.5, 6.6), HF fp8. A weight scale is max|w| over
+ * 128x128 per-block form (§16), HF fp8. A weight scale is max|w| over
  * its block divided by the format's max, the codes w / s rounded to nearest
  * even (saturating); an all-zero block gets scale 0 and zero codes. */
 #include <math.h>

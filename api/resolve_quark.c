@@ -1,5 +1,5 @@
 /* Quark scheme resolution: exclude handling (docs/semantics.md §2), per-layer config
- * lookup (1.4), scheme dispatch and its predicates (1.5), for the vllm
+ * lookup (§3), scheme dispatch and its predicates (§4), for the vllm
  * dialect (vLLM latest) and the sglang dialect (SGLang's quark.py). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -242,7 +242,7 @@ static match is_w8a8_int8(const qj *w, const qj *in) {
 }
 
 /* parse_w4a16_int4_weight_config (0.34.0 quark/utils.py): group_size a
- * positive int (-1, which the spec's revision took as one group over K, is
+ * positive int (-1, which an earlier revision took as one group over K, is
  * refused now), symmetric a bool; vLLM's ValueErrors otherwise. */
 static qp_status w4a16_params(const qp_resolve_ctx *rc, const char *key, const qj *w, long long *group, bool *sym) {
     const qj *gs = G(w, "group_size"), *sy = G(w, "symmetric");

@@ -28,7 +28,7 @@ QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight_scale_2", NULL, "weight_scale_2 is NaN");
     qp_dtype d = a->dtype;
     /* docs/semantics.md §8: input_global_scale_inv = 1 / input_global_scale (fp32), the
-     * quantization multiplier g of 4.3 */
+     * quantization multiplier g of §8 */
     const float g = 1.0f / a->input_scale_2;
     int nb = K / NVFP4_BLOCK;
     size_t nk = (size_t)N * K;

@@ -82,7 +82,7 @@ const char *bh_dt_name(qp_dtype dt);  /* "fp16" / "bf16"                     */
  * units, one in 32 eight times larger:
  *   bh_x_rows: rows of different magnitudes, every fourth one offset
  *     (asymmetric); row 3 all zero. special: row 2 has a NaN at K/2, row 6
- *     is constant (reductions that skip NaN, errata 11.2's s = 0 row).
+ *     is constant (reductions that skip NaN, docs/semantics.md §12's s = 0 row).
  *   bh_x_blocks (the block-float qdq paths): m % 12 picks the row --
  *     0 plain, 1 blocks of 2^-8..2^7 magnitudes, 3 zero, 4 subnormal
  *     territory, 6 constant 1.5, 8 ties (multiples of 1/8), 9 negative

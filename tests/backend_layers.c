@@ -46,7 +46,7 @@ void bh_int8_layer(bh_layer *L, qp_dtype dt, bool is_static, bool sym, bool per_
     L->per_channel = per_channel;
     L->in_scale = 0.011f + 0.02f * fabsf(bh_frand());
     L->in_zp = is_static && !sym ? bh_irand(-20, 20) : 0;
-    /* azp_adj[n] = sum_k w[n][k], times input_zp when static (spec 6.4 step 5) */
+    /* azp_adj[n] = sum_k w[n][k], times input_zp when static (docs/semantics.md §15 step 5) */
     for (int n = 0; n < N; n++) {
         int64_t s = 0;
         for (int k = 0; k < K; k++) s += L->w_i8[(size_t)n * K + k];
@@ -105,7 +105,7 @@ void bh_qqq_layer(bh_layer *L, int group, bool bias, int N, int K) {
     L->B = malloc(sizeof(int32_t) * (size_t)(K / 16) * 2 * N);
     for (size_t i = 0; i < kn; i++) q[i] = (int8_t)(group == 128 ? bh_irand(0, 15) : bh_irand(-8, 7));
     for (int n = 0; n < N; n++) L->s_ch[n] = bh_frange(1e-4f, 1e-3f);
-    /* group scales up to ~20: |t s| passes 127.5, the wrap of spec 5.5 step 2 / errata 11.7 */
+    /* group scales up to ~20: |t s| passes 127.5, the wrap of docs/semantics.md §11 step 2 */
     for (int i = 0; i < G * N; i++) L->s_grp[i] = bh_enc(QP_DTYPE_F16, bh_frange(0.5f, 20.5f));
     int wraps = 0;
     for (int k = 0; k < K; k++)

@@ -28,7 +28,7 @@ int bh_sel_k(bh_sel s, int n, int K);
 
 typedef enum bh_fw_kind { BH_FW_MX = 0, BH_FW_W4A8, BH_FW_NVFP4, BH_FW_UNQ } bh_fw_kind;
 
-/* A block-float or unquantized layer (issue 9) and the scale regimes of
+/* A block-float or unquantized layer and the scale regimes of
  * its random weights; bh_fw_spec_init sets the defaults noted. */
 typedef struct bh_fw_spec {
     bh_fw_kind kind;
@@ -90,19 +90,19 @@ typedef struct bh_layer {
     char layer[32];
 } bh_layer;
 
-/* W8A8-INT8 (spec 6.3-6.4): static or dynamic per-token activations,
+/* W8A8-INT8 (docs/semantics.md §14, §15): static or dynamic per-token activations,
  * symmetric or not (azp_adj), per-tensor or per-channel weight scales. */
 void bh_int8_layer(bh_layer *L, qp_dtype dt, bool is_static, bool sym, bool per_channel, bool bias, int N, int K);
-/* W8A8-FP8 (spec 6.5): e4m3 weights without NaN; identity: N = K, unit
+/* W8A8-FP8 (docs/semantics.md §16): e4m3 weights without NaN; identity: N = K, unit
  * weights and scales (the GEMM is exact, the activation codes show). */
 void bh_fp8_layer(bh_layer *L, qp_dtype dt, qp_fp8_act act, bool per_channel, bool bias, bool identity, int N, int K);
-/* QQQ W4A8 (spec 5.3-5.5), fp16: group -1 (signed codes) or 128 (unsigned
- * codes; group scales up to ~20, so spec 5.5's int8 weight wraps). */
+/* QQQ W4A8 (docs/semantics.md §9, §10, §11), fp16: group -1 (signed codes) or 128 (unsigned
+ * codes; group scales up to ~20, so docs/semantics.md §11's int8 weight wraps). */
 void bh_qqq_layer(bh_layer *L, int group, bool bias, int N, int K);
-/* W4A16 (spec 6.7): random codes packed with qp_pack_int4_quark, act-dtype
+/* W4A16 (docs/semantics.md §17): random codes packed with qp_pack_int4_quark, act-dtype
  * scales (a few negative and tiny ones), uint4 zero points. */
 void bh_w4a16_layer(bh_layer *L, qp_dtype dt, qp_pack_method pack, bool sym, int group, bool bias, int N, int K);
-/* W8A8-FP8 per-block (spec 6.6): fp32 scales per 128x128 block (powers of
+/* W8A8-FP8 per-block (docs/semantics.md §16): fp32 scales per 128x128 block (powers of
  * two with ue8m0, as e8m0 checkpoints decode), per-token-group-128
  * activations (ue8m0: power-of-two activation scales). */
 void bh_fp8_block_layer(bh_layer *L, qp_dtype dt, int ue8m0, bool bias, bh_sel sel, int N, int K);

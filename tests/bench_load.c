@@ -1,4 +1,4 @@
-/* bench_load: how loading scales with the number of tensors (issue 31). Not
+/* bench_load: how loading scales with the number of tensors. Not
  * a test (nothing is asserted, no timing is judged): it writes a synthetic
  * DeepSeek-style MoE checkpoint of about N tensors (layers x experts x
  * gate/up/down x weight + weight_scale, plus attention layers) as S shards

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Damages a safetensors file or a config.json in place, for the corrupt-
-checkpoint tests (tests/test_corrupt_cli.sh, issue 32). Standard library only.
+checkpoint tests (tests/test_corrupt_cli.sh). Standard library only.
 
   damage_st.py FILE drop REGEX            delete every tensor whose name matches
   damage_st.py FILE copy REGEX FROM TO    add a copy of each match, FROM -> TO in its name

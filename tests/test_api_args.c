@@ -1,4 +1,4 @@
-/* Hostile sizes, counts and offsets through the public API (issue 31): each
+/* Hostile sizes, counts and offsets through the public API: each
  * call below gets a size that is negative, zero, past QP_DIM_MAX, inconsistent
  * with another, or out of range, and must return an error status naming the
  * argument -- never crash, read out of bounds or overflow (the ASan+UBSan

@@ -1,4 +1,4 @@
-/* The benchmark API (issue 10, api/bench.c): qp_linear_time,
+/* The benchmark API (api/bench.c): qp_linear_time,
  * qp_buffer_copy, qp_buffer_copy_time, qp_vendor_gemm_time on the cpu
  * backend (host timers) and on the fake GPUs of tests/bench_plugins (one
  * with synthetic timers and vendor GEMMs, one without any optional op):

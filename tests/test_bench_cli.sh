@@ -1,5 +1,5 @@
 #!/bin/sh
-# qport bench (issue 10): argument errors (exit 2, a message naming the
+# qport bench: argument errors (exit 2, a message naming the
 # problem), the tiny mode on the cpu reference and on every device of this
 # build, SKIP rows with reasons, and the baseline/ratio plumbing on two fake
 # GPUs (tests/bench_plugins: one with synthetic timers and vendor GEMMs, one
@@ -189,7 +189,7 @@ check "bench --moe: int8 rows on every GPU device with a ratio" \
   '[ $(grep -Ec "^int8-dyn-sym +(vulkan|opencl):0 +(1|8|16) .*[0-9]\.[0-9][0-9]$" "$T/moe.txt") -eq 6 ]'
 "$Q" bench --moe --moe-model gpt5 > /dev/null 2>&1; rc=$?
 check "bench --moe: an unknown model is a usage error" '[ $rc -eq 2 ]'
-# ---- the chain (issue 26): one wait per chain vs one per layer ------------------
+# ---- the chain: one wait per chain vs one per layer ------------------
 "$Q" bench --chain 4 --size 256x256 --reps 2 > "$T/chain.txt" 2>&1; rc=$?
 check "bench --chain (rc=$rc)" '[ $rc -eq 0 ]'
 check "bench --chain: both ratios for M = 1, 4, 16 on every device" \

@@ -1,4 +1,4 @@
-/* The communicator API under `mpirun -n 2` (issue 21; suite mpi): rank and
+/* The communicator API under `mpirun -n 2` (suite mpi): rank and
  * size, the byte collectives, the fixed-order all-reduce (the same bits on
  * every rank, equal to the fp32 rank-order sum rounded once), the status
  * agreement (one rank's failure becomes every rank's, with its message),

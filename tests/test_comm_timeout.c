@@ -1,4 +1,4 @@
-/* A frozen rank under `mpirun -n 2` (issue 32; suite mpi): rank 1 stops
+/* A frozen rank under `mpirun -n 2` (suite mpi): rank 1 stops
  * itself (SIGSTOP) before a collective; rank 0's barrier must fail after
  * QPORT_COMM_TIMEOUT naming rank 1, and rank 0 then ends with a non-zero
  * status, which ends the job (tests/test_comm_timeout.sh checks that

@@ -1,5 +1,5 @@
 #!/bin/sh
-# A frozen MPI rank (issue 32; suite mpi): with QPORT_COMM_TIMEOUT=2 the
+# A frozen MPI rank (suite mpi): with QPORT_COMM_TIMEOUT=2 the
 # live rank's collective fails naming the frozen one and the job ends --
 # it used to spin at 100% CPU forever. Skips (77) without mpirun.
 set -u

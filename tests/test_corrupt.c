@@ -1,4 +1,4 @@
-/* Files that change or are not files (issue 32): a shard truncated after
+/* Files that change or are not files: a shard truncated after
  * qp_model_open is an I/O error naming it when a layer is bound or a
  * tensor looked up (the bytes are read with pread, never touched through
  * the now-short mapping: no SIGBUS); FIFOs given as config, shard or

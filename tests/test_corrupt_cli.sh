@@ -1,5 +1,5 @@
 #!/bin/sh
-# Corrupt checkpoints fail, never run (issue 32): each case damages a copy
+# Corrupt checkpoints fail, never run: each case damages a copy
 # of the MoE demo model (qport demo-model --experts 4, quantized to int8)
 # and `qport run` must exit non-zero (not by a signal) naming the tensor,
 # key or file. Plus the files that used to block or kill: FIFOs as

@@ -1,5 +1,5 @@
-/* CUDA backend, host side (issue 7): the capability rules against a table
- * of devices (spec 8), the arch/target check, the scalar math the kernels
+/* CUDA backend, host side: the capability rules against a table
+ * of devices (docs/semantics.md §19), the arch/target check, the scalar math the kernels
  * share (cuda/cu_math.h) against api/format.c, the quantizers and the cpu
  * reference, and the QQQ repacking. Needs no GPU. */
 #include <math.h>
@@ -83,7 +83,7 @@ static void test_caps(void) {
     CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strstr(out.reason, "Marlin W8A16") && strstr(out.reason, "8.0"), "hf fp8 on A100: %s", out.reason);
     qpcu_scheme_support(&s, 89, SASS, PTX, &out);
     CHECK(out.level == QP_SUPPORT_NATIVE, "hf fp8 on L4: %s", out.reason);
-    /* fp8 per-block (issue 9): native from 8.9, vLLM's message below */
+    /* fp8 per-block: native from 8.9, vLLM's message below */
     memset(&s, 0, sizeof s);
     s.kind = QP_SCHEME_W8A8_FP8_BLOCK;
     qpcu_scheme_support(&s, 90, SASS, PTX, &out);
@@ -239,7 +239,7 @@ static void fill_row(float *x, int K, int kind) {
         switch (kind) {
         case 0: x[k] = frand(-3, 3); break;
         case 1: x[k] = 0.0f; break;
-        case 2: x[k] = 1.5f; break;                            /* constant row (errata 11.2) */
+        case 2: x[k] = 1.5f; break;                            /* constant row (docs/semantics.md §12) */
         case 3: x[k] = k == 3 ? NAN : frand(-1, 1); break;
         case 4: x[k] = frand(-1e-6f, 1e-6f); break;
         case 5: x[k] = frand(-60000, 60000); break;

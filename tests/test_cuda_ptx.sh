@@ -1,12 +1,12 @@
 #!/bin/sh
-# Static proof for the CUDA kernels (issue 7): reads the report that
+# Static proof for the CUDA kernels: reads the report that
 # cuda/ptx_report.sh wrote at build time and checks that
 #  - the sm_80+ PTX uses mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32,
 #  - sm_75 uses mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32,
 #  - sm_89+ (and the embedded compute_90 PTX) use the e4m3 variant
 #    mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32,
 #  - sm_80+ use cp.async and every target uses ldmatrix,
-#  - (issue 9) sm_80+ and compute_90 use the f16 and bf16 m16n8k16 variants,
+#  - sm_80+ and compute_90 use the f16 and bf16 m16n8k16 variants,
 #    sm_75 the f16 m16n8k8 one and no bf16,
 #  - ptxas -v reports 0 bytes spill stores / loads for every kernel.
 set -eu
@@ -29,7 +29,7 @@ done
 for t in 75 80 86; do
   if section "target sm_$t" | grep -q "e4m3"; then echo "FAIL sm_$t: e4m3 mma below sm_89"; fail=1; fi
 done
-# issue 9: the float kinds (W4A16, unquantized, MX / NVFP4 emulation)
+# the float kinds (W4A16, unquantized, MX / NVFP4 emulation)
 for t in 80 86 89 90; do
   need "target sm_$t" "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" "f16 m16n8k16 mma"
   need "target sm_$t" "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" "bf16 m16n8k16 mma"

@@ -6,7 +6,7 @@ set -u
 Q="$1"; T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 "$Q" demo-model "$T/fp16" --layers 1 >/dev/null || fail "demo-model"
-# an existing model is never overwritten silently (issue 31): exit 1 naming --force, the files unchanged
+# an existing model is never overwritten silently: exit 1 naming --force, the files unchanged
 sum0=$(cksum < "$T/fp16/model.safetensors")
 out=$("$Q" demo-model "$T/fp16" --layers 2 2>&1); rc=$?
 [ $rc -eq 1 ] && echo "$out" | grep -q "already exists; pass --force" || fail "demo-model over a model: rc $rc: $out"

@@ -1,6 +1,6 @@
 #!/bin/sh
 # `qport devices` straight from the build tree finds the plugins of that
-# build without QPORT_BACKEND_PATH (issue 17): libqport looks beside itself
+# build without QPORT_BACKEND_PATH: libqport looks beside itself
 # and the program, and in the build's vk/, cl/, cuda/ folders. Run from
 # another folder, so that nothing depends on the working directory.
 # args: QPORT BUILD_ROOT BACKEND... (the plugins this build made)

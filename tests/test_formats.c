@@ -1,15 +1,15 @@
-/* Numeric formats (issue 3 "Formats"; spec 3.2, 3.3, 3.5, 6.7, 7, 11.10).
+/* Numeric formats (docs/semantics.md §5, §6, §17, §18).
  *
  * Checks qp_format_* and the packing helpers against formulas written
- * independently of api/format.c (a per-format value formula, the spec's fp4
+ * independently of api/format.c (a per-format value formula, vLLM's fp4
  * table, a brute-force nearest-value search on each format's value table,
  * the compiler's _Float16 conversion, the bf16 bit trick) and against golden
  * vectors from PyPI ml_dtypes (tests/golden/formats.txt, path in argv[1]).
  *
  * Where vLLM's semantics differ from the ml_dtypes cast, the golden file
- * already holds the spec's answer and flags the line "# fmt:spec(ml=..)"
+ * already holds vLLM's answer and flags the line "# fmt:spec(ml=..)"
  * (gen_formats.py lists them): NaN -> 0x7FFF for f16/bf16, e4m3fn/e4m3fnuz
- * saturation instead of NaN on overflow and inf (errata 11.10), e5m2 NaN ->
+ * saturation instead of NaN on overflow and inf (docs/semantics.md §18), e5m2 NaN ->
  * 0x7F|sign, fp6/fp4 NaN -> +max, and e8m0's floor(log2) rule. This test
  * compares every column bit for bit, overrides included.
  *
@@ -91,7 +91,7 @@ static const small_fmt SMALL[] = {
 };
 #define N_SMALL (sizeof SMALL / sizeof SMALL[0])
 
-/* Spec 3.2's value formula written out with pow(): value = (1+m/2^M) *
+/* docs/semantics.md §5's value formula written out with pow(): value = (1+m/2^M) *
  * 2^(e-bias) for e>0, m/2^M * 2^(1-bias) for e == 0. */
 static double ref_small_decode(const small_fmt *f, unsigned code) {
     unsigned s = (code >> (f->nbits - 1)) & 1;
@@ -105,7 +105,7 @@ static double ref_small_decode(const small_fmt *f, unsigned code) {
     return s ? -v : v;
 }
 
-/* Spec 3.2: e2m1 code & 7 -> {0, 0.5, 1, 1.5, 2, 3, 4, 6}, bit 3 = sign. */
+/* docs/semantics.md §5: e2m1 code & 7 -> {0, 0.5, 1, 1.5, 2, 3, 4, 6}, bit 3 = sign. */
 static const float FP4_TABLE[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
 
 static unsigned ref_nan_small(const small_fmt *f, int neg) {
@@ -118,7 +118,7 @@ static unsigned ref_nan_small(const small_fmt *f, int neg) {
 }
 
 /* Brute-force encoder: the nearest finite value of the format on its table,
- * ties to the even code, then the spec's overflow / NaN / sign rules. */
+ * ties to the even code, then vLLM's overflow / NaN / sign rules. */
 static unsigned ref_small_encode(const small_fmt *f, float x) {
     unsigned sbit = 1u << (f->nbits - 1);
     int neg = signbit(x) != 0;
@@ -139,7 +139,7 @@ static unsigned ref_small_encode(const small_fmt *f, float x) {
         }
     }
     /* Above max: e5m2 (IEEE) overflows to inf at or beyond the midpoint to
-     * the next (virtual) binade value, the others saturate (3.5, 11.10). */
+     * the next (virtual) binade value, the others saturate (§6, §18). */
     if (f->kind == 2) {
         double step = pow(2.0, 30.0 - f->bias - f->mbits); /* ulp of the top binade (exp 30) */
         if (a >= f->max + step / 2) best = 0x7C;
@@ -219,10 +219,10 @@ static void test_small_ties(long *n_ties) {
     }
 }
 
-/* Saturation, NaN, inf and tiny inputs, as the spec states them. */
+/* Saturation, NaN, inf and tiny inputs, as docs/semantics.md §18 states them. */
 static void test_small_specials(void) {
     struct { qp_dtype dt; float x; unsigned code; const char *why; } cases[] = {
-        /* errata 11.10: e4m3fn */
+        /* docs/semantics.md §18: e4m3fn */
         {QP_DTYPE_F8_E4M3FN, 464.0f, 0x7E, "464 ties to 448"},
         {QP_DTYPE_F8_E4M3FN, 464.00003f, 0x7E, "> 464 saturates"},
         {QP_DTYPE_F8_E4M3FN, 1e30f, 0x7E, "huge saturates"},
@@ -238,7 +238,7 @@ static void test_small_specials(void) {
         {QP_DTYPE_F8_E4M3FN, 0x1p-149f, 0x00, "tiny"},
         {QP_DTYPE_F8_E4M3FN, -0x1p-149f, 0x80, "tiny negative"},
         {QP_DTYPE_F8_E4M3FN, -0.0f, 0x80, "-0"},
-        /* spec 7: e4m3fnuz */
+        /* docs/semantics.md §18: e4m3fnuz */
         {QP_DTYPE_F8_E4M3FNUZ, 240.0f, 0x7F, "max"},
         {QP_DTYPE_F8_E4M3FNUZ, 248.0f, 0x7F, "tie above max saturates"},
         {QP_DTYPE_F8_E4M3FNUZ, 1e30f, 0x7F, "huge"},
@@ -261,7 +261,7 @@ static void test_small_specials(void) {
         {QP_DTYPE_F8_E5M2, -NAN, 0xFF, "NaN keeps sign"},
         {QP_DTYPE_F8_E5M2, 0x1p-17f, 0x00, "2^-17 ties to 0"},
         {QP_DTYPE_F8_E5M2, -0x1p-17f, 0x80, "-0"},
-        /* spec 3.5: fp4 table */
+        /* docs/semantics.md §6: fp4 table */
         {QP_DTYPE_F4_E2M1, 0.25f, 0x0, "0.25 -> 0"},
         {QP_DTYPE_F4_E2M1, -0.25f, 0x8, "-0.25 -> -0"},
         {QP_DTYPE_F4_E2M1, 0.2500001f, 0x1, "(0.25,0.75) -> 0.5"},
@@ -289,7 +289,7 @@ static void test_small_specials(void) {
         {QP_DTYPE_F6_E3M2, 0x1p-5f, 0x00, "half min subnormal ties to 0"},
         {QP_DTYPE_F6_E3M2, -0x1p-5f, 0x20, "-0"},
         {QP_DTYPE_F6_E3M2, NAN, 0x1F, "NaN -> +max (qport)"},
-        /* errata 11.10: fp16/bf16 NaN -> 0x7FFF */
+        /* docs/semantics.md §18: fp16/bf16 NaN -> 0x7FFF */
         {QP_DTYPE_F16, NAN, 0x7FFF, "NaN"},
         {QP_DTYPE_F16, -NAN, 0x7FFF, "-NaN"},
         {QP_DTYPE_F16, 65504.0f, 0x7BFF, "max"},
@@ -355,7 +355,7 @@ static float ref_f16_decode(unsigned c) {
 }
 
 /* fp32 -> bf16 by the usual bit trick (round half to even on the dropped
- * 16 bits), NaN -> 0x7FFF (errata 11.10). */
+ * 16 bits), NaN -> 0x7FFF (docs/semantics.md §18). */
 static unsigned ref_bf16_encode(float x) {
     if (isnan(x)) return 0x7FFF;
     uint32_t u = fbits(x);
@@ -479,7 +479,7 @@ static void test_api(void) {
     CHECK(qp_format_decode_array(QP_DTYPE_NONE, b16, 6, y) == QP_ERR_INVALID_ARGUMENT, "decode_array NONE");
 }
 
-/* -- Packing (spec 3.3, 6.7) ------------------------------------------------ */
+/* -- Packing (docs/semantics.md §5, §17) ------------------------------------ */
 
 static void test_packing(long *n_packed) {
     /* Hand-checked examples. */

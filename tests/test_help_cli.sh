@@ -1,5 +1,5 @@
 #!/bin/sh
-# Help (issue 17): `qport CMD --help` and `qport help CMD` explain every
+# Help: `qport CMD --help` and `qport help CMD` explain every
 # argument and option of every subcommand; `qport --help` lists them all.
 # Each command's options are the list below plus every "--option" string in
 # its source (tools/cmd_<command>.c), so an option added there without help

@@ -32,7 +32,7 @@ int main(void) {
     BAD("{\"a\":\"\\x\"}", QP_ERR_PARSE, "invalid JSON");
     BAD("{\"a\":\"\\u00\"}", QP_ERR_PARSE, "invalid JSON");
     BAD("{\"a\":\"\\u0000\"}", QP_ERR_PARSE, "NUL");
-    /* syntax errors say where (line, column, byte) and what was expected (issue 31) */
+    /* syntax errors say where (line, column, byte) and what was expected */
     BAD("{\n  \"quant_method\": \"quark\",\n  \"global_quant_config\": {\"weight\": null}\n  \"exclude\": []\n}", QP_ERR_PARSE,
         "invalid JSON at line 4, column 3 (byte 73): expected ',' or '}' after an object member, got '\"'");
     BAD("{\"a\": [1, 2,]}", QP_ERR_PARSE, "line 1, column 13 (byte 12): expected a value after ',' (no trailing commas in JSON), got ']'");

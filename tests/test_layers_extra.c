@@ -1,4 +1,4 @@
-/* The layers around the quantized GEMMs (issue 9): the fp8 KV cache, Quark's
+/* The layers around the quantized GEMMs: the fp8 KV cache, Quark's
  * online input rotation, unquantized layers, and the core's binding of the
  * block-float schemes -- against independent oracles, on every device that
  * offers the kernels, and with the errors users get. */

@@ -100,7 +100,7 @@ static void bad_tensors(void) {
     case_layer_free(&l);
 }
 
-/* fp32 activations (issue 3): qp_linear with act_dtype F32 equals the
+/* fp32 activations: qp_linear with act_dtype F32 equals the
  * direct reference call bit for bit (x and y of 4 bytes an element, an F32
  * bias), for int8 (the integer path), W4A16 (fp16 checkpoint scales widened
  * into the fp32 params) and NVFP4; QQQ keeps vLLM's float16 error; devices
@@ -273,7 +273,7 @@ static void env_and_specs(void) {
     unsetenv("QPORT_BACKEND_PATH");
 }
 
-/* DESIGN.md 8: forwards from several threads, on one shared layer and on
+/* docs/c-api.md (threads): forwards from several threads, on one shared layer and on
  * per-thread layers of one device, give the single-thread result. */
 typedef struct job { qp_linear *lin; const uint16_t *x; const uint16_t *want; int M, N, bad; } job;
 static void *worker(void *p) {
@@ -312,7 +312,7 @@ static void threads(void) {
     case_layer_free(&l);
 }
 
-/* Caller-supplied sizes (issue 31): shard rows that do not sum to N or are
+/* Caller-supplied sizes: shard rows that do not sum to N or are
  * negative (they once overran the weight in qp_fp8_requantize_max_scale),
  * dims that are negative or whose product wraps around to N*K, bad ranks,
  * dtypes and data, and layer shapes past QP_DIM_MAX all come back as

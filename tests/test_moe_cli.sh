@@ -93,6 +93,6 @@ j = json.dumps(h).encode(); j += b" " * (-len(j) % 8)
 open(p, "wb").write(struct.pack("<Q", len(j)) + j + data + bytes(128))
 PY
 out=$("$Q" run "$T/fp8-static" --device cpu 2>&1) && fail "an unused tensor must fail the run"
-# (under an MoE block the binder refuses it, naming it: issue 32)
+# (under an MoE block the binder refuses it, naming it)
 echo "$out" | grep -q "tensor 'model.layers.0.mlp.experts.gate_up_proj' is under the experts of 'model.layers.0.mlp.experts'" || { echo "$out"; fail "unused report"; }
 echo "ok: MoE demo quantized into $(echo $SCHEMES | wc -w) schemes and run, QQQ experts unquantized; router unquantized; bad experts refused; unused tensors reported"

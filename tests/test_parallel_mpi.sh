@@ -1,5 +1,5 @@
 #!/bin/sh
-# Parallel layers under `mpirun -n 2` (issue 21; meson suite mpi): the demo
+# Parallel layers under `mpirun -n 2` (meson suite mpi): the demo
 # models, dense and MoE, run across two ranks on different devices (cpu,
 # lavapipe's vulkan:0, PoCL's opencl:0) for a scheme of each family and
 # compared by rank 0 with the cpu reference; then the faults: a rank that

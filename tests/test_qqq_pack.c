@@ -20,7 +20,7 @@ static void hand_checked(void) {
 #define Q(k, n) nib(q[(k) * N + (n)])
     CHECK(qp_qqq_pack_weight(NULL, q, K, N, -1, B) == QP_OK, "pack");
     /* word 0 = lane 0 of tile 0: nibbles 1,3,5,7 hold k=0..3 of column 0,
-     * nibbles 0,2,4,6 the same k of column 8 (spec 5.4.2, 5.4.4) */
+     * nibbles 0,2,4,6 the same k of column 8 (docs/semantics.md §10) */
     uint32_t want = 0;
     int order[8][2] = {{0, 8}, {0, 0}, {1, 8}, {1, 0}, {2, 8}, {2, 0}, {3, 8}, {3, 0}};
     for (int j = 0; j < 8; j++) want |= (uint32_t)Q(order[j][0], order[j][1]) << (4 * j);

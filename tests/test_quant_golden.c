@@ -1,10 +1,10 @@
 /* Activation quantizers against golden vectors made by an independent
  * implementation (tests/golden/gen_quant.py: numpy fp32 arithmetic and
- * ml_dtypes casts, written from the spec's text), bit for bit: int8
+ * ml_dtypes casts, written from docs/semantics.md), bit for bit: int8
  * static/dynamic sym/asym, fp8 static / dynamic tensor / dynamic token /
  * token-group (+UE8M0), MX fp4/fp6/fp8 with Quark's even scale, NVFP4.
  * Inputs include zeros, constants, huge, tiny (subnormal), NaN and +-inf
- * rows; where the spec overrides a library cast the script says so. */
+ * rows; where vLLM overrides a library cast the script says so. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,5 @@
 /* int8 activation quantizers: hand-computed cases, the kernel's edge cases
- * (errata 11.2), and random rows against an independent double-precision
+ * (docs/semantics.md §12), and random rows against an independent double-precision
  * formulation (equal except where fp32 rounding sits on a .5 tie). */
 #include <math.h>
 #include <stdlib.h>
@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     CHECK(q[4] == 0 && q[7] == 0 && zp[1] == 0, "zero row %d zp %d", q[4], zp[1]);
     float x5[4] = {-3.0f, -3.0f, -3.0f, -3.0f};
     CHECK(qp_quant_int8_dynamic(NULL, x5, 1, 4, 0, q, s, zp) == QP_OK && q[0] == -1 && zp[0] == INT32_MAX, "neg const");
-    /* all-negative row: min/max start at ±FLT_MAX, not FLT_MIN (errata 11.1) */
+    /* all-negative row: min/max start at ±FLT_MAX, not FLT_MIN (docs/semantics.md §12) */
     float x6[4] = {-4.0f, -1.0f, -2.0f, -3.0f};
     CHECK(qp_quant_int8_dynamic(NULL, x6, 1, 4, 0, q, s, zp) == QP_OK && s[0] == 3.0f / 255.0f && q[0] == -128 &&
               q[1] == 127, "all negative: s %g q %d %d", s[0], q[0], q[1]);

@@ -1,4 +1,4 @@
-/* MX (spec 3.4-3.6) and NVFP4 (spec 4.3) quantizers: hand-checked Quark
+/* MX (docs/semantics.md §6) and NVFP4 (docs/semantics.md §8) quantizers: hand-checked Quark
  * "even" shared scales, saturation, NaN/inf, bad shapes, and seeded random
  * data against each format's rounding bound (half an ulp of the element
  * grid, or the distance to +-max once saturated). */
@@ -37,7 +37,7 @@ int main(int argc, char **argv) {
     qp_context *ctx = NULL;
     CHECK(qp_context_create(&ctx) == QP_OK, "context");
 
-    /* --- shared scales (spec 3.4) --- */
+    /* --- shared scales (docs/semantics.md §6) --- */
     const qp_dtype F4 = QP_DTYPE_F4_E2M1, E3 = QP_DTYPE_F6_E3M2, E2 = QP_DTYPE_F6_E2M3, F8 = QP_DTYPE_F8_E4M3FN;
     CHECK(sc(F4, 1.0f) == 125 && sc(F4, 1.74f) == 125 && sc(F4, 1.75f) == 126 && sc(F4, 1.9999f) == 126,
           "fp4 1.75 threshold: %u %u %u %u", sc(F4, 1.0f), sc(F4, 1.74f), sc(F4, 1.75f), sc(F4, 1.9999f));
@@ -135,7 +135,7 @@ int main(int argc, char **argv) {
         CHECK(bad == 0 && badscale == 0, "%s: %d values outside the bound, %d bad scales", FMTS[f].name, bad, badscale);
     }
 
-    /* --- NVFP4 (spec 4.3) --- */
+    /* --- NVFP4 (docs/semantics.md §8) --- */
     /* g = 1, vmax 6: sf = 1 (0x38), out_scale 1; 2.5 ties to 2, -0.25 -> -0 */
     float xn[32] = {6.0f, 2.5f, -0.25f, 0.75f, 5.0f, -6.0f};
     uint8_t qn[32], sn[2];

@@ -1,6 +1,6 @@
 /* NaN / +-inf / zero / constant / huge / tiny sweeps for every quantizer,
- * asserting what the spec says happens (spec 3.4-3.5, 4.3, 6.1-6.2, errata
- * 11.2, 11.9-11.10) and, for the weight quantizers, qport's documented
+ * asserting what vLLM does (docs/semantics.md §6, §8, §12, §13,
+ * §18) and, for the weight quantizers, qport's documented
  * contract: non-finite weights are refused naming the element, zero weights
  * give zero codes, and every magnitude fp32 holds (QQQ: fp16) comes back
  * through the scheme's reference forward. */
@@ -41,14 +41,14 @@ static void int8_sweep(void) {
         if (i == 5) CHECK(s == 1.0f / 127.0f && q[1] == 0 && q[0] == 127, "int8 dyn NaN: q[1] %d", q[1]);
         /* an infinite absmax: scale inf, 127/inf = 0, so every q is 0 (inf * 0 = NaN -> 0) */
         if (i >= 6) CHECK(isinf(s) && q[0] == 0 && q[1] == 0, "int8 dyn %s: s %g q %d %d", names[i], (double)s, q[0], q[1]);
-        /* dynamic asymmetric: constant rows -> every q = -1 (errata 11.2),
+        /* dynamic asymmetric: constant rows -> every q = -1 (docs/semantics.md §12),
          * all-zero rows -> q 0, azp 0 */
         qp_quant_int8_dynamic(NULL, x, 1, 32, 0, q, &s, &z);
         if (i == 0) CHECK(q[0] == 0 && z == 0, "int8 asym zero row: q %d azp %d", q[0], z);
         if (i == 1) CHECK(q[0] == -1 && q[31] == -1 && s == 0.0f && z == INT32_MIN, "int8 asym const row: q %d azp %d", q[0], z);
     }
     /* static asymmetric: +inf saturates to INT32_MAX and the int32 add of
-     * a positive azp wraps (errata 11.2: the GPU's adds wrap) -> -128 */
+     * a positive azp wraps (docs/semantics.md §12: the GPU's adds wrap) -> -128 */
     row(6, x);
     qp_quant_int8_static(NULL, x, 1, 32, 0.01f, 5, 0, q);
     CHECK(q[1] == -128 && q[0] == 105, "int8 static asym +inf with azp 5: %d %d", q[1], q[0]);
@@ -66,7 +66,7 @@ static void fp8_sweep(void) {
         qp_quant_fp8_static(NULL, x, 32, 0.5f, q);
         uint8_t want = i == 0 ? 0x00 : i == 1 ? 0x3C /* 1.5 */ : i == 2 || i == 5 || i == 6 ? 0x7E : i == 7 ? 0xFE : 0x00;
         CHECK(q[1] == want, "fp8 static %s: %02x want %02x", names[i], q[1], want);
-        /* dynamic per tensor: no minimum scale; all zero -> s 0 and 0x7E (errata 11.9) */
+        /* dynamic per tensor: no minimum scale; all zero -> s 0 and 0x7E (docs/semantics.md §13) */
         qp_quant_fp8_dynamic_tensor(NULL, x, 32, q, s);
         if (i == 0) CHECK(s[0] == 0.0f && q[0] == 0x7E && q[31] == 0x7E, "fp8 tensor zero: %g %02x", (double)s[0], q[0]);
         if (i == 5) CHECK(s[0] == 1.0f / 448.0f && q[1] == 0x7E && q[0] == 0x7E, "fp8 tensor NaN");

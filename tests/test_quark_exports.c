@@ -45,7 +45,7 @@ static size_t n_out, n_out_same;
 static int has(const char *s, const char *part) { return strstr(s, part) != NULL; }
 
 /* Schemes whose qport output equals Quark's bit for bit on x (the MX
- * emulation is the same arithmetic on both sides, spec 3). */
+ * emulation is the same arithmetic on both sides, docs/semantics.md §5). */
 static int mx_exact(const char *scheme) {
     static const char *const mx[] = {"mxfp4", "mxfp4_weight_only", "mxfp6_e3m2", "mxfp6_e2m3", "mxfp4_mxfp6_e2m3",
                                      "mxfp4_rotation"};
@@ -454,7 +454,7 @@ static void run_fixture(const char *root, const char *dname, const char *scheme)
     qp_dtype want = strstr(dname, "bf16") ? QP_DTYPE_BF16 : QP_DTYPE_F16;
     CHECK(qp_model_dtype(m) == want, "%s: model dtype %s", where, qp_dtype_name(qp_model_dtype(m)));
     if (!strcmp(scheme, "int4_fp8")) {
-        /* vLLM refuses it at scheme dispatch (spec 1.5) */
+        /* vLLM refuses it at scheme dispatch (docs/semantics.md §4) */
         qp_layer_binding b;
         st = qp_model_bind_layer(m, "model.layers.0.mlp.down_proj", NULL, &b);
         CHECK(st == QP_ERR_NOT_IMPLEMENTED, "%s: refused with NotImplementedError (%s)", where, qp_status_str(st));

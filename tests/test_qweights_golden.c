@@ -1,12 +1,12 @@
 /* qp_quantize_weights against golden tensors made by an independent
  * implementation (tests/golden/gen_qweights.py: numpy fp32 / fp16 and
- * ml_dtypes, written from the spec's text and qport.h's documented rules),
+ * ml_dtypes, written from docs/semantics.md and qport.h's documented rules),
  * bit for bit: every tensor's name, dtype, shape and bytes, for W8A8-INT8
  * per-channel / per-tensor with static sym/asym input scales, FP8 per
  * tensor / channel / 128x128 blocks (fp32 and e8m0 scales), HF fp8, W4A16
  * int4/uint4 with order/reorder packing, OCP-MX fp4/fp6/fp8 (per_block
  * rows), W4A8-MXFP4-FP8, NVFP4 and QQQ per-channel / group 128 with the
- * Marlin layout. The script says which rules the spec fixes and which are
+ * Marlin layout. The script says which rules vLLM fixes and which are
  * qport's documented choices. */
 #include <stdlib.h>
 #include <string.h>

@@ -40,7 +40,7 @@ static void hand(void) {
     CHECK(qp_ref_w8a8_int8_forward(NULL, &a, y) == QP_ERR_INVALID_ARGUMENT, "dtype");
 }
 
-/* Every mode on random data against a double formulation. fp32 (spec 6.3
+/* Every mode on random data against a double formulation. fp32 (docs/semantics.md §14
  * with out dtype fp32): the integer path makes the result exact, so it must
  * equal the epilogue's fp32 value bit for bit (computed here from the
  * test's own integer sums), and with fp16-representable inputs the fp16
@@ -91,7 +91,7 @@ static void random_modes(qp_dtype d, int M, int K, int N) {
                 double got = tu_get(d, y, (size_t)m * N + n);
                 if (fabs(got - ref) > fabs(ref) * (rel + ldexp(1, -21)) + ldexp(1, -20)) bad++;
                 if (d != QP_DTYPE_F32) continue;
-                /* spec 6.3 / errata 11.3 in fp32: one fma with a bias or an azp epilogue */
+                /* docs/semantics.md §14 in fp32: one fma with a bias or an azp epilogue */
                 float b = a.bias ? (float)tu_get(d, bias, n) : 0.0f;
                 float want = !a.symmetric || a.bias ? fmaf(sa, sb * (float)t, b) : sa * (sb * (float)t);
                 float gotf = ((float *)y)[m * N + n];

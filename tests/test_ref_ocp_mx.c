@@ -96,7 +96,7 @@ static void hand_cases(void) {
     qp_ref_ocp_mx_args c = {QP_DTYPE_BF16, x, 1, 32, 2, QP_DTYPE_F8_E4M3FN, w8, s8, 2, QP_OCP_MX_ACT_MXFP8, NULL};
     CHECK(qp_ref_ocp_mx_forward(NULL, &c, y2) == QP_OK && y2[0] == 0x4280 && y2[1] == 0x4280, "mxfp8 R=2: %04x %04x", y2[0], y2[1]);
 
-    /* spec 3.6 in fp16: e8m0 2^20 saturates to 2^15 in the fp4 path (hmul),
+    /* docs/semantics.md §6 in fp16: e8m0 2^20 saturates to 2^15 in the fp4 path (hmul),
      * so 1.0 * 2^15 = 32768 (0x7800); the fp6 path computes 2**(e-127) in
      * fp16, which overflows to inf: inf weights, and 0 * inf = NaN */
     uint16_t xo[32] = {0x3C00};

@@ -1,5 +1,5 @@
-/* Scheme resolution: every predicate branch and error message of spec 1-2,
- * 5.1, 8, 9 on small configs, and the published configs in ../shared. */
+/* Scheme resolution: every predicate branch and error message of docs/semantics.md §1-§4,
+ * §9, §19, §20 on small configs, and the published configs in ../shared. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,7 +50,7 @@ static void one_err(const char *w, const char *in, qp_status st, const char *msg
 #define ONE_ERR(w, in, st, msg) one_err(w, in, st, msg, __LINE__)
 
 static void predicates(void) {
-    /* fp8 (spec 1.5.1 _is_fp8_w8a8) */
+    /* fp8 (docs/semantics.md §4 _is_fp8_w8a8) */
     ONE(W_FP8_T, I_FP8_ST, QP_OK, "QuarkW8A8Fp8", "kFp8StaticTensorSym", "kFp8StaticTensorSym");
     ONE(W_FP8_C, I_FP8_ST, QP_OK, "QuarkW8A8Fp8", "kFp8StaticChannelSym", "kFp8StaticTensorSym");
     ONE(W_FP8_T, I_FP8_DT, QP_OK, "QuarkW8A8Fp8", "kFp8StaticTensorSym", "kFp8DynamicTensorSym");
@@ -62,7 +62,7 @@ static void predicates(void) {
     ONE_ERR(W_FP8_T, "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_channel\",\"is_dynamic\":false}", QP_ERR_NOT_IMPLEMENTED,
             "No quark compatible scheme was found. Weight config: {'dtype': 'fp8_e4m3', 'qscheme': 'per_tensor', "
             "'is_dynamic': False}, Input config: {'dtype': 'fp8_e4m3', 'qscheme': 'per_channel', 'is_dynamic': False}");
-    /* typos (issue 31): vLLM's message, then qport's note naming the key or value and the nearest valid one */
+    /* typos: vLLM's message, then qport's note naming the key or value and the nearest valid one */
     ONE_ERR("{\"dtype\":\"int8\",\"qscheme\":\"per_chanel\",\"symmetric\":true,\"is_dynamic\":false}", I_FP8_ST,
             QP_ERR_NOT_IMPLEMENTED,
             "No quark compatible scheme was found. Weight config: {'dtype': 'int8', 'qscheme': 'per_chanel', 'symmetric': True, "
@@ -96,7 +96,7 @@ static void predicates(void) {
     ONE_ERR("{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],\"symmetric\":true}", I_FP8_ST,
             QP_ERR_NOT_IMPLEMENTED, "~No quark compatible scheme was found.");
 
-    /* int8 (spec 1.5.1 _is_w8a8_int8) */
+    /* int8 (docs/semantics.md §4 _is_w8a8_int8) */
     ONE(W_I8_C, "{\"dtype\":\"int8\",\"qscheme\":\"per_tensor\",\"symmetric\":true,\"is_dynamic\":false}", QP_OK,
         "QuarkW8A8Int8", "kInt8StaticChannelSym", "kInt8StaticTensorSym");
     ONE(W_I8_T, "{\"dtype\":\"int8\",\"qscheme\":\"per_tensor\",\"symmetric\":false,\"is_dynamic\":false}", QP_OK,
@@ -119,7 +119,7 @@ static void predicates(void) {
     ONE_ERR(W_I8_C, "{\"dtype\":\"int8\",\"qscheme\":\"per_channel\",\"is_dynamic\":1}", QP_ERR_NOT_IMPLEMENTED,
             "~No quark compatible scheme was found.");
 
-    /* W4A16 (spec 6.7) */
+    /* W4A16 (docs/semantics.md §17) */
     ONE("{\"dtype\":\"int4\",\"qscheme\":\"per_group\",\"group_size\":128,\"symmetric\":true}", "null", QP_OK,
         "QuarkW4A16Int4", "kInt4Static", "");
     ONE("{\"dtype\":\"int4\",\"qscheme\":\"per_group\",\"group_size\":32,\"symmetric\":true}", "null", QP_OK,
@@ -190,7 +190,7 @@ static void predicates(void) {
             "\"symmetric\":true,\"is_dynamic\":false}", MXFP8_A, QP_ERR_NOT_IMPLEMENTED, "~No quark compatible scheme was found.");
     /* QuarkOCP_MX's keys: MX activations or none */
     ONE_ERR(MX_W("fp8_e4m3"), I_FP8_DT, QP_ERR_VALUE, "Unsupported activation quant key: QuantKey(f8e4m3fn,scale(f32,dynamic,per_tensor),symmetric)");
-    /* spec 9.14: MXFP4 weight + dynamic fp8 passes the predicate, fails the key check */
+    /* docs/semantics.md §4: MXFP4 weight + dynamic fp8 passes the predicate, fails the key check */
     ONE_ERR(MX_W("fp4"), I_FP8_DT, QP_ERR_VALUE, "Unsupported activation quant key: QuantKey(f8e4m3fn,scale(f32,dynamic,per_tensor),symmetric)");
     ONE_ERR(MX_W("fp4"), "{\"dtype\":\"int8\",\"is_dynamic\":true}", QP_ERR_VALUE,
             "Unsupported input_dtype=int8 in Quark's vLLM integration. Supported activation dtypes are "
@@ -277,7 +277,7 @@ static void layer_matching(void) {
     qp_config *c = tu_load(ctx, LQC);
     CHECK(c != NULL, "%s", qp_last_error(ctx));
     if (!c) return;
-    /* spec 9.1: no '*' → `layer_name in pattern` (substring, reversed) */
+    /* docs/semantics.md §3: no '*' → `layer_name in pattern` (substring, reversed) */
     EXPECT(c, ctx, "model.layers.1.mlp.down_proj", L, NULL, QP_OK, NULL, "QuarkW8A8Int8", NULL, NULL);
     EXPECT(c, ctx, "layers.1", L, NULL, QP_OK, NULL, "QuarkW8A8Int8", NULL, NULL);
     EXPECT(c, ctx, "model.layers.1.mlp.down_proj.extra.more", L, NULL, QP_OK, NULL, "QuarkW8A8Fp8",
@@ -297,7 +297,7 @@ static void layer_matching(void) {
     CHECK(qp_config_resolve(c, "model.layers.5.mlp.up_proj", L, NULL, &s) == QP_OK && s.pack_method == QP_PACK_ORDER &&
               s.weight.group_size == 128,
           "w4a16 order: %s", qp_last_error(ctx));
-    /* spec 1.4.3: layer_type_quant_config never matches in vllm... */
+    /* docs/semantics.md §3: layer_type_quant_config never matches in vllm... */
     qp_resolve_options o;
     qp_resolve_options_init(&o);
     o.layer_class = "QKVParallelLinear";
@@ -316,7 +316,7 @@ static void layer_matching(void) {
     o.capability = QP_CAPABILITY_NONE;
     EXPECT_ERR(c, ctx, "model.layers.0.mlp.up_proj", L, &o, QP_ERR_NOT_IMPLEMENTED, "~No quark compatible scheme was found.");
 
-    /* excludes (spec 1.3): exact names, fused names via shards, re: prefix match */
+    /* excludes (docs/semantics.md §2): exact names, fused names via shards, re: prefix match */
     /* lm_head is vLLM's ParallelLMHead (no LinearBase): no Quark method,
      * excluded or not (0.34.0 get_quant_method_target); SGLang's exclude */
     EXPECT(c, ctx, "lm_head", L, NULL, QP_OK, "UnquantizedEmbeddingMethod", "", "", "");
@@ -359,7 +359,7 @@ static void layer_matching(void) {
 }
 
 static void shard_replace_quirk(void) {
-    /* spec 9.4: str.replace rewrites every occurrence of the projection name */
+    /* docs/semantics.md §2: str.replace rewrites every occurrence of the projection name */
     qp_config *c = tu_load(ctx,
         "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[]},"
         "\"global_quant_config\":{\"weight\":" W_FP8_C ",\"input_tensors\":" I_FP8_DC "},"

@@ -75,7 +75,7 @@ static void round_trip(void) {
     CHECK(qp_safetensors_open(ctx, "/tmp", &f) == QP_ERR_IO, "a directory");
 }
 
-/* The name index (issue 31): 3000 tensors whose names are written in a
+/* The name index: 3000 tensors whose names are written in a
  * shuffled order, each found by qp_safetensors_find with its own data;
  * names that are prefixes or extensions of real ones are not found; a key
  * given twice in a header of more than 16 keys (the hashed JSON objects)

@@ -1,4 +1,4 @@
-/* OpenCL: OCP-MX, W4A8-MXFP4-FP8, NVFP4 and unquantized layers (issue 9),
+/* OpenCL: OCP-MX, W4A8-MXFP4-FP8, NVFP4 and unquantized layers,
  * built from checkpoint tensors by the core's own binder (backend_layers.c),
  * so the canonical fields are exactly the core's. */
 #include <math.h>

@@ -1,4 +1,4 @@
-/* The OpenCL backend tests (issue 6; programs tests/cl/test_cl_*.c): the
+/* The OpenCL backend tests (programs tests/cl/test_cl_*.c): the
  * plugin libqport-cl.so driven through its ops table against the cpu
  * reference on PoCL, over a shape matrix (M in 1,2,3,5,8,16,17,64,256; K
  * and N off the tile and vector edges) on the automatic, GEMV and tiled

@@ -1,5 +1,5 @@
 /* cl-block-float: OCP-MX, W4A8-MXFP4-FP8, NVFP4 and unquantized layers
- * (issue 9) on GEMV and tiled, M in 1, 3, 16, 17, 64, fp16 and bf16:
+ * on GEMV and tiled, M in 1, 3, 16, 17, 64, fp16 and bf16:
  *   every OCP_MX_Scheme pair (fp4 weights with none / mxfp4 / mxfp6_e3m2 /
  *   mxfp6_e2m3 / mxfp8 activations, fp6 with none / their own fp6 / mxfp8,
  *   fp8 with none / mxfp8), W4A8, NVFP4 (K = 48, 64, 80, 144: half a 32-code

@@ -326,7 +326,7 @@ static void faults(void) {
     sch.kind = QP_SCHEME_QQQ_W4A8;
     bh_ops->device_supports(bh_dev, &sch, 1, 64, 64, &si);
     /* PoCL has no cl_khr_integer_dot_product: int8 arithmetic is emulated
-     * with int32 multiply-adds, and says so (issue 9) */
+     * with int32 multiply-adds, and says so */
     CHECK(si.level == QP_SUPPORT_EMULATED && strstr(si.reason, "cl_khr_integer_dot_product"), "supports qqq: %s", si.reason);
     sch.kind = QP_SCHEME_W8A8_FP8;
     bh_ops->device_supports(bh_dev, &sch, 1, 64, 64, &si);

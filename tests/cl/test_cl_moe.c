@@ -1,4 +1,4 @@
-/* The OpenCL fused MoE (issue 19) against the cpu reference: every scheme x
+/* The OpenCL fused MoE against the cpu reference: every scheme x
  * fp16/bf16 with E = 8 or 64 and k = 1, 2 or 8 in turn, at M = 1, 3, 16
  * (decode path) and 17, 64 (tiled path), softmax and grouped top-k
  * routing, experts that get no token, every token through one expert,

@@ -1,11 +1,11 @@
 /* cl-w4a16: the float-weight paths with integer or fp8 codes, against the
  * reference within the float-path bound of tools/cases.c (NaN rows stay
  * NaN):
- *   W4A16 (spec 6.7): every group size (32, 64, 128, per-channel with K =
+ *   W4A16 (docs/semantics.md §17): every group size (32, 64, 128, per-channel with K =
  *     100 off the 32-weight chunks), order and reorder packing, int4 and
  *     uint4, fp16 and bf16, odd N, negative and tiny scales, the core's
  *     canonical fields;
- *   fp8 per-block (spec 6.6): fp32 and power-of-two (e8m0) scales, UE8M0
+ *   fp8 per-block (docs/semantics.md §16): fp32 and power-of-two (e8m0) scales, UE8M0
  *     activation scales, a partial 128-row block, and identity layers
  *     comparing the group quantizer's codes and scales bit for bit. */
 #include "cl_tests.h"

@@ -1,4 +1,4 @@
-/* The CUDA backend tests (issue 7; programs tests/cuda/test_cuda_*.c): the
+/* The CUDA backend tests (programs tests/cuda/test_cuda_*.c): the
  * plugin libqport-cuda.so (QPORT_TEST_CUDA_PLUGIN: another file name, to
  * test the tests) against the cpu reference on cuda:0 -- W8A8-INT8 and
  * QQQ bit for bit, the float paths within their bounds, every path, guard

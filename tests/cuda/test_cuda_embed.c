@@ -1,4 +1,4 @@
-/* cuda-embed (issue 26): qport inside an application's CUDA work, through
+/* cuda-embed: qport inside an application's CUDA work, through
  * the public API only. The application creates its stream and memory with
  * the CUDA runtime; qport adopts them (qp_device_import, qp_buffer_import)
  * and enqueues a chain of four layers (int8 dynamic, W4A16 int4 g32, NVFP4,

@@ -1,4 +1,4 @@
-/* The CUDA fused MoE (issue 19) against the cpu reference: every scheme x
+/* The CUDA fused MoE against the cpu reference: every scheme x
  * fp16/bf16 with E = 8 or 64 and k = 1, 2 or 8 in turn, at M = 1, 3, 16
  * (decode path) and 17, 64 (tiled path: tensor cores where the device has
  * them for the kind), softmax and grouped top-k routing, experts that get

@@ -1,10 +1,10 @@
 /* cuda-w4a16: the float paths with integer or fp8 codes and the fp16 /
  * bf16 baseline, against the cpu reference within their bounds:
- *   W4A16 (spec 6.7; int4 / uint4, order / reorder, groups 32 / 64 / 128 /
+ *   W4A16 (docs/semantics.md §17; int4 / uint4, order / reorder, groups 32 / 64 / 128 /
  *     per-channel, one 4096x4096 layer on a GPU), a forced int-dot path and
  *     group 16 refused;
  *   unquantized (3 shapes x fp16 / bf16);
- *   W8A8-FP8 per-block (issue 9: 128x128 weight blocks, activations per
+ *   W8A8-FP8 per-block (128x128 weight blocks, activations per
  *     token-group of 128 with fp32 or UE8M0 scales, a zero group and a big
  *     one) within tools/cases.c's bound (132 + K/128) u 1.01 sum_k T_k |w_k|
  *     + 2 ulp. */

@@ -1,4 +1,4 @@
-/* libFuzzer target (issue 31): the public API's caller-supplied sizes.
+/* libFuzzer target: the public API's caller-supplied sizes.
  * qp_linear_create over real checkpoint tensors of seven schemes (made by
  * qp_quantize_weights) with fuzzed N and K (extremes included), shard_rows
  * and n_shards (negative, not summing to N, NULL), scheme group and block

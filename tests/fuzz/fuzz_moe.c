@@ -5,8 +5,8 @@
  * what its shape promises (the API's contract); everything else must come
  * back as a status, never a crash or a sanitizer report.
  *
- * Inputs whose first byte has its top bit set take the checkpoint path
- * (issue 32): a model directory written from the input -- experts present,
+ * Inputs whose first byte has its top bit set take the checkpoint path:
+ * a model directory written from the input -- experts present,
  * missing, extra, at negative, huge or zero-padded indices, weights of
  * the wrong shape or rank, a router missing or mis-shaped, and config.json
  * MoE keys given values of every JSON type -- then qp_model_open,

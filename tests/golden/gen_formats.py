@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Golden vectors for qport's numeric formats (issue 3, spec 3.2/3.5/7/11.10).
+"""Golden vectors for qport's numeric formats (docs/semantics.md §5, §6, §18).
 
 Independent evidence: the expected codes come from PyPI ml_dtypes / numpy
-casts, not from qport. Where vLLM's kernel semantics (the spec) differ from a
-library cast, the line records the spec's answer and says so in a trailing
+casts, not from qport. Where vLLM's kernel semantics (docs/semantics.md) differ
+from a library cast, the line records vLLM's answer and says so in a trailing
 comment `# fmt:spec(ml=0x..)`; tests/test_formats.c compares bit for bit.
 
-Spec-over-library differences (errata 11.10 wins):
+Where vLLM and the library differ (docs/semantics.md §18):
   f16, bf16   NaN -> 0x7FFF (CUDA); numpy/ml_dtypes give a signed quiet NaN.
   e4m3fn      |x| > 464 and +-inf saturate to +-448 (0x7E/0xFE); ml gives NaN.
   e4m3fnuz    overflow and +-inf saturate to +-240 (0x7F/0xFF); ml gives 0x80.
@@ -75,7 +75,7 @@ def e8m0_spec(x):
 
 
 def spec_code(name, nbits, x, ml):
-    """The spec's code for float x, given ml_dtypes' code."""
+    """vLLM's code for float x, given ml_dtypes' code."""
     sign = math.copysign(1.0, x) < 0
     if name == "e8m0":
         return e8m0_spec(x)
@@ -111,7 +111,7 @@ def main():
     out.write("# See gen_formats.py for where the spec overrides the library cast.\n")
 
     # Decode tables of every code of every 4/6/8-bit format (ml_dtypes). e8m0
-    # decode is checked too (ml_dtypes: 2^(e-127), 255 = NaN, as the spec).
+    # decode is checked too (ml_dtypes: 2^(e-127), 255 = NaN, as vLLM).
     for name, dt, nbits in FORMATS:
         if nbits == 16:
             continue

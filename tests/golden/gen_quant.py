@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
-"""Golden vectors for qport's activation quantizers (issue 3, spec 3.4-3.5,
-4.3, 6.1-6.2, errata 11.1-11.2, 11.9-11.10).
+"""Golden vectors for qport's activation quantizers (docs/semantics.md §6,
+§8, §12, §13, §18).
 
-Independent evidence: each quantizer is re-derived here from the spec's
+Independent evidence: each quantizer is re-derived here from docs/semantics.md's
 text with numpy float32 arithmetic (IEEE, correctly rounded per op) and
 PyPI ml_dtypes casts for the element formats; tests/test_quant_golden.c
 compares qport with the committed output bit for bit.
 
-Where vLLM's kernel semantics (the spec) differ from what numpy or a
-library cast would do, this script follows the spec and says so:
+Where vLLM's kernel semantics (docs/semantics.md) differ from what numpy or a
+library cast would do, this script follows vLLM's kernels and says so:
   - int8 conversions are PTX cvt.rni.sat: NaN -> 0 and saturation (numpy's
     astype would be undefined for NaN/out of range); int32 adds wrap.
   - max/min reductions use fmaxf/fminf semantics (the non-NaN operand wins),
@@ -16,7 +16,7 @@ library cast would do, this script follows the spec and says so:
   - fp8: clamp to +-448 with fminf/fmaxf first, so NaN -> +448 (0x7E);
     ml_dtypes alone would give NaN.
   - MX / NVFP4 elements: values are clamped to +-max before the ml_dtypes
-    cast (RNE with saturation, spec 3.5); a NaN element encodes as +max
+    cast (RNE with saturation, docs/semantics.md §6); a NaN element encodes as +max
     (0x07 fp4, 0x1F fp6: the formats have no NaN; CUDA's
     cvt.rn.satfinite does the same for fp4), 0x7F for fp8 (a NaN block scale
     of 255 makes every element of the block NaN). ml_dtypes has no
@@ -107,13 +107,13 @@ def elem_codes(name, v):
     return codes
 
 
-# ---- the quantizers, from the spec's text -------------------------------
+# ---- the quantizers, from docs/semantics.md -------------------------------
 
 def int8_static(x, s, azp, sym):
     with np.errstate(all="ignore"):
-        if sym:  # spec 6.1: true division
+        if sym:  # docs/semantics.md §12: true division
             return rni_sat(x / s, -128, 127)
-        inv = F32(1) / s  # errata 11.1: multiply by the fp32 reciprocal
+        inv = F32(1) / s  # docs/semantics.md §12: multiply by the fp32 reciprocal
         return np.clip(wrap32(rni_sat(x * inv, -2**31, 2**31 - 1) + azp), -128, 127)
 
 
@@ -146,7 +146,7 @@ def fp8_static(x, s):
 
 def fp8_dyn_tensor(x):
     with np.errstate(all="ignore"):
-        s = np.fmax.reduce(np.abs(x).reshape(-1), initial=F32(0)) / F32(448)  # no minimum (spec 6.2)
+        s = np.fmax.reduce(np.abs(x).reshape(-1), initial=F32(0)) / F32(448)  # no minimum (docs/semantics.md §13)
         return fp8_conv(x * (F32(1) / s)), np.array([s], dtype=F32)
 
 
@@ -160,7 +160,7 @@ def fp8_dyn_token(x, ub):
             if ub > 0:
                 a = np.fmin(a, ub)
             s[r] = np.fmax(a / F32(448), min_s)
-            q[r] = fp8_conv(row / s[r])  # division (spec 9.7)
+            q[r] = fp8_conv(row / s[r])  # division (docs/semantics.md §12)
     return q, s
 
 
@@ -191,7 +191,7 @@ def fp8_group(x, g, ue8m0):
 
 
 def even_scale(name, amax):
-    """Quark even_round (spec 3.4) in fp32: round the mantissa of A half-up
+    """Quark even_round (docs/semantics.md §6) in fp32: round the mantissa of A half-up
     to mbits, drop it, e = floor(log2) - emax clamped to [-127, 127]."""
     _, _, _, mbits, emax = ELEM[name]
     a = abs(float(amax))

@@ -1,25 +1,25 @@
 #!/usr/bin/env python3
-"""Golden vectors for qport's weight quantizer, qp_quantize_weights (issue 3).
+"""Golden vectors for qport's weight quantizer, qp_quantize_weights.
 
 Independent evidence: every rule is re-derived here with numpy float32
 arithmetic (IEEE, correctly rounded per op), numpy float16 and ml_dtypes
-casts, from the spec's text and qport.h's documented choices;
+casts, from docs/semantics.md and qport.h's documented choices;
 tests/test_qweights_golden.c runs qp_quantize_weights on the same inputs and
 compares every tensor (name, dtype, shape, bytes) bit for bit. The element
 quantizers of the activation goldens (gen_quant.py: MX with Quark's even
 scale, NVFP4 blocks, the fp8 conversion) are reused.
 
-Fixed by the spec (followed to the letter):
-  - QQQ per-channel and group-128 quantization (spec 5.3 with errata
-    11.5-11.6: fp16 tensors, fp32 reciprocals of Python scalars), the
-    Marlin-QQQ layout and scale permutations (5.4, written here after
+Fixed by vLLM (docs/semantics.md, followed to the letter):
+  - QQQ per-channel and group-128 quantization (§9: fp16 tensors, fp32
+    reciprocals of Python scalars), the
+    Marlin-QQQ layout and scale permutations (§10, written here after
     vLLM's marlin_permute_weights / get_qqq_*_perms, not after qport's
     loops);
-  - Quark int4 packing order/reorder (6.7), fp4 pairs and fp6 quads (3.3);
-  - the MX shared scale (Quark "even", 3.4) and element rounding (3.5);
-    NVFP4 block scales and codes given the global scale (4.3);
-  - checkpoint names, dtypes and shapes (3.3, 4.1, 5.2, 6.4-6.7).
-Not fixed by the spec (Quark's calibration is out of its scope); the
+  - Quark int4 packing order/reorder (§17), fp4 pairs and fp6 quads (§5);
+  - the MX shared scale (Quark "even", §6) and element rounding (§6);
+    NVFP4 block scales and codes given the global scale (§8);
+  - checkpoint names, dtypes and shapes (§5, §8, §9, §15-§17).
+Not fixed by vLLM (Quark's calibration is out of its scope); the
 generator mirrors qport's documented rule (qport.h, docs/numerics.md):
   - int8 / fp8 weight scale = max|w| of its block / 127 or / 448 (per
     tensor, channel, or 128x128 block), codes rne(w / s) saturating;
@@ -203,7 +203,7 @@ def fp8(c, kind, gran, act, e8m0=False, block=(128, 128)):
         c.t("input_scale", "f32", (1,), np.array([calib_absmax(c) / F32(448)], F32))
 
 
-# ---- W4A16 (spec 6.7 packing) ---------------------------------------------
+# ---- W4A16 (docs/semantics.md §17 packing) --------------------------------
 
 PACK_ORDER = {"order": [0, 1, 2, 3, 4, 5, 6, 7], "reorder": [0, 4, 1, 5, 2, 6, 3, 7]}
 
@@ -259,7 +259,7 @@ def w4a16(c, dtype, group, pack, pd):
         c.t("weight_zero_point", "int32", (G, -(-n // 8)), pack_int4_quark(zc, pack))
 
 
-# ---- OCP-MX, W4A8-MXFP4, NVFP4 (spec 3.3-3.4, 3.8, 4.1-4.3) --------------
+# ---- OCP-MX, W4A8-MXFP4, NVFP4 (docs/semantics.md §5, §6, §7, §8) --------
 
 def pack_fp4(codes):
     codes = codes.reshape(codes.shape[0], -1, 2)
@@ -314,7 +314,7 @@ def nvfp4(c):
     c.t("input_scale_2", "f32", (1,), np.array([max(amax_x / F32(2688), FLT_MIN)], F32))
 
 
-# ---- QQQ (spec 5.3-5.4, errata 11.5-11.6) ---------------------------------
+# ---- QQQ (docs/semantics.md §9, §10) ---------------------------------
 
 def h(x):
     """An fp16 tensor op: computed in fp32, rounded (RNE) to fp16."""
@@ -349,7 +349,7 @@ def qqq_quantize(wt, group):
 
 
 def qqq_weight_perm(group):
-    """get_qqq_weight_perm (spec 5.4.2)."""
+    """get_qqq_weight_perm (docs/semantics.md §10)."""
     perm = []
     for i in range(32):
         perm1 = []
@@ -365,7 +365,7 @@ def qqq_weight_perm(group):
 
 
 def qqq_pack(q, group):
-    """marlin_permute_weights + the 8-nibble pack (spec 5.4.1-5.4.3)."""
+    """marlin_permute_weights + the 8-nibble pack (docs/semantics.md §10)."""
     K, N = q.shape
     t = (q & 0xF).reshape(K // 16, 16, N // 16, 16).transpose(0, 2, 1, 3).reshape(K // 16, N * 16)
     res = t.reshape(-1, 1024)[:, qqq_weight_perm(group)].reshape(t.shape)

@@ -1,4 +1,4 @@
-/* The fused MoE on Vulkan (issue 19) against the cpu reference through the
+/* The fused MoE on Vulkan against the cpu reference through the
  * public API (qp_moe_create / qp_moe_forward / qp_moe_forward_topk), both
  * devices given the same tensors, router logits or top-k ids. Seeded data.
  *

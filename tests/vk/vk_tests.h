@@ -1,4 +1,4 @@
-/* The Vulkan backend tests (issue 4; programs tests/vk/test_vk_*.c): the
+/* The Vulkan backend tests (programs tests/vk/test_vk_*.c): the
  * plugin libqport-vk.so against the cpu reference under the Khronos
  * validation layer -- any WARNING or ERROR message fails the program.
  * Seeded random layers (backend_layers.h), M in {1,2,3,5,8,16,17,64,256},

@@ -1,4 +1,4 @@
-/* Vulkan: W4A16 (spec 6.7) from the canonical fields. */
+/* Vulkan: W4A16 (docs/semantics.md §17) from the canonical fields. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
