@@ -1,6 +1,7 @@
 /* qport OpenCL kernels, part 8 (issue 19): the fused MoE layer, the steps of
  * cpu/ref_moe.c (vLLM's fused_experts). The activation quantizers are the
- * linear layers' (qp_quant_i8, qp_rowmax + qp_quant_f8, qp_act_qdq); here:
+ * linear layers' (qp_quant_i8, qp_rowmax + qp_quant_f8, qp_quant_f8_group,
+ * qp_act_qdq); here:
  *
  *   qp_moe_align   slots sorted by local expert (moe_align_block_size):
  *                  per-expert counts, prefix sums of blocks of BM slots, the
@@ -9,7 +10,8 @@
  *                  h row (the reference's zero cache rows);
  *   qp_moe_gemv_*  decode (BM = 16): one work-group per (block, output row),
  *                  so each selected expert's weight rows are read once;
- *   qp_moe_tiled_* prefill: 32 slots x 32 outputs per 8x8 work-group;
+ *   qp_moe_tiled_* prefill: 32 slots x 32 outputs per 8x8 work-group
+ *                  (the *_f8b pair: fp8 per-block experts, k-block sums);
  *   qp_moe_sum     y[m] = sum over the k slots in order, rounded per add.
  *
  * The GEMM kernels run both GEMMs: w13 (gemm2 = 0) computes the gate row n
@@ -219,6 +221,108 @@ void qp_moe_tiled_f(__global const float *a, int adiv, __global const uchar *w, 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     QP_MOE_TILE_OUT(QP_MOE_NOCONV, quant)
+}
+
+/* ---- fp8 per-block GEMMs (w_blk 128, per-token-group-128 activations) -------
+ * a [rows][K] the e4m3 values of qp_quant_f8_group with rs [rows][K/128];
+ * w e4m3 codes, ws [weight row][K/128] the block scale of each (row,
+ * k-block). As the linear qp_gemv_f8b / qp_tiled_f8b: each k-block's exact
+ * products summed in fp32, times s_a * s_w, accumulated; no epilogue scale
+ * (qp_moe_out with quant 0). K % 128 == 0 (the host checks). */
+__kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
+void qp_moe_gemv_f8b(__global const float *a, int adiv, __global const uchar *w, int K, int NO, int gemm2, int bf16,
+                     __global const float *rs, __global const float *ws, __global const float *rw,
+                     __global const int *sorted, __global const int *bexp, __global const int *nblk,
+                     __global ushort *out) {
+    __local float red[2 * QP_MOE_BMD * QP_WG];
+    __local float dec[256];
+    __local int slot[QP_MOE_BMD];
+    int gid = get_group_id(0), b = gid / NO, n = gid - b * NO, lid = get_local_id(0), kb = K >> 7;
+    if (b >= nblk[0]) return;
+    for (int i = lid; i < 256; i += QP_WG) dec[i] = qp_f8_decode((uint)i);
+    if (lid < QP_MOE_BMD) slot[lid] = sorted[b * QP_MOE_BMD + lid];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int e = bexp[b], rows = 0;
+    for (int r = 0; r < QP_MOE_BMD; r++) rows += slot[r] >= 0;
+    size_t rg = gemm2 ? (size_t)e * NO + n : (size_t)e * 2 * NO + n, ru = rg + (size_t)NO;
+    __global const uchar *wg = w + rg * (size_t)K, *wu = w + ru * (size_t)K;
+    float ag[QP_MOE_BMD], au[QP_MOE_BMD];
+    for (int r = 0; r < QP_MOE_BMD; r++) ag[r] = au[r] = 0.0f;
+    for (int k = lid * 16; k < K; k += QP_WG * 16) {
+        int g = k >> 7;
+        float sg = ws[rg * (size_t)kb + g], su = gemm2 ? 0.0f : ws[ru * (size_t)kb + g];
+        float16 vg = qp_f8_dec16(dec, vload16(0, wg + k)), vu = gemm2 ? (float16)(0.0f) : qp_f8_dec16(dec, vload16(0, wu + k));
+        for (int r = 0; r < QP_MOE_BMD; r++)
+            if (r < rows) {
+                size_t ar = (size_t)(slot[r] / adiv);
+                float16 x = vload16(0, a + ar * K + k);
+                float sx = rs[ar * kb + g];
+                ag[r] += qp_sum16(x * vg) * (sx * sg);
+                au[r] += qp_sum16(x * vu) * (sx * su);
+            }
+    }
+    QP_MOE_GEMV_REDUCE(red, ag, au, lid);
+    if (lid < rows) {
+        int t = slot[lid];
+        qp_moe_out(red[lid * QP_WG], red[(QP_MOE_BMD + lid) * QP_WG], t, t / adiv, n, e, NO, gemm2, 0, bf16, rs, ws, rw,
+                   out);
+    }
+}
+
+/* Prefill: qp_moe_tiled_f's tiles, the k-block partial sums pg / pu folded
+ * into ag / au at the end of every 128-wide k-block. */
+__kernel __attribute__((reqd_work_group_size(8, 8, 1)))
+void qp_moe_tiled_f8b(__global const float *a, int adiv, __global const uchar *w, int K, int NO, int gemm2, int bf16,
+                      __global const float *rs, __global const float *ws, __global const float *rw,
+                      __global const int *sorted, __global const int *bexp, __global const int *nblk,
+                      __global ushort *out) {
+    __local float As[QP_TM * QP_TKF];
+    __local float Bg[QP_TN * QP_TKF];
+    __local float Bu[QP_TN * QP_TKF];
+    __local float dec[256];
+    __local int slot[QP_TM];
+    int b = get_group_id(1);
+    if (b >= nblk[0]) return;
+    int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx, kb = K >> 7;
+    for (int i = lid; i < 256; i += 64) dec[i] = qp_f8_decode((uint)i);
+    if (lid < QP_TM) slot[lid] = sorted[b * QP_TM + lid];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    int e = bexp[b], n0 = get_group_id(0) * QP_TN;
+    float ag[4][4], au[4][4], pg[4][4], pu[4][4];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) ag[i][j] = au[i][j] = pg[i][j] = pu[i][j] = 0.0f;
+    int lr = lid >> 1, lc = (lid & 1) * 8;
+    int st = slot[lr], gn = n0 + lr;
+    size_t rg = gemm2 ? (size_t)e * NO + gn : (size_t)e * 2 * NO + gn, ru = rg + (size_t)NO;
+    for (int k0 = 0; k0 < K; k0 += QP_TKF) {
+        for (int i = 0; i < 8; i++) {
+            int gk = k0 + lc + i;
+            As[lr * QP_TKF + lc + i] = st >= 0 ? a[(size_t)(st / adiv) * K + gk] : 0.0f;
+            Bg[lr * QP_TKF + lc + i] = gn < NO ? dec[w[rg * (size_t)K + gk]] : 0.0f;
+            Bu[lr * QP_TKF + lc + i] = !gemm2 && gn < NO ? dec[w[ru * (size_t)K + gk]] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        qp_tile_mac(As, Bg, ty, tx, pg);
+        if (!gemm2) qp_tile_mac(As, Bu, ty, tx, pu);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (((k0 + QP_TKF) & 127) == 0) { /* end of a k-block: scale and fold */
+            int g = k0 >> 7;
+            for (int i = 0; i < 4; i++) {
+                int t = slot[ty + 8 * i];
+                for (int j = 0; j < 4; j++) {
+                    int n = n0 + tx + 8 * j;
+                    if (t >= 0 && n < NO) {
+                        float sx = rs[(size_t)(t / adiv) * kb + g];
+                        size_t r0 = gemm2 ? (size_t)e * NO + n : (size_t)e * 2 * NO + n;
+                        ag[i][j] += pg[i][j] * (sx * ws[r0 * (size_t)kb + g]);
+                        if (!gemm2) au[i][j] += pu[i][j] * (sx * ws[(r0 + (size_t)NO) * (size_t)kb + g]);
+                    }
+                    pg[i][j] = pu[i][j] = 0.0f;
+                }
+            }
+        }
+    }
+    QP_MOE_TILE_OUT(QP_MOE_NOCONV, 0)
 }
 
 /* ---- int8 GEMMs (W8A8-INT8): exact int32 sums, (float)acc in the epilogue -- */
