@@ -50,7 +50,6 @@ enum {
     QP_CL_K_MOE_GEMV_I,
     QP_CL_K_MOE_TILED_I,
     QP_CL_K_MOE_GEMV_F8B,
-    QP_CL_K_MOE_TILED_F8B,
     QP_CL_K_MOE_SUM,
     QP_CL_K_MOE_ROUTE,  /* built only with fp64 (cl_khr_fp64) */
     QP_CL_K_COUNT

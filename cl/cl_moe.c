@@ -21,7 +21,8 @@
  * element code per byte with fp32 block multipliers (emulated: OCP MX,
  * W4A8 MXFP4-FP8, NVFP4, W = rnd(lut[c] * blk) as the linear layers), or
  * e4m3 codes with the fp32 scale of each (row, 128-wide k-block) (fp8
- * per-block: qp_moe_*_f8b, activations per token and group of 128).
+ * per-block: qp_moe_gemv_f8b / qp_moe_tiled_f wfmt 4, activations per token
+ * and group of 128).
  * Weights are not split in chunks: a stacked tensor larger than one device
  * allocation is refused. */
 #include <limits.h>
@@ -333,14 +334,12 @@ static qp_status gemm(qp_cl_device *d, qp_cl_moe *m, int gemm2, int decode, int 
         return decode ? launch(d, m, QP_CL_K_MOE_GEMV_I, "qp_moe_gemv_i", g, 14, 1, gd, ld)
                       : launch(d, m, QP_CL_K_MOE_TILED_I, "qp_moe_tiled_i", g, 14, 2, gt, lt);
     }
-    if (m->wfmt == 4) {
-        cl_mem bs = gemm2 ? m->b2 : m->b13;
+    cl_mem lut = m->lut ? m->lut : d->dummy, bs = m->wfmt == 2 || m->wfmt == 4 ? (gemm2 ? m->b2 : m->b13) : d->dummy;
+    if (m->wfmt == 4 && decode) { /* the prefill kernel folds k-blocks itself (wfmt 4) */
         karg g[] = {A(a), A(adiv), A(w), A(K), A(NO), A(gemm2), A(bf16), A(rs), A(bs), A(rw), A(m->sorted),
                     A(m->bexp), A(m->nblk), A(out)};
-        return decode ? launch(d, m, QP_CL_K_MOE_GEMV_F8B, "qp_moe_gemv_f8b", g, 14, 1, gd, ld)
-                      : launch(d, m, QP_CL_K_MOE_TILED_F8B, "qp_moe_tiled_f8b", g, 14, 2, gt, lt);
+        return launch(d, m, QP_CL_K_MOE_GEMV_F8B, "qp_moe_gemv_f8b", g, 14, 1, gd, ld);
     }
-    cl_mem lut = m->lut ? m->lut : d->dummy, bs = m->wfmt == 2 ? (gemm2 ? m->b2 : m->b13) : d->dummy;
     karg g[] = {A(a), A(adiv), A(w), A(lut), A(bs), A(m->wfmt), A(m->blk), A(K), A(NO), A(gemm2), A(m->quant),
                 A(bf16), A(rs), A(ws), A(rw), A(m->sorted), A(m->bexp), A(m->nblk), A(out)};
     return decode ? launch(d, m, QP_CL_K_MOE_GEMV_F, "qp_moe_gemv_f", g, 19, 1, gd, ld)

@@ -26,7 +26,7 @@ static const char *const kernel_names[QP_CL_K_COUNT] = {
     "qp_gemv_f8", "qp_tiled_f8", "qp_act_f32", "qp_gemv_w4", "qp_tiled_w4", "qp_quant_f8_group",
     "qp_gemv_f8b", "qp_tiled_f8b", "qp_act_qdq", "qp_gemv_fw", "qp_tiled_fw", "qp_rotate", "qp_kv_quant",
     "qp_kv_dequant", "qp_moe_align", "qp_moe_gemv_f", "qp_moe_tiled_f", "qp_moe_gemv_i", "qp_moe_tiled_i",
-    "qp_moe_gemv_f8b", "qp_moe_tiled_f8b", "qp_moe_sum", "qp_moe_route",
+    "qp_moe_gemv_f8b", "qp_moe_sum", "qp_moe_route",
 };
 
 #define CACHE_MAGIC "QPCLBIN1"
