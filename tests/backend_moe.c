@@ -21,6 +21,12 @@
  *     dynamic scale): + one quantization step of the element format at
  *     |h| + dh with the largest scale the perturbed group can have, and an
  *     ulp of dt for the QDQ schemes' rounding;
+ *   fp8 per-block (k-block sums): the reference sums each 128-wide k-block
+ *     in double rounded once, then the blocks times s_a * s_w in double;
+ *     the device sums 16-wide parts (decode) or whole k-blocks (prefill) in
+ *     fp32, each times fp32 s_a * s_w: at most K/16 + 18 roundings of
+ *     partial sums of |a w|, inside the 2 K 2^-24 S1 above for K >= 128;
+ *     its h quantization step takes the scale of the group of 128;
  *   w2: |rw| (sum_i |W| da_i + 2 I 2^-24 S2) + 2^-22 |c3|, S2 with |a| <=
  *     |h| + da, plus the rounding of c3;
  *   y: the k slot differences plus k ulps of the running sum.
