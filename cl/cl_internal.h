@@ -53,6 +53,7 @@ typedef enum qp_cl_div_mode {
     X(MOE_TILED_F, qp_moe_tiled_f, 0)    \
     X(MOE_GEMV_I, qp_moe_gemv_i, 0)      \
     X(MOE_TILED_I, qp_moe_tiled_i, 0)    \
+    X(MOE_GEMV_F8B, qp_moe_gemv_f8b, 0)  \
     X(MOE_SUM, qp_moe_sum, 0)            \
     X(MOE_ROUTE, qp_moe_route, 1)
 

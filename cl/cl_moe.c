@@ -5,7 +5,8 @@
  *   qp_moe_align        slots sorted by expert into blocks of 16 (decode,
  *                       M <= 16) or 32 (prefill) slots
  *   x quantization      the linear layers' kernels (qp_quant_i8, qp_rowmax +
- *                       qp_quant_f8, qp_act_qdq), over the M token rows
+ *                       qp_quant_f8, qp_quant_f8_group, qp_act_qdq), over
+ *                       the M token rows
  *   w13 + silu_and_mul  qp_moe_gemv_* / qp_moe_tiled_* (gemm2 = 0) -> h
  *   h quantization      the same kernels over the M*k slot rows
  *   w2 * weight         qp_moe_gemv_* / qp_moe_tiled_* (gemm2 = 1) -> cache3
@@ -18,7 +19,10 @@
  * Layouts: weights as the desc has them, w13 [E][2I][H], w2 [E][H][I]:
  * int8 codes, e4m3 codes (W8A8-FP8), act-dtype bits (unquantized), or one
  * element code per byte with fp32 block multipliers (emulated: OCP MX,
- * W4A8 MXFP4-FP8, NVFP4, W = rnd(lut[c] * blk) as the linear layers).
+ * W4A8 MXFP4-FP8, NVFP4, W = rnd(lut[c] * blk) as the linear layers), or
+ * e4m3 codes with the fp32 scale of each (row, 128-wide k-block) (fp8
+ * per-block: qp_moe_gemv_f8b / qp_moe_tiled_f wfmt 4, activations per token
+ * and group of 128).
  * Weights are not split in chunks: a stacked tensor larger than one device
  * allocation is refused. */
 #include <limits.h>
@@ -39,7 +43,8 @@ typedef struct qp_cl_moe {
     int bf16, E, H, I, G, off;
     float a13, a2;               /* static scales (NVFP4: input global scales) */
     int is_int8, quant;          /* int8 kernels; epilogue with row scales    */
-    int wfmt, blk;               /* float kernels: 0 act bits, 2 block-float codes, 3 e4m3 */
+    int wfmt, blk;               /* float kernels: 0 act bits, 2 block-float codes, 3 e4m3,
+                                  * 4 e4m3 with 128 x 128 block scales (fp8 per-block) */
     int qmode, elem, mbits, emax; /* qp_act_qdq (emulated, unquantized)       */
     float g13, ig13, g2, ig2;    /* NVFP4: g = 1 / input_global_scale, 1 / g  */
     cl_mem w13, w2, s13, s2, b13, b2, lut;
@@ -96,9 +101,14 @@ static qp_status classify(qp_cl_device *d, const qp_moe_desc *s, qp_cl_moe *m, c
     if (!s->w13 || !s->w2) return bad(d, layer, "missing w13 / w2");
     if ((size_t)s->E * 2 * (size_t)s->I > INT_MAX / WG || (size_t)s->H * (size_t)s->E > INT_MAX / WG)
         return refuse(d, layer, "E x 2I or E x H too large for one launch grid");
-    if (s->act == QP_ACT_FP8_GROUP128)
-        return refuse(d, layer, "fp8 per-block experts (per-token-group fp8 activations, block-scaled GEMM) have no fused "
-                                "MoE kernel yet");
+    if (s->act == QP_ACT_FP8_GROUP128) { /* fp8 per-block: b13 / b2 the (row, k-block) scales */
+        if (s->w_dtype != QP_DTYPE_F8_E4M3FN || s->w_blk != 128 || !s->b13 || !s->b2)
+            return bad(d, layer, "fp8 per-block experts need e4m3 w13/w2, w_blk 128 and b13/b2");
+        if (s->H % 128 || s->I % 128) return bad(d, layer, "fp8 per-block experts need H and I multiples of 128");
+        m->wfmt = 4;
+        m->blk = 128;
+        return QP_OK;
+    }
     if (s->w_blk > 0) { /* emulated block-float experts; W4A16: signed int4 codes (I8) through w_lut */
         static const int mb[] = {0, 1, 2, 3, 3}, em[] = {0, 2, 4, 2, 8}; /* spec 3.4 step 1 */
         if (!s->b13 || !s->b2 || !s->w_lut) return bad(d, layer, "block-float experts need b13, b2 and w_lut");
@@ -163,8 +173,7 @@ static qp_status classify(qp_cl_device *d, const qp_moe_desc *s, qp_cl_moe *m, c
         m->wfmt = 3;
         return QP_OK;
     default:
-        return refuse(d, layer, "this activation mode has no fused MoE kernel (per-token-group fp8, "
-                                "asymmetric int8)");
+        return refuse(d, layer, "this activation mode has no fused MoE kernel (asymmetric int8)");
     }
 }
 
@@ -204,11 +213,11 @@ qp_status qp_cl_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
         st = upload(d, s->s13, E * 2 * I * sizeof(float), "w13 scales", layer, &m->s13);
         if (st == QP_OK) st = upload(d, s->s2, E * H * sizeof(float), "w2 scales", layer, &m->s2);
     }
-    if (st == QP_OK && m->wfmt == 2) {
+    if (st == QP_OK && (m->wfmt == 2 || m->wfmt == 4)) {
         size_t bl = (size_t)m->blk;
         st = upload(d, s->b13, E * 2 * I * (H / bl) * sizeof(float), "w13 block scales", layer, &m->b13);
         if (st == QP_OK) st = upload(d, s->b2, E * H * (I / bl) * sizeof(float), "w2 block scales", layer, &m->b2);
-        if (st == QP_OK) st = upload(d, s->w_lut, 256 * sizeof(float), "w_lut", layer, &m->lut);
+        if (st == QP_OK && m->wfmt == 2) st = upload(d, s->w_lut, 256 * sizeof(float), "w_lut", layer, &m->lut);
     }
     if (st != QP_OK) {
         qp_cl_moe_destroy(d, m);
@@ -244,13 +253,14 @@ static qp_status ensure_scratch(qp_cl_device *d, qp_cl_moe *m, int M, int MK) {
     release_scratch(d, m);
     int cm = M < 16 ? 16 : M, ck = MK < 16 ? 16 : MK;
     size_t H = (size_t)m->H, I = (size_t)m->I, ae = m->is_int8 ? 1 : sizeof(float);
+    size_t xg = m->wfmt == 4 ? H / 128 : 1, hg = m->wfmt == 4 ? I / 128 : 1; /* scales per row */
     size_t nd = (size_t)max_blocks(m, ck, BM_DECODE) * BM_DECODE, nt = (size_t)max_blocks(m, ck, BM_TILED) * BM_TILED;
     size_t nb = nd > nt ? nd : nt; /* sorted slots of either path */
     struct { cl_mem *p; size_t bytes; const char *name; } want[] = {
-        {&m->xa, (size_t)cm * H * ae, "quantized x"}, {&m->xs, (size_t)cm * 4, "x scales"},
+        {&m->xa, (size_t)cm * H * ae, "quantized x"}, {&m->xs, (size_t)cm * xg * 4, "x scales"},
         {&m->xzp, (size_t)cm * 4, "x zero points"}, {&m->xrm, (size_t)cm * 4, "x row maxima"},
         {&m->h, (size_t)ck * I * 2, "h"}, {&m->ha, (size_t)ck * I * ae, "quantized h"},
-        {&m->hs, (size_t)ck * 4, "h scales"}, {&m->hzp, (size_t)ck * 4, "h zero points"},
+        {&m->hs, (size_t)ck * hg * 4, "h scales"}, {&m->hzp, (size_t)ck * 4, "h zero points"},
         {&m->hrm, (size_t)ck * 4, "h row maxima"}, {&m->c3, (size_t)ck * H * 2, "cache3"},
         {&m->cnt, (size_t)m->E * 4, "expert counts"}, {&m->eblk, (size_t)m->E * 4, "expert blocks"},
         {&m->sorted, nb * 4, "sorted slots"}, {&m->bexp, nb * 4, "block experts"}, {&m->nblk, 4, "block count"},
@@ -283,6 +293,12 @@ static qp_status quantize(qp_cl_device *d, qp_cl_moe *m, cl_mem src, int R, int 
         int dynamic = m->act != QP_ACT_INT8_STATIC, sym = 1, azp = 0;
         karg k[] = {A(src), A(K), A(bf16), A(dynamic), A(sym), A(scale), A(azp), A(a), A(rs), A(zp), A(dm)};
         return launch(d, m, QP_CL_K_QUANT_I8, "qp_quant_i8", k, 11, 1, qg, ql);
+    }
+    if (m->wfmt == 4) { /* per token and group of 128 (per_token_group_quant_fp8, no ue8m0) */
+        int ue8m0 = 0;
+        size_t gg[1] = {(size_t)R * (size_t)(K / 128) * WG};
+        karg k[] = {A(src), A(K), A(bf16), A(ue8m0), A(a), A(rs), A(dm)};
+        return launch(d, m, QP_CL_K_QUANT_F8G, "qp_quant_f8_group", k, 7, 1, gg, ql);
     }
     if (m->quant) {
         int mode = m->act == QP_ACT_FP8_STATIC ? 0 : m->act == QP_ACT_FP8_DYNAMIC_TENSOR ? 1 : 2;
@@ -318,7 +334,12 @@ static qp_status gemm(qp_cl_device *d, qp_cl_moe *m, int gemm2, int decode, int 
         return decode ? launch(d, m, QP_CL_K_MOE_GEMV_I, "qp_moe_gemv_i", g, 14, 1, gd, ld)
                       : launch(d, m, QP_CL_K_MOE_TILED_I, "qp_moe_tiled_i", g, 14, 2, gt, lt);
     }
-    cl_mem lut = m->lut ? m->lut : d->dummy, bs = m->wfmt == 2 ? (gemm2 ? m->b2 : m->b13) : d->dummy;
+    cl_mem lut = m->lut ? m->lut : d->dummy, bs = m->wfmt == 2 || m->wfmt == 4 ? (gemm2 ? m->b2 : m->b13) : d->dummy;
+    if (m->wfmt == 4 && decode) { /* the prefill kernel folds k-blocks itself (wfmt 4) */
+        karg g[] = {A(a), A(adiv), A(w), A(K), A(NO), A(gemm2), A(bf16), A(rs), A(bs), A(rw), A(m->sorted),
+                    A(m->bexp), A(m->nblk), A(out)};
+        return launch(d, m, QP_CL_K_MOE_GEMV_F8B, "qp_moe_gemv_f8b", g, 14, 1, gd, ld);
+    }
     karg g[] = {A(a), A(adiv), A(w), A(lut), A(bs), A(m->wfmt), A(m->blk), A(K), A(NO), A(gemm2), A(m->quant),
                 A(bf16), A(rs), A(ws), A(rw), A(m->sorted), A(m->bexp), A(m->nblk), A(out)};
     return decode ? launch(d, m, QP_CL_K_MOE_GEMV_F, "qp_moe_gemv_f", g, 19, 1, gd, ld)
@@ -382,6 +403,7 @@ void qp_cl_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t ca
     static const char *const q[] = {"", ", act mx-qdq", ", act fp8-static-qdq", ", act nvfp4-qdq"};
     const char *arith = m->is_int8 ? (d->int_dot_ext ? "int-dot" : "int8 plain")
                         : m->wfmt == 3 ? "fp8->fp32"
+                        : m->wfmt == 4 ? "fp8->fp32 128x128 blocks, act groups of 128"
                         : m->wfmt == 0 ? "fp16/bf16->fp32"
                         : m->blk == 16 ? "block-float->fp32 blocks of 16" : "block-float->fp32 blocks of 32";
     const char *silu = d->has_fp64 ? "silu fp64" : "silu fp32 (not bit-exact: no fp64)";

@@ -142,8 +142,7 @@ void qp_gemv_f8b(__global const float *xf, __global const uchar *w, int K, int N
         int g = k >> 7;
         float sw = wsn[g];
         uchar16 c = vload16(0, wr + k);
-        float16 wv = (float16)(dec[c.s0], dec[c.s1], dec[c.s2], dec[c.s3], dec[c.s4], dec[c.s5], dec[c.s6], dec[c.s7],
-                               dec[c.s8], dec[c.s9], dec[c.sa], dec[c.sb], dec[c.sc], dec[c.sd], dec[c.se], dec[c.sf]);
+        float16 wv = qp_f8_dec16(dec, c);
         for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
             float part = qp_sum16(vload16(0, xf + (size_t)(m0 + m) * K + k) * wv);
             acc[m] += part * (sx[(size_t)(m0 + m) * kb + g] * sw);

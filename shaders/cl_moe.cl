@@ -1,6 +1,7 @@
 /* qport OpenCL kernels, part 8 (issue 19): the fused MoE layer, the steps of
  * cpu/ref_moe.c (vLLM's fused_experts). The activation quantizers are the
- * linear layers' (qp_quant_i8, qp_rowmax + qp_quant_f8, qp_act_qdq); here:
+ * linear layers' (qp_quant_i8, qp_rowmax + qp_quant_f8, qp_quant_f8_group,
+ * qp_act_qdq); here:
  *
  *   qp_moe_align   slots sorted by local expert (moe_align_block_size):
  *                  per-expert counts, prefix sums of blocks of BM slots, the
@@ -9,7 +10,8 @@
  *                  h row (the reference's zero cache rows);
  *   qp_moe_gemv_*  decode (BM = 16): one work-group per (block, output row),
  *                  so each selected expert's weight rows are read once;
- *   qp_moe_tiled_* prefill: 32 slots x 32 outputs per 8x8 work-group;
+ *   qp_moe_tiled_* prefill: 32 slots x 32 outputs per 8x8 work-group
+ *                  (qp_moe_gemv_f8b: fp8 per-block decode, k-block sums);
  *   qp_moe_sum     y[m] = sum over the k slots in order, rounded per add.
  *
  * The GEMM kernels run both GEMMs: w13 (gemm2 = 0) computes the gate row n
@@ -97,17 +99,28 @@ inline void qp_moe_out(float ag, float au, int t, int arow, int n, int e, int NO
 /* ---- float GEMMs (unquantized, fp8, emulated block-float) ---------------------
  * a [rows][K] fp32 (e4m3 values / x' / widened act bits); weights by wfmt:
  * 0 act-dtype bits, 2 byte codes W = rnd(lut[c] * bs[row][k / blk]), 3 e4m3
- * codes (W = value). Weight row r of expert e: row e * NR + r, NR = 2 NO
+ * codes (W = value), 4 e4m3 codes with bs [row][K/128] the k-block scales
+ * (fp8 per-block: prefill here, decode qp_moe_gemv_f8b). Weight row r of expert e: row e * NR + r, NR = 2 NO
  * (w13) or NO (w2). */
 inline float qp_moe_w(__global const uchar *w, size_t row, int k, int K, int wfmt, int blk, __local const float *lut,
                       __global const float *bs, int bf16) {
     if (wfmt == 0) return qp_act_load((__global const ushort *)w, row * (size_t)K + (size_t)k, bf16);
     uint c = w[row * (size_t)K + (size_t)k];
-    if (wfmt == 3) return lut[c];
+    if (wfmt >= 3) return lut[c];
     return qp_rnd_act(lut[c] * bs[row * (size_t)(K / blk) + (size_t)(k / blk)], bf16);
 }
 
 #define QP_MOE_BMD 16 /* decode block: slots per work-group */
+
+/* The decode kernels' block b: its slots (after the work-group's local
+ * tables: one barrier for both), expert e, the slots in use, and weight
+ * rows rg (gate, or w2's row) and ru (up) of output n. */
+#define QP_MOE_GEMV_BLOCK()                                                                                          \
+    if (lid < QP_MOE_BMD) slot[lid] = sorted[b * QP_MOE_BMD + lid];                                                  \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                                    \
+    int e = bexp[b], rows = 0;                                                                                       \
+    for (int r = 0; r < QP_MOE_BMD; r++) rows += slot[r] >= 0;                                                       \
+    size_t rg = gemm2 ? (size_t)e * NO + n : (size_t)e * 2 * NO + n, ru = rg + (size_t)NO
 
 /* The decode kernels' lane sums -> red[r * QP_WG] (gate r, up BMD + r): a
  * macro so the float and the int32 kernels share one tree order. */
@@ -153,11 +166,7 @@ void qp_moe_gemv_f(__global const float *a, int adiv, __global const uchar *w, _
     int gid = get_group_id(0), b = gid / NO, n = gid - b * NO, lid = get_local_id(0);
     if (b >= nblk[0]) return; /* the whole work-group: no barrier skipped by part of it */
     for (int i = lid; i < 256; i += QP_WG) lut[i] = wfmt == 3 ? qp_f8_decode((uint)i) : wfmt ? lutg[i] : 0.0f;
-    if (lid < QP_MOE_BMD) slot[lid] = sorted[b * QP_MOE_BMD + lid];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    int e = bexp[b], rows = 0;
-    for (int r = 0; r < QP_MOE_BMD; r++) rows += slot[r] >= 0;
-    size_t rg = gemm2 ? (size_t)e * NO + n : (size_t)e * 2 * NO + n, ru = rg + (size_t)NO;
+    QP_MOE_GEMV_BLOCK();
     float ag[QP_MOE_BMD], au[QP_MOE_BMD];
     for (int r = 0; r < QP_MOE_BMD; r++) ag[r] = au[r] = 0.0f;
     for (int k = lid; k < K; k += QP_WG) {
@@ -180,7 +189,9 @@ void qp_moe_gemv_f(__global const float *a, int adiv, __global const uchar *w, _
 
 /* Prefill: block b of 32 sorted slots x 32 outputs (rows ty + 8i, columns
  * tx + 8j per lane), K in steps of QP_TKF through local memory; w13 keeps a
- * gate and an up tile. */
+ * gate and an up tile. fp8 per-block (wfmt 4, rs [rows][K/128]) sums each
+ * 128-wide k-block in pg / pu and folds it into ag / au times s_a * s_w,
+ * as the linear qp_tiled_f8b. */
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_moe_tiled_f(__global const float *a, int adiv, __global const uchar *w, __global const float *lutg,
                     __global const float *bs, int wfmt, int blk, int K, int NO, int gemm2, int quant, int bf16,
@@ -195,13 +206,13 @@ void qp_moe_tiled_f(__global const float *a, int adiv, __global const uchar *w, 
     int b = get_group_id(1);
     if (b >= nblk[0]) return;
     int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;
-    for (int i = lid; i < 256; i += 64) lut[i] = wfmt == 3 ? qp_f8_decode((uint)i) : wfmt ? lutg[i] : 0.0f;
+    for (int i = lid; i < 256; i += 64) lut[i] = wfmt >= 3 ? qp_f8_decode((uint)i) : wfmt ? lutg[i] : 0.0f;
     if (lid < QP_TM) slot[lid] = sorted[b * QP_TM + lid];
     barrier(CLK_LOCAL_MEM_FENCE);
-    int e = bexp[b], n0 = get_group_id(0) * QP_TN;
-    float ag[4][4], au[4][4];
+    int e = bexp[b], n0 = get_group_id(0) * QP_TN, f8b = wfmt == 4, kb = K >> 7;
+    float ag[4][4], au[4][4], pg[4][4], pu[4][4];
     for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) ag[i][j] = au[i][j] = 0.0f;
+        for (int j = 0; j < 4; j++) ag[i][j] = au[i][j] = pg[i][j] = pu[i][j] = 0.0f;
     int lr = lid >> 1, lc = (lid & 1) * 8;
     int st = slot[lr], gn = n0 + lr;
     size_t rg = gemm2 ? (size_t)e * NO + gn : (size_t)e * 2 * NO + gn, ru = rg + (size_t)NO;
@@ -214,11 +225,74 @@ void qp_moe_tiled_f(__global const float *a, int adiv, __global const uchar *w, 
                 !gemm2 && gn < NO && gk < K ? qp_moe_w(w, ru, gk, K, wfmt, blk, lut, bs, bf16) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        qp_tile_mac(As, Bg, ty, tx, ag);
-        if (!gemm2) qp_tile_mac(As, Bu, ty, tx, au);
+        if (f8b) {
+            qp_tile_mac(As, Bg, ty, tx, pg);
+            if (!gemm2) qp_tile_mac(As, Bu, ty, tx, pu);
+        } else {
+            qp_tile_mac(As, Bg, ty, tx, ag);
+            if (!gemm2) qp_tile_mac(As, Bu, ty, tx, au);
+        }
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (f8b && ((k0 + QP_TKF) & 127) == 0) { /* end of a k-block: scale and fold */
+            int g = k0 >> 7;
+            for (int i = 0; i < 4; i++) {
+                int t = slot[ty + 8 * i];
+                for (int j = 0; j < 4; j++) {
+                    int n = n0 + tx + 8 * j;
+                    if (t >= 0 && n < NO) {
+                        float sx = rs[(size_t)(t / adiv) * kb + g];
+                        size_t r0 = gemm2 ? (size_t)e * NO + n : (size_t)e * 2 * NO + n;
+                        ag[i][j] += pg[i][j] * (sx * bs[r0 * (size_t)kb + g]);
+                        if (!gemm2) au[i][j] += pu[i][j] * (sx * bs[(r0 + (size_t)NO) * (size_t)kb + g]);
+                    }
+                    pg[i][j] = pu[i][j] = 0.0f;
+                }
+            }
+        }
     }
     QP_MOE_TILE_OUT(QP_MOE_NOCONV, quant)
+}
+
+/* ---- fp8 per-block decode (w_blk 128, per-token-group-128 activations) -----
+ * a [rows][K] the e4m3 values of qp_quant_f8_group with rs [rows][K/128];
+ * w e4m3 codes, ws [weight row][K/128] the block scale of each (row,
+ * k-block). As the linear qp_gemv_f8b / qp_tiled_f8b: each k-block's exact
+ * products summed in fp32, times s_a * s_w, accumulated; no epilogue scale
+ * (qp_moe_out with quant 0). K % 128 == 0 (the host checks). */
+__kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
+void qp_moe_gemv_f8b(__global const float *a, int adiv, __global const uchar *w, int K, int NO, int gemm2, int bf16,
+                     __global const float *rs, __global const float *ws, __global const float *rw,
+                     __global const int *sorted, __global const int *bexp, __global const int *nblk,
+                     __global ushort *out) {
+    __local float red[2 * QP_MOE_BMD * QP_WG];
+    __local float dec[256];
+    __local int slot[QP_MOE_BMD];
+    int gid = get_group_id(0), b = gid / NO, n = gid - b * NO, lid = get_local_id(0), kb = K >> 7;
+    if (b >= nblk[0]) return;
+    for (int i = lid; i < 256; i += QP_WG) dec[i] = qp_f8_decode((uint)i);
+    QP_MOE_GEMV_BLOCK();
+    __global const uchar *wg = w + rg * (size_t)K, *wu = w + ru * (size_t)K;
+    float ag[QP_MOE_BMD], au[QP_MOE_BMD];
+    for (int r = 0; r < QP_MOE_BMD; r++) ag[r] = au[r] = 0.0f;
+    for (int k = lid * 16; k < K; k += QP_WG * 16) {
+        int g = k >> 7;
+        float sg = ws[rg * (size_t)kb + g], su = gemm2 ? 0.0f : ws[ru * (size_t)kb + g];
+        float16 vg = qp_f8_dec16(dec, vload16(0, wg + k)), vu = gemm2 ? (float16)(0.0f) : qp_f8_dec16(dec, vload16(0, wu + k));
+        for (int r = 0; r < QP_MOE_BMD; r++)
+            if (r < rows) {
+                size_t ar = (size_t)(slot[r] / adiv);
+                float16 x = vload16(0, a + ar * K + k);
+                float sx = rs[ar * kb + g];
+                ag[r] += qp_sum16(x * vg) * (sx * sg);
+                au[r] += qp_sum16(x * vu) * (sx * su);
+            }
+    }
+    QP_MOE_GEMV_REDUCE(red, ag, au, lid);
+    if (lid < rows) {
+        int t = slot[lid];
+        qp_moe_out(red[lid * QP_WG], red[(QP_MOE_BMD + lid) * QP_WG], t, t / adiv, n, e, NO, gemm2, 0, bf16, rs, ws, rw,
+                   out);
+    }
 }
 
 /* ---- int8 GEMMs (W8A8-INT8): exact int32 sums, (float)acc in the epilogue -- */
@@ -231,11 +305,7 @@ void qp_moe_gemv_i(__global const char *a, int adiv, __global const char *w, int
     __local int slot[QP_MOE_BMD];
     int gid = get_group_id(0), b = gid / NO, n = gid - b * NO, lid = get_local_id(0);
     if (b >= nblk[0]) return;
-    if (lid < QP_MOE_BMD) slot[lid] = sorted[b * QP_MOE_BMD + lid];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    int e = bexp[b], rows = 0;
-    for (int r = 0; r < QP_MOE_BMD; r++) rows += slot[r] >= 0;
-    size_t rg = gemm2 ? (size_t)e * NO + n : (size_t)e * 2 * NO + n, ru = rg + (size_t)NO;
+    QP_MOE_GEMV_BLOCK();
     __global const char *wg = w + rg * (size_t)K, *wu = w + ru * (size_t)K;
     int ag[QP_MOE_BMD], au[QP_MOE_BMD];
     for (int r = 0; r < QP_MOE_BMD; r++) ag[r] = au[r] = 0;

@@ -21,6 +21,12 @@
  *     dynamic scale): + one quantization step of the element format at
  *     |h| + dh with the largest scale the perturbed group can have, and an
  *     ulp of dt for the QDQ schemes' rounding;
+ *   fp8 per-block (k-block sums): the reference sums each 128-wide k-block
+ *     in double rounded once, then the blocks times s_a * s_w in double;
+ *     the device sums 16-wide parts (decode) or whole k-blocks (prefill) in
+ *     fp32, each times fp32 s_a * s_w: at most K/16 + 18 roundings of
+ *     partial sums of |a w|, inside the 2 K 2^-24 S1 above for K >= 128;
+ *     its h quantization step takes the scale of the group of 128;
  *   w2: |rw| (sum_i |W| da_i + 2 I 2^-24 S2) + 2^-22 |c3|, S2 with |a| <=
  *     |h| + da, plus the rounding of c3;
  *   y: the k slot differences plus k ulps of the running sum.
@@ -54,7 +60,7 @@ static double nrand(void) { return sqrt(-2 * log(urand() + 1e-300)) * cos(6.2831
 
 static int H = 64, I = 32; /* per layer (md_set_shape) */
 
-typedef enum fam { F_UNQ, F_FP8, F_INT8, F_EMU, F_W4 } fam;
+typedef enum fam { F_UNQ, F_FP8, F_INT8, F_EMU, F_W4, F_FP8B } fam;
 
 typedef struct scheme_case {
     const char *name;
@@ -89,6 +95,9 @@ static const scheme_case cases[] = {
      "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\",\"group_size\":32,\"symmetric\":true,\"is_dynamic\":%s}"},
     {"w4a16 uint4 g128", F_W4, NULL, "kInt4StaticAsym", 1, NULL, NULL},
     {"w4a16 int4 g32", F_W4, NULL, "kInt4Static32", 0, NULL, NULL},
+    /* QuarkW8A8Fp8MoEMethod per_block: H and I multiples of 128, so not in
+     * md_run_matrix's shapes (md_run_fp8_block) */
+    {"fp8 per-block 128x128", F_FP8B, NULL, NULL, 0, NULL, NULL},
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -160,6 +169,50 @@ static void w4_layer(layer *L) {
     }
 }
 
+#define FP8_BLOCK_CONFIG                                                                                            \
+    "{\"quant_method\":\"quark\",\"export\":{\"kv_cache_group\":[],\"pack_method\":\"reorder\"},"                           \
+    "\"global_quant_config\":{\"weight\":{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_block\",\"block_size\":[128,128],"       \
+    "\"symmetric\":true,\"is_dynamic\":false},\"input_tensors\":{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_group\","          \
+    "\"group_size\":128,\"symmetric\":true,\"is_dynamic\":true},\"output_tensors\":null,\"bias\":null},"                  \
+    "\"layer_quant_config\":{},\"layer_type_quant_config\":{},\"exclude\":[]}"
+
+/* FP8 per-block experts as a Quark per_block export stores them: e4m3
+ * codes with one fp32 scale per 128 x 128 block (its amax / 448). */
+static void fp8_block_layer(layer *L) {
+    L->cfg = tu_load(ctx, FP8_BLOCK_CONFIG);
+    CHECK(L->cfg && !qp_config_resolve(L->cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, NULL, &L->s) &&
+              L->s.kind == QP_SCHEME_W8A8_FP8_BLOCK, "fp8 per-block: %s", qp_last_error(ctx));
+    L->act = QP_ACT_FP8_GROUP128;
+    for (int g = 0; g < 2; g++) {
+        size_t rows = g ? (size_t)H : 2 * (size_t)I, K = g ? (size_t)I : (size_t)H, nb = rows / 128, kb = K / 128;
+        size_t E = (size_t)L->E;
+        uint8_t *w = keep(L, E * rows * K);
+        add(L, g ? "w2_weight" : "w13_weight", QP_DTYPE_F8_E4M3FN, 3, L->E, (int64_t)rows, (int64_t)K, w);
+        float *sc = keep(L, sizeof(float) * E * nb * kb);
+        add(L, g ? "w2_weight_scale" : "w13_weight_scale", QP_DTYPE_F32, 3, L->E, (int64_t)nb, (int64_t)kb, sc);
+        double *wd = g ? L->w2 : L->w13;
+        float *mw = malloc(sizeof(float) * rows * K);
+        for (size_t e = 0; e < E; e++) {
+            for (size_t i = 0; i < rows * K; i++) mw[i] = (float)(nrand() / sqrt((double)K));
+            for (size_t bi = 0; bi < nb * kb; bi++) {
+                size_t r0 = bi / kb * 128, c0 = bi % kb * 128;
+                float amax = 0;
+                for (size_t r = r0; r < r0 + 128; r++)
+                    for (size_t q = c0; q < c0 + 128; q++) amax = fmaxf(amax, fabsf(mw[r * K + q]));
+                float s = amax / 448;
+                sc[e * nb * kb + bi] = s;
+                for (size_t r = r0; r < r0 + 128; r++)
+                    for (size_t q = c0; q < c0 + 128; q++) {
+                        size_t i = (e * rows + r) * K + q;
+                        w[i] = (uint8_t)qp_format_encode(QP_DTYPE_F8_E4M3FN, mw[r * K + q] / s);
+                        wd[i] = qp_format_decode(QP_DTYPE_F8_E4M3FN, w[i]) * (double)s;
+                    }
+            }
+        }
+        free(mw);
+    }
+}
+
 static void direct_layer(layer *L) {
     const scheme_case *c = L->c;
     size_t E = (size_t)L->E, n13 = E * 2 * I * H, n2 = E * H * I;
@@ -167,6 +220,7 @@ static void direct_layer(layer *L) {
     L->w2 = malloc(sizeof(double) * n2);
     memset(&L->s, 0, sizeof L->s);
     if (c->f == F_W4) { w4_layer(L); return; }
+    if (c->f == F_FP8B) { fp8_block_layer(L); return; }
     if (c->f == F_UNQ) {
         L->s.kind = QP_SCHEME_UNQUANTIZED;
         uint16_t *a = keep(L, 2 * n13);
@@ -356,12 +410,16 @@ static void quant_rows(const layer *L, float scale, const float *v, int R, int C
     qp_dtype dt = L->dt;
     size_t n = (size_t)R * (size_t)C;
     uint8_t *codes = malloc(n);
-    float *rs = malloc(sizeof(float) * (size_t)R), *tmp = malloc(sizeof(float) * n);
+    float *rs = malloc(sizeof(float) * (n / 128 + (size_t)R)), *tmp = malloc(sizeof(float) * n); /* groups of 128 */
     memcpy(tmp, v, sizeof(float) * n);
     switch (act) {
     case QP_ACT_FP8_STATIC: qp_quant_fp8_static(ctx, v, n, scale, codes); for (int r = 0; r < R; r++) rs[r] = scale; break;
     case QP_ACT_FP8_DYNAMIC_TENSOR: { float s; qp_quant_fp8_dynamic_tensor(ctx, v, n, codes, &s); for (int r = 0; r < R; r++) rs[r] = s; break; }
     case QP_ACT_FP8_DYNAMIC_TOKEN: qp_quant_fp8_dynamic_token(ctx, v, (size_t)R, (size_t)C, 0.0f, codes, rs); break;
+    case QP_ACT_FP8_GROUP128:
+        qp_quant_fp8_group(ctx, v, (size_t)R, (size_t)C, 128, 0, codes, rs);
+        for (size_t i = 0; i < n; i++) tmp[i] = qp_format_decode(QP_DTYPE_F8_E4M3FN, codes[i]) * rs[i / 128];
+        break;
     case QP_ACT_FP8_STATIC_QDQ:
         for (size_t i = 0; i < n; i++) {
             float t = fmaxf(-448.0f, fminf(qp_ref_round(dt, v[i] / scale), 448.0f));
@@ -405,6 +463,7 @@ static double hstep(const layer *L, double v, double amax) {
     case QP_ACT_FP8_STATIC: return 0x1p-3 * v + 0x1p-9 * L->a2;
     case QP_ACT_FP8_DYNAMIC_TENSOR: return 0x1p-3 * v + 0x1p-9 * amax / 448;
     case QP_ACT_FP8_DYNAMIC_TOKEN: return 0x1p-3 * v + 0x1p-9 * fmax(amax / 448, 1.0 / (448 * 512));
+    case QP_ACT_FP8_GROUP128: return 0x1p-3 * v + 0x1p-9 * fmax(amax, 1e-10) / 448;
     case QP_ACT_FP8_STATIC_QDQ: return 0x1p-3 * v + 0x1p-9 * L->a2 + 2 * ulp(L->dt, v);
     case QP_ACT_MX_QDQ: {
         int mb = L->aelem == QP_DTYPE_F4_E2M1 ? 1 : L->aelem == QP_DTYPE_F6_E3M2 ? 2 : 3;
@@ -466,7 +525,7 @@ static void bound(const layer *L, const uint16_t *x, int M, const int32_t *ids, 
             size_t j = (size_t)t * I + (size_t)i;
             double v = fabs(h[j]) + dh[j], gmax = rmax;
             if (L->act == QP_ACT_FP8_DYNAMIC_TENSOR) gmax = tmax;
-            int gs = L->act == QP_ACT_MX_QDQ ? 32 : L->act == QP_ACT_NVFP4_QDQ ? 16 : 0;
+            int gs = L->act == QP_ACT_MX_QDQ ? 32 : L->act == QP_ACT_NVFP4_QDQ ? 16 : L->act == QP_ACT_FP8_GROUP128 ? 128 : 0;
             if (gs) {
                 gmax = 0;
                 for (int q = i / gs * gs; q < i / gs * gs + gs; q++)
@@ -630,7 +689,7 @@ void md_set_shape(int h, int i) { H = h; I = i; }
 void md_run_matrix(void) {
     static const int ks[3] = {1, 2, 8};
     for (int ci = 0; ci < NCASES; ci++)
-        for (int di = 0; di < 2; di++) {
+        for (int di = 0; di < 2 && cases[ci].f != F_FP8B; di++) {
             qp_dtype dt = di ? QP_DTYPE_BF16 : QP_DTYPE_F16;
             int E = (ci + di) % 2 ? 64 : 8, k = ks[(ci + 2 * di) % 3];
             md_run_layer(ci, dt, E, E, 0, k);
@@ -639,6 +698,20 @@ void md_run_matrix(void) {
     md_run_layer(2, QP_DTYPE_F16, 8, 16, 8, 2);  /* fp8 dyn per-tensor: zero rows in the absmax */
     md_run_layer(6, QP_DTYPE_BF16, 8, 16, 8, 8); /* int8 dyn per-token */
     md_run_layer(12, QP_DTYPE_BF16, 8, 16, 8, 1); /* nvfp4 */
+}
+
+void md_run_fp8_block(void) {
+    int h = H, i = I, ci = NCASES - 1;
+    md_set_shape(256, 128);
+    md_run_layer(ci, QP_DTYPE_F16, 4, 4, 0, 2);
+    md_run_layer(ci, QP_DTYPE_BF16, 4, 8, 4, 2); /* expert parallelism: experts 4..7 of 8 */
+    md_set_shape(h, i);
+}
+
+void md_fp8_block_scheme(qp_scheme *s, qp_config **cfg) {
+    *cfg = tu_load(ctx, FP8_BLOCK_CONFIG);
+    CHECK(*cfg && !qp_config_resolve(*cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, NULL, s), "fp8 per-block: %s",
+          qp_last_error(ctx));
 }
 
 void md_refuse_unsupported(void) {

@@ -18,6 +18,11 @@ void md_set_shape(int H, int I);
 void md_run_layer(int ci, qp_dtype dt, int E, int G, int off, int k);
 /* Every case scheme x fp16/bf16, then three expert-parallel layers. */
 void md_run_matrix(void);
+/* FP8 per-block experts (H 256, I 128; E 4, top-2, one layer expert
+ * parallel): the device must run them (OpenCL). */
+void md_run_fp8_block(void);
+/* The resolved fp8 per-block MoE scheme (*cfg: destroy after use). */
+void md_fp8_block_scheme(qp_scheme *s, qp_config **cfg);
 /* Experts of a scheme with no MoE method (QQQ): QP_ERR_UNSUPPORTED from the core on the device. */
 void md_refuse_unsupported(void);
 /* qp_moe_create on `dev` of case scheme ci's directly built layer. */

@@ -3,7 +3,9 @@
  * (decode path) and 17, 64 (tiled path), softmax and grouped top-k
  * routing, experts that get no token, every token through one expert,
  * expert parallelism -- the shared cases and bound of tests/backend_moe.c
- * (int8 bit for bit, float within a bound derived per output). Then the
+ * (int8 bit for bit, float within a bound derived per output); fp8
+ * per-block experts (H 256, I 128) the same way, and qp_device_supports_moe
+ * answering for them as the linear layers do (emulated fp8 arithmetic). Then the
  * refusals: W4A16 experts (the core), and expert weights larger than one
  * device buffer (the plugin). */
 #include <stdio.h>
@@ -32,6 +34,17 @@ int main(void) {
     static const int ms[] = {1, 3, 16, 17, 64};
     md_init(ctx, cpu, ocl, "opencl", ms, 5);
     md_run_matrix();
+    qp_scheme fb;
+    qp_config *fbc = NULL;
+    qp_support_info si;
+    md_fp8_block_scheme(&fb, &fbc);
+    /* the linear layers' answer (fp8 arithmetic emulated in fp32), not the
+     * core's refusal */
+    CHECK(!qp_device_supports_moe(ocl, &fb, &si) && si.level == QP_SUPPORT_EMULATED && strstr(si.reason, "fused MoE") &&
+              strstr(si.reason, "128x128 weight blocks"),
+          "fp8 per-block MoE: level %d (%s)", (int)si.level, si.reason);
+    qp_config_destroy(fbc);
+    md_run_fp8_block();
     md_refuse_unsupported();
     /* expert weights larger than one device buffer: refused by the plugin
      * (QPORT_CL_WEIGHT_CHUNK makes the limit small) */

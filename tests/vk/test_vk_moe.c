@@ -360,8 +360,16 @@ static void silu_all(qp_dtype dt) {
     tens_free(&T);
 }
 
-/* Refusals: more local experts than the align pass takes. */
+/* Refusals: fp8 per-block experts (no per-token-group fp8 MoE kernels on
+ * Vulkan), more local experts than the align pass takes. */
 static void refusals(void) {
+    qp_scheme fb;
+    memset(&fb, 0, sizeof fb);
+    fb.kind = QP_SCHEME_W8A8_FP8_BLOCK;
+    qp_support_info si;
+    CHECK(!qp_device_supports_moe(gpu, &fb, &si) && si.level == QP_SUPPORT_UNSUPPORTED &&
+              strstr(si.reason, "fp8 per-block experts: no fused MoE kernel on vulkan yet"),
+          "fp8 per-block on vulkan: level %d (%s)", (int)si.level, si.reason);
     int E = 1025, H = 32, I = 32;
     tens T = {0};
     make_tensors(UNQ, QP_DTYPE_F16, E, H, I, &T);
