@@ -407,6 +407,13 @@ typedef struct qp_backend_ops {
                            void *w);
     /* Counters (host waits, submissions, device allocations); optional. */
     qp_status (*device_stats)(void *dev, qp_device_stats *out);
+    /* Whether the MoE kernels take activations quantized as `act`
+     * (qp_moe_desc.act): 0, with the reason in why[cap], when they do not,
+     * so qp_device_supports_moe answers unsupported before anything is
+     * prepared (moe_prepare refuses such a desc too). Per-token-group fp8
+     * (fp8 per-block experts) is the mode not every backend has. NULL:
+     * every mode moe_prepare documents. Optional. */
+    int (*moe_takes_act)(void *dev, qp_act_mode act, char *why, size_t cap);
 } qp_backend_ops;
 
 /* The plugin's only export. */

@@ -428,11 +428,14 @@ static qp_status bind(const mb *b, const qp_scheme *s, qp_moe *m) {
 
 static bool on_cpu(const qp_device *dev) { return !strcmp(dev->backend->ops->name, "cpu"); }
 
-/* Whether the backend's MoE kernels take per-token-group-128 fp8
- * activations (fp8 per-block experts). The plugin ABI has no MoE support
- * query and the linear answer does not cover the MoE GEMMs, so the core
- * keeps the list; the other backends' moe_prepare refuses these experts. */
-static bool fp8_block_moe(const qp_backend_ops *ops) { return !strcmp(ops->name, "opencl"); }
+/* Whether the device's MoE kernels take the activations of `k`, with the
+ * reason when not (the backend's moe_takes_act): the linear answer does
+ * not cover the MoE GEMMs' own activation paths. */
+static bool moe_takes(const qp_device *dev, qp_scheme_kind k, char *why, size_t cap) {
+    const qp_backend_ops *ops = dev->backend->ops;
+    if (k != QP_SCHEME_W8A8_FP8_BLOCK || !ops->moe_takes_act) return true;
+    return ops->moe_takes_act(dev->handle, QP_ACT_FP8_GROUP128, why, cap) != 0;
+}
 
 /* QuarkOCP_MX_MoEMethod's w_mxfp6_e3m2_a_fp8 / w_mxfp6_e2m3_a_fp8: its
  * __init__ accepts them, get_fused_moe_quant_config (after loading) raises.
@@ -481,10 +484,10 @@ QP_API qp_status qp_device_supports_moe(qp_device *dev, const qp_scheme *scheme,
         snprintf(out->reason, sizeof out->reason, "the %s backend has no fused MoE kernels", ops->name);
         return QP_OK;
     }
-    if (k == QP_SCHEME_W8A8_FP8_BLOCK && !fp8_block_moe(ops)) { /* its moe_prepare refuses it too */
+    char act_why[200] = "";
+    if (!moe_takes(dev, k, act_why, sizeof act_why)) { /* its moe_prepare refuses it too */
         out->level = QP_SUPPORT_UNSUPPORTED;
-        snprintf(out->reason, sizeof out->reason, "fp8 per-block experts: no fused MoE kernel on %s yet (the MoE GEMMs have "
-                 "no per-token-group fp8 activations)", ops->name);
+        snprintf(out->reason, sizeof out->reason, "fp8 per-block experts: %s", act_why);
         return QP_OK;
     }
     /* the MoE kernels quantize activations with the linear layers' kernels */
