@@ -1,5 +1,5 @@
 /* qport bench: how fast each scheme's linear layer runs, against what, and
- * how far from the device's limits (issue 10).
+ * how far from the device's limits.
  *
  * For every device and scheme: layers of real sizes built from seeded random
  * weights with the scheme table of `qport quantize` (schemes.c) and
@@ -18,31 +18,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "bench.h"
 #include "progress.h"
 #include "tool.h"
 
-#define MAX_DEV 16
-#define MAX_SCHEMES 64
-#define MAX_SIZES 16
-#define MAX_M 8
-#define MAX_COPIES 16
 #define NX 4                 /* input/output buffers rotated over          */
 #define COPY_PREP_S 1.0      /* extra layer copies only while this cheap   */
 #define DECODE_MAX_M 16      /* decode: memory-bound, judged on bandwidth  */
-
-typedef struct bshape { int N, K; char what[48]; } bshape;
-/* Llama-3 8B (hidden 4096, intermediate 14336) and 70B (8192, 28672):
- * q/o_proj, gate/up_proj, down_proj, 70B gate/up_proj; K x N = in x out. */
-static const bshape real_shapes[] = {
-    {4096, 4096, "8B q/o_proj"},
-    {14336, 4096, "8B gate/up_proj"},
-    {4096, 14336, "8B down_proj"},
-    {28672, 8192, "70B gate/up_proj"},
-};
-static const bshape tiny_shape = {128, 256, "tiny (tests)"};
-static const int decode_m[] = {1, 4, 16}, prefill_m[] = {128, 512, 2048}, tiny_m[] = {1, 4, 32};
 
 typedef struct stats { double median, min, max, p10, p90; int n; } stats;
 
@@ -143,17 +126,6 @@ typedef struct prep_job {
     double seconds;
 } prep_job;
 
-typedef struct run {
-    qp_context *ctx;
-    FILE *json;
-    int json_cases;
-    int reps, warmup, jobs, max_copies;
-    double max_seconds;
-    size_t rotate_bytes;
-    uint64_t seed;
-    int n_ok, n_skip, n_fail;
-} run;
-
 static char *fmt_pct(char b[16], double v) {
     if (isfinite(v)) snprintf(b, 16, "%.1f%%", 100 * v);
     else snprintf(b, 16, "n/a");
@@ -179,13 +151,13 @@ static void json_stats(FILE *f, const stats *s) {
     fprintf(f, ",\"n\":%d}", s->n);
 }
 
-static void case_head(run *r, const bdev *d, const char *scheme, const bshape *sh, int M) {
+static void case_head(bench_run *r, const bdev *d, const char *scheme, const bshape *sh, int M) {
     if (!r->json) return;
     fprintf(r->json, "%s\n    {\"device\":\"%s\",\"scheme\":\"%s\",\"N\":%d,\"K\":%d,\"M\":%d,\"phase\":\"%s\"",
             r->json_cases++ ? "," : "", d->name, scheme, sh->N, sh->K, M, M <= DECODE_MAX_M ? "decode" : "prefill");
 }
 
-static void emit_skip(run *r, const bdev *d, const char *scheme, const bshape *sh, int M, const char *verdict,
+static void emit_skip(bench_run *r, const bdev *d, const char *scheme, const bshape *sh, int M, const char *verdict,
                       const char *reason) {
     printf("%-8s %-16s %6d %6d %5d  %s: %s\n", d->name, scheme, sh->N, sh->K, M, verdict, reason);
     fflush(stdout);
@@ -200,7 +172,7 @@ static void emit_skip(run *r, const bdev *d, const char *scheme, const bshape *s
     }
 }
 
-static void emit_skip_all(run *r, const bdev *d, const char *scheme, const bshape *sh, const int *ms, int nm,
+static void emit_skip_all(bench_run *r, const bdev *d, const char *scheme, const bshape *sh, const int *ms, int nm,
                           const char *verdict, const char *reason) {
     for (int i = 0; i < nm; i++) emit_skip(r, d, scheme, sh, ms[i], verdict, reason);
 }
@@ -215,7 +187,7 @@ static int is_skip_status(qp_status st) {
 typedef struct vendor_set { double ms[3]; char name[3][96]; } vendor_set;
 static const qp_dtype vendor_dt[3] = {QP_DTYPE_F16, QP_DTYPE_I8, QP_DTYPE_F8_E4M3FN};
 
-static void vendor_measure(run *r, bdev *d, int M, int N, int K, vendor_set *v) {
+static void vendor_measure(bench_run *r, bdev *d, int M, int N, int K, vendor_set *v) {
     for (int i = 0; i < 3; i++) { v->ms[i] = NAN; v->name[i][0] = 0; }
     if (d->vendor_ok == 0 || d->time_note[0]) return;
     double *ms = malloc(sizeof *ms * (size_t)r->reps);
@@ -266,7 +238,7 @@ static qp_status run_one(bdev *d, placed *p, int i, int M, int flush, double *t,
 /* Warm-up over every copy and buffer, then the timed runs; fits the case
  * into --max-seconds (at least 3 timed runs, or 1 when one run is longer
  * than a third of it). */
-static qp_status time_case(run *r, bdev *d, placed *p, int M, double est_run_s, double *tot, double *gem, int *n_done,
+static qp_status time_case(bench_run *r, bdev *d, placed *p, int M, double est_run_s, double *tot, double *gem, int *n_done,
                            int *warm_done, char *note, size_t cap) {
     qp_status st;
     double t, g;
@@ -305,7 +277,7 @@ static qp_status time_case(run *r, bdev *d, placed *p, int M, double est_run_s, 
 typedef struct base_row { double fp16_ms; vendor_set v; } base_row;
 
 /* Creates the layer (and cheap copies) and the buffers. */
-static qp_status place(run *r, bdev *d, const bscheme *bs, const bshape *sh, const prep_job *j, int maxM,
+static qp_status place(bench_run *r, bdev *d, const bscheme *bs, const bshape *sh, const prep_job *j, int maxM,
                        const uint16_t *xh, placed *p, double *prep_s) {
     qp_linear_options o;
     qp_linear_options_init(&o);
@@ -336,24 +308,182 @@ static qp_status place(run *r, bdev *d, const bscheme *bs, const bshape *sh, con
     return st;
 }
 
-static void bench_layer(run *r, bdev *d, int si, const bscheme *bs, const bshape *sh, const int *ms, int nm,
-                        const prep_job *j, const uint16_t *xh, base_row *base) {
-    int maxM = 0;
-    for (int i = 0; i < nm; i++) maxM = ms[i] > maxM ? ms[i] : maxM;
-    double flops1 = 2.0 * sh->N * (double)sh->K; /* per row */
-    if (d->time_note[0]) { emit_skip_all(r, d, bs->name, sh, ms, nm, "SKIP", d->time_note); return; }
+/* One case's figures: its timings, the bytes and arithmetic a perfect
+ * kernel needs, and their ratios to the limits of the same shape. */
+typedef struct figures {
+    int M, n, warm, fused, decode;
+    stats s, sg;
+    double flops, act_b, out_b, gbps, tflops, bw_ratio, ar_ratio, speedup, vs_vendor16, eff;
+    char lim[128], path[96], note[160];
+} figures;
+
+/* The fp16 layer's median of this M is kept in b when bs is it: the later
+ * schemes' speedups are over it. */
+static void figures_of(const bdev *d, const bscheme *bs, const bshape *sh, const prep_job *j, const double *tot,
+                       const double *gem, base_row *b, figures *f) {
+    f->s = stats_of(tot, f->n);
+    f->fused = 0;
+    for (int i = 0; i < f->n; i++) f->fused |= gem[i] < 0;
+    f->sg = f->fused ? (stats){NAN, NAN, NAN, NAN, NAN, 0} : stats_of(gem, f->n);
+    double median = f->s.median;
+    f->flops = 2.0 * sh->N * (double)sh->K * f->M;
+    /* the bytes a perfect kernel moves: the stored weights once, x, y */
+    f->act_b = (double)f->M * sh->K * 2;
+    f->out_b = (double)f->M * sh->N * 2;
+    double bytes = (double)j->wbytes + f->act_b + f->out_b;
+    f->gbps = bytes / (median * 1e-3) * 1e-9;
+    f->tflops = f->flops / (median * 1e-3) * 1e-12;
+    if (bs->unquantized) b->fp16_ms = median;
+    /* the arithmetic limit: the fastest of the fp16 layer and the vendor
+     * GEMMs in fp16 and in the scheme's own operand type */
+    double lim_ms = b->fp16_ms;
+    snprintf(f->lim, sizeof f->lim, "%s", isfinite(lim_ms) ? "fp16 layer, same backend" : "");
+    for (int i = 0; i < 3; i++) {
+        if (vendor_dt[i] != QP_DTYPE_F16 && vendor_dt[i] != bs->arith) continue;
+        if (isfinite(b->v.ms[i]) && !(b->v.ms[i] >= lim_ms)) {
+            lim_ms = b->v.ms[i];
+            snprintf(f->lim, sizeof f->lim, "%s", b->v.name[i]);
+        }
+    }
+    f->bw_ratio = d->copy_gbps > 0 ? f->gbps / d->copy_gbps : NAN;
+    f->ar_ratio = isfinite(lim_ms) ? lim_ms / median : NAN;
+    f->speedup = isfinite(b->fp16_ms) ? b->fp16_ms / median : NAN;
+    f->vs_vendor16 = isfinite(b->v.ms[0]) ? b->v.ms[0] / median : NAN;
+    f->decode = f->M <= DECODE_MAX_M;
+    f->eff = f->decode ? f->bw_ratio : f->ar_ratio;
+}
+
+static void print_case(const bdev *d, const bscheme *bs, const bshape *sh, const figures *f) {
+    char pb[16], pa[16], pe[16], sp[16], gm[24];
+    if (f->fused) snprintf(gm, sizeof gm, "fused");
+    else snprintf(gm, sizeof gm, "%.4g", f->sg.median);
+    printf("%-8s %-16s %6d %6d %5d  %10.4g  %9.4g..%-9.4g %9s %9.4g %7s %9.4g %7s  %7s  %s %s%s%s%s\n", d->name,
+           bs->name, sh->N, sh->K, f->M, f->s.median, f->s.p10, f->s.p90, gm, f->gbps, fmt_pct(pb, f->bw_ratio),
+           f->tflops, fmt_pct(pa, f->ar_ratio), fmt_x(sp, f->speedup), f->decode ? "bandwidth" : "arithmetic",
+           fmt_pct(pe, f->eff), d->representative ? "" : " *", f->note[0] ? "  " : "", f->note);
+    fflush(stdout);
+}
+
+static void json_vendor(FILE *out, const base_row *b, double flops) {
+    fputs(",\"vendor\":[", out);
+    for (int i = 0, first = 1; i < 3; i++) {
+        if (!b->v.name[i][0]) continue;
+        fprintf(out, "%s{\"dtype\":\"%s\",\"name\":", first ? "" : ",", qp_dtype_name(vendor_dt[i]));
+        json_str(out, b->v.name[i]);
+        fputs(",\"median_ms\":", out);
+        json_num(out, b->v.ms[i]);
+        fputs(",\"TFLOPs\":", out);
+        json_num(out, flops / (b->v.ms[i] * 1e-3) * 1e-12);
+        fputc('}', out);
+        first = 0;
+    }
+    fputs("]}", out);
+}
+
+static void json_case(bench_run *r, const bdev *d, const bscheme *bs, const bshape *sh, const prep_job *j,
+                      const placed *p, double prep_s, const base_row *b, const figures *f) {
+    FILE *out = r->json;
+    case_head(r, d, bs->name, sh, f->M);
+    fputs(",\"verdict\":\"OK\",\"path\":", out);
+    json_str(out, f->path);
+    fprintf(out, ",\"representative\":%s,\"reps\":%d,\"warmup\":%d,\"layer_copies\":%d,\"io_buffers\":%d,"
+                 "\"cache_flush_bytes\":%zu,\"prepare_s\":%.4g,\"quantize_s\":%.4g,",
+            d->representative ? "true" : "false", f->n, f->warm, p->nc, NX, p->flush ? d->flush_bytes : 0, prep_s,
+            j->seconds);
+    json_stats(out, &f->s);
+    fputs(",\"gemm_only\":", out);
+    if (f->fused) fputs("null", out);
+    else { fputc('{', out); json_stats(out, &f->sg); fputc('}', out); }
+    fprintf(out, ",\"bytes\":{\"weights\":%zu,\"activations\":%.0f,\"outputs\":%.0f},\"flop\":%.0f,\"GBps\":",
+            j->wbytes, f->act_b, f->out_b, f->flops);
+    json_num(out, f->gbps);
+    fputs(",\"TFLOPs\":", out);
+    json_num(out, f->tflops);
+    fputs(",\"baselines\":{\"fp16_layer_ms\":", out);
+    json_num(out, b->fp16_ms);
+    json_vendor(out, b, f->flops);
+    fputs(",\"ratios\":{\"bandwidth\":", out);
+    json_num(out, f->bw_ratio);
+    fputs(",\"arithmetic\":", out);
+    json_num(out, f->ar_ratio);
+    fputs(",\"arithmetic_limit\":", out);
+    json_str(out, f->lim[0] ? f->lim : NULL);
+    fputs(",\"speedup_vs_fp16\":", out);
+    json_num(out, f->speedup);
+    fputs(",\"speedup_vs_vendor_fp16\":", out);
+    json_num(out, f->vs_vendor16);
+    fprintf(out, "},\"judged_on\":\"%s\",\"efficiency\":", f->decode ? "bandwidth" : "arithmetic");
+    json_num(out, f->eff);
+    fputs(",\"note\":", out);
+    json_str(out, f->note);
+    fputc('}', out);
+    fflush(out);
+}
+
+/* The i-th M of a placed layer: timed, printed, added to the means. 1 when
+ * the device turned out to have no timer: its remaining cases are skipped. */
+static int bench_case(bench_run *r, bdev *d, int si, const bscheme *bs, const bshape *sh, const prep_job *j,
+                      placed *p, double prep_s, const int *ms, int nm, int mi, double *tot, double *gem,
+                      base_row *b) {
+    figures f = {.M = ms[mi]};
+    double flops = 2.0 * sh->N * (double)sh->K * f.M, est = d->est_s_per_flop[si] * flops;
+    if (est > r->max_seconds) {
+        char why[200];
+        snprintf(why, sizeof why, "predicted %.3g s per run (from the previous case) exceeds --max-seconds %g", est,
+                 r->max_seconds);
+        emit_skip(r, d, bs->name, sh, f.M, "SKIP", why);
+        return 0;
+    }
+    qp_status st = time_case(r, d, p, f.M, est, tot, gem, &f.n, &f.warm, f.note, sizeof f.note);
+    if (st) {
+        char why[600];
+        snprintf(why, sizeof why, "%s", qp_last_error(r->ctx));
+        if (st == QP_ERR_UNSUPPORTED && strstr(why, "linear_time")) { /* the whole device */
+            snprintf(d->time_note, sizeof d->time_note, "%s", why);
+            emit_skip_all(r, d, bs->name, sh, ms + mi, nm - mi, "SKIP", why);
+            return 1;
+        }
+        emit_skip(r, d, bs->name, sh, f.M, is_skip_status(st) ? "SKIP" : "FAIL", why);
+        return 0;
+    }
+    figures_of(d, bs, sh, j, tot, gem, b, &f);
+    d->est_s_per_flop[si] = f.s.median * 1e-3 / f.flops;
+    qp_linear_describe(p->lin[0], f.M, f.path, sizeof f.path);
+    print_case(d, bs, sh, &f);
+    r->n_ok++;
+    int ph = !f.decode;
+    if (isfinite(f.speedup) && f.speedup > 0) { d->lsp[si][ph] += log(f.speedup); d->nsp[si][ph]++; }
+    if (isfinite(f.eff) && f.eff > 0) { d->leff[si][ph] += log(f.eff); d->neff[si][ph]++; }
+    if (r->json) json_case(r, d, bs, sh, j, p, prep_s, b, &f);
+    return 0;
+}
+
+/* Why the scheme cannot be timed on the device at all, before placing it:
+ * its cases are then reported; 0: go on. */
+static int bench_layer_skipped(bench_run *r, const bdev *d, const bscheme *bs, const bshape *sh, const int *ms,
+                               int nm, const prep_job *j) {
+    if (d->time_note[0]) { emit_skip_all(r, d, bs->name, sh, ms, nm, "SKIP", d->time_note); return 1; }
     qp_support_info si_;
     if (!bs->unquantized && !qp_device_supports(d->dev, &bs->scheme, 0, sh->N, sh->K, &si_) &&
         si_.level == QP_SUPPORT_UNSUPPORTED) {
         char why[400];
         snprintf(why, sizeof why, "unsupported on %s: %s", d->name, si_.reason);
         emit_skip_all(r, d, bs->name, sh, ms, nm, "SKIP", why);
-        return;
+        return 1;
     }
     if (j->st) {
         emit_skip_all(r, d, bs->name, sh, ms, nm, is_skip_status(j->st) ? "SKIP" : "FAIL", j->err);
-        return;
+        return 1;
     }
+    return 0;
+}
+
+static void bench_layer(bench_run *r, bdev *d, int si, const bscheme *bs, const bshape *sh, const int *ms, int nm,
+                        const prep_job *j, const uint16_t *xh, base_row *base) {
+    int maxM = 0;
+    for (int i = 0; i < nm; i++) maxM = ms[i] > maxM ? ms[i] : maxM;
+    double flops1 = 2.0 * sh->N * (double)sh->K; /* per row */
+    if (bench_layer_skipped(r, d, bs, sh, ms, nm, j)) return;
     /* runs predicted to exceed --max-seconds are not attempted */
     int any = 0;
     for (int i = 0; i < nm; i++) any |= !(d->est_s_per_flop[si] * flops1 * ms[i] > r->max_seconds);
@@ -369,121 +499,8 @@ static void bench_layer(run *r, bdev *d, int si, const bscheme *bs, const bshape
     }
     double *tot = malloc(sizeof *tot * (size_t)r->reps), *gem = malloc(sizeof *gem * (size_t)r->reps);
     if (!tot || !gem) emit_skip_all(r, d, bs->name, sh, ms, nm, "FAIL", "out of memory");
-    for (int mi = 0; mi < nm && tot && gem; mi++) {
-        int M = ms[mi];
-        double flops = flops1 * M, est = d->est_s_per_flop[si] * flops;
-        if (est > r->max_seconds) {
-            char why[200];
-            snprintf(why, sizeof why, "predicted %.3g s per run (from the previous case) exceeds --max-seconds %g", est,
-                     r->max_seconds);
-            emit_skip(r, d, bs->name, sh, M, "SKIP", why);
-            continue;
-        }
-        int n = 0, warm = 0;
-        char note[160];
-        st = time_case(r, d, &p, M, est, tot, gem, &n, &warm, note, sizeof note);
-        if (st) {
-            char why[600];
-            snprintf(why, sizeof why, "%s", qp_last_error(r->ctx));
-            if (st == QP_ERR_UNSUPPORTED && strstr(why, "linear_time")) { /* the whole device */
-                snprintf(d->time_note, sizeof d->time_note, "%s", why);
-                emit_skip_all(r, d, bs->name, sh, ms + mi, nm - mi, "SKIP", why);
-                break;
-            }
-            emit_skip(r, d, bs->name, sh, M, is_skip_status(st) ? "SKIP" : "FAIL", why);
-            continue;
-        }
-        stats s = stats_of(tot, n);
-        int fused = 0;
-        for (int i = 0; i < n; i++) fused |= gem[i] < 0;
-        stats sg = fused ? (stats){NAN, NAN, NAN, NAN, NAN, 0} : stats_of(gem, n);
-        d->est_s_per_flop[si] = s.median * 1e-3 / flops;
-        /* the bytes a perfect kernel moves: the stored weights once, x, y */
-        double act_b = (double)M * sh->K * 2, out_b = (double)M * sh->N * 2;
-        double bytes = (double)j->wbytes + act_b + out_b;
-        double gbps = bytes / (s.median * 1e-3) * 1e-9, tflops = flops / (s.median * 1e-3) * 1e-12;
-        base_row *b = &base[mi];
-        if (bs->unquantized) b->fp16_ms = s.median;
-        /* the arithmetic limit: the fastest of the fp16 layer and the vendor
-         * GEMMs in fp16 and in the scheme's own operand type */
-        double lim_ms = b->fp16_ms;
-        char lim[128];
-        snprintf(lim, sizeof lim, "%s", isfinite(lim_ms) ? "fp16 layer, same backend" : "");
-        for (int i = 0; i < 3; i++) {
-            if (vendor_dt[i] != QP_DTYPE_F16 && vendor_dt[i] != bs->arith) continue;
-            if (isfinite(b->v.ms[i]) && !(b->v.ms[i] >= lim_ms)) {
-                lim_ms = b->v.ms[i];
-                snprintf(lim, sizeof lim, "%s", b->v.name[i]);
-            }
-        }
-        double bw_ratio = d->copy_gbps > 0 ? gbps / d->copy_gbps : NAN;
-        double ar_ratio = isfinite(lim_ms) ? lim_ms / s.median : NAN;
-        double speedup = isfinite(b->fp16_ms) ? b->fp16_ms / s.median : NAN;
-        double vs_vendor16 = isfinite(b->v.ms[0]) ? b->v.ms[0] / s.median : NAN;
-        int decode = M <= DECODE_MAX_M;
-        double eff = decode ? bw_ratio : ar_ratio;
-        char path[96] = "", pb[16], pa[16], pe[16], sp[16];
-        qp_linear_describe(p.lin[0], M, path, sizeof path);
-        char gm[24];
-        if (fused) snprintf(gm, sizeof gm, "fused");
-        else snprintf(gm, sizeof gm, "%.4g", sg.median);
-        printf("%-8s %-16s %6d %6d %5d  %10.4g  %9.4g..%-9.4g %9s %9.4g %7s %9.4g %7s  %7s  %s %s%s%s%s\n", d->name,
-               bs->name, sh->N, sh->K, M, s.median, s.p10, s.p90, gm, gbps, fmt_pct(pb, bw_ratio), tflops,
-               fmt_pct(pa, ar_ratio), fmt_x(sp, speedup), decode ? "bandwidth" : "arithmetic", fmt_pct(pe, eff),
-               d->representative ? "" : " *", note[0] ? "  " : "", note);
-        fflush(stdout);
-        r->n_ok++;
-        if (isfinite(speedup) && speedup > 0) { d->lsp[si][!decode] += log(speedup); d->nsp[si][!decode]++; }
-        if (isfinite(eff) && eff > 0) { d->leff[si][!decode] += log(eff); d->neff[si][!decode]++; }
-        if (!r->json) continue;
-        FILE *f = r->json;
-        case_head(r, d, bs->name, sh, M);
-        fputs(",\"verdict\":\"OK\",\"path\":", f);
-        json_str(f, path);
-        fprintf(f, ",\"representative\":%s,\"reps\":%d,\"warmup\":%d,\"layer_copies\":%d,\"io_buffers\":%d,"
-                   "\"cache_flush_bytes\":%zu,\"prepare_s\":%.4g,\"quantize_s\":%.4g,",
-                d->representative ? "true" : "false", n, warm, p.nc, NX, p.flush ? d->flush_bytes : 0, prep_s,
-                j->seconds);
-        json_stats(f, &s);
-        fputs(",\"gemm_only\":", f);
-        if (fused) fputs("null", f);
-        else { fputc('{', f); json_stats(f, &sg); fputc('}', f); }
-        fprintf(f, ",\"bytes\":{\"weights\":%zu,\"activations\":%.0f,\"outputs\":%.0f},\"flop\":%.0f,\"GBps\":",
-                j->wbytes, act_b, out_b, flops);
-        json_num(f, gbps);
-        fputs(",\"TFLOPs\":", f);
-        json_num(f, tflops);
-        fputs(",\"baselines\":{\"fp16_layer_ms\":", f);
-        json_num(f, b->fp16_ms);
-        fputs(",\"vendor\":[", f);
-        for (int i = 0, first = 1; i < 3; i++) {
-            if (!b->v.name[i][0]) continue;
-            fprintf(f, "%s{\"dtype\":\"%s\",\"name\":", first ? "" : ",", qp_dtype_name(vendor_dt[i]));
-            json_str(f, b->v.name[i]);
-            fputs(",\"median_ms\":", f);
-            json_num(f, b->v.ms[i]);
-            fputs(",\"TFLOPs\":", f);
-            json_num(f, flops / (b->v.ms[i] * 1e-3) * 1e-12);
-            fputc('}', f);
-            first = 0;
-        }
-        fputs("]},\"ratios\":{\"bandwidth\":", f);
-        json_num(f, bw_ratio);
-        fputs(",\"arithmetic\":", f);
-        json_num(f, ar_ratio);
-        fputs(",\"arithmetic_limit\":", f);
-        json_str(f, lim[0] ? lim : NULL);
-        fputs(",\"speedup_vs_fp16\":", f);
-        json_num(f, speedup);
-        fputs(",\"speedup_vs_vendor_fp16\":", f);
-        json_num(f, vs_vendor16);
-        fprintf(f, "},\"judged_on\":\"%s\",\"efficiency\":", decode ? "bandwidth" : "arithmetic");
-        json_num(f, eff);
-        fputs(",\"note\":", f);
-        json_str(f, note);
-        fputc('}', f);
-        fflush(f);
-    }
+    for (int mi = 0; mi < nm && tot && gem; mi++)
+        if (bench_case(r, d, si, bs, sh, j, &p, prep_s, ms, nm, mi, tot, gem, &base[mi])) break;
     free(tot);
     free(gem);
     placed_free(&p);
@@ -491,7 +508,7 @@ static void bench_layer(run *r, bdev *d, int si, const bscheme *bs, const bshape
 
 /* The device's bandwidth limit: a timed device-to-device copy. Its buffers
  * are kept to flush caches between timed runs. */
-static void measure_copy(run *r, bdev *d, size_t bytes) {
+static void measure_copy(bench_run *r, bdev *d, size_t bytes) {
     d->copy_gbps = -1;
     int reps = r->reps < 10 ? 10 : r->reps;
     double *ms = malloc(sizeof *ms * (size_t)reps);
@@ -538,7 +555,7 @@ static void measure_copy(run *r, bdev *d, size_t bytes) {
 }
 
 /* Whether the device can time a layer at all (a 64 x 64 fp16 layer). */
-static void probe_timer(run *r, bdev *d) {
+static void probe_timer(bench_run *r, bdev *d) {
     static uint16_t w[64 * 64], x[64];
     qp_tensor t = {"weight", QP_DTYPE_F16, 2, {64, 64, 0, 0}, w};
     qp_scheme s = {.struct_size = sizeof s, .kind = QP_SCHEME_UNQUANTIZED};
@@ -620,15 +637,6 @@ static void prep_all(prep_job *jobs, int n, int threads) {
 
 /* ---- the command ---------------------------------------------------------- */
 
-static int parse_long(const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > hi) return -1;
-    *out = v;
-    return 0;
-}
-
 static qp_dtype arith_of(const qp_scheme *s) {
     switch (s->kind) {
     case QP_SCHEME_W8A8_INT8: case QP_SCHEME_QQQ_W4A8: return QP_DTYPE_I8;
@@ -637,355 +645,335 @@ static qp_dtype arith_of(const qp_scheme *s) {
     }
 }
 
-int cmd_bench(int argc, char **argv) {
+/* Everything one linear-layer benchmark holds, from the plan to the end. */
+typedef struct bench {
+    bench_opts o;
+    bench_run r;
+    bdev *devs;
+    bscheme *sch;
+    prep_job *jobs;
+    base_row *base;
+    float *w;
+    uint16_t *xh;
+    int n_devs, n_sch;
+    double t_start;
+} bench;
+
+/* The other modes of qport bench, chosen by one option anywhere on the
+ * line; 1 (and their exit status in rc) when one ran. */
+static int bench_other_mode(int argc, char **argv, int *rc) {
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--moe")) return cmd_bench_moe(argc, argv); /* bench_moe.c */
-        if (!strcmp(argv[i], "--chain")) return cmd_bench_chain(argc, argv); /* bench_chain.c */
+        if (!strcmp(argv[i], "--moe")) { *rc = cmd_bench_moe(argc, argv); return 1; } /* bench_moe.c */
+        if (!strcmp(argv[i], "--chain")) { *rc = cmd_bench_chain(argc, argv); return 1; } /* bench_chain.c */
         /* across ranks: qport run's parallel mode, timed (the medians of
          * --reps runs, 20 by default, with the collectives' share) */
         if (!strcmp(argv[i], "--tp-size") || !strcmp(argv[i], "--ep-size")) {
             char **av = malloc(sizeof(char *) * (size_t)(argc + 3));
+            *rc = 1;
             if (!av) return 1;
             int n = 0, has_reps = 0;
             av[n++] = "run";
             for (int j = 1; j < argc; j++) { has_reps |= !strcmp(argv[j], "--reps"); av[n++] = argv[j]; }
             if (!has_reps) { av[n++] = "--reps"; av[n++] = "20"; }
             av[n] = NULL;
-            int rc = cmd_run(n, av);
+            *rc = cmd_run(n, av);
             free(av);
-            return rc;
+            return 1;
         }
     }
-    const char *dev_specs[MAX_DEV], *scheme_names[MAX_SCHEMES];
-    int n_dev_specs = 0, n_scheme_names = 0, reps_set = 0, warm_set = 0, max_set = 0;
-    bshape sizes[MAX_SIZES];
-    int n_sizes = 0;
-    const char *shapes_arg = "all", *json_path = NULL;
-    run r = {0};
-    r.reps = 20;
-    r.warmup = 3;
-    r.max_seconds = 20;
-    r.rotate_bytes = (size_t)256 << 20;
-    r.seed = 20261202;
-    r.max_copies = MAX_COPIES;
-    int rot_set = 0;
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    r.jobs = ncpu < 1 ? 1 : ncpu > 8 ? 8 : (int)ncpu;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long n;
-        if (!strcmp(a, "--list")) {
-            printf("fp16 (the baseline, always run)\n");
-            for (size_t s = 0; quant_scheme_at(s); s++) printf("%s\n", quant_scheme_at(s)->name);
-            return 0;
-        }
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { tool_help(stdout, "bench"); return 0; }
-        static const char *const valued[] = {"--device", "--scheme", "--shapes", "--size", "--reps", "--warmup",
-                                             "--max-seconds", "--rotate-mib", "--jobs", "--seed", "--json"};
-        int takes = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof *valued; k++) takes |= !strcmp(a, valued[k]);
-        if (!takes) { fprintf(stderr, "qport bench: unknown argument '%s'\n", a); tool_usage(stderr, "bench"); return 2; }
-        if (!v) { fprintf(stderr, "qport bench: %s needs a value\n", a); tool_usage(stderr, "bench"); return 2; }
-        i++;
-        if (!strcmp(a, "--device")) {
-            if (n_dev_specs == MAX_DEV) { fprintf(stderr, "qport bench: at most %d --device\n", MAX_DEV); return 2; }
-            dev_specs[n_dev_specs++] = v;
-        } else if (!strcmp(a, "--scheme")) {
-            if (strcmp(v, "fp16") && !quant_scheme_find(v)) {
-                fprintf(stderr, "qport bench: unknown scheme '%s'; schemes: fp16 ", v);
-                quant_scheme_list(stderr);
-                return 2;
-            }
-            if (n_scheme_names == MAX_SCHEMES) { fprintf(stderr, "qport bench: too many --scheme\n"); return 2; }
-            scheme_names[n_scheme_names++] = v;
-        } else if (!strcmp(a, "--shapes")) {
-            if (strcmp(v, "decode") && strcmp(v, "prefill") && strcmp(v, "all") && strcmp(v, "tiny")) {
-                fprintf(stderr, "qport bench: --shapes must be decode, prefill, all or tiny, got '%s'\n", v);
-                return 2;
-            }
-            shapes_arg = v;
-        } else if (!strcmp(a, "--size")) {
-            int k, nn, used = 0;
-            if (sscanf(v, "%dx%d%n", &k, &nn, &used) != 2 || v[used] || k < 1 || nn < 1 || k > 1 << 20 || nn > 1 << 20) {
-                fprintf(stderr, "qport bench: --size must be KxN (input x output features), got '%s'\n", v);
-                return 2;
-            }
-            if (n_sizes == MAX_SIZES) { fprintf(stderr, "qport bench: at most %d --size\n", MAX_SIZES); return 2; }
-            sizes[n_sizes++] = (bshape){nn, k, ""};
-        } else if (!strcmp(a, "--reps")) {
-            if (parse_long(v, 1, 10000, &n)) { fprintf(stderr, "qport bench: --reps must be a whole number 1..10000, got '%s'\n", v); return 2; }
-            r.reps = (int)n;
-            reps_set = 1;
-        } else if (!strcmp(a, "--warmup")) {
-            if (parse_long(v, 0, 1000, &n)) { fprintf(stderr, "qport bench: --warmup must be a whole number 0..1000, got '%s'\n", v); return 2; }
-            r.warmup = (int)n;
-            warm_set = 1;
-        } else if (!strcmp(a, "--jobs")) {
-            if (parse_long(v, 1, 64, &n)) { fprintf(stderr, "qport bench: --jobs must be a whole number 1..64, got '%s'\n", v); return 2; }
-            r.jobs = (int)n;
-        } else if (!strcmp(a, "--max-seconds")) {
-            char *end;
-            errno = 0;
-            double sec = strtod(v, &end);
-            if (errno || end == v || *end || !(sec > 0) || sec > 1e6) {
-                fprintf(stderr, "qport bench: --max-seconds must be a number > 0, got '%s'\n", v);
-                return 2;
-            }
-            r.max_seconds = sec;
-            max_set = 1;
-        } else if (!strcmp(a, "--rotate-mib")) {
-            if (parse_long(v, 0, 1 << 20, &n)) { fprintf(stderr, "qport bench: --rotate-mib must be a whole number 0..1048576, got '%s'\n", v); return 2; }
-            r.rotate_bytes = (size_t)n << 20;
-            rot_set = 1;
-        } else if (!strcmp(a, "--seed")) {
-            char *end;
-            errno = 0;
-            r.seed = strtoull(v, &end, 10);
-            if (errno || end == v || *end || v[0] == '-') { fprintf(stderr, "qport bench: bad --seed '%s'\n", v); return 2; }
-        } else {
-            json_path = v;
-        }
-    }
-    int tiny = !strcmp(shapes_arg, "tiny");
-    if (tiny) { /* for tests: seconds, not minutes */
-        if (!reps_set) r.reps = 5;
-        if (!warm_set) r.warmup = 1;
-        if (!max_set) r.max_seconds = 5;
-        if (!rot_set) r.rotate_bytes = (size_t)1 << 20;
-        r.max_copies = 2; /* both ways of defeating caches, cheaply */
-        if (n_sizes) { fprintf(stderr, "qport bench: --shapes tiny has its own size; drop --size\n"); return 2; }
-        sizes[n_sizes++] = tiny_shape;
-    }
-    if (!n_sizes)
-        for (size_t i = 0; i < sizeof real_shapes / sizeof *real_shapes; i++) sizes[n_sizes++] = real_shapes[i];
-    int ms[MAX_M], nm = 0;
-    if (tiny) for (int i = 0; i < 3; i++) ms[nm++] = tiny_m[i];
-    if (!tiny && strcmp(shapes_arg, "prefill")) for (int i = 0; i < 3; i++) ms[nm++] = decode_m[i];
-    if (!tiny && strcmp(shapes_arg, "decode")) for (int i = 0; i < 3; i++) ms[nm++] = prefill_m[i];
-    size_t maxM = 0;
-    for (int i = 0; i < nm; i++) maxM = (size_t)ms[i] > maxM ? (size_t)ms[i] : maxM;
+    return 0;
+}
 
-    if (qp_context_create(&r.ctx)) { fprintf(stderr, "qport bench: cannot create a context\n"); return 1; }
-    tool_install_log(r.ctx);
-    int rc = 2;
-    bdev *devs = calloc(MAX_DEV, sizeof *devs);
-    bscheme *sch = calloc(MAX_SCHEMES + 1, sizeof *sch);
-    prep_job *jobs = calloc(MAX_SCHEMES + 1, sizeof *jobs);
-    base_row *base = calloc((size_t)MAX_DEV * MAX_M, sizeof *base);
-    float *w = NULL;
-    uint16_t *xh = NULL;
-    int n_devs = 0, n_sch = 0;
-    double t_start = wall_s();
-    if (!devs || !sch || !jobs || !base) { fprintf(stderr, "qport bench: out of memory\n"); goto done; }
-    /* devices: those named, else every device but the cpu reference (its
-     * loops are an oracle, not an accelerator) unless it is the only one */
-    if (n_dev_specs) {
-        for (int i = 0; i < n_dev_specs; i++) {
+/* Devices: those named, else every device but the cpu reference (its
+ * loops are an oracle, not an accelerator) unless it is the only one. */
+static int bench_open_devices(bench *b) {
+    bench_run *r = &b->r;
+    if (b->o.n_dev_specs) {
+        for (int i = 0; i < b->o.n_dev_specs; i++) {
             qp_device *dv;
-            if (qp_device_find(r.ctx, dev_specs[i], &dv)) { fprintf(stderr, "qport bench: %s\n", qp_last_error(r.ctx)); goto done; }
+            if (qp_device_find(r->ctx, b->o.dev_specs[i], &dv)) { fprintf(stderr, "qport bench: %s\n", qp_last_error(r->ctx)); return -1; }
             int dup = 0;
-            for (int j = 0; j < n_devs; j++) dup |= devs[j].dev == dv;
-            if (!dup) devs[n_devs++].dev = dv;
+            for (int j = 0; j < b->n_devs; j++) dup |= b->devs[j].dev == dv;
+            if (!dup) b->devs[b->n_devs++].dev = dv;
         }
-    } else {
-        size_t n = 0;
-        if (qp_device_count(r.ctx, &n)) { fprintf(stderr, "qport bench: %s\n", qp_last_error(r.ctx)); goto done; }
-        for (size_t i = 0; i < n && n_devs < MAX_DEV; i++) {
-            qp_device *dv;
-            qp_device_info di = {.struct_size = sizeof di};
-            if (qp_device_get(r.ctx, i, &dv) || qp_device_get_info(dv, &di)) continue;
-            if (di.same_as[0] || (di.kind == QP_DEVICE_REFERENCE && n > 1)) continue;
-            devs[n_devs++].dev = dv;
-        }
+        return 0;
     }
-    /* schemes: the fp16 baseline first, then the table's (or those named),
-     * each resolved from its exporter config as `qport quantize` does */
-    sch[n_sch++] = (bscheme){"fp16", {.struct_size = sizeof(qp_scheme), .kind = QP_SCHEME_UNQUANTIZED}, 1, QP_DTYPE_F16};
+    size_t n = 0;
+    if (qp_device_count(r->ctx, &n)) { fprintf(stderr, "qport bench: %s\n", qp_last_error(r->ctx)); return -1; }
+    for (size_t i = 0; i < n && b->n_devs < MAX_DEV; i++) {
+        qp_device *dv;
+        qp_device_info di = {.struct_size = sizeof di};
+        if (qp_device_get(r->ctx, i, &dv) || qp_device_get_info(dv, &di)) continue;
+        if (di.same_as[0] || (di.kind == QP_DEVICE_REFERENCE && n > 1)) continue;
+        b->devs[b->n_devs++].dev = dv;
+    }
+    return 0;
+}
+
+/* Schemes: the fp16 baseline first, then the table's (or those named),
+ * each resolved from its exporter config as `qport quantize` does. */
+static int bench_resolve_schemes(bench *b) {
+    qp_context *ctx = b->r.ctx;
+    b->sch[b->n_sch++] = (bscheme){"fp16", {.struct_size = sizeof(qp_scheme), .kind = QP_SCHEME_UNQUANTIZED}, 1, QP_DTYPE_F16};
     for (size_t s = 0; quant_scheme_at(s); s++) {
         const quant_scheme *q = quant_scheme_at(s);
-        int wanted = !n_scheme_names;
-        for (int i = 0; i < n_scheme_names; i++) wanted |= !strcmp(scheme_names[i], q->name);
+        int wanted = !b->o.n_scheme_names;
+        for (int i = 0; i < b->o.n_scheme_names; i++) wanted |= !strcmp(b->o.scheme_names[i], q->name);
         if (!wanted) continue;
         qp_config *cfg = NULL;
-        bscheme *b = &sch[n_sch];
-        if (qp_config_load_buffer(r.ctx, q->name, q->config, strlen(q->config), &cfg) ||
-            qp_config_resolve(cfg, "model.layers.0.mlp.down_proj", QP_LAYER_LINEAR, NULL, &b->scheme)) {
-            fprintf(stderr, "qport bench: scheme %s: %s\n", q->name, qp_last_error(r.ctx));
+        bscheme *bs = &b->sch[b->n_sch];
+        if (qp_config_load_buffer(ctx, q->name, q->config, strlen(q->config), &cfg) ||
+            qp_config_resolve(cfg, "model.layers.0.mlp.down_proj", QP_LAYER_LINEAR, NULL, &bs->scheme)) {
+            fprintf(stderr, "qport bench: scheme %s: %s\n", q->name, qp_last_error(ctx));
             qp_config_destroy(cfg);
-            rc = 1;
-            goto done;
+            return -1;
         }
         qp_config_destroy(cfg);
-        b->name = q->name;
-        b->arith = arith_of(&b->scheme);
-        n_sch++;
+        bs->name = q->name;
+        bs->arith = arith_of(&bs->scheme);
+        b->n_sch++;
     }
-    if (json_path && !(r.json = fopen(json_path, "w"))) {
-        fprintf(stderr, "qport bench: cannot write %s: %s\n", json_path, strerror(errno));
-        goto done;
+    return 0;
+}
+
+/* The devices, the schemes and the JSON file; 0, or the exit status after
+ * saying what is wrong. */
+static int bench_plan(bench *b) {
+    b->devs = calloc(MAX_DEV, sizeof *b->devs);
+    b->sch = calloc(MAX_SCHEMES + 1, sizeof *b->sch);
+    b->jobs = calloc(MAX_SCHEMES + 1, sizeof *b->jobs);
+    b->base = calloc((size_t)MAX_DEV * MAX_M, sizeof *b->base);
+    if (!b->devs || !b->sch || !b->jobs || !b->base) { fprintf(stderr, "qport bench: out of memory\n"); return 2; }
+    if (bench_open_devices(b)) return 2;
+    if (bench_resolve_schemes(b)) return 1;
+    if (b->o.json_path && !(b->r.json = fopen(b->o.json_path, "w"))) {
+        fprintf(stderr, "qport bench: cannot write %s: %s\n", b->o.json_path, strerror(errno));
+        return 2;
     }
-    rc = 1;
-    if (r.json)
-        fprintf(r.json, "{\n  \"qport_version\":\"%s\",\"shapes\":\"%s\",\"reps\":%d,\"warmup\":%d,\"max_seconds\":%g,"
-                        "\"rotate_bytes\":%zu,\"seed\":%llu,\"act_dtype\":\"F16\",\n  \"devices\":[",
-                qp_version(), shapes_arg, r.reps, r.warmup, r.max_seconds, r.rotate_bytes, (unsigned long long)r.seed);
+    return 0;
+}
+
+/* One device's limits, measured and printed before any case. */
+static void bench_device(bench *b, int d) {
+    bench_run *r = &b->r;
+    bdev *dv = &b->devs[d];
+    dv->info.struct_size = sizeof dv->info;
+    qp_device_get_info(dv->dev, &dv->info);
+    snprintf(dv->name, sizeof dv->name, "%s:%d", dv->info.backend, dv->info.index);
+    dv->representative = dv->info.kind != QP_DEVICE_CPU_CLASS && dv->info.kind != QP_DEVICE_REFERENCE;
+    dv->vendor_ok = -1;
+    const char *caveat = dv->representative ? NULL
+                       : dv->info.kind == QP_DEVICE_REFERENCE
+                           ? "qport's cpu reference: exact loops timed on the host (clock_gettime); "
+                             "not representative of GPUs"
+                           : "a GPU API implemented on the CPU: not representative of GPUs";
+    if (r->json) {
+        fprintf(r->json, "%s\n    {\"device\":\"%s\",\"name\":", d ? "," : "", dv->name);
+        json_str(r->json, dv->info.name);
+        fprintf(r->json, ",\"kind\":\"%s\",\"representative\":%s,\"note\":", qp_device_kind_name(dv->info.kind),
+                dv->representative ? "true" : "false");
+        json_str(r->json, caveat);
+    }
+    measure_copy(r, dv, b->o.tiny ? (size_t)16 << 20 : (size_t)256 << 20);
+    probe_timer(r, dv);
+    if (r->json) {
+        fputs(",\"timer\":", r->json);
+        json_str(r->json, dv->time_note[0] ? dv->time_note : "");
+        fputc('}', r->json);
+    }
+    printf("device %s: %s (%s)\n", dv->name, dv->info.name, qp_device_kind_name(dv->info.kind));
+    if (caveat) printf("  * NOT REPRESENTATIVE OF GPUS (%s): its figures are marked *\n", caveat);
+    printf("  bandwidth limit: %s", dv->copy_note);
+    if (dv->copy_gbps > 0) printf(" = %.4g GB/s (read + write)", dv->copy_gbps);
+    printf("\n%s%s%s", dv->time_note[0] ? "  no timings: " : "", dv->time_note, dv->time_note[0] ? "\n" : "");
+}
+
+/* The run's settings, every device's limits, and the table's header. */
+static void bench_print_head(bench *b) {
+    bench_run *r = &b->r;
+    if (r->json)
+        fprintf(r->json, "{\n  \"qport_version\":\"%s\",\"shapes\":\"%s\",\"reps\":%d,\"warmup\":%d,\"max_seconds\":%g,"
+                         "\"rotate_bytes\":%zu,\"seed\":%llu,\"act_dtype\":\"F16\",\n  \"devices\":[",
+                qp_version(), b->o.shapes_arg, r->reps, r->warmup, r->max_seconds, r->rotate_bytes,
+                (unsigned long long)r->seed);
     printf("qport bench: %s shapes, %d timed runs after %d+ warm-up (median, p10..p90), fp16 activations, seed %llu\n",
-           shapes_arg, r.reps, r.warmup, (unsigned long long)r.seed);
-    if (!n_devs) printf("no device to benchmark\n");
-    for (int d = 0; d < n_devs; d++) {
-        bdev *b = &devs[d];
-        b->info.struct_size = sizeof b->info;
-        qp_device_get_info(b->dev, &b->info);
-        snprintf(b->name, sizeof b->name, "%s:%d", b->info.backend, b->info.index);
-        b->representative = b->info.kind != QP_DEVICE_CPU_CLASS && b->info.kind != QP_DEVICE_REFERENCE;
-        b->vendor_ok = -1;
-        const char *caveat = b->representative ? NULL
-                           : b->info.kind == QP_DEVICE_REFERENCE
-                               ? "qport's cpu reference: exact loops timed on the host (clock_gettime); "
-                                 "not representative of GPUs"
-                               : "a GPU API implemented on the CPU: not representative of GPUs";
-        if (r.json) {
-            fprintf(r.json, "%s\n    {\"device\":\"%s\",\"name\":", d ? "," : "", b->name);
-            json_str(r.json, b->info.name);
-            fprintf(r.json, ",\"kind\":\"%s\",\"representative\":%s,\"note\":", qp_device_kind_name(b->info.kind),
-                    b->representative ? "true" : "false");
-            json_str(r.json, caveat);
-        }
-        measure_copy(&r, b, tiny ? (size_t)16 << 20 : (size_t)256 << 20);
-        probe_timer(&r, b);
-        if (r.json) {
-            fputs(",\"timer\":", r.json);
-            json_str(r.json, b->time_note[0] ? b->time_note : "");
-            fputc('}', r.json);
-        }
-        printf("device %s: %s (%s)\n", b->name, b->info.name, qp_device_kind_name(b->info.kind));
-        if (caveat) printf("  * NOT REPRESENTATIVE OF GPUS (%s): its figures are marked *\n", caveat);
-        printf("  bandwidth limit: %s", b->copy_note);
-        if (b->copy_gbps > 0) printf(" = %.4g GB/s (read + write)", b->copy_gbps);
-        printf("\n%s%s%s", b->time_note[0] ? "  no timings: " : "", b->time_note, b->time_note[0] ? "\n" : "");
-    }
-    if (r.json) fputs("\n  ],\n  \"cases\":[", r.json);
+           b->o.shapes_arg, r->reps, r->warmup, (unsigned long long)r->seed);
+    if (!b->n_devs) printf("no device to benchmark\n");
+    for (int d = 0; d < b->n_devs; d++) bench_device(b, d);
+    if (r->json) fputs("\n  ],\n  \"cases\":[", r->json);
     printf("\n%-8s %-16s %6s %6s %5s  %10s  %-20s %9s %9s %7s %9s %7s  %7s  %s\n", "device", "scheme", "N", "K", "M",
            "median ms", "p10..p90 ms", "GEMM ms", "GB/s", "%copy", "TFLOP/s", "%limit", "vs fp16", "judged on");
+}
+
+/* The seeded weights and activations of one shape; -1: out of memory, or
+ * the fast fp16 encoder disagrees with the library's (said). */
+static int bench_shape_inputs(bench *b, int shi) {
+    const bshape *sh = &b->o.sizes[shi];
+    size_t nk = (size_t)sh->N * sh->K, nx = b->o.maxM * (size_t)sh->K;
+    uint64_t s = b->r.seed ^ (0x51ED27ull * (uint64_t)(shi + 1));
+    free(b->w);
+    free(b->xh);
+    b->w = malloc(sizeof *b->w * nk);
+    b->xh = malloc(sizeof *b->xh * nx);
+    if (!b->w || !b->xh) return -1;
+    for (size_t i = 0; i < nk; i++) b->w[i] = 0.05f * rng_unit(&s);
+    for (size_t i = 0; i < nx; i++) b->xh[i] = f16_rne(rng_unit(&s));
+    for (size_t i = 0; i < 4096 && i < nk; i++) /* the fast encoder is the library's */
+        if (f16_rne(b->w[i]) != (uint16_t)qp_format_encode(QP_DTYPE_F16, b->w[i])) {
+            fprintf(stderr, "qport bench: internal error: fp16 encoder differs at %.9g\n", (double)b->w[i]);
+            return -1;
+        }
+    return 0;
+}
+
+/* Every case of one shape; -1 when its inputs could not be made. */
+static int bench_shape(bench *b, int shi, tool_progress *prog) {
+    const bshape *sh = &b->o.sizes[shi];
+    const int *ms = b->o.ms, nm = b->o.nm;
+    if (bench_shape_inputs(b, shi)) return -1;
+    /* baselines of this shape: vendor GEMMs now, the fp16 layer first */
+    for (int d = 0; d < b->n_devs; d++)
+        for (int i = 0; i < MAX_M; i++) {
+            b->base[d * MAX_M + i].fp16_ms = NAN;
+            if (i < nm) vendor_measure(&b->r, &b->devs[d], ms[i], sh->N, sh->K, &b->base[d * MAX_M + i].v);
+        }
+    /* checkpoint tensors of every scheme some device can time and run */
+    double tq = wall_s();
+    for (int si = 0; si < b->n_sch; si++) {
+        prep_job *j = &b->jobs[si];
+        const bscheme *bs = &b->sch[si];
+        *j = (prep_job){.bs = bs, .w = b->w, .N = sh->N, .K = sh->K, .ctx = b->r.ctx};
+        for (int d = 0; d < b->n_devs; d++) {
+            qp_support_info su;
+            j->needed |= !b->devs[d].time_note[0] &&
+                         (bs->unquantized || qp_device_supports(b->devs[d].dev, &bs->scheme, 0, sh->N, sh->K, &su) ||
+                          su.level != QP_SUPPORT_UNSUPPORTED);
+        }
+    }
+    prep_all(b->jobs, b->n_sch, b->o.tiny ? 1 : b->r.jobs);
+    progress_clear(prog);
+    printf("-- layer %dx%d (K x N)%s%s: weights quantized in %.1f s\n", sh->K, sh->N, sh->what[0] ? ", " : "",
+           sh->what, wall_s() - tq);
+    for (int si = 0; si < b->n_sch; si++) {
+        for (int d = 0; d < b->n_devs; d++) {
+            progress_clear(prog);
+            bench_layer(&b->r, &b->devs[d], si, &b->sch[si], sh, ms, nm, &b->jobs[si], b->xh, &b->base[d * MAX_M]);
+            progress_step(prog, nm);
+        }
+        prep_free(&b->jobs[si]);
+    }
+    return 0;
+}
+
+/* Every shape; the exit status so far. */
+static int bench_measure(bench *b) {
     tool_progress prog;
-    progress_start(&prog, "bench: cases", (long)n_sizes * n_sch * n_devs * nm);
-    for (int shi = 0; shi < n_sizes; shi++) {
-        const bshape *sh = &sizes[shi];
-        size_t nk = (size_t)sh->N * sh->K;
-        uint64_t s = r.seed ^ (0x51ED27ull * (uint64_t)(shi + 1));
-        free(w);
-        free(xh);
-        w = malloc(sizeof *w * nk);
-        xh = malloc(sizeof *xh * maxM * (size_t)sh->K);
-        if (!w || !xh) goto oom;
-        for (size_t i = 0; i < nk; i++) w[i] = 0.05f * rng_unit(&s);
-        for (size_t i = 0; i < maxM * (size_t)sh->K; i++) xh[i] = f16_rne(rng_unit(&s));
-        for (size_t i = 0; i < 4096 && i < nk; i++) /* the fast encoder is the library's */
-            if (f16_rne(w[i]) != (uint16_t)qp_format_encode(QP_DTYPE_F16, w[i])) {
-                fprintf(stderr, "qport bench: internal error: fp16 encoder differs at %.9g\n", (double)w[i]);
-                goto oom;
-            }
-        /* baselines of this shape: vendor GEMMs now, the fp16 layer first */
-        for (int d = 0; d < n_devs; d++)
-            for (int i = 0; i < MAX_M; i++) {
-                base[d * MAX_M + i].fp16_ms = NAN;
-                if (i < nm) vendor_measure(&r, &devs[d], ms[i], sh->N, sh->K, &base[d * MAX_M + i].v);
-            }
-        /* checkpoint tensors of every scheme some device can time and run */
-        double tq = wall_s();
-        for (int si = 0; si < n_sch; si++) {
-            prep_job *j = &jobs[si];
-            *j = (prep_job){.bs = &sch[si], .w = w, .N = sh->N, .K = sh->K, .ctx = r.ctx};
-            for (int d = 0; d < n_devs; d++) {
-                qp_support_info su;
-                j->needed |= !devs[d].time_note[0] &&
-                             (sch[si].unquantized || qp_device_supports(devs[d].dev, &sch[si].scheme, 0, sh->N, sh->K, &su) ||
-                              su.level != QP_SUPPORT_UNSUPPORTED);
-            }
+    progress_start(&prog, "bench: cases", (long)b->o.n_sizes * b->n_sch * b->n_devs * b->o.nm);
+    for (int shi = 0; shi < b->o.n_sizes; shi++)
+        if (bench_shape(b, shi, &prog)) {
+            progress_end(&prog);
+            fprintf(stderr, "qport bench: out of memory\n");
+            return 1;
         }
-        prep_all(jobs, n_sch, tiny ? 1 : r.jobs);
-        progress_clear(&prog);
-        printf("-- layer %dx%d (K x N)%s%s: weights quantized in %.1f s\n", sh->K, sh->N, sh->what[0] ? ", " : "",
-               sh->what, wall_s() - tq);
-        for (int si = 0; si < n_sch; si++) {
-            for (int d = 0; d < n_devs; d++) {
-                progress_clear(&prog);
-                bench_layer(&r, &devs[d], si, &sch[si], sh, ms, nm, &jobs[si], xh, &base[d * MAX_M]);
-                progress_step(&prog, nm);
-            }
-            prep_free(&jobs[si]);
-        }
+    progress_end(&prog);
+    return b->r.n_fail ? 1 : 0;
+}
+
+static double geomean(double sum_log, int n) { return n ? exp(sum_log / n) : NAN; }
+
+static int has_means(const bdev *d, int si) { return d->nsp[si][0] || d->nsp[si][1] || d->neff[si][0] || d->neff[si][1]; }
+
+static void bench_json_tail(bench *b) {
+    FILE *f = b->r.json;
+    fputs("\n  ],\n  \"vendor_baselines\":[", f);
+    for (int d = 0; d < b->n_devs; d++) {
+        const bdev *dv = &b->devs[d];
+        fprintf(f, "%s{\"device\":\"%s\",\"available\":%s,\"note\":", d ? "," : "", dv->name,
+                dv->vendor_ok > 0 ? "true" : "false");
+        json_str(f, dv->vendor_ok == 0 ? dv->vendor_note : dv->vendor_ok < 0 ? "not measured" : "");
+        fputc('}', f);
     }
-    progress_end(&prog);
-    rc = r.n_fail ? 1 : 0;
-    goto finish;
-oom:
-    progress_end(&prog);
-    fprintf(stderr, "qport bench: out of memory\n");
-    rc = 1;
-finish: {
+    fputs("],\n  \"by_scheme\":[", f);
+    int first = 1;
+    for (int d = 0; d < b->n_devs; d++)
+        for (int si = 0; si < b->n_sch; si++) {
+            const bdev *dv = &b->devs[d];
+            if (!has_means(dv, si)) continue;
+            fprintf(f, "%s\n    {\"device\":\"%s\",\"scheme\":\"%s\"", first ? "" : ",", dv->name, b->sch[si].name);
+            static const char *const ph[2] = {"decode", "prefill"};
+            for (int k = 0; k < 2; k++) {
+                fprintf(f, ",\"%s\":{\"cases\":%d,\"geomean_speedup_vs_fp16\":", ph[k], dv->neff[si][k]);
+                json_num(f, geomean(dv->lsp[si][k], dv->nsp[si][k]));
+                fputs(",\"geomean_efficiency\":", f);
+                json_num(f, geomean(dv->leff[si][k], dv->neff[si][k]));
+                fputc('}', f);
+            }
+            fputc('}', f);
+            first = 0;
+        }
+    fprintf(f, "],\n  \"summary\":{\"ok\":%d,\"skip\":%d,\"fail\":%d,\"seconds\":%.1f}\n}\n", b->r.n_ok, b->r.n_skip,
+            b->r.n_fail, wall_s() - b->t_start);
+}
+
+/* The counts, and the headline: per device and scheme, geometric means
+ * over sizes and M. */
+static void bench_print_tail(bench *b) {
     int any_cpu = 0;
-    for (int d = 0; d < n_devs; d++) any_cpu |= !devs[d].representative;
-    if (r.json) {
-        fputs("\n  ],\n  \"vendor_baselines\":[", r.json);
-        for (int d = 0; d < n_devs; d++) {
-            fprintf(r.json, "%s{\"device\":\"%s\",\"available\":%s,\"note\":", d ? "," : "", devs[d].name,
-                    devs[d].vendor_ok > 0 ? "true" : "false");
-            json_str(r.json, devs[d].vendor_ok == 0 ? devs[d].vendor_note : devs[d].vendor_ok < 0 ? "not measured" : "");
-            fputc('}', r.json);
-        }
-        fputs("],\n  \"by_scheme\":[", r.json);
-        int first = 1;
-        for (int d = 0; d < n_devs; d++)
-            for (int si = 0; si < n_sch; si++) {
-                const bdev *b = &devs[d];
-                if (!b->nsp[si][0] && !b->nsp[si][1] && !b->neff[si][0] && !b->neff[si][1]) continue;
-                fprintf(r.json, "%s\n    {\"device\":\"%s\",\"scheme\":\"%s\"", first ? "" : ",", b->name, sch[si].name);
-                static const char *const ph[2] = {"decode", "prefill"};
-                for (int k = 0; k < 2; k++) {
-                    fprintf(r.json, ",\"%s\":{\"cases\":%d,\"geomean_speedup_vs_fp16\":", ph[k], b->neff[si][k]);
-                    json_num(r.json, b->nsp[si][k] ? exp(b->lsp[si][k] / b->nsp[si][k]) : NAN);
-                    fputs(",\"geomean_efficiency\":", r.json);
-                    json_num(r.json, b->neff[si][k] ? exp(b->leff[si][k] / b->neff[si][k]) : NAN);
-                    fputc('}', r.json);
-                }
-                fputc('}', r.json);
-                first = 0;
-            }
-        fprintf(r.json, "],\n  \"summary\":{\"ok\":%d,\"skip\":%d,\"fail\":%d,\"seconds\":%.1f}\n}\n", r.n_ok,
-                r.n_skip, r.n_fail, wall_s() - t_start);
-    }
-    printf("\nbench: %d measured, %d skipped, %d failed, %.1f s%s\n", r.n_ok, r.n_skip, r.n_fail, wall_s() - t_start,
-           any_cpu ? "  (* = CPU implementation: not representative of GPUs)" : "");
-    for (int d = 0; d < n_devs; d++)
-        if (devs[d].vendor_ok == 0) printf("  %s: no vendor GEMM baselines: %s\n", devs[d].name, devs[d].vendor_note);
-    /* the headline: per device and scheme, geometric means over sizes and M */
+    for (int d = 0; d < b->n_devs; d++) any_cpu |= !b->devs[d].representative;
+    if (b->r.json) bench_json_tail(b);
+    printf("\nbench: %d measured, %d skipped, %d failed, %.1f s%s\n", b->r.n_ok, b->r.n_skip, b->r.n_fail,
+           wall_s() - b->t_start, any_cpu ? "  (* = CPU implementation: not representative of GPUs)" : "");
+    for (int d = 0; d < b->n_devs; d++)
+        if (b->devs[d].vendor_ok == 0) printf("  %s: no vendor GEMM baselines: %s\n", b->devs[d].name, b->devs[d].vendor_note);
     int any_row = 0;
-    for (int d = 0; d < n_devs; d++)
-        for (int si = 0; si < n_sch; si++) {
-            const bdev *b = &devs[d];
-            if (!b->neff[si][0] && !b->neff[si][1] && !b->nsp[si][0] && !b->nsp[si][1]) continue;
+    for (int d = 0; d < b->n_devs; d++)
+        for (int si = 0; si < b->n_sch; si++) {
+            const bdev *dv = &b->devs[d];
+            if (!has_means(dv, si)) continue;
             if (!any_row++)
                 printf("\ngeometric means over each phase's cases (sizes x M): speedup vs fp16 and efficiency "
                        "(decode: %%copy, prefill: %%limit)\n");
             char a[16], bb[16], c[16], e[16];
-            printf("  %-8s %-16s  decode %7s %7s   prefill %7s %7s%s\n", b->name, sch[si].name,
-                   fmt_x(a, b->nsp[si][0] ? exp(b->lsp[si][0] / b->nsp[si][0]) : NAN),
-                   fmt_pct(bb, b->neff[si][0] ? exp(b->leff[si][0] / b->neff[si][0]) : NAN),
-                   fmt_x(c, b->nsp[si][1] ? exp(b->lsp[si][1] / b->nsp[si][1]) : NAN),
-                   fmt_pct(e, b->neff[si][1] ? exp(b->leff[si][1] / b->neff[si][1]) : NAN), b->representative ? "" : " *");
+            printf("  %-8s %-16s  decode %7s %7s   prefill %7s %7s%s\n", dv->name, b->sch[si].name,
+                   fmt_x(a, geomean(dv->lsp[si][0], dv->nsp[si][0])), fmt_pct(bb, geomean(dv->leff[si][0], dv->neff[si][0])),
+                   fmt_x(c, geomean(dv->lsp[si][1], dv->nsp[si][1])), fmt_pct(e, geomean(dv->leff[si][1], dv->neff[si][1])),
+                   dv->representative ? "" : " *");
         }
 }
-done:
-    if (r.json && fclose(r.json)) { fprintf(stderr, "qport bench: writing %s failed\n", json_path); rc = rc ? rc : 1; }
-    for (int d = 0; devs && d < n_devs; d++) { qp_buffer_destroy(devs[d].fa); qp_buffer_destroy(devs[d].fb); }
-    for (int si = 0; jobs && si < n_sch; si++) prep_free(&jobs[si]);
-    free(w);
-    free(xh);
-    free(base);
-    free(jobs);
-    free(devs);
-    free(sch);
-    qp_context_destroy(r.ctx);
+
+/* Closes the JSON file (a failed write makes rc 1 if it was 0) and frees
+ * everything; rc. */
+static int bench_free(bench *b, int rc) {
+    if (b->r.json && fclose(b->r.json)) {
+        fprintf(stderr, "qport bench: writing %s failed\n", b->o.json_path);
+        rc = rc ? rc : 1;
+    }
+    for (int d = 0; b->devs && d < b->n_devs; d++) { qp_buffer_destroy(b->devs[d].fa); qp_buffer_destroy(b->devs[d].fb); }
+    for (int si = 0; b->jobs && si < b->n_sch; si++) prep_free(&b->jobs[si]);
+    free(b->w);
+    free(b->xh);
+    free(b->base);
+    free(b->jobs);
+    free(b->devs);
+    free(b->sch);
+    qp_context_destroy(b->r.ctx);
     return rc;
+}
+
+int cmd_bench(int argc, char **argv) {
+    int rc;
+    if (bench_other_mode(argc, argv, &rc)) return rc;
+    bench b;
+    memset(&b, 0, sizeof b);
+    if ((rc = bench_parse(argc, argv, &b.o, &b.r)) >= 0) return rc;
+    if (qp_context_create(&b.r.ctx)) { fprintf(stderr, "qport bench: cannot create a context\n"); return 1; }
+    tool_install_log(b.r.ctx);
+    b.t_start = wall_s();
+    rc = bench_plan(&b);
+    if (!rc) {
+        bench_print_head(&b);
+        rc = bench_measure(&b);
+        bench_print_tail(&b);
+    }
+    return bench_free(&b, rc);
 }

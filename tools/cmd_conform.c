@@ -1,5 +1,5 @@
 /* qport conform: every scheme x every device x a shape matrix against the
- * `cpu` reference, with the same seeded inputs everywhere (issue 5).
+ * `cpu` reference, with the same seeded inputs everywhere.
  * Integer paths must match bit for bit; float paths stay within the bound
  * of cases.c; guard bytes after every output must survive; a NaN/Inf the
  * reference does not have is a failure. Exit 1 on any failure. */
@@ -141,28 +141,64 @@ static long count_cases(const char *const *schemes, int n_schemes, const shape *
     return n;
 }
 
-int cmd_conform(int argc, char **argv) {
+/* What the command line asked for. */
+typedef struct conform_opts {
     const char *dev_specs[MAX_DEV], *schemes[64];
-    int n_dev_specs = 0, n_schemes = 0, full = 0, moe = 1, linear = 1;
-    const char *json_path = NULL, *csv_path = NULL;
-    run r = {0};
-    r.seed = 20261202;
-    r.json_first = 1;
+    int n_dev_specs, n_schemes, full, moe, linear;
+    const char *json_path, *csv_path;
+} conform_opts;
+
+/* The devices compared, the case matrix and the output files. */
+typedef struct conform_plan {
+    qp_device *refdev, *devs[MAX_DEV];
+    char devname[MAX_DEV][64];
+    int n_devs;
+    const shape *shapes;
+    const int *ms;
+    int n_shapes, n_ms;
+    int case_no;             /* cycles the input distributions */
+    char json_tmp[4200], csv_tmp[4200];
+    int t_json, t_csv;
+} conform_plan;
+
+/* --scheme names: linear ones must exist; moe:NAME ones select the MoE
+ * cases. 0, or 2 after saying which is unknown. */
+static int conform_select(conform_opts *o) {
+    int moe_wanted = 0, lin_wanted = 0;
+    for (int s = 0; s < o->n_schemes; s++) {
+        int is_moe = 0;
+        for (int i = 0; i < case_moe_scheme_count(); i++)
+            is_moe |= !strncmp(o->schemes[s], "moe:", 4) && !strcmp(o->schemes[s] + 4, case_moe_scheme(i));
+        moe_wanted |= is_moe;
+        lin_wanted |= !is_moe;
+        if (!is_moe && !case_scheme_find(o->schemes[s])) {
+            fprintf(stderr, "qport conform: unknown scheme '%s' (qport conform --list)\n", o->schemes[s]);
+            return 2;
+        }
+    }
+    if (o->n_schemes) { o->moe &= moe_wanted; o->linear &= lin_wanted; }
+    return 0;
+}
+
+/* argv into o and r's settings; -1 to go on, else the exit status. */
+static int conform_parse(int argc, char **argv, conform_opts *o, run *r) {
+    memset(o, 0, sizeof *o);
+    o->moe = o->linear = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--device") && i + 1 < argc && n_dev_specs < MAX_DEV) dev_specs[n_dev_specs++] = argv[++i];
-        else if (!strcmp(a, "--scheme") && i + 1 < argc && n_schemes < 64) schemes[n_schemes++] = argv[++i];
-        else if (!strcmp(a, "--quick")) full = 0;
-        else if (!strcmp(a, "--full")) full = 1;
-        else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) r.verbose = 1;
-        else if (!strcmp(a, "--moe")) linear = 0, moe = 1;
-        else if (!strcmp(a, "--no-moe")) moe = 0, linear = 1;
+        if (!strcmp(a, "--device") && i + 1 < argc && o->n_dev_specs < MAX_DEV) o->dev_specs[o->n_dev_specs++] = argv[++i];
+        else if (!strcmp(a, "--scheme") && i + 1 < argc && o->n_schemes < 64) o->schemes[o->n_schemes++] = argv[++i];
+        else if (!strcmp(a, "--quick")) o->full = 0;
+        else if (!strcmp(a, "--full")) o->full = 1;
+        else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) r->verbose = 1;
+        else if (!strcmp(a, "--moe")) o->linear = 0, o->moe = 1;
+        else if (!strcmp(a, "--no-moe")) o->moe = 0, o->linear = 1;
         else if (!strcmp(a, "--seed") && i + 1 < argc) {
             char *end;
-            r.seed = strtoull(argv[++i], &end, 10);
+            r->seed = strtoull(argv[++i], &end, 10);
             if (*end) { fprintf(stderr, "qport conform: bad seed '%s'\n", argv[i]); return 2; }
-        } else if (!strcmp(a, "--json") && i + 1 < argc) json_path = argv[++i];
-        else if (!strcmp(a, "--csv") && i + 1 < argc) csv_path = argv[++i];
+        } else if (!strcmp(a, "--json") && i + 1 < argc) o->json_path = argv[++i];
+        else if (!strcmp(a, "--csv") && i + 1 < argc) o->csv_path = argv[++i];
         else if (!strcmp(a, "--list")) {
             for (int s = 0; s < n_case_schemes; s++)
                 if (!case_schemes[s].moe_only) printf("%s\n", case_schemes[s].name);
@@ -170,199 +206,234 @@ int cmd_conform(int argc, char **argv) {
             return 0;
         } else { usage(); return 2; }
     }
-    int moe_wanted = 0, lin_wanted = 0;
-    for (int s = 0; s < n_schemes; s++) {
-        int is_moe = 0;
-        for (int i = 0; i < case_moe_scheme_count(); i++)
-            is_moe |= !strncmp(schemes[s], "moe:", 4) && !strcmp(schemes[s] + 4, case_moe_scheme(i));
-        moe_wanted |= is_moe;
-        lin_wanted |= !is_moe;
-        if (!is_moe && !case_scheme_find(schemes[s])) {
-            fprintf(stderr, "qport conform: unknown scheme '%s' (qport conform --list)\n", schemes[s]);
-            return 2;
-        }
+    return conform_select(o) ? 2 : -1;
+}
+
+/* The cpu reference and the devices compared with it: those named, else
+ * every other one; -1 after saying what is wrong. */
+static int conform_open_devices(run *r, const conform_opts *o, conform_plan *p) {
+    if (qp_device_find(r->ctx, "cpu", &p->refdev)) {
+        fprintf(stderr, "qport conform: the cpu reference is needed: %s\n", qp_last_error(r->ctx));
+        return -1;
     }
-    if (n_schemes) { moe &= moe_wanted; linear &= lin_wanted; }
-    if (qp_context_create(&r.ctx)) return 2;
-    tool_install_log(r.ctx);
-    qp_device *refdev, *devs[MAX_DEV];
-    int n_devs = 0;
-    if (qp_device_find(r.ctx, "cpu", &refdev)) {
-        fprintf(stderr, "qport conform: the cpu reference is needed: %s\n", qp_last_error(r.ctx));
-        qp_context_destroy(r.ctx);
-        return 2;
-    }
-    if (n_dev_specs) {
-        for (int i = 0; i < n_dev_specs; i++)
-            if (qp_device_find(r.ctx, dev_specs[i], &devs[n_devs++])) {
-                fprintf(stderr, "qport conform: %s\n", qp_last_error(r.ctx));
-                qp_context_destroy(r.ctx);
-                return 2;
+    if (o->n_dev_specs) {
+        for (int i = 0; i < o->n_dev_specs; i++)
+            if (qp_device_find(r->ctx, o->dev_specs[i], &p->devs[p->n_devs++])) {
+                fprintf(stderr, "qport conform: %s\n", qp_last_error(r->ctx));
+                return -1;
             }
-    } else {
-        size_t n = 0;
-        qp_device_count(r.ctx, &n);
-        for (size_t i = 0; i < n && n_devs < MAX_DEV; i++) {
-            qp_device *d;
-            if (!qp_device_get(r.ctx, i, &d) && d != refdev) devs[n_devs++] = d;
+        return 0;
+    }
+    size_t n = 0;
+    qp_device_count(r->ctx, &n);
+    for (size_t i = 0; i < n && p->n_devs < MAX_DEV; i++) {
+        qp_device *d;
+        if (!qp_device_get(r->ctx, i, &d) && d != p->refdev) p->devs[p->n_devs++] = d;
+    }
+    return 0;
+}
+
+/* --json/--csv: written to temporaries renamed at the end, removed on
+ * SIGINT/SIGTERM (tools/tmpfiles.c): an interrupted run leaves no
+ * truncated file behind. -1 after saying which cannot be written. */
+static int conform_open_outputs(run *r, const conform_opts *o, conform_plan *p) {
+    if (o->json_path) {
+        snprintf(p->json_tmp, sizeof p->json_tmp, "%s.partial%ld", o->json_path, (long)getpid());
+        p->t_json = tool_tmp_add(p->json_tmp);
+        if (!(r->json = fopen(p->json_tmp, "w"))) { perror(p->json_tmp); tool_tmp_drop(p->t_json, 0); return -1; }
+    }
+    if (o->csv_path) {
+        snprintf(p->csv_tmp, sizeof p->csv_tmp, "%s.partial%ld", o->csv_path, (long)getpid());
+        p->t_csv = tool_tmp_add(p->csv_tmp);
+        if (!(r->csv = fopen(p->csv_tmp, "w"))) {
+            perror(p->csv_tmp);
+            if (r->json) { fclose(r->json); tool_tmp_drop(p->t_json, 1); }
+            tool_tmp_drop(p->t_csv, 0);
+            return -1;
         }
     }
-    /* --json/--csv: written to temporaries renamed at the end, removed on
-     * SIGINT/SIGTERM (tools/tmpfiles.c): an interrupted run leaves no
-     * truncated file behind */
-    char json_tmp[4200], csv_tmp[4200];
-    int t_json = -1, t_csv = -1;
-    if (json_path) {
-        snprintf(json_tmp, sizeof json_tmp, "%s.partial%ld", json_path, (long)getpid());
-        t_json = tool_tmp_add(json_tmp);
-        if (!(r.json = fopen(json_tmp, "w"))) { perror(json_tmp); tool_tmp_drop(t_json, 0); qp_context_destroy(r.ctx); return 2; }
-    }
-    if (csv_path) {
-        snprintf(csv_tmp, sizeof csv_tmp, "%s.partial%ld", csv_path, (long)getpid());
-        t_csv = tool_tmp_add(csv_tmp);
-        if (!(r.csv = fopen(csv_tmp, "w"))) {
-            perror(csv_tmp);
-            if (r.json) { fclose(r.json); tool_tmp_drop(t_json, 1); }
-            tool_tmp_drop(t_csv, 0);
-            qp_context_destroy(r.ctx);
-            return 2;
-        }
-    }
-    if (r.json) fputs("[\n", r.json);
-    if (r.csv) fputs("scheme,M,N,K,dtype,dist,device,path,verdict,max_abs,max_rel,nmse,mismatches,seed,note\n", r.csv);
-    if (r.json) fflush(r.json);
-    if (r.csv) fflush(r.csv);
-    if (r.json || r.csv) tool_tmp_test_stop();
-    char devname[MAX_DEV][64];
-    for (int d = 0; d < n_devs; d++) {
+    if (r->json) fputs("[\n", r->json);
+    if (r->csv) fputs("scheme,M,N,K,dtype,dist,device,path,verdict,max_abs,max_rel,nmse,mismatches,seed,note\n", r->csv);
+    if (r->json) fflush(r->json);
+    if (r->csv) fflush(r->csv);
+    if (r->json || r->csv) tool_tmp_test_stop();
+    return 0;
+}
+
+/* The devices, named and printed, and the matrix --quick or --full asks
+ * for. */
+static void conform_begin(const conform_opts *o, conform_plan *p) {
+    for (int d = 0; d < p->n_devs; d++) {
         qp_device_info di = {.struct_size = sizeof di};
-        qp_device_get_info(devs[d], &di);
-        snprintf(devname[d], sizeof devname[d], "%s:%d", di.backend, di.index);
-        printf("device %s: %s (%s)%s\n", devname[d], di.name, qp_device_kind_name(di.kind),
+        qp_device_get_info(p->devs[d], &di);
+        snprintf(p->devname[d], sizeof p->devname[d], "%s:%d", di.backend, di.index);
+        printf("device %s: %s (%s)%s\n", p->devname[d], di.name, qp_device_kind_name(di.kind),
                di.kind == QP_DEVICE_CPU_CLASS ? " [CPU implementation of a GPU API]" : "");
     }
-    if (!n_devs) printf("no device other than the cpu reference: nothing to compare\n");
-    const shape *shapes = full ? full_shapes : quick_shapes;
-    int n_shapes = full ? (int)(sizeof full_shapes / sizeof *full_shapes) : (int)(sizeof quick_shapes / sizeof *quick_shapes);
-    const int *ms = full ? full_m : quick_m;
-    int n_ms = full ? (int)(sizeof full_m / sizeof *full_m) : (int)(sizeof quick_m / sizeof *quick_m);
-    time_t t0 = time(NULL);
-    int case_no = 0;
-    progress_start(&r.prog, "conform: cases",
-                   (linear ? count_cases(schemes, n_schemes, shapes, n_shapes, ms, n_ms, full, n_devs) : 0) +
-                       (moe ? conform_moe_count(full, schemes, n_schemes, n_devs) : 0));
-    for (int si = 0; linear && si < n_case_schemes; si++) {
-        const case_scheme *cs = &case_schemes[si];
-        if (cs->moe_only || !scheme_wanted(cs->name, schemes, n_schemes)) continue;
-        for (int sh = 0; sh < n_shapes; sh++) {
-            int N = shapes[sh].N, K = shapes[sh].K;
-            if (N % cs->n_multiple || K % cs->k_multiple) continue;
-            int big = (size_t)N * K > 4u << 20;
-            for (int dti = 0; dti < 2; dti++) {
-                qp_dtype dt = dti ? QP_DTYPE_BF16 : QP_DTYPE_F16;
-                if (dti && cs->f16_only) continue;
-                uint64_t lseed = r.seed + (uint64_t)si * 1000003u + (uint64_t)sh * 101u + (uint64_t)dti;
-                /* static scales are calibrated on a uniform batch, so other
-                 * distributions exercise saturation */
-                uint16_t *calib = malloc((size_t)8 * K * 2);
-                if (!calib) continue;
-                case_activations(DIST_UNIFORM, dt, 8, K, lseed, calib);
-                case_layer l;
-                char err[512];
-                if (case_layer_make(r.ctx, cs, N, K, dt, lseed, calib, 8, &l, err, sizeof err)) {
-                    free(calib);
-                    conform_emit(&r, cs->name, 0, N, K, dt, "-", "cpu:0", "-", "FAIL", 0, 0, 0, 0, err);
-                    r.n_fail++;
-                    continue;
-                }
-                free(calib);
-                qp_linear_options o;
-                qp_linear_options_init(&o);
-                o.act_dtype = dt;
-                o.layer = cs->name;
-                o.act_ue8m0 = cs->act_ue8m0;
-                qp_linear *ref = NULL, *lin[MAX_DEV][N_PATHS] = {{0}};
-                char skip[MAX_DEV][N_PATHS][320];
-                if (qp_linear_create(refdev, &l.scheme, N, K, l.tensors, l.n_tensors, &o, &ref)) {
-                    conform_emit(&r, cs->name, 0, N, K, dt, "-", "cpu:0", "-", "FAIL", 0, 0, 0, 0, qp_last_error(r.ctx));
-                    r.n_fail++;
-                    case_layer_free(&l);
-                    continue;
-                }
-                for (int d = 0; d < n_devs; d++)
-                    for (int p = 0; p < N_PATHS; p++) {
-                        skip[d][p][0] = 0;
-                        qp_support_info si2;
-                        if (qp_device_supports(devs[d], &l.scheme, 0, N, K, &si2) == QP_OK && si2.level == QP_SUPPORT_UNSUPPORTED) {
-                            snprintf(skip[d][p], sizeof skip[d][p], "unsupported: %s", si2.reason);
-                            continue;
-                        }
-                        o.path = paths[p].mask;
-                        qp_status st = qp_linear_create(devs[d], &l.scheme, N, K, l.tensors, l.n_tensors, &o, &lin[d][p]);
-                        if (st) snprintf(skip[d][p], sizeof skip[d][p], "%s", qp_last_error(r.ctx));
-                        if (st && st != QP_ERR_UNSUPPORTED) skip[d][p][0] = '!'; /* a real failure */
-                    }
-                for (int mi = 0; mi < n_ms; mi++) {
-                    int M = ms[mi];
-                    if (big && M > 64 && !full) continue;
-                    case_dist dist = (case_dist)((case_no++) % DIST_COUNT);
-                    uint16_t *x = malloc((size_t)M * K * 2), *yr = malloc((size_t)M * N * 2), *yd = malloc((size_t)M * N * 2);
-                    if (!x || !yr || !yd) { free(x); free(yr); free(yd); progress_step(&r.prog, (long)n_devs * N_PATHS); continue; }
-                    case_activations(dist, dt, M, K, lseed + (uint64_t)M, x);
-                    if (qp_linear_forward(ref, x, M, yr)) {
-                        conform_emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), "cpu:0", "reference", "FAIL", 0, 0, 0, 0, qp_last_error(r.ctx));
-                        r.n_fail++;
-                        free(x); free(yr); free(yd);
-                        progress_step(&r.prog, (long)n_devs * N_PATHS);
-                        continue;
-                    }
-                    qp_dtype out = qp_linear_out_dtype(ref);
-                    for (int d = 0; d < n_devs; d++)
-                        for (int p = 0; p < N_PATHS; p++) {
-                            tally *t = &r.t[d][si];
-                            char pathdesc[96], note[400];
-                            if (!lin[d][p]) {
-                                int real = skip[d][p][0] == '!';
-                                conform_emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), devname[d], paths[p].name,
-                                     real ? "FAIL" : "SKIP", 0, 0, 0, 0, skip[d][p] + real);
-                                if (real) { t->fail++; r.n_fail++; } else t->skip++;
-                                continue;
-                            }
-                            char desc[64];
-                            qp_linear_describe(lin[d][p], M, desc, sizeof desc);
-                            snprintf(pathdesc, sizeof pathdesc, "%s%s%s", paths[p].name, *desc ? "/" : "", desc);
-                            int rc = run_forward(lin[d][p], devs[d], x, M, K, N, yd, note, sizeof note, r.ctx);
-                            double ma = 0, mr = 0, nm = 0;
-                            long bad = 0;
-                            int ok = rc == 0 && judge(&l, x, M, yr, yd, out, &ma, &mr, &nm, &bad, note, sizeof note);
-                            if (rc < 0 && strstr(note, "QP_ERR_UNSUPPORTED")) { conform_emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), devname[d], pathdesc, "SKIP", 0, 0, 0, 0, note); t->skip++; continue; }
-                            conform_emit(&r, cs->name, M, N, K, dt, case_dist_name(dist), devname[d], pathdesc, ok ? "PASS" : "FAIL",
-                                 ma, mr, nm, bad, ok ? "" : note);
-                            if (ok) t->pass++; else { t->fail++; r.n_fail++; }
-                        }
-                    free(x); free(yr); free(yd);
-                    progress_step(&r.prog, (long)n_devs * N_PATHS);
-                }
-                for (int d = 0; d < n_devs; d++)
-                    for (int p = 0; p < N_PATHS; p++) qp_linear_destroy(lin[d][p]);
-                qp_linear_destroy(ref);
-                case_layer_free(&l);
+    if (!p->n_devs) printf("no device other than the cpu reference: nothing to compare\n");
+    p->shapes = o->full ? full_shapes : quick_shapes;
+    p->n_shapes = o->full ? (int)(sizeof full_shapes / sizeof *full_shapes) : (int)(sizeof quick_shapes / sizeof *quick_shapes);
+    p->ms = o->full ? full_m : quick_m;
+    p->n_ms = o->full ? (int)(sizeof full_m / sizeof *full_m) : (int)(sizeof quick_m / sizeof *quick_m);
+}
+
+/* One layer of the matrix: made once, then placed on every device and
+ * forced path (lin NULL: skip says why; a leading '!' marks a failure). */
+typedef struct layer_case {
+    int si, N, K;
+    qp_dtype dt;
+    uint64_t lseed;
+    case_layer l;
+    qp_linear *ref, *lin[MAX_DEV][N_PATHS];
+    char skip[MAX_DEV][N_PATHS][320];
+} layer_case;
+
+static void place_paths(run *r, const conform_plan *p, layer_case *lc, qp_linear_options *o) {
+    for (int d = 0; d < p->n_devs; d++)
+        for (int pi = 0; pi < N_PATHS; pi++) {
+            char *skip = lc->skip[d][pi];
+            size_t cap = sizeof lc->skip[d][pi];
+            skip[0] = 0;
+            qp_support_info si2;
+            if (qp_device_supports(p->devs[d], &lc->l.scheme, 0, lc->N, lc->K, &si2) == QP_OK &&
+                si2.level == QP_SUPPORT_UNSUPPORTED) {
+                snprintf(skip, cap, "unsupported: %s", si2.reason);
+                continue;
             }
+            o->path = paths[pi].mask;
+            qp_status st = qp_linear_create(p->devs[d], &lc->l.scheme, lc->N, lc->K, lc->l.tensors, lc->l.n_tensors, o,
+                                            &lc->lin[d][pi]);
+            if (st) snprintf(skip, cap, "%s", qp_last_error(r->ctx));
+            if (st && st != QP_ERR_UNSUPPORTED) skip[0] = '!'; /* a real failure */
+        }
+}
+
+/* One device and path against the reference's yr on input x. */
+static void compare_one(run *r, const conform_plan *p, const layer_case *lc, int d, int pi, int M, case_dist dist,
+                        const uint16_t *x, const uint16_t *yr, uint16_t *yd, qp_dtype out) {
+    const char *name = case_schemes[lc->si].name, *dn = case_dist_name(dist), *dev = p->devname[d];
+    int N = lc->N, K = lc->K;
+    qp_dtype dt = lc->dt;
+    tally *t = &r->t[d][lc->si];
+    char pathdesc[96], note[400];
+    if (!lc->lin[d][pi]) {
+        int real = lc->skip[d][pi][0] == '!';
+        conform_emit(r, name, M, N, K, dt, dn, dev, paths[pi].name, real ? "FAIL" : "SKIP", 0, 0, 0, 0,
+                     lc->skip[d][pi] + real);
+        if (real) { t->fail++; r->n_fail++; } else t->skip++;
+        return;
+    }
+    char desc[64];
+    qp_linear_describe(lc->lin[d][pi], M, desc, sizeof desc);
+    snprintf(pathdesc, sizeof pathdesc, "%s%s%s", paths[pi].name, *desc ? "/" : "", desc);
+    int rc = run_forward(lc->lin[d][pi], p->devs[d], x, M, K, N, yd, note, sizeof note, r->ctx);
+    double ma = 0, mr = 0, nm = 0;
+    long bad = 0;
+    int ok = rc == 0 && judge(&lc->l, x, M, yr, yd, out, &ma, &mr, &nm, &bad, note, sizeof note);
+    if (rc < 0 && strstr(note, "QP_ERR_UNSUPPORTED")) { conform_emit(r, name, M, N, K, dt, dn, dev, pathdesc, "SKIP", 0, 0, 0, 0, note); t->skip++; return; }
+    conform_emit(r, name, M, N, K, dt, dn, dev, pathdesc, ok ? "PASS" : "FAIL", ma, mr, nm, bad, ok ? "" : note);
+    if (ok) t->pass++; else { t->fail++; r->n_fail++; }
+}
+
+/* One M of a placed layer: its seeded input, the reference's output, then
+ * every device and path. */
+static void conform_m(run *r, conform_plan *p, const layer_case *lc, int M) {
+    const char *name = case_schemes[lc->si].name;
+    int N = lc->N, K = lc->K;
+    case_dist dist = (case_dist)((p->case_no++) % DIST_COUNT);
+    uint16_t *x = malloc((size_t)M * K * 2), *yr = malloc((size_t)M * N * 2), *yd = malloc((size_t)M * N * 2);
+    if (!x || !yr || !yd) { free(x); free(yr); free(yd); progress_step(&r->prog, (long)p->n_devs * N_PATHS); return; }
+    case_activations(dist, lc->dt, M, K, lc->lseed + (uint64_t)M, x);
+    if (qp_linear_forward(lc->ref, x, M, yr)) {
+        conform_emit(r, name, M, N, K, lc->dt, case_dist_name(dist), "cpu:0", "reference", "FAIL", 0, 0, 0, 0, qp_last_error(r->ctx));
+        r->n_fail++;
+        free(x); free(yr); free(yd);
+        progress_step(&r->prog, (long)p->n_devs * N_PATHS);
+        return;
+    }
+    qp_dtype out = qp_linear_out_dtype(lc->ref);
+    for (int d = 0; d < p->n_devs; d++)
+        for (int pi = 0; pi < N_PATHS; pi++) compare_one(r, p, lc, d, pi, M, dist, x, yr, yd, out);
+    free(x); free(yr); free(yd);
+    progress_step(&r->prog, (long)p->n_devs * N_PATHS);
+}
+
+/* One scheme, shape and activation dtype: the layer made from seeded
+ * weights, on the reference and every device, over every M. */
+static void conform_layer(run *r, const conform_opts *o, conform_plan *p, int si, int sh, int dti) {
+    const case_scheme *cs = &case_schemes[si];
+    layer_case lc;
+    memset(&lc, 0, sizeof lc);
+    lc.si = si;
+    lc.N = p->shapes[sh].N;
+    lc.K = p->shapes[sh].K;
+    int N = lc.N, K = lc.K, big = (size_t)N * K > 4u << 20;
+    lc.dt = dti ? QP_DTYPE_BF16 : QP_DTYPE_F16;
+    lc.lseed = r->seed + (uint64_t)si * 1000003u + (uint64_t)sh * 101u + (uint64_t)dti;
+    /* static scales are calibrated on a uniform batch, so other
+     * distributions exercise saturation */
+    uint16_t *calib = malloc((size_t)8 * K * 2);
+    if (!calib) return;
+    case_activations(DIST_UNIFORM, lc.dt, 8, K, lc.lseed, calib);
+    char err[512];
+    if (case_layer_make(r->ctx, cs, N, K, lc.dt, lc.lseed, calib, 8, &lc.l, err, sizeof err)) {
+        free(calib);
+        conform_emit(r, cs->name, 0, N, K, lc.dt, "-", "cpu:0", "-", "FAIL", 0, 0, 0, 0, err);
+        r->n_fail++;
+        return;
+    }
+    free(calib);
+    qp_linear_options lo;
+    qp_linear_options_init(&lo);
+    lo.act_dtype = lc.dt;
+    lo.layer = cs->name;
+    lo.act_ue8m0 = cs->act_ue8m0;
+    if (qp_linear_create(p->refdev, &lc.l.scheme, N, K, lc.l.tensors, lc.l.n_tensors, &lo, &lc.ref)) {
+        conform_emit(r, cs->name, 0, N, K, lc.dt, "-", "cpu:0", "-", "FAIL", 0, 0, 0, 0, qp_last_error(r->ctx));
+        r->n_fail++;
+        case_layer_free(&lc.l);
+        return;
+    }
+    place_paths(r, p, &lc, &lo);
+    for (int mi = 0; mi < p->n_ms; mi++)
+        if (!(big && p->ms[mi] > 64 && !o->full)) conform_m(r, p, &lc, p->ms[mi]);
+    for (int d = 0; d < p->n_devs; d++)
+        for (int pi = 0; pi < N_PATHS; pi++) qp_linear_destroy(lc.lin[d][pi]);
+    qp_linear_destroy(lc.ref);
+    case_layer_free(&lc.l);
+}
+
+/* Every linear case scheme selected, over the shapes and dtypes. */
+static void conform_linear(run *r, const conform_opts *o, conform_plan *p) {
+    for (int si = 0; si < n_case_schemes; si++) {
+        const case_scheme *cs = &case_schemes[si];
+        if (cs->moe_only || !scheme_wanted(cs->name, o->schemes, o->n_schemes)) continue;
+        for (int sh = 0; sh < p->n_shapes; sh++) {
+            if (p->shapes[sh].N % cs->n_multiple || p->shapes[sh].K % cs->k_multiple) continue;
+            for (int dti = 0; dti < 2; dti++)
+                if (!(dti && cs->f16_only)) conform_layer(r, o, p, si, sh, dti);
         }
     }
-    if (moe) conform_moe(&r, refdev, devs, (const char (*)[64])devname, n_devs, full, schemes, n_schemes, n_case_schemes);
-    progress_end(&r.prog);
-    if (r.json) {
-        fputs("\n]\n", r.json);
-        if (fclose(r.json) ? (tool_tmp_drop(t_json, 1), 1) : tool_tmp_commit(t_json, json_path)) { perror(json_path); r.n_fail++; }
+}
+
+/* Closes --json/--csv and renames them into place; a failure fails the run. */
+static void conform_close_outputs(run *r, const conform_opts *o, const conform_plan *p) {
+    if (r->json) {
+        fputs("\n]\n", r->json);
+        if (fclose(r->json) ? (tool_tmp_drop(p->t_json, 1), 1) : tool_tmp_commit(p->t_json, o->json_path)) { perror(o->json_path); r->n_fail++; }
     }
-    if (r.csv && (fclose(r.csv) ? (tool_tmp_drop(t_csv, 1), 1) : tool_tmp_commit(t_csv, csv_path))) { perror(csv_path); r.n_fail++; }
-    printf("\nsummary (pass/fail/skip), seed %llu, %lds:\n%-20s", (unsigned long long)r.seed, (long)(time(NULL) - t0), "scheme");
-    for (int d = 0; d < n_devs; d++) printf(" %18s", devname[d]);
+    if (r->csv && (fclose(r->csv) ? (tool_tmp_drop(p->t_csv, 1), 1) : tool_tmp_commit(p->t_csv, o->csv_path))) { perror(o->csv_path); r->n_fail++; }
+}
+
+/* pass/fail/skip per scheme row and device, and the verdict. */
+static void conform_print_summary(const run *r, const conform_plan *p, time_t t0) {
+    int n_devs = p->n_devs;
+    printf("\nsummary (pass/fail/skip), seed %llu, %lds:\n%-20s", (unsigned long long)r->seed, (long)(time(NULL) - t0), "scheme");
+    for (int d = 0; d < n_devs; d++) printf(" %18s", p->devname[d]);
     putchar('\n');
     for (int si = 0; si < n_case_schemes + case_moe_scheme_count(); si++) {
         int any = 0;
-        for (int d = 0; d < n_devs; d++) any |= r.t[d][si].pass + r.t[d][si].fail + r.t[d][si].skip;
+        for (int d = 0; d < n_devs; d++) any |= r->t[d][si].pass + r->t[d][si].fail + r->t[d][si].skip;
         if (!any) continue;
         char row[48];
         snprintf(row, sizeof row, si < n_case_schemes ? "%s" : "moe:%s",
@@ -370,18 +441,48 @@ int cmd_conform(int argc, char **argv) {
         printf("%-20s", row);
         for (int d = 0; d < n_devs; d++) {
             char c[32];
-            snprintf(c, sizeof c, "%d/%d/%d", r.t[d][si].pass, r.t[d][si].fail, r.t[d][si].skip);
+            snprintf(c, sizeof c, "%d/%d/%d", r->t[d][si].pass, r->t[d][si].fail, r->t[d][si].skip);
             printf(" %18s", c);
         }
         putchar('\n');
     }
     long n_skip = 0;
     for (int d = 0; d < n_devs; d++)
-        for (int si = 0; si < MAX_ROWS; si++) n_skip += r.t[d][si].skip;
-    if (n_skip && !r.verbose)
+        for (int si = 0; si < MAX_ROWS; si++) n_skip += r->t[d][si].skip;
+    if (n_skip && !r->verbose)
         printf("%ld cases skipped (a scheme or forced path the device lacks); --verbose or --json gives each "
                "with its reason\n", n_skip);
-    printf("%s\n", r.n_fail ? "conform: FAILED" : "conform: all compared cases passed");
+    printf("%s\n", r->n_fail ? "conform: FAILED" : "conform: all compared cases passed");
+}
+
+int cmd_conform(int argc, char **argv) {
+    conform_opts o;
+    run r = {0};
+    r.seed = 20261202;
+    r.json_first = 1;
+    int rc = conform_parse(argc, argv, &o, &r);
+    if (rc >= 0) return rc;
+    if (qp_context_create(&r.ctx)) return 2;
+    tool_install_log(r.ctx);
+    conform_plan p;
+    memset(&p, 0, sizeof p);
+    p.t_json = p.t_csv = -1;
+    if (conform_open_devices(&r, &o, &p) || conform_open_outputs(&r, &o, &p)) {
+        qp_context_destroy(r.ctx);
+        return 2;
+    }
+    conform_begin(&o, &p);
+    time_t t0 = time(NULL);
+    progress_start(&r.prog, "conform: cases",
+                   (o.linear ? count_cases(o.schemes, o.n_schemes, p.shapes, p.n_shapes, p.ms, p.n_ms, o.full, p.n_devs) : 0) +
+                       (o.moe ? conform_moe_count(o.full, o.schemes, o.n_schemes, p.n_devs) : 0));
+    if (o.linear) conform_linear(&r, &o, &p);
+    if (o.moe)
+        conform_moe(&r, p.refdev, p.devs, (const char (*)[64])p.devname, p.n_devs, o.full, o.schemes, o.n_schemes,
+                    n_case_schemes);
+    progress_end(&r.prog);
+    conform_close_outputs(&r, &o, &p);
+    conform_print_summary(&r, &p, t0);
     qp_context_destroy(r.ctx);
     return r.n_fail ? 1 : 0;
 }
