@@ -579,6 +579,11 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
         st = qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "max_m", layer,
                           "qp_moe_options.max_m %d: must be 0 (16) .. 16777216", opts->max_m);
     m->max_m = opts->max_m ? opts->max_m : 16;
+    /* the refusal qp_device_supports_moe gives, rather than the backend's
+     * own wording for the same missing kernel */
+    char act_why[200] = "";
+    if (!st && !on_cpu(dev) && !moe_takes(dev, k, act_why, sizeof act_why))
+        st = qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "fp8 per-block experts: %s", act_why);
     if (!st && !on_cpu(dev)) {
         pthread_mutex_lock(&dev->lock);
         st = ops->moe_prepare(dev->handle, &m->d, &m->handle);

@@ -12,7 +12,9 @@
  * step by step:
  *   - a quantized activation differs from the exact value v by at most
  *     e(v): its format's rounding at its scale (fp8: 2^-4 |v| and half the
- *     smallest subnormal step; int8: half a step; MX: one ulp of the
+ *     smallest subnormal step, the scale from the max of the tensor, the
+ *     token or, per-block experts, the token's group of 128 along k;
+ *     int8: half a step; MX: one ulp of the
  *     block's top binade, doubled for a scale that moves; NVFP4: 0.3 of
  *     the block max, all of it where the block scale underflows), plus
  *     what the value itself may be off by (|v' - v| <= vb), and the
@@ -42,6 +44,9 @@ static const char *const moe_schemes[] = {
     "mxfp4-w-only", "mxfp4", "mxfp6-e3m2", "mxfp6-e2m3", "w4a8-mxfp4-fp8", "nvfp4",
     /* vLLM 0.34.0's QuarkW8A8Mxfp8MoEMethod and QuarkW4A16Int4MoEMethod */
     "mxfp8", "w4a16-int4-g32", "w4a16-uint4-g32",
+    /* QuarkW8A8Fp8MoEMethod per_block: 128 x 128 weight blocks, activations
+     * per token and group of 128 (H, I multiples of 128) */
+    "fp8-block",
 };
 int case_moe_scheme_count(void) { return (int)(sizeof moe_schemes / sizeof *moe_schemes); }
 const char *case_moe_scheme(int i) { return i >= 0 && i < case_moe_scheme_count() ? moe_schemes[i] : NULL; }
@@ -247,6 +252,7 @@ typedef enum { A_NONE, A_FP8, A_FP8_QDQ, A_INT8, A_MX, A_NVFP4 } amode;
 typedef struct qparams {
     amode mode;
     int dynamic, per_token, mbits;
+    int group;         /* dynamic fp8 per token and group of this many k  */
     double scale;      /* static scale; NVFP4: the input global scale       */
 } qparams;
 
@@ -263,7 +269,7 @@ static double max_scalar(const case_moe *c, const char *name) {
 }
 
 static qparams params(const case_moe *c, int second) {
-    qparams p = {A_NONE, 0, 0, 0, 0};
+    qparams p = {A_NONE, 0, 0, 0, 0, 0};
     const qp_scheme *s = &c->scheme;
     const char *sn = second ? "w2_input_scale" : "w13_input_scale";
     switch (s->kind) {
@@ -273,6 +279,11 @@ static qparams params(const case_moe *c, int second) {
         p.dynamic = !strstr(s->activation_key, "Static");
         p.per_token = strstr(s->activation_key, "Token") != NULL;
         if (!p.dynamic) p.scale = max_scalar(c, sn);
+        break;
+    case QP_SCHEME_W8A8_FP8_BLOCK: /* per_token_group_quant_fp8, groups of 128 */
+        p.mode = A_FP8;
+        p.dynamic = 1;
+        p.group = 128;
         break;
     case QP_SCHEME_W8A8_INT8:
         p.mode = A_INT8;
@@ -297,6 +308,14 @@ static qparams params(const case_moe *c, int second) {
     return p;
 }
 
+/* The largest |v| + vb over the block of `bs` values holding i. */
+static double block_max(const double *v, const double *vb, size_t C, size_t i, size_t bs) {
+    size_t b0 = i / bs * bs;
+    double bm = 0;
+    for (size_t j = b0; j < b0 + bs && j < C; j++) bm = fmax(bm, fabs(v[j]) + vb[j]);
+    return bm;
+}
+
 /* e[i] >= |Q(v') - v[i]| for every v' within vb[i] of v[i], for one row of
  * C values; `tmax` is the dynamic per-tensor max (values plus bounds). */
 static void qerr(const qparams *p, qp_dtype dt, const double *v, const double *vb, size_t C, double tmax, double *e) {
@@ -309,7 +328,9 @@ static void qerr(const qparams *p, qp_dtype dt, const double *v, const double *v
         case A_NONE: break;
         case A_FP8:
         case A_FP8_QDQ: {
-            double s = p->dynamic ? (p->per_token ? rmax : tmax) / 448.0 : p->scale;
+            /* per group: the quantizer's floor of 1e-10 on the group max */
+            double s = p->group ? fmax(block_max(v, vb, C, i, (size_t)p->group), 1e-10) / 448.0
+                       : p->dynamic ? (p->per_token ? rmax : tmax) / 448.0 : p->scale;
             q = fmax(0x1p-4 * a, 0x1p-10 * s) * (1 + 0x1p-20);
             if (!p->dynamic && a > 448.0 * s) q += a - 448.0 * s;
             if (p->mode == A_FP8_QDQ) q += 3 * u * a + 0x1p-10 * s; /* x/s and q*s rounded to the dtype */
@@ -323,9 +344,7 @@ static void qerr(const qparams *p, qp_dtype dt, const double *v, const double *v
         }
         case A_MX:
         case A_NVFP4: {
-            size_t bs = p->mode == A_MX ? 32 : 16, b0 = i / bs * bs;
-            double bm = 0;
-            for (size_t j = b0; j < b0 + bs && j < C; j++) bm = fmax(bm, fabs(v[j]) + vb[j]);
+            double bm = block_max(v, vb, C, i, p->mode == A_MX ? 32 : 16);
             if (p->mode == A_MX) q = bm > 0 ? ldexp(1.0, (int)floor(log2(bm)) - p->mbits + 1) : 0;
             else q = bm / 6.0 / p->scale >= 0x1p-6 ? 0.3 * bm : bm;
             q += u * a;

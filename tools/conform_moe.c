@@ -17,6 +17,9 @@
 typedef struct moe_shape { int E, H, I, k; } moe_shape;
 static const moe_shape quick_shapes[] = {{8, 64, 64, 2}, {8, 64, 32, 1}};
 static const moe_shape full_shapes[] = {{8, 64, 64, 2}, {8, 64, 32, 1}, {64, 128, 64, 8}, {8, 256, 128, 2}};
+/* fp8 per-block experts need H and I in whole 128 x 128 weight blocks */
+static const moe_shape blk_quick_shapes[] = {{8, 256, 128, 2}};
+static const moe_shape blk_full_shapes[] = {{8, 256, 128, 2}, {64, 128, 128, 8}};
 static const int quick_m[] = {1, 3, 17};
 static const int full_m[] = {1, 3, 16, 17, 64, 512};
 
@@ -39,12 +42,23 @@ static routing routing_of(int no, int M, const moe_shape *s) {
     return r;
 }
 
+#define N_OF(a) ((int)(sizeof a / sizeof *a))
+
+/* The shapes MoE scheme `name` runs at, and their number in *n. */
+static const moe_shape *shapes_of(const char *name, int full, int *n) {
+    int blk = !strcmp(name, "fp8-block");
+    *n = blk ? (full ? N_OF(blk_full_shapes) : N_OF(blk_quick_shapes)) : full ? N_OF(full_shapes) : N_OF(quick_shapes);
+    return blk ? (full ? blk_full_shapes : blk_quick_shapes) : full ? full_shapes : quick_shapes;
+}
+
 long conform_moe_count(int full, const char *const *schemes, int n_schemes, int n_devs) {
     long n = 0;
-    int ns = full ? (int)(sizeof full_shapes / sizeof *full_shapes) : (int)(sizeof quick_shapes / sizeof *quick_shapes);
-    int nm = full ? (int)(sizeof full_m / sizeof *full_m) : (int)(sizeof quick_m / sizeof *quick_m);
-    for (int i = 0; i < case_moe_scheme_count(); i++)
+    int nm = full ? N_OF(full_m) : N_OF(quick_m);
+    for (int i = 0; i < case_moe_scheme_count(); i++) {
+        int ns;
+        shapes_of(case_moe_scheme(i), full, &ns);
         if (wanted(case_moe_scheme(i), schemes, n_schemes)) n += 2L * ns * nm * n_devs;
+    }
     return n;
 }
 
@@ -78,10 +92,8 @@ static int judge(const case_moe *c, int exact, const uint16_t *yr, const uint16_
 
 long conform_moe(run *r, qp_device *refdev, qp_device *const *devs, const char (*devname)[64], int n_devs, int full,
                  const char *const *schemes, int n_schemes, int row0) {
-    const moe_shape *shapes = full ? full_shapes : quick_shapes;
-    int ns = full ? (int)(sizeof full_shapes / sizeof *full_shapes) : (int)(sizeof quick_shapes / sizeof *quick_shapes);
     const int *ms = full ? full_m : quick_m;
-    int nm = full ? (int)(sizeof full_m / sizeof *full_m) : (int)(sizeof quick_m / sizeof *quick_m);
+    int nm = full ? N_OF(full_m) : N_OF(quick_m);
     long done = 0;
     int case_no = 0;
     for (int si = 0; si < case_moe_scheme_count(); si++) {
@@ -89,7 +101,8 @@ long conform_moe(run *r, qp_device *refdev, qp_device *const *devs, const char (
         if (!wanted(name, schemes, n_schemes)) continue;
         char label[48];
         snprintf(label, sizeof label, "moe:%s", name);
-        int exact = case_moe_exact(name);
+        int exact = case_moe_exact(name), ns;
+        const moe_shape *shapes = shapes_of(name, full, &ns);
         for (int sh = 0; sh < ns; sh++)
             for (int dti = 0; dti < 2; dti++) {
                 const moe_shape *s = &shapes[sh];
