@@ -164,7 +164,7 @@ static void qqq_wrap_warning(qp_model *m, const char *layer, const qp_layer_bind
         if (bad)
             qp_log(m->ctx, QP_LOG_WARN,
                    "%s: %zu of %zu QQQ weight groups have (code - 8) * s_group outside int8 (s_group up to %g): vLLM's "
-                   "Marlin-QQQ kernel wraps them (spec 9.11) and qport computes as vLLM does; GPTQModel's own kernel "
+                   "Marlin-QQQ kernel wraps them (docs/semantics.md §11) and qport computes as vLLM does; GPTQModel's own kernel "
                    "saturates them (docs/loading.md)",
                    layer, bad, groups, smax);
     }

@@ -509,7 +509,7 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
     const char *layer = opts->layer ? opts->layer : "";
     if (opts->struct_size < sizeof *opts)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "qp_moe_options: call qp_moe_options_init");
-    /* caller-supplied sizes first (issue 31): the stacked [E, 2I, H] and
+    /* caller-supplied sizes first: the stacked [E, 2I, H] and
      * [E, H, I] counts must not overflow, and every tensor must be sane */
     if (E <= 0 || H <= 0 || I <= 0 || E > QP_DIM_MAX || H > QP_DIM_MAX || I > QP_DIM_MAX / 2 ||
         (size_t)E * 2 * (size_t)I > SIZE_MAX / 8 / (size_t)H)

@@ -247,7 +247,7 @@ qp_status qp_cl_device_supports(void *dev, const qp_scheme *scheme, int M, int N
     (void)M; (void)N;
     if (!dev || !scheme || !out) return QP_ERR_INVALID_ARGUMENT;
     const qp_cl_device *d = dev;
-    /* issue 9: a scheme whose arithmetic the device lacks runs emulated, and
+    /* a scheme whose arithmetic the device lacks runs emulated, and
      * says which feature is missing */
     int int_dot = d->has_int_dot;
     switch (scheme->kind) {

@@ -1,4 +1,4 @@
-/* Shared state of the OpenCL backend (one file per job, see DESIGN.md 2). */
+/* Shared state of the OpenCL backend (one file per job, see docs/backends.md). */
 #ifndef QP_CL_INTERNAL_H
 #define QP_CL_INTERNAL_H
 
@@ -10,7 +10,7 @@
 #define QP_CL_MAX_DEVICES 32
 
 /* Division strategy of the kernels (QP_DIV_MODE): the reference divides
- * with IEEE correctly rounded fp32 divisions (spec 6.1, 6.2). */
+ * with IEEE correctly rounded fp32 divisions (docs/semantics.md §12, §13). */
 typedef enum qp_cl_div_mode {
     QP_CL_DIV_NATIVE = 0, /* the device rounds divisions correctly (build option) */
     QP_CL_DIV_FP64 = 1,   /* (float)((double)a / b): exact, double rounding is innocuous */
@@ -178,7 +178,7 @@ qp_status qp_cl_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, 
 /* ms between the start of `a` and the end of `b` (profiling queue) */
 qp_status qp_cl_event_ms(qp_cl_device *d, cl_event a, cl_event b, double *ms);
 
-/* cl_moe.c: fused MoE (issue 19) */
+/* cl_moe.c: fused MoE */
 qp_status qp_cl_moe_prepare(void *dev, const qp_moe_desc *desc, void **moe);
 void qp_cl_moe_destroy(void *dev, void *moe);
 qp_status qp_cl_moe_forward(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);

@@ -4,12 +4,12 @@
  *
  * Layouts: W8A8-INT8 weights int8 [N][K]; W8A8-FP8 e4m3fn codes [N][K];
  * QQQ 4-bit codes (two per byte, see shaders/cl_gemm_q4.cl) plus a 16-entry
- * table per (group, column) giving each code's exact int8 weight (spec 5.5
+ * table per (group, column) giving each code's exact int8 weight (docs/semantics.md §11
  * step 2, wrap included), taken from the desc's w8 so it cannot drift from
  * the core's; the QQQ epilogue follows. Scales fp32 [N] (per-tensor already
  * expanded by the core).
  *
- * W4A16 (issue 9): the core's canonical fields (q4 codes [N][K], w4_signed,
+ * W4A16: the core's canonical fields (q4 codes [N][K], w4_signed,
  * w4_zero [G][N], w4_scale [G][N] fp32) repacked into 4-bit codes [N][Kp/2]
  * (shaders/cl_gemm_w4.cl), fp32 scales [G][N] and 8-bit zero points [G][N]
  * (int4: 8, the codes stored as c ^ 8).
@@ -173,7 +173,7 @@ static int elem_id(qp_dtype e) {
 /* OCP-MX, W4A8-MXFP4-FP8, NVFP4, unquantized (the canonical fields of
  * api/backend.h) */
 static qp_status check_fw(qp_cl_device *d, const qp_lin_desc *s, const char *layer) {
-    static const int mb[] = {0, 1, 2, 3, 3}, em[] = {0, 2, 4, 2, 8}; /* spec 3.4 step 1 */
+    static const int mb[] = {0, 1, 2, 3, 3}, em[] = {0, 2, 4, 2, 8}; /* docs/semantics.md §6 */
     if (s->kind == QP_SCHEME_UNQUANTIZED) {
         if (!s->w_act) return bad_desc(d, layer, "an unquantized layer needs w_act");
         if (s->act != QP_ACT_NONE) return unsupported(d, layer, "unquantized layer with an activation quantization mode");
@@ -348,7 +348,7 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     case QP_SCHEME_UNQUANTIZED:
         st = fw_pack(d, l, s, layer);
         break;
-    default: /* QQQ: dynamic per-token symmetric int8 activations (spec 5.5 step 1) */
+    default: /* QQQ: dynamic per-token symmetric int8 activations (docs/semantics.md §11 step 1) */
         l->flags |= EPI_QQQ;
         l->act = QP_ACT_INT8_DYNAMIC_TOKEN;
         l->symmetric = 1;
@@ -481,7 +481,7 @@ static qp_status fw_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s,
     l->mbits = s->act_mbits;
     l->emax = s->act_emax;
     if (l->qmode == 3) {
-        l->g = 1.0f / s->input_global_scale; /* spec 4.2, one correctly rounded division */
+        l->g = 1.0f / s->input_global_scale; /* docs/semantics.md §8, one correctly rounded division */
         l->inv_g = 1.0f / l->g;
     }
     if (s->kind == QP_SCHEME_UNQUANTIZED) {

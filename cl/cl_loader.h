@@ -1,6 +1,6 @@
 /* The OpenCL entry points the plugin uses, resolved at run time from the
  * ICD loader (libOpenCL.so.1, ocl-icd) so that the plugin loads on machines
- * without OpenCL (DESIGN.md 3). The CL headers are used for types only. */
+ * without OpenCL (docs/backends.md). The CL headers are used for types only. */
 #ifndef QP_CL_LOADER_H
 #define QP_CL_LOADER_H
 

@@ -1,4 +1,4 @@
-/* Fused MoE (issue 19): moe_prepare uploads the stacked experts of a
+/* Fused MoE: moe_prepare uploads the stacked experts of a
  * qp_moe_desc, moe_forward runs cpu/ref_moe.c's steps on the device
  * (shaders/cl_moe.cl):
  *
@@ -110,7 +110,7 @@ static qp_status classify(qp_cl_device *d, const qp_moe_desc *s, qp_cl_moe *m, c
         return QP_OK;
     }
     if (s->w_blk > 0) { /* emulated block-float experts; W4A16: signed int4 codes (I8) through w_lut */
-        static const int mb[] = {0, 1, 2, 3, 3}, em[] = {0, 2, 4, 2, 8}; /* spec 3.4 step 1 */
+        static const int mb[] = {0, 1, 2, 3, 3}, em[] = {0, 2, 4, 2, 8}; /* docs/semantics.md §6 */
         if (!s->b13 || !s->b2 || !s->w_lut) return bad(d, layer, "block-float experts need b13, b2 and w_lut");
         if (!elem_id(s->w_dtype) && s->w_dtype != QP_DTYPE_I8)
             return bad(d, layer, "w_dtype must be fp4_e2m1, fp6_e3m2, fp6_e2m3, fp8_e4m3fn or i8 (W4A16 codes)");
@@ -141,7 +141,7 @@ static qp_status classify(qp_cl_device *d, const qp_moe_desc *s, qp_cl_moe *m, c
                 return bad(d, layer, "QP_ACT_NVFP4_QDQ needs finite input global scales > 0");
             if (s->H % 16 || s->I % 16) return refuse(d, layer, "NVFP4 activations need H and I multiples of 16");
             m->qmode = 3;
-            m->g13 = 1.0f / s->a13_scale; /* spec 4.2: one correctly rounded division */
+            m->g13 = 1.0f / s->a13_scale; /* docs/semantics.md §8: one correctly rounded division */
             m->ig13 = 1.0f / m->g13;
             m->g2 = 1.0f / s->a2_scale;
             m->ig2 = 1.0f / m->g2;

@@ -1,7 +1,7 @@
 /* qport OpenCL kernels, part 1: conversions shared by every kernel.
  * OpenCL C 1.2, no cl_khr_fp16 needed: fp16/bf16/e4m3 go through integer
  * bit operations (PoCL cannot declare `half` variables), RNE everywhere,
- * NaN -> 0x7FFF for fp16/bf16 (errata 11.10).
+ * NaN -> 0x7FFF for fp16/bf16 (docs/semantics.md §18).
  *
  * FP_CONTRACT is ON by default in OpenCL C (clang contracts a*b+c within an
  * expression): the reference (cpu/ref_*.c) never fuses except where it
@@ -13,7 +13,7 @@
 #define QP_WG 64
 #endif
 
-/* Correctly rounded fp32 division (spec 6.1/6.2 divide with IEEE '/'). The
+/* Correctly rounded fp32 division (docs/semantics.md §12, §13 divide with IEEE '/'). The
  * strategy `dm` is a kernel argument (one program serves every mode):
  * 0: the device's '/', correctly rounded by -cl-fp32-correctly-rounded-divide-sqrt;
  * 1: through double: 53 >= 2*24+2, so rounding the double quotient to float
@@ -72,7 +72,7 @@ inline float qp_bf16_to_f32(uint b) { return as_float((b & 0xFFFFu) << 16); }
 
 inline uint qp_f32_to_f16(float f) {
     uint u = as_uint(f), s = (u >> 16) & 0x8000u, a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return 0x7FFFu;                 /* NaN (errata 11.10) */
+    if (a > 0x7F800000u) return 0x7FFFu;                 /* NaN (docs/semantics.md §18) */
     if (a >= 0x477FF000u) return s | 0x7C00u;            /* >= 65520 rounds to inf */
     if (a < 0x38800000u)                                 /* below 2^-14: subnormal grid 2^-24 */
         return s | (uint)rint(as_float(a) * 0x1p24f);    /* exact scaling, RNE; 1024 = 2^-14 */
@@ -97,7 +97,7 @@ inline ushort qp_act_encode(float v, int bf16) {
     return (ushort)(bf16 ? qp_f32_to_bf16(v) : qp_f32_to_f16(v));
 }
 
-/* cvt.rni.sat.s32.f32 / cvt.rni.sat.s8.f32 / cvt.sat.s8.s32 (spec 6.1) */
+/* cvt.rni.sat.s32.f32 / cvt.rni.sat.s8.f32 / cvt.sat.s8.s32 (docs/semantics.md §12) */
 inline int qp_rni_sat32(float x) {
     if (isnan(x)) return 0;
     float r = rint(x);
@@ -117,7 +117,7 @@ inline int qp_sat8_i32(int v) { return v > 127 ? 127 : v < -128 ? -128 : v; }
 inline int qp_add_wrap(int a, int b) { return as_int(as_uint(a) + as_uint(b)); }
 
 /* e4m3fn encode of an already clamped value: RNE, |x| >= 464 -> 448,
- * NaN -> 0x7F | sign (errata 11.10). */
+ * NaN -> 0x7F | sign (docs/semantics.md §18). */
 inline uint qp_f8_encode(float x) {
     uint u = as_uint(x), s = (u >> 24) & 0x80u, a = u & 0x7FFFFFFFu;
     if (a > 0x7F800000u) return s | 0x7Fu;

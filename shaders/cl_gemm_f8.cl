@@ -1,4 +1,4 @@
-/* qport OpenCL kernels, part 5: W8A8-FP8 GEMM (spec 6.3, 6.5). Weights are
+/* qport OpenCL kernels, part 5: W8A8-FP8 GEMM (docs/semantics.md §14, §16). Weights are
  * e4m3fn codes [N][K] decoded in the kernel; activations arrive as e4m3
  * values in fp32 from qp_quant_f8. Products of two e4m3 values are exact in
  * fp32, so only the fp32 sum order differs from the reference (which sums in

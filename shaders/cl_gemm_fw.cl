@@ -1,4 +1,4 @@
-/* qport OpenCL kernels, part 7 (issue 9): the emulated block-float schemes
+/* qport OpenCL kernels, part 7: the emulated block-float schemes
  * (OCP-MX, W4A8-MXFP4-FP8, NVFP4) and unquantized fp16/bf16 layers, plus the
  * layers around them (Quark input rotation, fp8 KV cache).
  *
@@ -97,7 +97,7 @@ inline float qp_elem_decode(int elem, uint c) {
     return qp_f8_decode(c);
 }
 
-/* Quark's even e8m0 scale of a block absmax (spec 3.4 steps 2-4) */
+/* Quark's even e8m0 scale of a block absmax (docs/semantics.md §6) */
 inline uint qp_mx_even_scale(float amax, int mbits, int emax) {
     float a = fabs(amax);
     if (isnan(a)) return 255u;

@@ -26,7 +26,7 @@ inline int qp_dot4_plain(char4 a, char4 b) {
 #define QP_EPI_BF16 8
 #define QP_EPI_QQQ 16
 
-/* W8A8-INT8 (spec 6.3, errata 11.3) or QQQ (spec 5.5 steps 4-5). */
+/* W8A8-INT8 (docs/semantics.md §14) or QQQ (docs/semantics.md §11 steps 4-5). */
 inline ushort qp_epilogue_i8(int acc, int m, int n, int flags, __global const float *sx, __global const int *szp,
                              __global const float *wsc, __global const int *adj, __global const ushort *bias) {
     int bf16 = (flags & QP_EPI_BF16) != 0;

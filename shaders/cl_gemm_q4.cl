@@ -1,4 +1,4 @@
-/* qport OpenCL kernels, part 4: QQQ W4A8 GEMM over 4-bit weights (spec 5.5),
+/* qport OpenCL kernels, part 4: QQQ W4A8 GEMM over 4-bit weights (docs/semantics.md §11),
  * using the int8 machinery of cl_gemm_i8.cl (dot, tiles, QQQ epilogue).
  *
  * Layout (made by cl_linear.c): wq [N][K/2] bytes; the
@@ -6,7 +6,7 @@
  * holding k = 32c+i in its low nibble and k = 32c+16+i in its high nibble,
  * so 16 bytes unpack into two runs of 16 consecutive k. A nibble is a code
  * (per-channel: q4 & 15; group 128: q4 + 8 stored as 0..15); its exact int8
- * weight (spec 5.5 step 2, wrap included) is lut[g][n][code], g = k / gsz
+ * weight (docs/semantics.md §11 step 2, wrap included) is lut[g][n][code], g = k / gsz
  * (gsz 128, or INT_MAX for one group over K), so one shuffle per 16 weights
  * turns codes into the int8 weights the reference multiplies. K is a
  * multiple of 32 (prepare checks it; QQQ itself needs K % 128 == 0). */

@@ -1,5 +1,5 @@
-/* qport OpenCL kernels, part 6: W4A16 (spec 6.7) and W8A8-FP8 per-block
- * (spec 6.6) GEMMs, both float paths: fp32 accumulation, judged against the
+/* qport OpenCL kernels, part 6: W4A16 (docs/semantics.md §17) and W8A8-FP8 per-block
+ * (docs/semantics.md §16) GEMMs, both float paths: fp32 accumulation, judged against the
  * reference (which sums in double) within a bound (tools/cases.c).
  *
  * W4A16 layout (made by cl_linear.c from the Quark-packed checkpoint
@@ -119,7 +119,7 @@ void qp_tiled_w4(__global const float *xf, __global const uchar *wq, __global co
         }
 }
 
-/* ---- W8A8-FP8 per-block (spec 6.6) --------------------------------------
+/* ---- W8A8-FP8 per-block (docs/semantics.md §16) -------------------------
  * Weights e4m3 codes [N][K] with fp32 scales wsb [ceil(N/128)][K/128] (e8m0
  * already decoded by the core); activations quantized per token and group
  * of 128 by qp_quant_f8_group (xf: e4m3 values, sx [M][K/128]). As the

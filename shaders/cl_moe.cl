@@ -1,4 +1,4 @@
-/* qport OpenCL kernels, part 8 (issue 19): the fused MoE layer, the steps of
+/* qport OpenCL kernels, part 8: the fused MoE layer, the steps of
  * cpu/ref_moe.c (vLLM's fused_experts). The activation quantizers are the
  * linear layers' (qp_quant_i8, qp_rowmax + qp_quant_f8, qp_quant_f8_group,
  * qp_act_qdq); here:

@@ -1,6 +1,6 @@
 /* qport OpenCL kernels, part 2: activation quantization, one work-group of
  * QP_WG lanes per token row. Float operations mirror api/quant_int8.c and
- * api/quant_fp8.c one for one (spec 6.1, 6.2, errata 11.1-11.2, 11.9). */
+ * api/quant_fp8.c one for one (docs/semantics.md §12, §13). */
 
 /* int8 activations (W8A8-INT8 and QQQ): xq [M][K] int8, sx [M] scales,
  * szp [M] zero points (static: the given azp). */
@@ -31,7 +31,7 @@ void qp_quant_i8(__global const ushort *x, int K, int bf16, int dynamic, int sym
             /* static symmetric: true division x / s */
             for (int k = lid; k < K; k += QP_WG) qr[k] = (char)qp_rni_sat8(qp_div(qp_act_load(xr, k, bf16), scale, dm));
         } else {
-            /* static asymmetric: multiply by the fp32 reciprocal (errata 11.1) */
+            /* static asymmetric: multiply by the fp32 reciprocal (docs/semantics.md §12) */
             float inv = qp_div(1.0f, scale, dm);
             zp = azp;
             for (int k = lid; k < K; k += QP_WG)
@@ -43,7 +43,7 @@ void qp_quant_i8(__global const ushort *x, int K, int bf16, int dynamic, int sym
         for (int k = lid; k < K; k += QP_WG) qr[k] = (char)qp_rni_sat8(qp_act_load(xr, k, bf16) * inv);
     } else {
         s = qp_div(mx - mn, 255.0f, dm);
-        /* no guard for s == 0: a constant row gives q = -1 (errata 11.2) */
+        /* no guard for s == 0: a constant row gives q = -1 (docs/semantics.md §12) */
         zp = qp_rni_sat32(-128.0f - qp_div(mn, s, dm));
         float inv = qp_div(1.0f, s, dm);
         for (int k = lid; k < K; k += QP_WG)
@@ -108,7 +108,7 @@ inline float qp_ue8m0(float s) {
     return as_float(b & 0xFF800000u);
 }
 
-/* fp8 per-token-group-128 activations (qp_quant_fp8_group, spec 6.2): one
+/* fp8 per-token-group-128 activations (qp_quant_fp8_group, docs/semantics.md §13): one
  * work-group per (row, group), two values per lane. s = max(1e-10,
  * absmax)/448 (ue8m0: rounded up to a power of two, then x * (1/s)),
  * otherwise x / s. xf [M][K] receives the e4m3 values, sx [M][K/128]. */

@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// W8A8-FP8 per-block activations (issue 9): per-token groups of 128,
+// W8A8-FP8 per-block activations: per-token groups of 128,
 // bit-exact with api/quant_fp8.c qp_quant_fp8_group: a = fmaxf(1e-10,
 // absmax) (NaN skipped), s = a / 448, with ue8m0 (pc.aux1 != 0) s rounded up
 // to a power of two on its bits; q = e4m3(x * (1/s)) with ue8m0, else

@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Activations of the float-weight layers (issue 9) as fp32 rows [M][Kw]
+// Activations of the float-weight layers as fp32 rows [M][Kw]
 // (Kw = K rounded up to 32, the padding zero), each value x' exactly the
 // reference's act-dtype activation:
 //   MODE 0: x as is (W4A16, unquantized, OCP-MX without activation quant);
@@ -66,7 +66,7 @@ float elem_round(uint elem, float v) {
     return mini_round(v, 3, -6, 448.0, uintBitsToFloat(0x7FC00000u)); // e4m3fn, NaN -> 0x7F|s
 }
 
-// Quark's even_round shared scale (spec 3.4), on the fp32 bits.
+// Quark's even_round shared scale (docs/semantics.md §6), on the fp32 bits.
 uint even_scale(float amax, uint mbits, int emax) {
     float a = abs(amax);
     if (isnan(a)) return 255u;

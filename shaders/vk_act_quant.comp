@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 // Activation quantization on the device, bit-exact with api/quant_int8.c and
-// api/quant_fp8.c (spec 6.1, 6.2, errata 11.1-11.2, 11.9-11.10). One
+// api/quant_fp8.c (docs/semantics.md §12, §13, §18). One
 // workgroup per row: invocation 0 derives the row's scale (and zero point),
 // then the row is written as packed words of 4 codes, zero-padded to Kw.
 #include "vk_layout.glsl"
@@ -27,7 +27,7 @@ uint quant1(float v) {
         return uint(sat8_i32(rni_sat32(p) + s_zp)) & 0xFFu;               // wrapping add
     }
     if (MODE == 2u) { precise float p = v * s_inv; return uint(rni_sat8(p)) & 0xFFu; }
-    if (MODE == 6u) return fp8_conv(div_rn(v, s_scale));                    // division (spec 9.7)
+    if (MODE == 6u) return fp8_conv(div_rn(v, s_scale));                    // division (docs/semantics.md §12)
     precise float p = v * s_inv;                                            // fp8 static / tensor
     return fp8_conv(p);
 }
@@ -59,7 +59,7 @@ void main() {
         } else if (MODE == 5u) {
             float a = 0.0;
             for (uint r = 0u; r < pc.M; r++) a = max(a, uintBitsToFloat(st[r * ST_WORDS + ST_AMAX]));
-            scale = div_rn(a, 448.0);                   // no minimum (errata 11.9)
+            scale = div_rn(a, 448.0);                   // no minimum (docs/semantics.md §13)
             inv = div_rn(1.0, scale);
         } else {
             scale = max(div_rn(amax, 448.0), 1.0 / (448.0 * 512.0));

@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Per-row statistics of x for the dynamic activation quantizers (spec 6.1,
+// Per-row statistics of x for the dynamic activation quantizers (docs/semantics.md §12,
 // 6.2): absmax (from 0, NaN skipped as fmaxf does), min and max (from
 // +-FLT_MAX). One workgroup per row; a shared-memory tree, no subgroup ops.
 #include "vk_layout.glsl"

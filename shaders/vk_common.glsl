@@ -1,6 +1,6 @@
 // Shared GLSL helpers for the Vulkan backend (shaders/vk_*.comp).
 //
-// Exactness (BACKEND_BRIEF, errata 11.10): every conversion that rounds is
+// Exactness (docs/semantics.md §18): every conversion that rounds is
 // done with integer operations here, because Vulkan leaves the rounding mode
 // of OpFConvert to 16 bits and the precision of OpFDiv (2.5 ulp) open.
 // Variables that feed the reference's float order are `precise` so the
@@ -31,7 +31,7 @@ uint f32_to_f16(float f) {
     uint u = floatBitsToUint(f);
     uint s = (u >> 16) & 0x8000u;
     uint a = u & 0x7FFFFFFFu;
-    if (a > 0x7F800000u) return 0x7FFFu;                 // NaN (errata 11.10)
+    if (a > 0x7F800000u) return 0x7FFFu;                 // NaN (docs/semantics.md §18)
     if (a >= 0x477FF000u) return s | 0x7C00u;            // >= 65520: inf
     if (a >= 0x38800000u) {                              // normal fp16 range
         uint r = a + 0xFFFu + ((a >> 13) & 1u);

@@ -23,7 +23,7 @@ int dot16(uvec4 a, uvec4 b) { return dot4(a.x, b.x) + dot4(a.y, b.y) + dot4(a.z,
 
 // QQQ's packed int4 weights (vk_linear.c): one word holds k = 8j..8j+3 in the
 // low nibbles of its bytes and k = 8j+4..8j+7 in the high nibbles.
-// Per-channel, the int8 weight is 16 * q4 (spec 5.5 step 2): the nibble moved
+// Per-channel, the int8 weight is 16 * q4 (docs/semantics.md §11 step 2): the nibble moved
 // to the high half of its byte. Grouped, a 16-byte table per (column, group)
 // maps the code to the exact int8 weight (wrap included).
 uint w4_channel(uint w, bool hi) { return hi ? (w & 0xF0F0F0F0u) : ((w & 0x0F0F0F0Fu) << 4); }

@@ -1,5 +1,5 @@
 // The scaled-mm epilogues, in the reference's float order (cpu/ref_int8.c,
-// cpu/ref_qqq.c, cpu/ref_fp8.c; spec 5.5 steps 4-5, 6.3, errata 11.3).
+// cpu/ref_qqq.c, cpu/ref_fp8.c; docs/semantics.md §11 steps 4-5, 6.3, docs/semantics.md §14).
 // Needs spec constants EPI, IS_BF16, HAS_BIAS and bindings 2, 4, 5, 6, 7.
 #ifndef VK_EPILOGUE_GLSL
 #define VK_EPILOGUE_GLSL

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-// W8A8-FP8 per-block GEMV (issue 9, cpu/ref_fp8.c): e4m3 codes of x (from
+// W8A8-FP8 per-block GEMV (cpu/ref_fp8.c): e4m3 codes of x (from
 // vk_act_fp8g.comp) and of W [N][K], per-token-group activation scales
 // sx[m][g] and weight block scales ws[n / 128][g]. Each invocation owns
 // whole groups of 128 (strided by the work-group size): the group's

@@ -1,7 +1,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #extension GL_EXT_control_flow_attributes : require
-// Float-weight GEMV (issue 9, M <= 16 rows a dispatch): W4A16 int4/uint4,
+// Float-weight GEMV (M <= 16 rows a dispatch): W4A16 int4/uint4,
 // OCP-MX / W4A8-MXFP4-FP8 / NVFP4 block-scaled codes and unquantized
 // fp16/bf16 weights (vk_wdeq.glsl), kept packed on the device and
 // dequantized in registers to the reference's exact weight; activations

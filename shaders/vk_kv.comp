@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// fp8 e4m3fn KV cache (issue 9, cpu/ref_misc.c qp_ref_kv_quantize /
+// fp8 e4m3fn KV cache (cpu/ref_misc.c qp_ref_kv_quantize /
 // qp_ref_kv_dequantize), n = pc.M elements, scale = pc.input_scale:
 //   MODE 0 quantize:   q[i] = e4m3fn(x[i] / scale) (correctly rounded
 //                      division, RNE, saturating to +-448, NaN -> 0x7F | sign);

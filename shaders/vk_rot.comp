@@ -1,6 +1,6 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
-// Quark online input rotation (issue 9, api/backend.h rotation_forward,
+// Quark online input rotation (api/backend.h rotation_forward,
 // cpu/ref_misc.c qp_ref_rotation_forward): for K % r == 0,
 //   y[m][b*r + j] = rnd(fp32(S * c)), S = fp32 sum over i = 0..r-1 in
 //   increasing i of +-x[m][b*r + i] (sign of H[i][j]), c = pc.input_scale.

@@ -1,4 +1,4 @@
-// Float-weight layers (issue 9): W4A16, OCP-MX, W4A8-MXFP4-FP8, NVFP4 and
+// Float-weight layers: W4A16, OCP-MX, W4A8-MXFP4-FP8, NVFP4 and
 // unquantized weights, dequantized in registers to the exact fp32 value of
 // the reference's weight (vk_linear.c writes the layouts):
 //   the row of output feature n is Kw/32 chunks of 32 weights (Kw = K

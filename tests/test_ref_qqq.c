@@ -15,7 +15,7 @@ static void wrap_rule(void) {
     CHECK(qp_ref_qqq_group_weight(3, f16(10.0f)) == 30, "plain");
     CHECK(qp_ref_qqq_group_weight(-8, f16(16.0f)) == -128, "-128 exact");
     CHECK(qp_ref_qqq_group_weight(7, f16(18.5f)) == -126, "129.5 → 130 wraps to -126: %d", qp_ref_qqq_group_weight(7, f16(18.5f)));
-    CHECK(qp_ref_qqq_group_weight(-8, f16(16.25f)) == 124, "-130 → 124 (errata 11.7): %d", qp_ref_qqq_group_weight(-8, f16(16.25f)));
+    CHECK(qp_ref_qqq_group_weight(-8, f16(16.25f)) == 124, "-130 → 124 (wraps, docs/semantics.md §11): %d", qp_ref_qqq_group_weight(-8, f16(16.25f)));
     CHECK(qp_ref_qqq_group_weight(1, f16(2.5f)) == 2, "tie 2.5 → 2");
     CHECK(qp_ref_qqq_group_weight(1, f16(3.5f)) == 4, "tie 3.5 → 4");
 }

@@ -142,7 +142,7 @@ static int summary(qp_context *ctx, const qp_config *cfg, const qp_resolve_optio
         for (size_t i = 0; i < nlt; i++) printf("%s%s", i ? ", " : "", qp_config_layer_type_key(cfg, i));
         if (o->dialect == QP_DIALECT_VLLM)
             printf("): never matched: vLLM looks layer_type_quant_config up by type(module), a class, not these string "
-                   "keys (spec 1.4.3)\n");
+                   "keys (docs/semantics.md §3)\n");
         else
             printf("): matched by the module class name (--dialect sglang)\n");
     }

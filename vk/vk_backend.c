@@ -101,7 +101,7 @@ static qp_status vk_device_supports(void *dev, const qp_scheme *s, int M, int N,
     (void)M; (void)N;
     out->level = QP_SUPPORT_NATIVE;
     out->reason[0] = '\0';
-    /* issue 9: a scheme whose arithmetic the device lacks runs emulated,
+    /* a scheme whose arithmetic the device lacks runs emulated,
      * and says which feature is missing (as the OpenCL backend does) */
     switch (s->kind) {
     case QP_SCHEME_W8A8_INT8:

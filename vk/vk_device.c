@@ -1,5 +1,5 @@
 /* Instance, physical devices and their feature/property chains, logical
- * device creation (issue 4). Only what the shaders need is enabled:
+ * device creation. Only what the shaders need is enabled:
  * storageBuffer16BitAccess always, shaderIntegerDotProduct when present
  * (the OpSDot shader variants declare it; without it enabled the validation
  * layer reports VUID-VkShaderModuleCreateInfo-pCode-01091; docs/backends.md). */

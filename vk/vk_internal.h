@@ -1,4 +1,4 @@
-/* Vulkan backend internals (issue 4): one header shared by the vk_*.c files
+/* Vulkan backend internals: one header shared by the vk_*.c files
  * of libqport-vk.so. The plugin talks to the core only through qp_host. */
 #ifndef QP_VK_INTERNAL_H
 #define QP_VK_INTERNAL_H
@@ -286,7 +286,7 @@ qp_status qp_vk_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float
 qp_status qp_vk_buffer_copy(void *dev, void *src, size_t src_off, void *dst, size_t dst_off, size_t bytes);
 qp_status qp_vk_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms);
 
-/* ---- vk_moe.c: fused MoE (issue 19) ------------------------------------------------ */
+/* ---- vk_moe.c: fused MoE ----------------------------------------------------------- */
 qp_status qp_vk_moe_prepare(void *dev, const qp_moe_desc *desc, void **moe);
 void qp_vk_moe_destroy(void *dev, void *moe);
 qp_status qp_vk_moe_forward(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);

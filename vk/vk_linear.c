@@ -1,13 +1,13 @@
 /* Quantized linear layers on Vulkan: prepare (repack + upload) and forward
  * (activation quantization, then the GEMV or tiled GEMM with the fused
- * epilogue), issue 4. Layouts chosen here:
+ * epilogue). Layouts chosen here:
  *   weights  [N][Kp] bytes, Kp = K rounded up to 16, zero padded (int8 for
  *            W8A8-INT8 and QQQ's exact w8, e4m3fn codes for W8A8-FP8), in
  *            chunks of whole rows that each fit maxStorageBufferRange;
  *   xq       [M][Kp] codes written by vk_act_quant.comp, same padding, so
  *            the padding contributes exact zeros;
  *   st       per-row statistics and activation scales (vk_layout.glsl).
- * Float-weight layers (issue 9: W4A16, OCP-MX, W4A8-MXFP4-FP8, NVFP4,
+ * Float-weight layers (W4A16, OCP-MX, W4A8-MXFP4-FP8, NVFP4,
  * unquantized): the canonical qp_lin_desc fields repacked by wf_pack below
  * (layouts in shaders/vk_wdeq.glsl); vk_act_qdq.comp writes x' as fp32 rows
  * [M][Kw] into xq, then vk_gemv_wf.comp / vk_gemm_wf.comp dequantize the
@@ -187,7 +187,7 @@ static qp_status check_qqq_codes(qp_vk_device *d, const qp_vk_linear *l, const q
     return QP_OK;
 }
 
-/* ---- float-weight layers (issue 9) -------------------------------------------
+/* ---- float-weight layers -------------------------------------------
  * W4A16, OCP-MX, W4A8-MXFP4-FP8, NVFP4 and unquantized layers from the
  * canonical qp_lin_desc fields, repacked into the layouts of
  * shaders/vk_wdeq.glsl: rows of Kw/32 chunks (Kw = K rounded up to 32, the
@@ -420,9 +420,9 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
             FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': QQQ group size %d", d->index, layer, desc->group_size);
         if (desc->act_dtype != QP_DTYPE_F16)
             FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': QQQ takes fp16 activations", d->index, layer);
-        l->act = ACT_I8_DYN_SYM; /* spec 5.5 step 1, errata 11.8 */
+        l->act = ACT_I8_DYN_SYM; /* docs/semantics.md §11 step 1, docs/semantics.md §11 */
         l->epi = EPI_QQQ;
-        weights = (const uint8_t *)desc->w8; /* exact per-group int8 weight (spec 5.5 step 2) */
+        weights = (const uint8_t *)desc->w8; /* exact per-group int8 weight (docs/semantics.md §11 step 2) */
         wname = "w8";
         /* int4 codes halve the weight traffic; without q4 (or K not whole
          * groups) the 8-bit w8 layout serves */
@@ -722,7 +722,7 @@ void qp_vk_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     else snprintf(out, cap, "tiled %dx%d %s%s%s", QP_VK_TILE, QP_VK_TILE, arith, wfmt, chunks);
 }
 
-/* linear_time (issue 10): `reps` forwards, each its own submission, with
+/* linear_time: `reps` forwards, each its own submission, with
  * timestamps at the start, after the activation passes and at the end
  * (VkQueryPool, timestampPeriod ns a tick): total_ms[i] = end - start,
  * gemm_ms[i] = end - after-activations. */

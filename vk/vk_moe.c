@@ -1,4 +1,4 @@
-/* Fused MoE on Vulkan (issue 19): cpu/ref_moe.c's steps as one command
+/* Fused MoE on Vulkan: cpu/ref_moe.c's steps as one command
  * buffer of seven passes:
  *   align   vk_moe_misc.comp STAGE 0: slots sorted by local expert into
  *           padded blocks of BM (vLLM's moe_align_block_size);
