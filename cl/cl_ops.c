@@ -1,4 +1,4 @@
-/* Optional ops (api/backend.h, issues 9 and 10): Quark's online input
+/* Optional ops (api/backend.h): Quark's online input
  * rotation, the fp8 e4m3 KV cache, device-to-device copies and their device
  * timers. Kernels in shaders/cl_gemm_fw.cl; every op is enqueued on the
  * device's in-order queue, as linear_forward is (the timed copies wait). */

@@ -1,5 +1,5 @@
 /*
- * libqport-mpi.so (issue 21): the MPI communicator, over the host buffers
+ * libqport-mpi.so: the MPI communicator, over the host buffers
  * of any device. Linked against the MPI of the build machine (Open MPI or
  * MPICH from Debian); where that library is missing at run time the plugin
  * does not load and the core says so. MPI is initialised here unless the
@@ -8,7 +8,7 @@
  * with errors returned, never fatal, so a failed call is a status.
  *
  * Every collective is non-blocking under a deadline (QPORT_COMM_TIMEOUT,
- * host->timeout_s, issue 32): a frozen rank would otherwise leave the
+ * host->timeout_s): a frozen rank would otherwise leave the
  * others spinning forever. Each rank also sends every other a small
  * "arrived" note with the collective; at the deadline the notes that did
  * not come name the ranks that did not answer, the call fails with them,

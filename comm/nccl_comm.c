@@ -1,5 +1,5 @@
 /*
- * libqport-nccl.so (issue 21): the NCCL communicator (RCCL has the same
+ * libqport-nccl.so: the NCCL communicator (RCCL has the same
  * API on AMD). NCCL and the CUDA runtime are loaded with dlopen at first
  * use, never linked, so the plugin builds and loads without them, as the
  * CUDA backend loads cuBLASLt; the few entry points are declared here with
@@ -19,7 +19,7 @@
  * the device variants take CUDA device pointers.
  *
  * Every collective waits under a deadline (QPORT_COMM_TIMEOUT,
- * host->timeout_s, issue 32): the stream is polled (cudaStreamQuery, with
+ * host->timeout_s): the stream is polled (cudaStreamQuery, with
  * a growing sleep) along with ncclCommGetAsyncError, and at the deadline
  * the communicator is aborted (ncclCommAbort: NCCL's way out of a peer
  * that never arrives) and the call fails; later calls fail at once.

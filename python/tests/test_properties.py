@@ -1,4 +1,4 @@
-"""Property tests of the public API's arguments (issue 31): whatever sizes,
+"""Property tests of the public API's arguments: whatever sizes,
 counts, shapes, dtypes and options a caller passes, qport.Linear and
 qport.MoE either build a layer that computes or raise a qport.Error (or a
 TypeError / ValueError from the Python checks) -- never a crash. A crash

@@ -46,7 +46,7 @@ def test_fp8_torch_tensors():
     assert q.dtype == torch.float8_e4m3fn and q.shape == x.shape
 
 
-# -- DLPack, custom ops, torch.compile (issue 26) ------------------------------
+# -- DLPack, custom ops, torch.compile -----------------------------------------
 
 def test_from_dlpack_round_trips():
     x = acts(3, 16)
