@@ -195,8 +195,9 @@ typedef struct qp_resolve_ctx {
 } qp_resolve_ctx;
 
 /* The class vLLM's model class builds rc->layer as (api/arch.c), as the
- * release rc's method follows sees it. */
-qp_module_class qp_resolve_module_class(const qp_resolve_ctx *rc);
+ * release rc's method follows sees it; *known (if given): whether the
+ * architecture is in the table. */
+qp_module_class qp_resolve_module_class(const qp_resolve_ctx *rc, int *known);
 qp_status qp_resolve_fail(const qp_resolve_ctx *rc, qp_status st, const char *key,
                           const char *fmt, ...) QP_ATTR_PRINTF(4, 5);
 qp_status qp_resolve_quark(const qp_resolve_ctx *rc, qp_scheme *out);

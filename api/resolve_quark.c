@@ -847,7 +847,7 @@ qp_status qp_resolve_quark(const qp_resolve_ctx *rc, qp_scheme *out) {
      * not `exclude` names them, and they fall back to
      * UnquantizedEmbeddingMethod. The architecture table names them. */
     if (rc->kind == QP_LAYER_LINEAR && is_vllm(rc)) {
-        qp_module_class c = qp_resolve_module_class(rc);
+        qp_module_class c = qp_resolve_module_class(rc, NULL);
         if (c == QP_MODULE_LM_HEAD || c == QP_MODULE_EMBEDDING) {
             qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
             qp_scheme_set_names(out, "UnquantizedEmbeddingMethod", NULL, NULL, NULL);

@@ -254,17 +254,17 @@ static qp_status resolve_setup(const qp_config *cfg, const char *layer, qp_layer
  * question after its exclude check (QuarkConfig.get_quant_method_target
  * runs should_ignore_layer first, and its errors win).
  * QP_ERR_NOT_FOUND: the config decides. */
-qp_module_class qp_resolve_module_class(const qp_resolve_ctx *rc) {
+qp_module_class qp_resolve_module_class(const qp_resolve_ctx *rc, int *known) {
     qp_arch_info a = {.struct_size = sizeof a};
     qp_config_arch(rc->cfg, &a);
+    if (known) *known = a.known;
     return qp_arch_module_class_vllm(&a, rc->cfg->method, rc->layer);
 }
 
 static qp_status module_class_rule(const qp_resolve_ctx *rc, qp_scheme *out) {
-    qp_arch_info a = {.struct_size = sizeof a};
-    qp_config_arch(rc->cfg, &a);
-    qp_module_class c = qp_resolve_module_class(rc);
-    if (c == QP_MODULE_LINEAR_UNQUANTIZED && a.known) {
+    int known;
+    qp_module_class c = qp_resolve_module_class(rc, &known);
+    if (c == QP_MODULE_LINEAR_UNQUANTIZED && known) {
         qp_scheme_init(out, QP_SCHEME_UNQUANTIZED);
         qp_scheme_set_names(out, "UnquantizedLinearMethod", NULL, NULL, NULL);
         return QP_OK;
