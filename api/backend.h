@@ -34,10 +34,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "qport.h"
 
-#define QP_BACKEND_ABI_VERSION 3u
+#define QP_BACKEND_ABI_VERSION 4u
 
 /* Services of the core, valid from init until shutdown. */
 typedef struct qp_host {
@@ -94,6 +96,16 @@ typedef enum qp_act_mode {
                                   * value(q) * (e4m3(sf) / g))              */
 } qp_act_mode;
 
+/* The weight payload families of qp_lin_desc: each scheme kind fills one
+ * (qp_scheme_kind_describe's family), and a backend reads only that one. */
+typedef enum qp_lin_family {
+    QP_LIN_NONE = 0,         /* not a linear layer                           */
+    QP_LIN_DENSE,            /* UNQUANTIZED                                  */
+    QP_LIN_W8A8,             /* W8A8_INT8, W8A8_FP8, W8A8_FP8_BLOCK (HF_FP8) */
+    QP_LIN_INT4,             /* QQQ_W4A8, W4A16_INT4                         */
+    QP_LIN_BLOCK_FLOAT       /* OCP_MX, W4A8_MXFP4_FP8, NVFP4                */
+} qp_lin_family;
+
 /*
  * A linear layer after binding and process-after-loading, in canonical
  * host layouts. Built by the core (api/linear_desc.c) from the checkpoint
@@ -106,6 +118,8 @@ typedef struct qp_lin_desc {
     size_t struct_size;
     qp_scheme scheme;        /* as resolved                                  */
     qp_scheme_kind kind;     /* scheme.kind, HF_FP8 folded into W8A8_FP8     */
+    qp_lin_family family;    /* which member of the weight union below is
+                              * filled: the kind's row (api/scheme_table.c) */
     qp_dtype act_dtype;      /* x, bias and y (QP_DTYPE_F16, BF16, or F32 --
                               * the core hands F32 to the cpu backend only);
                               * QQQ: F16 */
@@ -121,64 +135,6 @@ typedef struct qp_lin_desc {
     const uint16_t *bias;    /* [N] act_dtype elements, or NULL: fp16/bf16
                               * bits; for F32 the data are floats (cast)    */
 
-    /* W8A8-INT8 (docs/semantics.md §14, §15) */
-    const int8_t *w_i8;      /* [N][K]                                       */
-    const float *w_scale;    /* [N], per-tensor scales already expanded;
-                              * W8A8_FP8_BLOCK: [ceil(N/128)][ceil(K/128)]   */
-    int w_per_channel;       /* the checkpoint had one scale per channel    */
-    /* azp_adj[n] = sum_k w[n][k] (int32, wrapping); static asymmetric:
-     * already multiplied by input_zp (docs/semantics.md §15 step 5). NULL when symmetric. */
-    const int32_t *azp_adj;
-
-    /* W8A8-FP8 (docs/semantics.md §16): w_u8 e4m3fn codes [N][K], w_scale above */
-    const uint8_t *w_u8;
-
-    /* QQQ W4A8 (docs/semantics.md §9, §10, §11), in natural (unpermuted) order:
-     *   q4 [N][K]: per-channel: signed codes -8..7 (int8 weight = 16*q4);
-     *              group 128: unsigned codes 0..15 (t = q4 - 8);
-     *   w8 [N][K]: the exact int8 weight of docs/semantics.md §11 step 2 (wrap included),
-     *              so a backend may run QQQ as a plain int8 GEMM;
-     *   s_channel [N] fp32, s_group [K/128][N] fp16 bits (group 128 only);
-     *   marlin_B / marlin_s_channel / marlin_s_group: the checkpoint tensors
-     *   as loaded, for a backend that runs the Marlin layout directly. */
-    int group_size;          /* QQQ: -1 or 128; W4A16: 32/64/128/-1         */
-    const int8_t *q4;
-    const int8_t *w8;
-    const float *s_channel;
-    const uint16_t *s_group;
-    const int32_t *marlin_B;
-    const float *marlin_s_channel;
-    const uint16_t *marlin_s_group;
-
-    /* W4A16 INT4/UINT4 (docs/semantics.md §17), unpacked from Quark's order/reorder
-     * int32 words (group_size above; G = K / group_size, or 1 for -1):
-     *   q4 [N][K]: the stored 4-bit code, 0..15;
-     *   w4_signed: 1 for int4 symmetric checkpoints (two's complement code:
-     *              v = c - 16 * (c >= 8)); 0 for uint4 (v = c - w4_zero);
-     *   w4_zero [G][N] 0..15 (NULL when w4_signed);
-     *   w4_scale [G][N] fp32: the act_dtype scale widened exactly.
-     * W[n][k] = v * w4_scale[k / g][n] is exact in fp32 (|v| <= 15, 11-bit
-     * significand); the reference sums x * W in double, rounds once. */
-    int w4_signed;
-    const uint8_t *w4_zero;
-    const float *w4_scale;
-
-    /* OCP-MX, W4A8-MXFP4-FP8 and NVFP4 (docs/semantics.md §5, §8): block-scaled float
-     * weights as one element code per byte plus one fp32 multiplier per
-     * (row, block of w_blk along k), such that the reference's weight
-     * dequantization to act_dtype is exactly
-     *   W[n][k] = rnd( w_lut[code] * w_blk_scale[n][k / w_blk] )
-     * with the product a single fp32 multiply and rnd the RNE rounding to
-     * act_dtype (NaN stays NaN; fp16 overflow gives inf). The per-block
-     * multiplier folds the scale rules of each scheme (Quark's saturating
-     * e8m0 -> fp16 hmul scale, fp6's 2^(e-127) in act_dtype, NVFP4's
-     * e4m3(sf) * weight_global_scale), and MXFP8 per_block scale rows are
-     * expanded to one row per output feature. */
-    qp_dtype w_elem;            /* F4_E2M1, F6_E2M3, F6_E3M2 or F8_E4M3FN   */
-    const uint8_t *w_codes;     /* [N][K], low bits of each byte           */
-    int w_blk;                  /* 32 (MX) or 16 (NVFP4)                    */
-    const float *w_blk_scale;   /* [N][K / w_blk]                           */
-    const float *w_lut;         /* [256]: the value of each code of w_elem  */
     /* QP_ACT_MX_QDQ: the activation element format (F4_E2M1, F6_E3M2,
      * F6_E2M3, F8_E4M3FN); its mantissa bits and emax (docs/semantics.md §6). */
     qp_dtype act_elem;
@@ -196,15 +152,103 @@ typedef struct qp_lin_desc {
     const int8_t *rotation;     /* [r][r] +-1, or NULL                      */
     int rotation_size;
 
-    /* Unquantized layers (QP_SCHEME_UNQUANTIZED; also the fp16 baseline of
-     * `qport bench`): w_act [N][K] act_dtype bits (F32: floats);
-     * y = rnd(sum + bias) with an fp32 (or wider) sum. */
-    const uint16_t *w_act;
-
     /* The bound checkpoint tensors by name (every scheme; informative). */
     const qp_tensor *tensors;
     size_t n_tensors;
+
+    /* The weights, by family (the members share storage: set and read
+     * only the family's fields). */
+    union {
+        struct { /* QP_LIN_W8A8 */
+            /* W8A8-INT8 (docs/semantics.md §14, §15) */
+            const int8_t *w_i8;  /* [N][K]  */
+            const float *w_scale;  /* [N], per-tensor scales already expanded;
+                                      * W8A8_FP8_BLOCK: [ceil(N/128)][ceil(K/128)]  */
+            int w_per_channel;  /* the checkpoint had one scale per channel  */
+            /* azp_adj[n] = sum_k w[n][k] (int32, wrapping); static asymmetric:
+             * already multiplied by input_zp (docs/semantics.md §15 step 5). NULL when symmetric. */
+            const int32_t *azp_adj;
+
+            /* W8A8-FP8 (docs/semantics.md §16): w_u8 e4m3fn codes [N][K], w_scale above */
+            const uint8_t *w_u8;
+        };
+        struct { /* QP_LIN_INT4 */
+            /* QQQ W4A8 (docs/semantics.md §9, §10, §11), in natural (unpermuted) order:
+             *   q4 [N][K]: per-channel: signed codes -8..7 (int8 weight = 16*q4);
+             *              group 128: unsigned codes 0..15 (t = q4 - 8);
+             *   w8 [N][K]: the exact int8 weight of docs/semantics.md §11 step 2 (wrap included),
+             *              so a backend may run QQQ as a plain int8 GEMM;
+             *   s_channel [N] fp32, s_group [K/128][N] fp16 bits (group 128 only);
+             *   marlin_B / marlin_s_channel / marlin_s_group: the checkpoint tensors
+             *   as loaded, for a backend that runs the Marlin layout directly. */
+            int group_size;  /* QQQ: -1 or 128; W4A16: 32/64/128/-1  */
+            const int8_t *q4;
+            const int8_t *w8;
+            const float *s_channel;
+            const uint16_t *s_group;
+            const int32_t *marlin_B;
+            const float *marlin_s_channel;
+            const uint16_t *marlin_s_group;
+
+            /* W4A16 INT4/UINT4 (docs/semantics.md §17), unpacked from Quark's order/reorder
+             * int32 words (group_size above; G = K / group_size, or 1 for -1):
+             *   q4 [N][K]: the stored 4-bit code, 0..15;
+             *   w4_signed: 1 for int4 symmetric checkpoints (two's complement code:
+             *              v = c - 16 * (c >= 8)); 0 for uint4 (v = c - w4_zero);
+             *   w4_zero [G][N] 0..15 (NULL when w4_signed);
+             *   w4_scale [G][N] fp32: the act_dtype scale widened exactly.
+             * W[n][k] = v * w4_scale[k / g][n] is exact in fp32 (|v| <= 15, 11-bit
+             * significand); the reference sums x * W in double, rounds once. */
+            int w4_signed;
+            const uint8_t *w4_zero;
+            const float *w4_scale;
+        };
+        struct { /* QP_LIN_BLOCK_FLOAT */
+            /* OCP-MX, W4A8-MXFP4-FP8 and NVFP4 (docs/semantics.md §5, §8): block-scaled float
+             * weights as one element code per byte plus one fp32 multiplier per
+             * (row, block of w_blk along k), such that the reference's weight
+             * dequantization to act_dtype is exactly
+             *   W[n][k] = rnd( w_lut[code] * w_blk_scale[n][k / w_blk] )
+             * with the product a single fp32 multiply and rnd the RNE rounding to
+             * act_dtype (NaN stays NaN; fp16 overflow gives inf). The per-block
+             * multiplier folds the scale rules of each scheme (Quark's saturating
+             * e8m0 -> fp16 hmul scale, fp6's 2^(e-127) in act_dtype, NVFP4's
+             * e4m3(sf) * weight_global_scale), and MXFP8 per_block scale rows are
+             * expanded to one row per output feature. */
+            qp_dtype w_elem;  /* F4_E2M1, F6_E2M3, F6_E3M2 or F8_E4M3FN  */
+            const uint8_t *w_codes;  /* [N][K], low bits of each byte  */
+            int w_blk;  /* 32 (MX) or 16 (NVFP4)  */
+            const float *w_blk_scale;  /* [N][K / w_blk]  */
+            const float *w_lut;  /* [256]: the value of each code of w_elem  */
+        };
+        struct { /* QP_LIN_DENSE */
+            /* Unquantized layers (QP_SCHEME_UNQUANTIZED; also the fp16 baseline of
+             * `qport bench`): w_act [N][K] act_dtype bits (F32: floats);
+             * y = rnd(sum + bias) with an fp32 (or wider) sum. */
+            const uint16_t *w_act;
+        };
+    };
 } qp_lin_desc;
+
+/* An error of a backend's device, its message prefixed "<api>:<index>: "
+ * and, for a layer, "layer '<name>': ": every backend's messages say the
+ * device and the layer in the same words, written in one place. Each
+ * backend wraps it once (qp_vk_error, qp_cl_error, qp_cu_error). */
+static inline qp_status qp_backend_verror(const qp_host *h, qp_status st, const char *api, int index,
+                                          const char *layer, const char *fmt, va_list ap) {
+    char msg[1024];
+    int n = layer ? snprintf(msg, sizeof msg, "%s:%d: layer '%s': ", api, index, layer)
+                  : snprintf(msg, sizeof msg, "%s:%d: ", api, index);
+    if (n < 0) n = 0;
+    if ((size_t)n < sizeof msg) vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
+    return h->error(h->ctx, st, "%s", msg);
+}
+
+/* Empties the weight payload, for a desc reused with another family (the
+ * payloads share storage, so one family's pointers read as another's). */
+static inline void qp_lin_desc_clear_weights(qp_lin_desc *d) {
+    memset(&d->w_i8, 0, sizeof *d - offsetof(qp_lin_desc, w_i8));
+}
 
 /*
  * A routed-experts (fused MoE) layer after binding and each Quark MoE
@@ -273,6 +317,15 @@ typedef struct qp_route_params {
 
 /* Code-path forcing for tests and `qport conform` (qp_linear_options.path). */
 /* (QP_PATH_* live in qport.h.) */
+
+/* One entry of a backend's scheme-kind table: what its linear_prepare does
+ * with `kind` (descriptors arrive with qp_lin_desc.kind; device_supports
+ * and the table also see QP_SCHEME_HF_FP8 as resolved). */
+typedef struct qp_backend_kind {
+    qp_scheme_kind kind;
+    int runs;                /* 1: linear_prepare takes it; 0: refused       */
+    const char *reason;      /* runs == 0: why, as qp_device_supports says it */
+} qp_backend_kind;
 
 typedef struct qp_backend_ops {
     uint32_t abi_version;    /* QP_BACKEND_ABI_VERSION                       */
@@ -414,6 +467,15 @@ typedef struct qp_backend_ops {
      * (fp8 per-block experts) is the mode not every backend has. NULL:
      * every mode moe_prepare documents. Optional. */
     int (*moe_takes_act)(void *dev, qp_act_mode act, char *why, size_t cap);
+
+    /* ---- Scheme kinds (ABI 4) ---- */
+    /* One entry for every kind qp_scheme_kind_describe calls linear (and
+     * no other): the registry refuses a plugin whose table leaves one out
+     * or names one twice, so a new scheme kind cannot reach a backend that
+     * never decided about it. A refused kind is answered unsupported with
+     * its reason before device_supports or linear_prepare is called. */
+    const qp_backend_kind *linear_kinds;
+    size_t n_linear_kinds;
 } qp_backend_ops;
 
 /* The plugin's only export. */

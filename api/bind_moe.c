@@ -156,7 +156,7 @@ static qp_status stack_blocked(qp_model *m, qp_moe_binding *b, const qp_layer_bi
                 if (!t || nel(t) != 1 || (t->dtype != QP_DTYPE_F32 && t->dtype != QP_DTYPE_F16 && t->dtype != QP_DTYPE_BF16))
                     return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, names[i], l->layer, "missing, non-scalar or non-float %s",
                                         names[i]);
-                float x = qp_ref_load(t->dtype, t->data, 0);
+                float x = qp_num_load(t->dtype, t->data, 0);
                 if (i == 0) v[(size_t)e * (size_t)cols + (size_t)s] = x;                /* per shard */
                 else for (int c = 0; c < cols; c++) v[(size_t)e * (size_t)cols + (size_t)c] = x; /* last wins */
             }
@@ -385,7 +385,7 @@ static qp_status stack_fp8_block(qp_model *m, qp_moe_binding *b, const qp_layer_
                     return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_scale", l->layer,
                                         "weight_scale must be a float tensor [%zu, %zu] (one per 128 x 128 block)", nb, kb);
                 for (size_t i = 0; i < nb * kb; i++)
-                    sc[((size_t)e * shards + s) * nb * kb + i] = qp_ref_load(t->dtype, t->data, i);
+                    sc[((size_t)e * shards + s) * nb * kb + i] = qp_num_load(t->dtype, t->data, i);
             }
     }
     return QP_OK;
@@ -529,7 +529,7 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
                     break;
                 }
                 for (size_t i = 0; i < per; i++)
-                    sc[((size_t)e * (pass ? 1 : 2) + (size_t)s) * per + i] = qp_ref_load(t->dtype, t->data, i);
+                    sc[((size_t)e * (pass ? 1 : 2) + (size_t)s) * per + i] = qp_num_load(t->dtype, t->data, i);
             }
         /* static input scales: [E]; for w13 the shard loaded last wins, as
          * FusedMoE's _load_single_value writes one slot per expert (the
@@ -544,7 +544,7 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
                     st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, "input_scale", l->layer, "missing or non-scalar input_scale");
                     break;
                 }
-                is[e] = qp_ref_load(t->dtype, t->data, 0);
+                is[e] = qp_num_load(t->dtype, t->data, 0);
             }
         }
     }

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "registry.h"
+#include "scheme_table.h"
 
 QP_API const char *qp_device_kind_name(qp_device_kind k) {
     static const char *const n[] = {"discrete-gpu", "integrated-gpu", "virtual-gpu", "cpu-class", "reference"};
@@ -81,6 +82,12 @@ QP_API qp_status qp_device_supports(qp_device *dev, const qp_scheme *scheme, int
         (unsigned)scheme->kind >= QP_SCHEME_KIND_COUNT_) {
         out->level = QP_SUPPORT_UNSUPPORTED;
         snprintf(out->reason, sizeof out->reason, "%s is not a linear layer scheme", qp_scheme_kind_name(scheme->kind));
+        return QP_OK;
+    }
+    const qp_backend_kind *bk = qp_backend_kind_of(dev->backend->ops, scheme->kind);
+    if (bk && !bk->runs) {
+        out->level = QP_SUPPORT_UNSUPPORTED;
+        snprintf(out->reason, sizeof out->reason, "%s", bk->reason);
         return QP_OK;
     }
     if (!dev->backend->ops->device_supports) { out->level = QP_SUPPORT_NATIVE; return QP_OK; }

@@ -9,16 +9,23 @@
 
 #include "registry.h"
 
-static const char *const backend_names[] = {"cpu", "vulkan", "opencl", "cuda"};
+/* By default the GPU APIs are tried first and the reference last; a device
+ * seen through two APIs is listed once, under the better-ranked one. */
+const qp_backend_row qp_backend_rows[QP_N_BACKEND_KINDS] = {
+    {"cpu", NULL, NULL, 3, 1},
+    {"vulkan", "libqport-vk.so", "vk", 1, 1},
+    {"opencl", "libqport-cl.so", "cl", 2, 2},
+    {"cuda", "libqport-cuda.so", "cuda", 0, 0},
+};
 
 int qp_backend_name_index(const char *name, size_t n) {
-    for (int i = 0; i < (int)(sizeof backend_names / sizeof *backend_names); i++)
-        if (strlen(backend_names[i]) == n && !strncasecmp(name, backend_names[i], n)) return i;
+    for (int i = 0; i < QP_N_BACKEND_KINDS; i++)
+        if (strlen(qp_backend_rows[i].name) == n && !strncasecmp(name, qp_backend_rows[i].name, n)) return i;
     return -1;
 }
 
 const char *qp_backend_name_at(int i) {
-    return i >= 0 && i < QP_N_BACKEND_KINDS ? backend_names[i] : "?";
+    return i >= 0 && i < QP_N_BACKEND_KINDS ? qp_backend_rows[i].name : "?";
 }
 
 static qp_status bad(const qp_context *ctx, const char *var, const char *val, const char *rule) {
@@ -42,9 +49,8 @@ static qp_status parse_backends(const qp_context *ctx, qp_settings *s) {
     const char *v = getenv("QPORT_BACKENDS");
     s->n_backends = 0;
     if (!v || !*v) {
-        /* default order: the GPU APIs first, the reference last */
-        static const int dflt[] = {3, 1, 2, 0};
-        for (int i = 0; i < 4; i++) s->backend_order[s->n_backends++] = dflt[i];
+        for (int i = 0; i < QP_N_BACKEND_KINDS; i++) s->backend_order[qp_backend_rows[i].default_order] = i;
+        s->n_backends = QP_N_BACKEND_KINDS;
         return QP_OK;
     }
     for (const char *p = v; *p;) {

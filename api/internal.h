@@ -213,9 +213,10 @@ void qp_scheme_set_names(qp_scheme *s, const char *method, const char *scheme_cl
 void qp_qtensor_from_quark(qp_qtensor *t, const qj *q);
 qp_status qp_capability_check(const qp_resolve_ctx *rc, int min_capability);
 
-/* Reference kernels (cpu/): activations, bias and outputs are fp16, bf16
+/* The numeric module (numeric.c): what the binder, the core's checks and
+ * the reference kernels share. Activations, bias and outputs are fp16, bf16
  * (uint16_t bits) or fp32 (float), as vLLM's out_dtype = x.dtype. */
-qp_status qp_ref_check_act_dtype(qp_context *ctx, qp_dtype dtype);
+qp_status qp_num_check_act_dtype(qp_context *ctx, qp_dtype dtype);
 /* A public call's M, K, N: 0 <= M and 1 <= K, N, each <= QP_DIM_MAX;
  * otherwise QP_ERR_INVALID_ARGUMENT naming `what` and the one out of range
  * (checked before anything is allocated or read from them). */
@@ -224,19 +225,23 @@ qp_status qp_check_mnk(qp_context *ctx, const char *what, int M, int K, int N);
  * count (times 4-byte elements) would wrap a size_t, else QP_OK. */
 qp_status qp_check_mk(qp_context *ctx, size_t m, size_t k);
 /* Bytes of one activation element: 4 for F32, 2 for F16/BF16. */
-size_t qp_ref_elem_size(qp_dtype d);
+size_t qp_num_elem_size(qp_dtype d);
 /* Element i of an activation-dtype array, widened to fp32 (exact). */
-float qp_ref_load(qp_dtype d, const void *p, size_t i);
+float qp_num_load(qp_dtype d, const void *p, size_t i);
 /* Stores v as element i: rounded (RNE) to fp16/bf16, as is for F32. */
-void qp_ref_store(qp_dtype d, void *p, size_t i, float v);
+void qp_num_store(qp_dtype d, void *p, size_t i, float v);
 /* v rounded to `d` and back (the identity for F32). */
-float qp_ref_round(qp_dtype d, float v);
+float qp_num_round(qp_dtype d, float v);
 /* An e8m0 scale as Quark's dq_mxfp4 kernel makes it in `d` for its hmul
  * (docs/semantics.md §6): fp16 saturates at 2^15 and flushes below 2^-24; 255 -> NaN. */
-float qp_ref_e8m0_hmul_scale(qp_dtype d, uint8_t e);
+float qp_num_e8m0_hmul_scale(qp_dtype d, uint8_t e);
 /* Whether (weight element, activation key) is an OCP_MX_Scheme pair; the
- * resolver's / QuarkOCP_MX's messages otherwise (ref_ocp_mx.c). */
-qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act act);
+ * resolver's / QuarkOCP_MX's messages otherwise. */
+qp_status qp_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act act);
+/* The element format of an OCP MX activation mode (QP_DTYPE_NONE: none). */
+qp_dtype qp_ocp_mx_act_elem(qp_ocp_mx_act a);
+/* A double rounded once (RNE) to fp16: the bits (an fp16 fma rounds once). */
+uint16_t qp_num_f16_bits_from_double(double v);
 /* str(QuantKey) of a key constant name (vLLM 0.34.0); "None" for NULL/"". */
 const char *qp_quant_key_repr(const char *name);
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "registry.h"
+#include "scheme_table.h"
 
 QP_API void qp_linear_options_init(qp_linear_options *o) {
     if (!o) return;
@@ -39,6 +40,11 @@ QP_API qp_status qp_linear_create(qp_device *dev, const qp_scheme *scheme, int N
                             dev->backend->ops->name);
     }
     const qp_backend_ops *ops = dev->backend->ops;
+    const qp_backend_kind *bk = qp_backend_kind_of(ops, d.kind);
+    if (bk && !bk->runs) {
+        qp_lin_desc_free(store);
+        return qp_error_set(dev->ctx, QP_ERR_UNSUPPORTED, NULL, NULL, d.layer, "%s: %s", ops->name, bk->reason);
+    }
     if (d.rotation && (!ops->rotation_prepare || !ops->rotation_forward || !ops->rotation_destroy)) {
         qp_lin_desc_free(store);
         return qp_error_set(dev->ctx, QP_ERR_UNSUPPORTED, NULL, "input_rotation", d.layer,

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "registry.h"
+#include "scheme_table.h"
 
 struct qp_lin_desc_store {
     void *allocs[24];
@@ -54,13 +55,14 @@ QP_API size_t qp_tensor_bytes(const qp_tensor *t) {
     return (n * (size_t)bits + 7) / 8;
 }
 
-typedef struct binder {
+struct qp_binder {
     qp_context *ctx;
     const char *layer;
     const qp_tensor *t;
     size_t n;
     bool *used;
-} binder;
+};
+typedef struct qp_binder binder;
 
 static void shape_str(const qp_tensor *t, char *out, size_t cap) {
     size_t o = (size_t)snprintf(out, cap, "[");
@@ -125,9 +127,9 @@ static qp_status convert(const binder *b, qp_lin_desc_store *st, const qp_tensor
     if (s) return s;
     if (t->dtype == dt) { *out = t->data; return QP_OK; }
     size_t n = elem_count(t);
-    void *o = keep(st, malloc(qp_ref_elem_size(dt) * (n ? n : 1)));
+    void *o = keep(st, malloc(qp_num_elem_size(dt) * (n ? n : 1)));
     if (!o) return oom(b);
-    for (size_t i = 0; i < n; i++) qp_ref_store(dt, o, i, qp_ref_load(t->dtype, t->data, i));
+    for (size_t i = 0; i < n; i++) qp_num_store(dt, o, i, qp_num_load(t->dtype, t->data, i));
     *out = o;
     return QP_OK;
 }
@@ -200,7 +202,7 @@ static qp_status max_scalar(const binder *b, qp_lin_desc_store *st, const char *
     return QP_OK;
 }
 
-static qp_status bind_int8(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+qp_status qp_bind_int8(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
     const qp_tensor *w, *ws, *is = NULL, *iz = NULL, *wz;
     size_t NK = (size_t)d->N * (size_t)d->K;
     qp_status s;
@@ -249,7 +251,7 @@ static qp_status bind_int8(const binder *b, qp_lin_desc_store *st, const qp_line
     return QP_OK;
 }
 
-static qp_status bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+qp_status qp_bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
     const qp_tensor *w, *ws;
     size_t NK = (size_t)d->N * (size_t)d->K;
     qp_status s;
@@ -310,7 +312,8 @@ static qp_status bind_fp8(const binder *b, qp_lin_desc_store *st, const qp_linea
     return QP_OK;
 }
 
-static qp_status bind_qqq(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
+qp_status qp_bind_qqq(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    (void)o;
     const qp_tensor *B, *sc, *sg;
     int K = d->K, N = d->N, g = d->scheme.weight.group_size > 0 ? d->scheme.weight.group_size : -1;
     qp_status s;
@@ -363,7 +366,8 @@ static qp_status bind_qqq(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d
 
 /* W4A16 (docs/semantics.md §17): Quark's packed int32 words -> codes [N][K], scales and
  * zero points [G][N]; the scale tensor may carry vLLM's 8*ceil(N/8) pad. */
-static qp_status bind_w4a16(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
+qp_status qp_bind_w4a16(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    (void)o;
     int K = d->K, N = d->N, gs = d->scheme.weight.group_size > 0 ? d->scheme.weight.group_size : -1;
     int g = gs > 0 ? gs : K, nc = (N + 7) / 8;
     if (K % g)
@@ -408,7 +412,7 @@ static qp_status bind_w4a16(const binder *b, qp_lin_desc_store *st, qp_lin_desc 
     size_t stride = ns == gn ? (size_t)N : (size_t)8 * nc;
     for (int gi = 0; gi < G; gi++)
         for (int n = 0; n < N; n++)
-            f[(size_t)gi * N + n] = qp_ref_round(d->act_dtype, qp_ref_load(sc->dtype, sc->data, (size_t)gi * stride + n));
+            f[(size_t)gi * N + n] = qp_num_round(d->act_dtype, qp_num_load(sc->dtype, sc->data, (size_t)gi * stride + n));
     d->q4 = (const int8_t *)q4;
     d->w4_signed = sym;
     d->w4_zero = z;
@@ -459,9 +463,9 @@ static qp_status mx_scales(const binder *b, qp_lin_desc_store *st, qp_dtype elem
         for (size_t j = 0; j < nb; j++) {
             uint8_t x = e[(size_t)(n / R) * nb + j];
             float m;
-            if (elem == QP_DTYPE_F4_E2M1) m = qp_ref_e8m0_hmul_scale(d->act_dtype, x);
+            if (elem == QP_DTYPE_F4_E2M1) m = qp_num_e8m0_hmul_scale(d->act_dtype, x);
             else if (elem == QP_DTYPE_F8_E4M3FN) m = x == 255 ? NAN : ldexpf(1.0f, (int)x - 127);
-            else m = qp_ref_round(d->act_dtype, ldexpf(1.0f, (int)x - 127));
+            else m = qp_num_round(d->act_dtype, ldexpf(1.0f, (int)x - 127));
             f[(size_t)n * nb + j] = m;
         }
     d->w_blk = 32;
@@ -473,7 +477,8 @@ static size_t packed_row(qp_dtype elem, size_t K) {
     return elem == QP_DTYPE_F4_E2M1 ? K / 2 : elem == QP_DTYPE_F8_E4M3FN ? K : K * 3 / 4;
 }
 
-static qp_status bind_ocp_mx(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
+qp_status qp_bind_ocp_mx(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    (void)o;
     qp_dtype we = d->scheme.weight.dtype;
     const qp_qtensor *a = &d->scheme.activation;
     qp_ocp_mx_act act = a->dtype == QP_DTYPE_NONE          ? QP_OCP_MX_ACT_NONE
@@ -483,7 +488,7 @@ static qp_status bind_ocp_mx(const binder *b, qp_lin_desc_store *st, qp_lin_desc
                         : a->granularity == QP_GRAN_GROUP  ? QP_OCP_MX_ACT_MXFP8
                         : a->dynamic                       ? QP_OCP_MX_ACT_FP8_DYNAMIC
                                                            : QP_OCP_MX_ACT_FP8_STATIC;
-    qp_status s = qp_ref_ocp_mx_check_pair(b->ctx, we, act);
+    qp_status s = qp_ocp_mx_check_pair(b->ctx, we, act);
     if (s) return s;
     if (d->K % 32)
         return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "weight", b->layer,
@@ -508,7 +513,8 @@ static qp_status bind_ocp_mx(const binder *b, qp_lin_desc_store *st, qp_lin_desc
     return QP_OK;
 }
 
-static qp_status bind_w4a8_mxfp4(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
+qp_status qp_bind_w4a8_mxfp4(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    (void)o;
     if (d->K % 32)
         return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "weight", b->layer,
                             "OCP MX linear layer input size per partition of %d must be divisible by the OCP MX "
@@ -527,7 +533,8 @@ static qp_status bind_w4a8_mxfp4(const binder *b, qp_lin_desc_store *st, qp_lin_
     return QP_OK;
 }
 
-static qp_status bind_nvfp4(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
+qp_status qp_bind_nvfp4(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    (void)o;
     int K = d->K, N = d->N;
     if (K % 16) /* QuarkNVFP4.create_weights (docs/semantics.md §8) */
         return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "weight", b->layer,
@@ -560,7 +567,8 @@ static qp_status bind_nvfp4(const binder *b, qp_lin_desc_store *st, qp_lin_desc 
     return QP_OK;
 }
 
-static qp_status bind_unquantized(const binder *b, qp_lin_desc_store *st, qp_lin_desc *d) {
+qp_status qp_bind_unquantized(const binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    (void)o;
     const qp_tensor *w;
     qp_status s;
     const void *v;
@@ -712,21 +720,11 @@ qp_status qp_lin_desc_build(qp_context *ctx, const qp_scheme *scheme, int N, int
     d->tensors = t;
     d->n_tensors = n;
     qp_status s;
-    switch (d->kind) {
-    case QP_SCHEME_W8A8_INT8: s = bind_int8(&b, st, o, d); break;
-    case QP_SCHEME_W8A8_FP8:
-    case QP_SCHEME_W8A8_FP8_BLOCK: s = bind_fp8(&b, st, o, d); break;
-    case QP_SCHEME_QQQ_W4A8: s = bind_qqq(&b, st, d); break;
-    case QP_SCHEME_W4A16_INT4: s = bind_w4a16(&b, st, d); break;
-    case QP_SCHEME_OCP_MX: s = bind_ocp_mx(&b, st, d); break;
-    case QP_SCHEME_W4A8_MXFP4_FP8: s = bind_w4a8_mxfp4(&b, st, d); break;
-    case QP_SCHEME_NVFP4: s = bind_nvfp4(&b, st, d); break;
-    case QP_SCHEME_UNQUANTIZED: s = bind_unquantized(&b, st, d); break;
-    default:
-        s = qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "scheme %s is not a linear layer qport runs",
-                         qp_scheme_kind_name(scheme->kind));
-        break;
-    }
+    const qp_scheme_row *row = qp_scheme_row_of(d->kind);
+    d->family = row->family;
+    s = row->bind ? row->bind(&b, st, o, d)
+                  : qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "scheme %s is not a linear layer qport runs",
+                                 qp_scheme_kind_name(scheme->kind));
     if (!s) s = bind_rotation(&b, d);
     if (!s) s = bind_bias(&b, st, d);
     for (size_t i = 0; !s && i < n; i++)

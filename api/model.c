@@ -160,7 +160,7 @@ static qp_status widen_biases(qp_model *m) {
         if (s) m->bias_src = s;
         float *w = s ? malloc(sizeof(float) * (size_t)(t.shape[0] ? t.shape[0] : 1)) : NULL;
         if (!w) return qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, t.name, NULL, "out of memory");
-        for (int64_t k = 0; k < t.shape[0]; k++) w[k] = qp_ref_load(t.dtype, t.data, (size_t)k);
+        for (int64_t k = 0; k < t.shape[0]; k++) w[k] = qp_num_load(t.dtype, t.data, (size_t)k);
         m->bias_src[m->n_bias_f32] = t.data;
         m->bias_f32[m->n_bias_f32++] = w;
     }

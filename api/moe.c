@@ -1,7 +1,7 @@
 /* qp_moe: a routed-experts layer from vLLM's FusedMoE parameters
  * (w13_weight [E, 2I, H], w2_weight [E, H, I], their scales), with each
- * Quark MoE method's process_weights_after_loading (shared/reference/
- * vllm-quark_moe.py): per-tensor fp8 and int8 w13 shards requantized to the larger
+ * Quark MoE method's process_weights_after_loading (vLLM 0.34.0's
+ * quark/quark_moe.py): per-tensor fp8 and int8 w13 shards requantized to the larger
  * of the two scales, static input scales reduced to their max over the
  * experts. Runs on the cpu reference (cpu/ref_moe.c). */
 #include <math.h>
@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "moe.h"
+#include "scheme_table.h"
 
 struct qp_moe {
     qp_device *dev;
@@ -99,7 +100,7 @@ static qp_status scales(const mb *b, const char *name, const size_t *ok, int nok
     }
     *out = malloc(sizeof(float) * (*n ? *n : 1));
     if (!*out) return qp_error_set(b->ctx, QP_ERR_OUT_OF_MEMORY, NULL, name, b->layer, "out of memory");
-    for (size_t i = 0; i < *n; i++) (*out)[i] = qp_ref_load(t->dtype, t->data, i);
+    for (size_t i = 0; i < *n; i++) (*out)[i] = qp_num_load(t->dtype, t->data, i);
     return QP_OK;
 }
 
@@ -140,7 +141,7 @@ static qp_status row_scales(const mb *b, qp_moe *m, int w13, bool fp8) {
                 for (int sh = 0; sh < 2; sh++) {
                     if (s[sh] == smax) continue;
                     for (size_t i = (size_t)sh * (size_t)r->I * K; i < (size_t)(sh + 1) * (size_t)r->I * K; i++) {
-                        float dq = qp_ref_round(QP_DTYPE_F16, (float)w[i] * s[sh]);
+                        float dq = qp_num_round(QP_DTYPE_F16, (float)w[i] * s[sh]);
                         float q = nearbyintf(dq / smax);
                         w[i] = (int8_t)(q > 127.0f ? 127.0f : q < -128.0f ? -128.0f : q);
                     }
@@ -223,7 +224,7 @@ static qp_status bind_emulated(const mb *b, const qp_scheme *s, qp_moe *m) {
             if (need_in) { t[n] = *is; t[n++].name = need_g ? "input_scale_2" : "input_scale"; }
             float gs = 0;
             if (need_g) { /* the gate's (w13) or the expert's (w2) global weight scale */
-                gs = qp_ref_load(w2s->dtype, w2s->data, g ? e : 2 * e);
+                gs = qp_num_load(w2s->dtype, w2s->data, g ? e : 2 * e);
                 t[n++] = (qp_tensor){"weight_scale_2", QP_DTYPE_F32, 0, {0}, &gs};
             }
             qp_linear_options lo;
@@ -331,7 +332,7 @@ static qp_status bind_w4a16(const mb *b, const qp_scheme *s, qp_moe *m) {
                     codes[row * K + k] = (uint8_t)(int8_t)(c - z);
                 }
                 /* the params-dtype scale, widened exactly */
-                for (size_t i = 0; i < per; i++) bs[row * per + i] = qp_ref_round(d->act_dtype, sv[row * G + i / gb]);
+                for (size_t i = 0; i < per; i++) bs[row * per + i] = qp_num_round(d->act_dtype, sv[row * G + i / gb]);
             }
         free(sv);
         if (gi) { d->w2 = codes; d->b2 = bs; } else { d->w13 = codes; d->b13 = bs; }
@@ -451,15 +452,17 @@ static const char *mxfp6_fp8(const qp_scheme *s) {
 static qp_scheme_kind moe_kind(const qp_scheme *s, const char **why) {
     qp_scheme_kind k = s->kind;
     *why = NULL;
-    if (k == QP_SCHEME_HF_FP8 && s->weight.block[0] <= 0) return QP_SCHEME_W8A8_FP8; /* Fp8MoEMethod, per tensor */
+    if (k == QP_SCHEME_HF_FP8) { /* Fp8MoEMethod, per tensor */
+        if (s->weight.block[0] <= 0) return QP_SCHEME_W8A8_FP8;
+        *why = "no fused MoE for this scheme";
+        return QP_SCHEME_NONE;
+    }
     if (mxfp6_fp8(s)) {
         *why = "vLLM has no fused MoE quant config for MXFP6 weights with fp8 activations";
         return QP_SCHEME_NONE;
     }
-    if (k == QP_SCHEME_UNQUANTIZED || k == QP_SCHEME_W8A8_FP8 || k == QP_SCHEME_W8A8_INT8 || emulated(k) ||
-        k == QP_SCHEME_W4A16_INT4 || k == QP_SCHEME_W8A8_FP8_BLOCK)
-        return k;
-    *why = k == QP_SCHEME_W4A8_INT4_FP8 ? "runs only through ROCm AITER's fused MoE in vLLM" : "no fused MoE for this scheme";
+    *why = qp_scheme_row_of(k)->moe_refusal;
+    if (!*why) return k;
     return QP_SCHEME_NONE;
 }
 

@@ -165,8 +165,8 @@ typedef struct qp_resolve_options {
      * NULL: taken from the config.json when the config was a whole one. */
     const char *model_type;
     /* The module's class name ("QKVParallelLinear"): only the sglang dialect
-     * looks it up in layer_type_quant_config (vLLM never matches, spec
-     * 1.4.3). NULL: none. */
+     * looks it up in layer_type_quant_config (vLLM never matches,
+     * docs/semantics.md §3). NULL: none. */
     const char *layer_class;
 } qp_resolve_options;
 
@@ -268,6 +268,27 @@ typedef struct qp_scheme {
 } qp_scheme;
 
 QP_API const char *qp_scheme_kind_name(qp_scheme_kind kind);
+
+/* What qport knows about a scheme kind (its row in api/scheme_table.c):
+ * whether it is a linear layer qport binds and runs, whether fused MoE runs
+ * its experts (else moe_refusal says why), whether the integer path makes
+ * every backend's result bit-exact against the reference, and which
+ * checkpoint tensors a linear layer of it takes. */
+typedef struct qp_scheme_kind_info {
+    size_t struct_size;
+    const char *name;          /* qp_scheme_kind_name                        */
+    const char *family;        /* the qp_lin_desc payload: "dense", "w8a8",
+                                * "int4", "block-float", or "none"           */
+    int linear;                /* qp_linear_create binds it                  */
+    int moe;                   /* qp_moe_create runs its experts             */
+    int exact;                 /* integer path: bit-exact on every backend   */
+    const char *moe_refusal;   /* why fused MoE does not run it, or NULL     */
+    const char *tensors;       /* the checkpoint tensors of one linear layer */
+} qp_scheme_kind_info;
+
+/* QP_ERR_INVALID_ARGUMENT for a kind out of range or a NULL / too small out
+ * (set out->struct_size = sizeof *out first). */
+QP_API qp_status qp_scheme_kind_describe(qp_scheme_kind kind, qp_scheme_kind_info *out);
 
 /* Resolves `layer_name` of the given kind exactly as vLLM's
  * get_quant_method would. On a vLLM error the status says which exception

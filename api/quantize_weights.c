@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "qweights.h"
+#include "scheme_table.h"
 
 /* Static activation scales (docs/semantics.md §15, §16, §7, §8 store them; how they are
  * calibrated is Quark's business, not vLLM's): the absmax of the
@@ -83,21 +84,10 @@ QP_API qp_status qp_quantize_weights(qp_context *ctx, const qp_scheme *scheme, c
     qp_qweights *q = calloc(1, sizeof *q);
     if (!q) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, "weight", NULL, "out of memory");
     qp_qw_job j = {ctx, scheme, w, N, K, opts, q};
-    qp_status st;
-    switch (scheme->kind) {
-    case QP_SCHEME_W8A8_INT8: st = qp_qw_int8(&j); break;
-    case QP_SCHEME_W8A8_FP8:
-    case QP_SCHEME_W8A8_FP8_BLOCK:
-    case QP_SCHEME_HF_FP8: st = qp_qw_fp8(&j); break;
-    case QP_SCHEME_W4A16_INT4: st = qp_qw_w4a16(&j); break;
-    case QP_SCHEME_OCP_MX:
-    case QP_SCHEME_W4A8_MXFP4_FP8: st = qp_qw_mx(&j); break;
-    case QP_SCHEME_NVFP4: st = qp_qw_nvfp4(&j); break;
-    case QP_SCHEME_QQQ_W4A8: st = qp_qw_qqq(&j); break;
-    default:
-        st = qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, "weight", NULL, "scheme %s has no quantized weights",
-                          qp_scheme_kind_name(scheme->kind));
-    }
+    qp_status (*quantize)(qp_qw_job *) = qp_scheme_row_of(scheme->kind)->quantize;
+    qp_status st = quantize ? quantize(&j)
+                            : qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, "weight", NULL,
+                                           "scheme %s has no quantized weights", qp_scheme_kind_name(scheme->kind));
     if (st != QP_OK) { qp_qweights_destroy(q); return st; }
     *out = q;
     return QP_OK;

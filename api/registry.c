@@ -20,9 +20,8 @@
 #include <unistd.h>
 
 #include "registry.h"
+#include "scheme_table.h"
 
-static const char *const plugin_files[QP_N_BACKEND_KINDS] = {NULL, "libqport-vk.so", "libqport-cl.so",
-                                                               "libqport-cuda.so"};
 
 static qp_status host_error(const qp_context *ctx, qp_status st, const char *fmt, ...) {
     va_list ap;
@@ -136,8 +135,6 @@ static bool try_plugin(qp_context *ctx, qp_backend_slot *s, const char *dir, siz
     return true;
 }
 
-/* The build folder of each plugin (meson's vk/, cl/, cuda/). */
-static const char *const plugin_build_dirs[QP_N_BACKEND_KINDS] = {NULL, "vk", "cl", "cuda"};
 
 /* Tries the places a plugin may lie relative to a file (libqport.so, or the
  * program when libqport is linked statically): <dir>/qport, the installed
@@ -152,7 +149,7 @@ static bool try_beside(qp_context *ctx, qp_backend_slot *s, const char *image) {
     const char *slash = abs ? strrchr(abs, '/') : NULL;
     bool found = false;
     if (slash) {
-        const char *file = plugin_files[s->kind], *sub = plugin_build_dirs[s->kind];
+        const char *file = qp_backend_rows[s->kind].plugin, *sub = qp_backend_rows[s->kind].build_dir;
         size_t n = (size_t)(slash - abs), up = n;
         while (up && abs[up - 1] != '/') up--; /* abs[0..up) is the parent, '/' included */
         char dir[sizeof s->path];
@@ -175,7 +172,7 @@ static bool try_beside(qp_context *ctx, qp_backend_slot *s, const char *image) {
  * code (dladdr), beside the running program (/proc/self/exe), and the
  * configured plugin folder, in that order. */
 static void find_plugin(qp_context *ctx, qp_registry *r, qp_backend_slot *s) {
-    const char *file = plugin_files[s->kind];
+    const char *file = qp_backend_rows[s->kind].plugin;
     if (r->settings.backend_path) {
         for (const char *p = r->settings.backend_path; *p;) {
             const char *e = strchr(p, ':');
@@ -196,8 +193,9 @@ static void find_plugin(qp_context *ctx, qp_registry *r, qp_backend_slot *s) {
 /* Lower is better (docs/backends.md). */
 static int device_rank(int backend, qp_device_kind kind) {
     if (kind == QP_DEVICE_REFERENCE) return 90;
-    if (backend == 3) return kind == QP_DEVICE_CPU_CLASS ? 70 : 0;
-    int api = backend == 1 ? 0 : 1; /* Vulkan before OpenCL within a class */
+    int gpu_rank = qp_backend_rows[backend].gpu_rank;
+    if (gpu_rank == 0) return kind == QP_DEVICE_CPU_CLASS ? 70 : 0;
+    int api = gpu_rank - 1; /* Vulkan before OpenCL within a class */
     switch (kind) {
     case QP_DEVICE_DISCRETE_GPU: return 10 + api;
     case QP_DEVICE_INTEGRATED_GPU: return 20 + api;
@@ -260,7 +258,7 @@ static qp_status add_devices(qp_context *ctx, qp_registry *r, qp_backend_slot *s
         d->info.index = i;
         d->info.same_as[0] = 0;
         d->rank = device_rank(s->kind, d->info.kind);
-        d->flip_bit = s->kind == 0 ? -1 : r->settings.flip_bit;
+        d->flip_bit = !qp_backend_rows[s->kind].plugin ? -1 : r->settings.flip_bit;
         if (!visible(&r->settings, d)) { free(d); continue; }
         pthread_mutex_init(&d->lock, NULL);
         r->devices[r->n_devices++] = d;
@@ -291,9 +289,16 @@ static qp_status registry_create(qp_context *ctx, qp_registry **out) {
 /* Loads one slot and orders the devices of all loaded slots again. */
 static qp_status load_slot(qp_context *ctx, qp_registry *r, qp_backend_slot *s) {
     s->tried = 1;
-    if (s->kind == 0) s->ops = qp_cpu_backend_ops();
+    if (!qp_backend_rows[s->kind].plugin) s->ops = qp_cpu_backend_ops();
     else find_plugin(ctx, r, s);
     if (!s->ops) { qp_log(ctx, QP_LOG_INFO, "backend %s: %s", qp_backend_name_at(s->kind), s->note); return QP_OK; }
+    char why[sizeof s->note - 64];
+    if (qp_backend_kinds_check(s->ops, why, sizeof why)) { /* an unhandled kind is a load-time error */
+        snprintf(s->note, sizeof s->note, "%.200s: %.400s", s->path[0] ? s->path : "built in", why);
+        qp_log(ctx, QP_LOG_WARN, "backend %s: %s", qp_backend_name_at(s->kind), s->note);
+        s->ops = NULL;
+        return QP_OK;
+    }
     initializing = s;
     qp_status st = s->ops->init(&r->host, &s->state);
     initializing = NULL;

@@ -8,7 +8,20 @@
 #include "backend.h"
 #include "internal.h"
 
-#define QP_N_BACKEND_KINDS 4 /* cpu, vulkan, opencl, cuda */
+#define QP_N_BACKEND_KINDS 4 /* the rows of qp_backend_rows (env.c) */
+
+/* One row per backend kind, indexed by qp_backend_name_index (env.c): a
+ * fifth backend is one more row. */
+typedef struct qp_backend_row {
+    const char *name;         /* "vulkan": QPORT_BACKENDS, device specs      */
+    const char *plugin;       /* its plugin file; NULL: built into libqport  */
+    const char *build_dir;    /* the plugin's folder in the build tree       */
+    int default_order;        /* place in the default QPORT_BACKENDS order   */
+    int gpu_rank;             /* device ranking: 0 puts every GPU of this
+                               * backend first (CUDA); else a tie-break
+                               * within a device class (Vulkan before OpenCL) */
+} qp_backend_row;
+extern const qp_backend_row qp_backend_rows[QP_N_BACKEND_KINDS];
 
 /* Parsed environment (env.c). Pointers into the environment. */
 typedef struct qp_settings {

@@ -637,7 +637,7 @@ static void set_moe(qp_scheme *s, qp_scheme_kind kind, const char *cls, match m,
 
 /* vLLM 0.34.0's QuarkMoEMethod.get_moe_method_target + get_moe_method
  * (with layer_name) + the chosen method's __init__
- * (shared/reference/vllm-0.34.0/quark/quark_moe.py.txt): lists of more than
+ * (vLLM 0.34.0's quark/quark_moe.py): lists of more than
  * one entry are W4A8-FP8 (int4) or NVFP4; then fp8 w8a8 (per-block
  * included), W4A16 int4/uint4, OCP MX (static fp8 activations allowed;
  * MXFP8 weights go to QuarkW8A8Mxfp8MoEMethod), int8 w8a8; anything else is

@@ -115,13 +115,6 @@ void qp_qtensor_from_quark(qp_qtensor *t, const qj *q) {
     if (gs && gs->type == QJ_INT && gs->i > 0 && gs->i < (1 << 30)) t->group_size = (int)gs->i;
 }
 
-QP_API const char *qp_scheme_kind_name(qp_scheme_kind k) {
-    static const char *n[QP_SCHEME_KIND_COUNT_] = {
-        "unquantized", "w8a8-fp8", "w8a8-fp8-block", "w8a8-int8", "w4a16-int4", "ocp-mx",
-        "w4a8-mxfp4-fp8", "nvfp4", "qqq-w4a8", "hf-fp8", "kv-cache", "none", "w4a8-int4-fp8"};
-    return (unsigned)k < QP_SCHEME_KIND_COUNT_ ? n[k] : "unknown";
-}
-
 QP_API const char *qp_dtype_name(qp_dtype d) {
     static const char *n[QP_DTYPE_COUNT_] = {
         "none", "f32", "f16", "bf16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "fp6_e2m3", "fp6_e3m2",

@@ -6,6 +6,14 @@
 
 #include "cl_internal.h"
 
+qp_status qp_cl_error(const qp_cl_device *d, qp_status st, const char *layer, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    qp_status r = qp_backend_verror(d->be->host, st, "opencl", d->index, layer, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
 #define QP_CL_EXPORT __attribute__((visibility("default")))
 
 static qp_status cl_init(const qp_host *host, void **state) {
@@ -38,6 +46,15 @@ static void *cl_device_get(void *state, int i) {
     qp_cl_backend *be = state;
     return be && i >= 0 && i < be->n_devices ? &be->devices[i] : NULL;
 }
+
+/* The scheme kinds linear_prepare runs (the registry checks that the table
+ * names every linear kind; shape and feature limits are device_supports's answers). */
+static const qp_backend_kind cl_kinds[] = {
+    {QP_SCHEME_UNQUANTIZED, 1, NULL},    {QP_SCHEME_W8A8_INT8, 1, NULL},      {QP_SCHEME_W8A8_FP8, 1, NULL},
+    {QP_SCHEME_W8A8_FP8_BLOCK, 1, NULL}, {QP_SCHEME_HF_FP8, 1, NULL},         {QP_SCHEME_QQQ_W4A8, 1, NULL},
+    {QP_SCHEME_W4A16_INT4, 1, NULL},     {QP_SCHEME_OCP_MX, 1, NULL},         {QP_SCHEME_W4A8_MXFP4_FP8, 1, NULL},
+    {QP_SCHEME_NVFP4, 1, NULL},
+};
 
 static const qp_backend_ops cl_ops = {
     .abi_version = QP_BACKEND_ABI_VERSION,
@@ -84,6 +101,8 @@ static const qp_backend_ops cl_ops = {
     .buffer_unimport = qp_cl_buffer_unimport,
     .buffer_native = qp_cl_buffer_native,
     .device_stats = qp_cl_device_stats,
+    .linear_kinds = cl_kinds,
+    .n_linear_kinds = sizeof cl_kinds / sizeof *cl_kinds,
     .moe_route = qp_cl_moe_route,
     .moe_forward = qp_cl_moe_forward,
     .moe_describe = qp_cl_moe_describe,

@@ -325,7 +325,7 @@ qp_status qp_cl_device_open(qp_cl_device *d) {
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)d->platform, 0};
     d->context = api->clCreateContext(props, 1, &d->id, NULL, NULL, &err);
     if (!d->context)
-        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clCreateContext failed: %s (%d)", d->index, qp_cl_strerror(err),
+        return qp_cl_error(d, QP_ERR_DEVICE, NULL, "clCreateContext failed: %s (%d)", qp_cl_strerror(err),
                          (int)err);
     /* profiling on (linear_time, buffer_copy_time: device timers); a driver
      * refusing it gets a plain queue and the timing ops say so */
@@ -335,13 +335,13 @@ qp_status qp_cl_device_open(qp_cl_device *d) {
     if (!d->queue) {
         api->clReleaseContext(d->context);
         d->context = NULL;
-        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clCreateCommandQueue failed: %s (%d)", d->index,
+        return qp_cl_error(d, QP_ERR_DEVICE, NULL, "clCreateCommandQueue failed: %s (%d)",
                          qp_cl_strerror(err), (int)err);
     }
     d->dummy = api->clCreateBuffer(d->context, CL_MEM_READ_WRITE, 64, NULL, &err);
     if (!d->dummy) {
         qp_cl_device_close(d);
-        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clCreateBuffer (64 bytes) failed: %s (%d)", d->index,
+        return qp_cl_error(d, QP_ERR_DEVICE, NULL, "clCreateBuffer (64 bytes) failed: %s (%d)",
                          qp_cl_strerror(err), (int)err);
     }
     return QP_OK;

@@ -17,9 +17,9 @@ void qp_cl_enqueued(qp_cl_device *d, const char *what) {
 }
 
 static qp_status queue_error(qp_cl_device *d, cl_int err, const char *call) {
-    qp_status st = QP_CL_ERR(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE
-                                    ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE,
-                             "opencl:%d: the enqueued work from %s to %s failed: %s: %s (%d)", d->index,
+    qp_status st = qp_cl_error(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE
+                                    ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE, NULL,
+                             "the enqueued work from %s to %s failed: %s: %s (%d)",
                              d->pending_first[0] ? d->pending_first : "(none)",
                              d->pending_last[0] ? d->pending_last : "(none)", call, qp_cl_strerror(err), (int)err);
     return st;
@@ -100,8 +100,8 @@ qp_status qp_cl_sync_begin(void *dev, const qp_enqueue_sync *s) {
     /* an in-order queue: a barrier holding back everything after it */
     cl_int err = d->be->api.clEnqueueBarrierWithWaitList(d->queue, s->cl_n_wait, (const cl_event *)s->cl_wait_list, NULL);
     if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: clEnqueueBarrierWithWaitList over the %u events of "
-                         "qp_enqueue_sync.cl_wait_list failed: %s (%d)", d->index, s->cl_n_wait, qp_cl_strerror(err),
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "clEnqueueBarrierWithWaitList over the %u events of "
+                         "qp_enqueue_sync.cl_wait_list failed: %s (%d)", s->cl_n_wait, qp_cl_strerror(err),
                          (int)err);
     return QP_OK;
 }
@@ -195,8 +195,7 @@ qp_status qp_cl_buffer_import(void *dev, const qp_buffer_import_desc *desc, void
     qp_cl_api *api = &d->be->api;
     *buf = NULL;
     if (!desc->cl_mem)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: qp_buffer_import takes cl_mem on an OpenCL device",
-                         d->index);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "qp_buffer_import takes cl_mem on an OpenCL device");
     qp_status st = qp_cl_device_open(d);
     if (st != QP_OK) return st;
     cl_mem parent = desc->cl_mem;
@@ -205,22 +204,21 @@ qp_status qp_cl_buffer_import(void *dev, const qp_buffer_import_desc *desc, void
     cl_int err = api->clGetMemObjectInfo(parent, CL_MEM_CONTEXT, sizeof mctx, &mctx, NULL);
     if (err == CL_SUCCESS) err = api->clGetMemObjectInfo(parent, CL_MEM_SIZE, sizeof msize, &msize, NULL);
     if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: qp_buffer_import: clGetMemObjectInfo failed: %s (%d): "
-                         "not a valid cl_mem", d->index, qp_cl_strerror(err), (int)err);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "qp_buffer_import: clGetMemObjectInfo failed: %s (%d): "
+                         "not a valid cl_mem", qp_cl_strerror(err), (int)err);
     if (mctx != d->context)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: qp_buffer_import: the cl_mem belongs to another context",
-                         d->index);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "qp_buffer_import: the cl_mem belongs to another context");
     if (desc->offset > msize || desc->size > msize - desc->offset)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: qp_buffer_import: %zu bytes at offset %zu outside a "
-                         "%zu-byte cl_mem", d->index, desc->size, desc->offset, msize);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "qp_buffer_import: %zu bytes at offset %zu outside a "
+                         "%zu-byte cl_mem", desc->size, desc->offset, msize);
     cl_uint align_bits = 0;
     api->clGetDeviceInfo(d->id, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL);
     size_t align = align_bits / 8 ? align_bits / 8 : 1;
     if (desc->offset % align)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: qp_buffer_import: offset %zu is not a multiple of "
-                         "CL_DEVICE_MEM_BASE_ADDR_ALIGN (%zu bytes)", d->index, desc->offset, align);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "qp_buffer_import: offset %zu is not a multiple of "
+                         "CL_DEVICE_MEM_BASE_ADDR_ALIGN (%zu bytes)", desc->offset, align);
     qp_cl_buffer *b = calloc(1, sizeof *b);
-    if (!b) return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: out of host memory", d->index);
+    if (!b) return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
     if (desc->offset == 0 && desc->size == msize) {
         api->clRetainMemObject(parent);
         b->mem = parent;
@@ -229,8 +227,8 @@ qp_status qp_cl_buffer_import(void *dev, const qp_buffer_import_desc *desc, void
         b->mem = api->clCreateSubBuffer(parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &reg, &err);
         if (!b->mem) {
             free(b);
-            return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: qp_buffer_import: clCreateSubBuffer(%zu bytes at "
-                             "%zu) failed: %s (%d)", d->index, desc->size, desc->offset, qp_cl_strerror(err), (int)err);
+            return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "qp_buffer_import: clCreateSubBuffer(%zu bytes at "
+                             "%zu) failed: %s (%d)", desc->size, desc->offset, qp_cl_strerror(err), (int)err);
         }
     }
     b->bytes = desc->size;

@@ -188,6 +188,9 @@ void qp_cl_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t ca
 
 /* Helpers */
 #define QP_CL_ERR(d, st, ...) ((d)->be->host->error((d)->be->host->ctx, (st), __VA_ARGS__))
+/* An error of device d: "opencl:<i>: [layer '<layer>': ]" and the message */
+qp_status qp_cl_error(const qp_cl_device *d, qp_status st, const char *layer, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 #define QP_CL_LOG(be, lvl, ...) ((be)->host->log((be)->host->ctx, (lvl), __VA_ARGS__))
 
 #endif

@@ -77,8 +77,8 @@ static qp_status upload_weights(qp_cl_device *d, qp_cl_linear *l, const void *w,
     if (nc >= N) nc = N;
     else nc = nc / 32 * 32;
     if (nc == 0 || (N + nc - 1) / nc > MAX_CHUNKS)
-        return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': tensor %s (%zu columns of %zu bytes) does "
-                         "not fit in %d buffers of at most %llu bytes", d->index, layer, name, N, row_bytes,
+        return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, layer, "tensor %s (%zu columns of %zu bytes) does "
+                         "not fit in %d buffers of at most %llu bytes", name, N, row_bytes,
                          MAX_CHUNKS, (unsigned long long)d->weight_chunk_max);
     l->chunk_cols = (int)nc;
     l->n_chunks = (int)((N + nc - 1) / nc);
@@ -127,16 +127,15 @@ static qp_status run_kernel(qp_cl_device *d, qp_cl_linear *l, int which, const c
     for (int i = 0; i < nargs; i++) {
         cl_int err = api->clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].ptr);
         if (err != CL_SUCCESS)
-            return QP_CL_ERR(d, QP_ERR_INTERNAL, "opencl:%d: layer '%s': clSetKernelArg(%s, %d) failed: %s (%d)",
-                             d->index, l->layer, name, i, qp_cl_strerror(err), (int)err);
+            return qp_cl_error(d, QP_ERR_INTERNAL, l->layer, "clSetKernelArg(%s, %d) failed: %s (%d)", name, i, qp_cl_strerror(err), (int)err);
     }
     cl_event ev = NULL;
     cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, dims, NULL, global, local, 0, NULL, d->rec_on ? &ev : NULL);
     if (err == CL_SUCCESS && ev) record_event(d, ev, is_act_kernel(which));
     if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? QP_ERR_OUT_OF_MEMORY
-                                                                                                 : QP_ERR_DEVICE,
-                         "opencl:%d: layer '%s': clEnqueueNDRangeKernel(%s) failed: %s (%d)", d->index, l->layer, name,
+        return qp_cl_error(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? QP_ERR_OUT_OF_MEMORY
+                                                                                                 : QP_ERR_DEVICE, l->layer,
+                         "clEnqueueNDRangeKernel(%s) failed: %s (%d)", name,
                          qp_cl_strerror(err), (int)err);
     return QP_OK;
 }
@@ -159,11 +158,11 @@ void qp_cl_linear_destroy(void *dev, void *lin) {
 }
 
 static qp_status unsupported(qp_cl_device *d, const char *layer, const char *why) {
-    return QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: layer '%s': unsupported: %s", d->index, layer, why);
+    return qp_cl_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: %s", why);
 }
 
 static qp_status bad_desc(qp_cl_device *d, const char *layer, const char *why) {
-    return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': %s", d->index, layer, why);
+    return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, layer, "%s", why);
 }
 
 static int elem_id(qp_dtype e) {
@@ -184,8 +183,7 @@ static qp_status check_fw(qp_cl_device *d, const qp_lin_desc *s, const char *lay
     if (!elem_id(s->w_elem)) return bad_desc(d, layer, "w_elem must be fp4_e2m1, fp6_e3m2, fp6_e2m3 or fp8_e4m3fn");
     if (s->w_blk != 16 && s->w_blk != 32) return bad_desc(d, layer, "w_blk must be 16 or 32");
     if (s->K % s->w_blk)
-        return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': K (%d) is not a multiple of the weight block %d",
-                         d->index, layer, s->K, s->w_blk);
+        return qp_cl_error(d, QP_ERR_VALUE, layer, "K (%d) is not a multiple of the weight block %d", s->K, s->w_blk);
     switch (s->act) {
     case QP_ACT_NONE:
         return QP_OK;
@@ -195,8 +193,7 @@ static qp_status check_fw(qp_cl_device *d, const qp_lin_desc *s, const char *lay
             return bad_desc(d, layer, "QP_ACT_MX_QDQ needs act_elem fp4_e2m1/fp6_e3m2/fp6_e2m3/fp8_e4m3fn with its "
                                       "act_mbits and act_emax");
         if (s->K % 32)
-            return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': MX activations need K (%d) to be a multiple of 32",
-                             d->index, layer, s->K);
+            return qp_cl_error(d, QP_ERR_VALUE, layer, "MX activations need K (%d) to be a multiple of 32", s->K);
         return QP_OK;
     }
     case QP_ACT_FP8_STATIC_QDQ:
@@ -207,8 +204,8 @@ static qp_status check_fw(qp_cl_device *d, const qp_lin_desc *s, const char *lay
         if (!(s->input_global_scale > 0.0f) || s->input_global_scale > 3.4e38f)
             return bad_desc(d, layer, "QP_ACT_NVFP4_QDQ needs a finite input_global_scale > 0");
         if (s->K % 16)
-            return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': NVFP4 activations need K (%d) to be a multiple "
-                             "of 16", d->index, layer, s->K);
+            return qp_cl_error(d, QP_ERR_VALUE, layer, "NVFP4 activations need K (%d) to be a multiple "
+                             "of 16", s->K);
         return QP_OK;
     default:
         return unsupported(d, layer, "block-float weights with an integer or dynamic fp8 activation mode");
@@ -246,8 +243,8 @@ static qp_status check_desc(qp_cl_device *d, const qp_lin_desc *s, const char *l
         if (s->act != QP_ACT_FP8_GROUP128)
             return unsupported(d, layer, "W8A8-FP8 per-block with activations other than per-token-group-128 fp8");
         if (s->K % 128)
-            return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': W8A8-FP8 per-block needs K (%d) to be a "
-                             "multiple of 128", d->index, layer, s->K);
+            return qp_cl_error(d, QP_ERR_VALUE, layer, "W8A8-FP8 per-block needs K (%d) to be a "
+                             "multiple of 128", s->K);
         return QP_OK;
     case QP_SCHEME_W4A16_INT4:
         if (!s->q4 || !s->w4_scale) return bad_desc(d, layer, "W4A16 needs q4 and w4_scale");
@@ -291,18 +288,18 @@ static qp_status check_path(qp_cl_device *d, const qp_lin_desc *s, unsigned path
 
 qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, void **lin) {
     qp_cl_device *d = dev;
-    if (!s || !lin) return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: NULL desc or output", d->index);
+    if (!s || !lin) return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "NULL desc or output");
     const char *layer = s->layer ? s->layer : "";
     qp_status st = check_desc(d, s, layer);
     if (st == QP_OK && d->max_wg < WG)
-        st = QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: layer '%s': unsupported: the kernels need work-groups of %d, "
-                       "the device allows %zu", d->index, layer, WG, d->max_wg);
+        st = qp_cl_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: the kernels need work-groups of %d, "
+                       "the device allows %zu", WG, d->max_wg);
     /* the program first: a failed int-dot build turns has_int_dot off */
     if (st == QP_OK) st = qp_cl_program_ensure(d);
     if (st == QP_OK) st = check_path(d, s, path, layer);
     if (st != QP_OK) return st;
     qp_cl_linear *l = calloc(1, sizeof *l);
-    if (!l) return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory", d->index, layer);
+    if (!l) return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, layer, "out of host memory");
     snprintf(l->layer, sizeof l->layer, "%s", layer);
     l->kind = s->kind;
     l->N = s->N;
@@ -375,8 +372,7 @@ static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s
     uint16_t *seen = calloc((size_t)G * N, sizeof(uint16_t));
     qp_status st = QP_OK;
     if (!wq || !lut || !seen) {
-        st = QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory packing QQQ weights",
-                       d->index, layer);
+        st = qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, layer, "out of host memory packing QQQ weights");
         goto out;
     }
     for (int n = 0; n < N && st == QP_OK; n++)
@@ -384,8 +380,8 @@ static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s
             size_t i = (size_t)n * K + k;
             int code = s->q4[i];
             if (s->group_size == 128 ? (code < 0 || code > 15) : (code < -8 || code > 7)) {
-                st = QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensor q4: code %d at [%d][%d] "
-                               "outside the %s range", d->index, layer, code, n, k,
+                st = qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, layer, "tensor q4: code %d at [%d][%d] "
+                               "outside the %s range", code, n, k,
                                s->group_size == 128 ? "0..15" : "-8..7");
                 break;
             }
@@ -393,8 +389,8 @@ static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s
             size_t g = (size_t)(s->group_size == 128 ? k / 128 : 0) * N + n;
             if (seen[g] & (1u << c)) {
                 if (lut[g * 16 + c] != s->w8[i]) {
-                    st = QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensors q4 and w8 disagree: "
-                                   "code %d is weight %d and %d in one group of column %d", d->index, layer, code,
+                    st = qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, layer, "tensors q4 and w8 disagree: "
+                                   "code %d is weight %d and %d in one group of column %d", code,
                                    lut[g * 16 + c], s->w8[i], n);
                     break;
                 }
@@ -421,16 +417,14 @@ static qp_status w4a16_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc 
     int N = s->N, K = s->K, g = s->group_size > 0 ? s->group_size : K;
     int sym = s->w4_signed;
     if (K % g)
-        return QP_CL_ERR(d, QP_ERR_VALUE, "opencl:%d: layer '%s': input size %d is not divisible by the group size %d",
-                         d->index, layer, K, g);
+        return qp_cl_error(d, QP_ERR_VALUE, layer, "input size %d is not divisible by the group size %d", K, g);
     if (g != K && g % 32)
         return unsupported(d, layer, "W4A16 group size not a multiple of 32 (the kernels take 32/64/128/... or per-channel)");
     size_t G = (size_t)(K / g), Kp = ((size_t)K + 31) & ~(size_t)31, Kb = Kp / 2;
     unsigned char *wq = calloc((size_t)N * Kb, 1), *zb = malloc(G * (size_t)N);
     qp_status st = QP_OK;
     if (!wq || !zb) {
-        st = QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory packing W4A16 weights",
-                       d->index, layer);
+        st = qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, layer, "out of host memory packing W4A16 weights");
         goto out;
     }
     const uint8_t *Q = (const uint8_t *)s->q4;
@@ -438,8 +432,8 @@ static qp_status w4a16_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc 
         for (size_t k = 0; k < (size_t)K; k++) {
             unsigned u = Q[n * (size_t)K + k];
             if (u > 15u) {
-                st = QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensor q4: code %u at [%zu][%zu] "
-                               "outside 0..15", d->index, layer, u, n, k);
+                st = qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, layer, "tensor q4: code %u at [%zu][%zu] "
+                               "outside 0..15", u, n, k);
                 break;
             }
             if (sym) u ^= 8u; /* two's complement c -> c + 8 (mod 16): u - 8 == c */
@@ -449,8 +443,8 @@ static qp_status w4a16_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc 
     for (size_t i = 0; i < G * (size_t)N && st == QP_OK; i++) {
         zb[i] = sym ? 8 : s->w4_zero[i];
         if (zb[i] > 15)
-            st = QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': tensor w4_zero: zero point %u at [%zu][%zu] "
-                           "outside 0..15", d->index, layer, zb[i], i / (size_t)N, i % (size_t)N);
+            st = qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, layer, "tensor w4_zero: zero point %u at [%zu][%zu] "
+                           "outside 0..15", zb[i], i / (size_t)N, i % (size_t)N);
     }
     if (st == QP_OK) st = upload_weights(d, l, wq, Kb, "q4 (packed int4)", layer);
     if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w4_scale, sizeof(float) * G * N, "w4_scale", layer, &l->wsc);
@@ -503,8 +497,7 @@ static qp_status fw_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s,
         size_t Kb = ((K + 31) & ~(size_t)31) / 2;
         unsigned char *wq = calloc(N * Kb, 1);
         if (!wq)
-            return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': out of host memory packing fp4 weights",
-                             d->index, layer);
+            return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, layer, "out of host memory packing fp4 weights");
         for (size_t n = 0; n < N; n++)
             for (size_t k = 0; k < K; k++) {
                 unsigned c = s->w_codes[n * K + k] & 15u;
@@ -550,8 +543,7 @@ static qp_status ensure_scratch(qp_cl_device *d, qp_cl_linear *l, int M) {
         else if ((*want[i].m = api->clCreateBuffer(d->context, CL_MEM_READ_WRITE, want[i].bytes, NULL, &err)))
             d->stats.allocations++;
         if (!*want[i].m)
-            return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: layer '%s': %s for M = %d (%zu bytes): %s (%d)",
-                             d->index, l->layer, want[i].name, M, want[i].bytes, qp_cl_strerror(err), (int)err);
+            return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, l->layer, "%s for M = %d (%zu bytes): %s (%d)", want[i].name, M, want[i].bytes, qp_cl_strerror(err), (int)err);
     }
     l->cap_m = cap;
     return QP_OK;
@@ -561,13 +553,12 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
     qp_cl_device *d = dev;
     qp_cl_linear *l = lin;
     qp_cl_buffer *xb = xbuf, *yb = ybuf;
-    if (!l || !xb || !yb || M < 0) return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: NULL layer or buffer, or M < 0", d->index);
+    if (!l || !xb || !yb || M < 0) return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "NULL layer or buffer, or M < 0");
     if (M == 0) return QP_OK;
     int N = l->N, K = l->K;
     if (xb->bytes < (size_t)M * (size_t)K * 2 || yb->bytes < (size_t)M * (size_t)N * 2)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT,
-                         "opencl:%d: layer '%s': x (%zu bytes) or y (%zu bytes) smaller than M=%d x K=%d / N=%d 16-bit values",
-                         d->index, l->layer, xb->bytes, yb->bytes, M, K, N);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, l->layer,
+                         "x (%zu bytes) or y (%zu bytes) smaller than M=%d x K=%d / N=%d 16-bit values", xb->bytes, yb->bytes, M, K, N);
     qp_status st = ensure_scratch(d, l, M);
     if (st != QP_OK) return st;
     int bf16 = l->act_dtype == QP_DTYPE_BF16, dm = (int)d->div_mode;
@@ -578,8 +569,7 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
     if (l->fw) {
         /* x' (fake-quantized, rounded to the act dtype) as fp32, once */
         if ((size_t)M * (size_t)K > (size_t)INT_MAX - WG)
-            return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': M*K = %zu too large for one launch",
-                             d->index, l->layer, (size_t)M * (size_t)K);
+            return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "M*K = %zu too large for one launch", (size_t)M * (size_t)K);
         int items = l->qmode == 1 ? M * (K / 32) : l->qmode == 3 ? M * (K / 16) : M * K;
         size_t g[1] = {((size_t)items + WG - 1) / WG * WG};
         karg a[] = {A(xb->mem), A(items), A(bf16), A(l->qmode), A(l->elem), A(l->mbits), A(l->emax),
@@ -588,8 +578,7 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
     } else if (w4) {
         /* activations widened to fp32 once (the GEMV reads each row N times) */
         if ((size_t)M * (size_t)K > (size_t)INT_MAX - WG)
-            return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: layer '%s': M*K = %zu too large for one launch",
-                             d->index, l->layer, (size_t)M * (size_t)K);
+            return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "M*K = %zu too large for one launch", (size_t)M * (size_t)K);
         int total = M * K;
         size_t g[1] = {((size_t)total + WG - 1) / WG * WG};
         karg a[] = {A(xb->mem), A(total), A(bf16), A(l->xq)};
@@ -732,10 +721,10 @@ qp_status qp_cl_linear_time(void *dev, void *lin, void *x, int M, void *y, int r
     qp_cl_device *d = dev;
     qp_cl_linear *l = lin;
     if (!l || reps < 0 || (reps > 0 && (!total_ms || !gemm_ms)))
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: linear_time: NULL layer or output, or reps < 0", d->index);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "linear_time: NULL layer or output, or reps < 0");
     if (!d->profiling)
-        return QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: linear_time: the driver refused a profiling queue "
-                         "(CL_QUEUE_PROFILING_ENABLE)", d->index);
+        return qp_cl_error(d, QP_ERR_UNSUPPORTED, NULL, "linear_time: the driver refused a profiling queue "
+                         "(CL_QUEUE_PROFILING_ENABLE)");
     qp_status st = reps > 0 ? qp_cl_linear_forward(dev, lin, x, M, y) : QP_OK;
     for (int i = 0; i < reps && st == QP_OK; i++) {
         d->rec_on = 1;

@@ -11,7 +11,7 @@ static qp_status mem_error(qp_cl_device *d, cl_int err, const char *call, size_t
                     err == CL_OUT_OF_HOST_MEMORY || err == CL_INVALID_BUFFER_SIZE)
                        ? QP_ERR_OUT_OF_MEMORY
                        : QP_ERR_DEVICE;
-    return QP_CL_ERR(d, st, "opencl:%d: %s%s of %zu bytes failed: %s (%d)", d->index, what, call, bytes,
+    return qp_cl_error(d, st, NULL, "%s%s of %zu bytes failed: %s (%d)", what, call, bytes,
                      qp_cl_strerror(err), (int)err);
 }
 
@@ -21,10 +21,9 @@ static qp_status create_mem(qp_cl_device *d, size_t bytes, const char *what, cl_
     if (st != QP_OK) return st;
     if (bytes == 0) bytes = 1;
     if ((uint64_t)bytes > d->max_alloc)
-        return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY,
-                         "opencl:%d: %sbuffer of %zu bytes exceeds the device's largest allocation "
-                         "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu)",
-                         d->index, what, bytes, (unsigned long long)d->max_alloc);
+        return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, NULL,
+                         "%sbuffer of %zu bytes exceeds the device's largest allocation "
+                         "(CL_DEVICE_MAX_MEM_ALLOC_SIZE = %llu)", what, bytes, (unsigned long long)d->max_alloc);
     cl_int err = CL_SUCCESS;
     *out = d->be->api.clCreateBuffer(d->context, CL_MEM_READ_WRITE, bytes, NULL, &err);
     if (!*out) return mem_error(d, err, "clCreateBuffer", bytes, what);
@@ -35,7 +34,7 @@ static qp_status create_mem(qp_cl_device *d, size_t bytes, const char *what, cl_
 qp_status qp_cl_buffer_alloc(void *dev, size_t bytes, void **buf) {
     qp_cl_device *d = dev;
     qp_cl_buffer *b = calloc(1, sizeof *b);
-    if (!b) return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: out of host memory", d->index);
+    if (!b) return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
     qp_status st = create_mem(d, bytes, "", &b->mem);
     if (st != QP_OK) {
         free(b);
@@ -56,8 +55,7 @@ void qp_cl_buffer_free(void *dev, void *buf) {
 
 static qp_status check_range(qp_cl_device *d, const qp_cl_buffer *b, size_t offset, size_t bytes, const char *what) {
     if (!b || offset > b->bytes || bytes > b->bytes - offset)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: %s of %zu bytes at offset %zu outside a %zu-byte buffer",
-                         d->index, what, bytes, offset, b ? b->bytes : 0);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "%s of %zu bytes at offset %zu outside a %zu-byte buffer", what, bytes, offset, b ? b->bytes : 0);
     return QP_OK;
 }
 
@@ -92,7 +90,7 @@ qp_status qp_cl_buffer_from_host(qp_cl_device *d, const void *src, size_t bytes,
     if (err != CL_SUCCESS) {
         d->be->api.clReleaseMemObject(*out);
         *out = NULL;
-        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: layer '%s': upload of %s (%zu bytes): %s (%d)", d->index, layer,
+        return qp_cl_error(d, QP_ERR_DEVICE, layer, "upload of %s (%zu bytes): %s (%d)",
                          what, bytes, qp_cl_strerror(err), (int)err);
     }
     return QP_OK;

@@ -82,11 +82,11 @@ void qp_cl_moe_destroy(void *dev, void *moe) {
 }
 
 static qp_status refuse(qp_cl_device *d, const char *layer, const char *why) {
-    return QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: MoE layer '%s': unsupported: %s", d->index, layer, why);
+    return qp_cl_error(d, QP_ERR_UNSUPPORTED, NULL, "MoE layer '%s': unsupported: %s", layer, why);
 }
 
 static qp_status bad(qp_cl_device *d, const char *layer, const char *why) {
-    return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: MoE layer '%s': %s", d->index, layer, why);
+    return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE layer '%s': %s", layer, why);
 }
 
 static int elem_id(qp_dtype e) {
@@ -180,19 +180,19 @@ static qp_status classify(qp_cl_device *d, const qp_moe_desc *s, qp_cl_moe *m, c
 /* A whole stacked tensor in one buffer (the MoE kernels do not chunk). */
 static qp_status upload(qp_cl_device *d, const void *src, size_t bytes, const char *name, const char *layer, cl_mem *out) {
     if ((uint64_t)bytes > d->weight_chunk_max)
-        return QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: MoE layer '%s': unsupported: %s (%zu bytes) exceeds one "
-                         "device buffer (%llu bytes); the MoE kernels do not split expert weights", d->index, layer,
+        return qp_cl_error(d, QP_ERR_UNSUPPORTED, NULL, "MoE layer '%s': unsupported: %s (%zu bytes) exceeds one "
+                         "device buffer (%llu bytes); the MoE kernels do not split expert weights", layer,
                          name, bytes, (unsigned long long)d->weight_chunk_max);
     return qp_cl_buffer_from_host(d, src, bytes, name, layer, out);
 }
 
 qp_status qp_cl_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
     qp_cl_device *d = dev;
-    if (!s || !out) return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: NULL MoE desc or output", d->index);
+    if (!s || !out) return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "NULL MoE desc or output");
     *out = NULL;
     const char *layer = s->layer ? s->layer : "";
     qp_cl_moe *m = calloc(1, sizeof *m);
-    if (!m) return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: out of host memory", d->index);
+    if (!m) return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
     snprintf(m->layer, sizeof m->layer, "%s", layer);
     m->kind = s->kind;
     m->act = s->act;
@@ -234,14 +234,13 @@ static qp_status launch(qp_cl_device *d, qp_cl_moe *m, int which, const char *na
     for (int i = 0; i < n; i++) {
         cl_int err = api->clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].ptr);
         if (err != CL_SUCCESS)
-            return QP_CL_ERR(d, QP_ERR_INTERNAL, "opencl:%d: MoE layer '%s': clSetKernelArg(%s, %d) failed: %s (%d)",
-                             d->index, m->layer, name, i, qp_cl_strerror(err), (int)err);
+            return qp_cl_error(d, QP_ERR_INTERNAL, NULL, "MoE layer '%s': clSetKernelArg(%s, %d) failed: %s (%d)", m->layer, name, i, qp_cl_strerror(err), (int)err);
     }
     cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, dims, NULL, global, local, 0, NULL, NULL);
     if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? QP_ERR_OUT_OF_MEMORY
-                                                                                                 : QP_ERR_DEVICE,
-                         "opencl:%d: MoE layer '%s': clEnqueueNDRangeKernel(%s) failed: %s (%d)", d->index, m->layer,
+        return qp_cl_error(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? QP_ERR_OUT_OF_MEMORY
+                                                                                                 : QP_ERR_DEVICE, NULL,
+                         "MoE layer '%s': clEnqueueNDRangeKernel(%s) failed: %s (%d)", m->layer,
                          name, qp_cl_strerror(err), (int)err);
     return QP_OK;
 }
@@ -273,8 +272,8 @@ static qp_status ensure_scratch(qp_cl_device *d, qp_cl_moe *m, int M, int MK) {
                 d->stats.allocations++;
         if (!*want[i].p) {
             release_scratch(d, m);
-            return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: MoE layer '%s': %s for M = %d, M*k = %d (%zu bytes): "
-                             "%s (%d)", d->index, m->layer, want[i].name, M, MK, want[i].bytes, qp_cl_strerror(err),
+            return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "MoE layer '%s': %s for M = %d, M*k = %d (%zu bytes): "
+                             "%s (%d)", m->layer, want[i].name, M, MK, want[i].bytes, qp_cl_strerror(err),
                              (int)err);
         }
     }
@@ -311,8 +310,8 @@ static qp_status quantize(qp_cl_device *d, qp_cl_moe *m, cl_mem src, int R, int 
         return st ? st : launch(d, m, QP_CL_K_QUANT_F8, "qp_quant_f8", k, 10, 1, qg, ql);
     }
     if ((size_t)R * (size_t)K > (size_t)INT_MAX - WG)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: MoE layer '%s': %d x %d activations too many for one "
-                         "launch", d->index, m->layer, R, K);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE layer '%s': %d x %d activations too many for one "
+                         "launch", m->layer, R, K);
     int items = m->qmode == 1 ? R * (K / 32) : m->qmode == 3 ? R * (K / 16) : R * K;
     size_t gg[1] = {((size_t)items + WG - 1) / WG * WG};
     karg k[] = {A(src), A(items), A(bf16), A(m->qmode), A(m->elem), A(m->mbits), A(m->emax), A(scale), A(g), A(ig),
@@ -351,15 +350,14 @@ qp_status qp_cl_moe_forward(void *dev, void *moe, void *xbuf, int M, int k, void
     qp_cl_moe *m = moe;
     qp_cl_buffer *xb = xbuf, *ib = idsbuf, *wb = wbuf, *yb = ybuf;
     if (!m || !xb || !ib || !wb || !yb || M < 0 || k <= 0)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: MoE forward: NULL layer or buffer, M < 0 or k <= 0",
-                         d->index);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE forward: NULL layer or buffer, M < 0 or k <= 0");
     if (M == 0) return QP_OK;
     size_t H = (size_t)m->H, MKz = (size_t)M * (size_t)k;
     if (MKz > (size_t)INT_MAX / WG || MKz * (size_t)(m->H > m->I ? m->H : m->I) > (size_t)INT_MAX)
         return refuse(d, m->layer, "M * k slots too many for one launch");
     if (xb->bytes < (size_t)M * H * 2 || yb->bytes < (size_t)M * H * 2 || ib->bytes < MKz * 4 || wb->bytes < MKz * 4)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: MoE layer '%s': x, y, ids or weights smaller than "
-                         "M = %d, k = %d, H = %d need", d->index, m->layer, M, k, m->H);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE layer '%s': x, y, ids or weights smaller than "
+                         "M = %d, k = %d, H = %d need", m->layer, M, k, m->H);
     int MK = (int)MKz;
     qp_status st = ensure_scratch(d, m, M, MK);
     if (st != QP_OK) return st;
@@ -419,11 +417,10 @@ qp_status qp_cl_moe_route(void *dev, const qp_route_params *p, void *logits, int
     qp_cl_device *d = dev;
     qp_cl_buffer *lb = logits, *sb = scratch, *ib = ids, *wb = w, *bb = p ? p->bias : NULL;
     if (!d->has_fp64 || !d->kernels[QP_CL_K_MOE_ROUTE])
-        return QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: routing on the device needs fp64 (cl_khr_fp64: the "
-                         "reference's exponential in double); route on the host and pass the top-k (qp_moe_enqueue)",
-                         d->index);
+        return qp_cl_error(d, QP_ERR_UNSUPPORTED, NULL, "routing on the device needs fp64 (cl_khr_fp64: the "
+                         "reference's exponential in double); route on the host and pass the top-k (qp_moe_enqueue)");
     if (!p || !lb || !sb || !ib || !wb || M <= 0 || p->k <= 0 || p->k > QP_ROUTE_MAX_K || p->n_group > QP_ROUTE_MAX_K)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: moe_route: bad routing parameters", d->index);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "moe_route: bad routing parameters");
     int flags = (p->renormalize ? 1 : 0) | (p->sigmoid ? 2 : 0) | (bb ? 4 : 0), dm = (int)d->div_mode;
     cl_mem bias = bb ? bb->mem : d->dummy;
     karg a[] = {A(lb->mem), A(M), A(p->G), A(p->k), A(flags), A(p->n_group), A(p->topk_group), A(p->scale), A(bias),
@@ -434,12 +431,12 @@ qp_status qp_cl_moe_route(void *dev, const qp_route_params *p, void *logits, int
     for (int i = 0; i < 13; i++) {
         cl_int err = api->clSetKernelArg(k, (cl_uint)i, a[i].size, a[i].ptr);
         if (err != CL_SUCCESS)
-            return QP_CL_ERR(d, QP_ERR_INTERNAL, "opencl:%d: clSetKernelArg(qp_moe_route, %d) failed: %s (%d)", d->index,
+            return qp_cl_error(d, QP_ERR_INTERNAL, NULL, "clSetKernelArg(qp_moe_route, %d) failed: %s (%d)",
                              i, qp_cl_strerror(err), (int)err);
     }
     cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, 1, NULL, g, l, 0, NULL, NULL);
     if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clEnqueueNDRangeKernel(qp_moe_route) failed: %s (%d)", d->index,
+        return qp_cl_error(d, QP_ERR_DEVICE, NULL, "clEnqueueNDRangeKernel(qp_moe_route) failed: %s (%d)",
                          qp_cl_strerror(err), (int)err);
     qp_cl_enqueued(d, "MoE routing");
     return QP_OK;

@@ -25,15 +25,15 @@ static qp_status launch(qp_cl_device *d, int which, const char *name, const size
     for (int i = 0; i < nargs; i++) {
         cl_int err = api->clSetKernelArg(k, (cl_uint)i, sizes[i], vals[i]);
         if (err != CL_SUCCESS)
-            return QP_CL_ERR(d, QP_ERR_INTERNAL, "opencl:%d: %s: clSetKernelArg(%s, %d) failed: %s (%d)", d->index, what,
+            return qp_cl_error(d, QP_ERR_INTERNAL, NULL, "%s: clSetKernelArg(%s, %d) failed: %s (%d)", what,
                              name, i, qp_cl_strerror(err), (int)err);
     }
     size_t g[1] = {(items + WG - 1) / WG * WG}, l[1] = {WG};
     cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, 1, NULL, g, l, 0, NULL, NULL);
     if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? QP_ERR_OUT_OF_MEMORY
-                                                                                                 : QP_ERR_DEVICE,
-                         "opencl:%d: %s: clEnqueueNDRangeKernel(%s) failed: %s (%d)", d->index, what, name,
+        return qp_cl_error(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? QP_ERR_OUT_OF_MEMORY
+                                                                                                 : QP_ERR_DEVICE, NULL,
+                         "%s: clEnqueueNDRangeKernel(%s) failed: %s (%d)", what, name,
                          qp_cl_strerror(err), (int)err);
     return QP_OK;
 }
@@ -51,8 +51,8 @@ static qp_status ready(qp_cl_device *d) {
 
 static qp_status check_dt(qp_cl_device *d, qp_dtype dt, const char *what) {
     if (dt == QP_DTYPE_F16 || dt == QP_DTYPE_BF16) return QP_OK;
-    return QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: %s: unsupported: values must be fp16 or bf16 (the kernels "
-                     "read and write 16-bit elements)", d->index, what);
+    return qp_cl_error(d, QP_ERR_UNSUPPORTED, NULL, "%s: unsupported: values must be fp16 or bf16 (the kernels "
+                     "read and write 16-bit elements)", what);
 }
 
 /* A device copy of the first `bytes` of `src`, for ops whose x and y are one
@@ -63,13 +63,13 @@ static qp_status alias_copy(qp_cl_device *d, cl_mem src, size_t bytes, const cha
                ? d->be->api.clCreateBuffer(d->context, CL_MEM_READ_WRITE, bytes ? bytes : 1, NULL, &err)
                : NULL;
     if (!*out)
-        return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: %s: in-place copy of %zu bytes: %s (%d)", d->index, what,
+        return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "%s: in-place copy of %zu bytes: %s (%d)", what,
                          bytes, qp_cl_strerror(err), (int)err);
     err = d->be->api.clEnqueueCopyBuffer(d->queue, src, *out, 0, 0, bytes, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
         d->be->api.clReleaseMemObject(*out);
         *out = NULL;
-        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: %s: clEnqueueCopyBuffer failed: %s (%d)", d->index, what,
+        return qp_cl_error(d, QP_ERR_DEVICE, NULL, "%s: clEnqueueCopyBuffer failed: %s (%d)", what,
                          qp_cl_strerror(err), (int)err);
     }
     return QP_OK;
@@ -85,16 +85,16 @@ static void alias_release(qp_cl_device *d, cl_mem tmp, qp_status st) {
 qp_status qp_cl_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **rot) {
     qp_cl_device *d = dev;
     if (!H || !rot || r <= 0 || r > 65536)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: input_rotation: NULL matrix or output, or size %d "
-                         "outside 1..65536", d->index, r);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "input_rotation: NULL matrix or output, or size %d "
+                         "outside 1..65536", r);
     for (size_t i = 0; i < (size_t)r * (size_t)r; i++)
         if (H[i] != 1 && H[i] != -1)
-            return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: input_rotation: entries must be +1 or -1 "
-                             "(entry %zu is %d)", d->index, i, H[i]);
+            return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "input_rotation: entries must be +1 or -1 "
+                             "(entry %zu is %d)", i, H[i]);
     qp_status st = ready(d);
     if (st != QP_OK) return st;
     qp_cl_rotation *R = calloc(1, sizeof *R);
-    if (!R) return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: input_rotation: out of host memory", d->index);
+    if (!R) return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "input_rotation: out of host memory");
     R->r = r;
     R->c = c;
     st = qp_cl_buffer_from_host(d, H, (size_t)r * (size_t)r, "input_rotation", "(rotation)", &R->H);
@@ -119,20 +119,19 @@ qp_status qp_cl_rotation_forward(void *dev, void *rot, qp_dtype dt, void *x, int
     qp_cl_rotation *R = rot;
     qp_cl_buffer *xb = x, *yb = y;
     if (!R || !xb || !yb || M < 0 || K <= 0)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: input_rotation: NULL rotation or buffer, or bad shape "
-                         "M = %d, K = %d", d->index, M, K);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "input_rotation: NULL rotation or buffer, or bad shape "
+                         "M = %d, K = %d", M, K);
     qp_status st = check_dt(d, dt, "input_rotation");
     if (st != QP_OK) return st;
     if (K % R->r)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: input_rotation: K = %d is not a multiple of the "
-                         "rotation size %d", d->index, K, R->r);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "input_rotation: K = %d is not a multiple of the "
+                         "rotation size %d", K, R->r);
     size_t total = (size_t)M * (size_t)K;
     if (xb->bytes / 2 < total || yb->bytes / 2 < total)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: input_rotation: x (%zu bytes) or y (%zu bytes) "
-                         "smaller than M=%d x K=%d 16-bit values", d->index, xb->bytes, yb->bytes, M, K);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "input_rotation: x (%zu bytes) or y (%zu bytes) "
+                         "smaller than M=%d x K=%d 16-bit values", xb->bytes, yb->bytes, M, K);
     if (total > (size_t)INT_MAX - WG)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: input_rotation: M*K = %zu too large for one launch",
-                         d->index, total);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "input_rotation: M*K = %zu too large for one launch", total);
     if (!total) return QP_OK;
     int n = (int)total, bf16 = dt == QP_DTYPE_BF16;
     cl_mem src = xb->mem, tmp = NULL;
@@ -155,14 +154,13 @@ static qp_status kv_run(qp_cl_device *d, int quant, qp_dtype dt, qp_cl_buffer *s
                         qp_cl_buffer *dst) {
     const char *what = quant ? "kv_quantize" : "kv_dequantize";
     if ((n && (!src || !dst)) || !(scale > 0.0f) || scale > 3.4028235e38f)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: %s: NULL buffer, or scale %g not finite and > 0",
-                         d->index, what, (double)scale);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "%s: NULL buffer, or scale %g not finite and > 0", what, (double)scale);
     qp_status st = check_dt(d, dt, what);
     if (st != QP_OK || !n) return st;
     size_t wide = quant ? src->bytes : dst->bytes, narrow = quant ? dst->bytes : src->bytes;
     if (wide / 2 < n || narrow < n)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: %s: buffers of %zu and %zu bytes too small for %zu "
-                         "elements", d->index, what, src->bytes, dst->bytes, n);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "%s: buffers of %zu and %zu bytes too small for %zu "
+                         "elements", what, src->bytes, dst->bytes, n);
     st = ready(d);
     if (st != QP_OK) return st;
     int bf16 = dt == QP_DTYPE_BF16, dm = (int)d->div_mode;
@@ -203,21 +201,21 @@ qp_status qp_cl_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float
 /* ---- copies ---------------------------------------------------------------- */
 static qp_status copy_range(qp_cl_device *d, const qp_cl_buffer *b, size_t off, size_t bytes, const char *which) {
     if (!b || off > b->bytes || bytes > b->bytes - off)
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: buffer_copy: %zu bytes at %s offset %zu outside a "
-                         "%zu-byte buffer", d->index, bytes, which, off, b ? b->bytes : 0);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "buffer_copy: %zu bytes at %s offset %zu outside a "
+                         "%zu-byte buffer", bytes, which, off, b ? b->bytes : 0);
     return QP_OK;
 }
 
 static qp_status enqueue_copy(qp_cl_device *d, qp_cl_buffer *s, size_t so, qp_cl_buffer *t, size_t to, size_t bytes,
                               cl_event *ev) {
     if (s == t && (so < to ? to - so < bytes : so - to < bytes))
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: buffer_copy: overlapping ranges in one buffer "
-                         "(clEnqueueCopyBuffer forbids them)", d->index);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "buffer_copy: overlapping ranges in one buffer "
+                         "(clEnqueueCopyBuffer forbids them)");
     cl_int err = d->be->api.clEnqueueCopyBuffer(d->queue, s->mem, t->mem, so, to, bytes, 0, NULL, ev);
     if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ? QP_ERR_OUT_OF_MEMORY
-                                                                                                 : QP_ERR_DEVICE,
-                         "opencl:%d: buffer_copy: clEnqueueCopyBuffer of %zu bytes failed: %s (%d)", d->index, bytes,
+        return qp_cl_error(d, err == CL_MEM_OBJECT_ALLOCATION_FAILURE || err == CL_OUT_OF_RESOURCES ? QP_ERR_OUT_OF_MEMORY
+                                                                                                 : QP_ERR_DEVICE, NULL,
+                         "buffer_copy: clEnqueueCopyBuffer of %zu bytes failed: %s (%d)", bytes,
                          qp_cl_strerror(err), (int)err);
     return QP_OK;
 }
@@ -238,7 +236,7 @@ qp_status qp_cl_event_ms(qp_cl_device *d, cl_event a, cl_event b, double *ms) {
     if (err == CL_SUCCESS) err = api->clGetEventProfilingInfo(a, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL);
     if (err == CL_SUCCESS) err = api->clGetEventProfilingInfo(b, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL);
     if (err != CL_SUCCESS)
-        return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clGetEventProfilingInfo failed: %s (%d)", d->index,
+        return qp_cl_error(d, QP_ERR_DEVICE, NULL, "clGetEventProfilingInfo failed: %s (%d)",
                          qp_cl_strerror(err), (int)err);
     *ms = t1 >= t0 ? (double)(t1 - t0) * 1e-6 : 0.0;
     return QP_OK;
@@ -247,13 +245,13 @@ qp_status qp_cl_event_ms(qp_cl_device *d, cl_event a, cl_event b, double *ms) {
 qp_status qp_cl_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms) {
     qp_cl_device *d = dev;
     if (reps < 0 || (reps > 0 && !ms))
-        return QP_CL_ERR(d, QP_ERR_INVALID_ARGUMENT, "opencl:%d: buffer_copy_time: reps < 0 or NULL output", d->index);
+        return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "buffer_copy_time: reps < 0 or NULL output");
     qp_status st = copy_range(d, src, 0, bytes, "source");
     if (st == QP_OK) st = copy_range(d, dst, 0, bytes, "destination");
     if (st != QP_OK) return st;
     if (!d->profiling)
-        return QP_CL_ERR(d, QP_ERR_UNSUPPORTED, "opencl:%d: buffer_copy_time: the driver refused a profiling queue "
-                         "(CL_QUEUE_PROFILING_ENABLE)", d->index);
+        return qp_cl_error(d, QP_ERR_UNSUPPORTED, NULL, "buffer_copy_time: the driver refused a profiling queue "
+                         "(CL_QUEUE_PROFILING_ENABLE)");
     for (int i = 0; i < reps && st == QP_OK; i++) {
         cl_event ev = NULL;
         ms[i] = 0.0;

@@ -217,7 +217,7 @@ static qp_status build_program(qp_cl_device *d, cl_program *out) {
     build_options(d, opts, sizeof opts);
     size_t src_len = 0;
     char *src = make_source(host, &src_len);
-    if (!src) return QP_CL_ERR(d, QP_ERR_OUT_OF_MEMORY, "opencl:%d: out of memory for the kernel source", d->index);
+    if (!src) return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of memory for the kernel source");
 
     key128 key = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
     fnv(&key, src, src_len);
@@ -250,7 +250,7 @@ static qp_status build_program(qp_cl_device *d, cl_program *out) {
         prog = api->clCreateProgramWithSource(d->context, 1, srcs, &src_len, &err);
         if (!prog) {
             free(src);
-            return QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clCreateProgramWithSource failed: %s (%d)", d->index,
+            return qp_cl_error(d, QP_ERR_DEVICE, NULL, "clCreateProgramWithSource failed: %s (%d)",
                              qp_cl_strerror(err), (int)err);
         }
         err = api->clBuildProgram(prog, 1, &d->id, opts, NULL, NULL);
@@ -302,7 +302,7 @@ qp_status qp_cl_program_ensure(qp_cl_device *d) {
         if (kernel_fp64[i] && !d->has_fp64) continue;
         d->kernels[i] = api->clCreateKernel(prog, kernel_names[i], &err);
         if (!d->kernels[i]) {
-            st = QP_CL_ERR(d, QP_ERR_DEVICE, "opencl:%d: clCreateKernel(%s) failed: %s (%d)", d->index,
+            st = qp_cl_error(d, QP_ERR_DEVICE, NULL, "clCreateKernel(%s) failed: %s (%d)",
                            kernel_names[i], qp_cl_strerror(err), (int)err);
             d->program = prog;
             qp_cl_program_release(d);

@@ -49,16 +49,7 @@ static qp_status cpu_device_info(void *dev, qp_device_info *o) {
     return QP_OK;
 }
 
-static bool cpu_runs(qp_scheme_kind k) {
-    switch (k) {
-    case QP_SCHEME_W8A8_INT8: case QP_SCHEME_W8A8_FP8: case QP_SCHEME_W8A8_FP8_BLOCK: case QP_SCHEME_HF_FP8:
-    case QP_SCHEME_QQQ_W4A8: case QP_SCHEME_W4A16_INT4: case QP_SCHEME_W4A8_MXFP4_FP8: case QP_SCHEME_OCP_MX:
-    case QP_SCHEME_NVFP4: case QP_SCHEME_UNQUANTIZED:
-        return true;
-    default:
-        return false;
-    }
-}
+static bool cpu_runs(qp_scheme_kind k);
 
 static qp_status cpu_supports(void *dev, const qp_scheme *s, int M, int N, int K, qp_support_info *out) {
     (void)dev; (void)M; (void)N; (void)K;
@@ -130,9 +121,9 @@ static qp_status max_scale(void *dev, const qp_lin_desc *d, const char *name, fl
     if (!n)
         return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "layer '%s': %s must be a float tensor (f32, f16 or bf16) with one entry per shard",
                         d->layer, name);
-    *out = qp_ref_load(t->dtype, t->data, 0);
+    *out = qp_num_load(t->dtype, t->data, 0);
     for (size_t i = 1; i < n; i++) {
-        float v = qp_ref_load(t->dtype, t->data, i);
+        float v = qp_num_load(t->dtype, t->data, i);
         *out = v > *out ? v : *out;
     }
     return QP_OK;
@@ -146,7 +137,7 @@ static qp_status max_scale(void *dev, const qp_lin_desc *d, const char *name, fl
 static qp_status take_w4a16_scale(void *dev, const qp_lin_desc *d, cpu_lin *l, size_t ng, size_t nc) {
     const qp_tensor *t = named(d, "weight_scale");
     const qp_host *h = host_of(dev);
-    size_t N = (size_t)d->N, n = 0, es = qp_ref_elem_size(d->act_dtype);
+    size_t N = (size_t)d->N, n = 0, es = qp_num_elem_size(d->act_dtype);
     bool dt_ok = t && is_float(t->dtype); /* copy_ into the params dtype: rounded if narrower */
     if (t && dt_ok) n = qp_tensor_bytes(t) / (size_t)(qp_format_bits(t->dtype) / 8);
     if (!t || !dt_ok || (n != ng * N && n != ng * 8 * nc))
@@ -158,7 +149,7 @@ static qp_status take_w4a16_scale(void *dev, const qp_lin_desc *d, cpu_lin *l, s
     if (!l->blob[1]) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
     for (size_t gi = 0; gi < ng; gi++)
         for (size_t c = 0; c < N; c++)
-            qp_ref_store(d->act_dtype, l->blob[1], gi * 8 * nc + c, qp_ref_load(t->dtype, t->data, gi * stride + c));
+            qp_num_store(d->act_dtype, l->blob[1], gi * 8 * nc + c, qp_num_load(t->dtype, t->data, gi * stride + c));
     return QP_OK;
 }
 
@@ -177,7 +168,7 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
     bool ok = true;
     qp_status st = QP_OK;
     /* bias: N elements of act_dtype (4 bytes for F32, 2 for F16/BF16) */
-    if (d->bias) ok = (l->blob[7] = dup_mem(d->bias, N * qp_ref_elem_size(d->act_dtype))) != NULL;
+    if (d->bias) ok = (l->blob[7] = dup_mem(d->bias, N * qp_num_elem_size(d->act_dtype))) != NULL;
     switch (d->kind) {
     case QP_SCHEME_W8A8_INT8:
         ok = ok && (l->blob[0] = dup_mem(d->w_i8, N * K)) && (l->blob[1] = dup_mem(d->w_scale, N * 4));
@@ -232,7 +223,7 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
         break;
     }
     case QP_SCHEME_UNQUANTIZED:
-        ok = ok && (l->blob[0] = dup_mem(d->w_act, N * K * qp_ref_elem_size(d->act_dtype)));
+        ok = ok && (l->blob[0] = dup_mem(d->w_act, N * K * qp_num_elem_size(d->act_dtype)));
         break;
     case QP_SCHEME_NVFP4: {
         /* docs/semantics.md §8: global scales are the max over shards */
@@ -394,6 +385,15 @@ static qp_status cpu_device_native(void *dev, qp_device_native *o) {
     return QP_OK;
 }
 
+/* The scheme kinds linear_prepare runs (the registry checks that the table
+ * names every linear kind; the reference runs them all). */
+static const qp_backend_kind cpu_kinds[] = {
+    {QP_SCHEME_UNQUANTIZED, 1, NULL},    {QP_SCHEME_W8A8_INT8, 1, NULL},      {QP_SCHEME_W8A8_FP8, 1, NULL},
+    {QP_SCHEME_W8A8_FP8_BLOCK, 1, NULL}, {QP_SCHEME_HF_FP8, 1, NULL},         {QP_SCHEME_QQQ_W4A8, 1, NULL},
+    {QP_SCHEME_W4A16_INT4, 1, NULL},     {QP_SCHEME_OCP_MX, 1, NULL},         {QP_SCHEME_W4A8_MXFP4_FP8, 1, NULL},
+    {QP_SCHEME_NVFP4, 1, NULL},
+};
+
 static const qp_backend_ops cpu_ops = {
     QP_BACKEND_ABI_VERSION, sizeof(qp_backend_ops), "cpu", cpu_init, cpu_shutdown, cpu_device_count, cpu_device_get,
     cpu_device_info, cpu_supports, cpu_buffer_alloc, cpu_buffer_free, cpu_upload, cpu_download, cpu_linear_prepare,
@@ -403,8 +403,16 @@ static const qp_backend_ops cpu_ops = {
     .buffer_copy = cpu_buffer_copy, .linear_time = cpu_linear_time, .buffer_copy_time = cpu_buffer_copy_time,
     .buffer_import = cpu_buffer_import, .buffer_unimport = cpu_buffer_unimport, .buffer_native = cpu_buffer_native,
     .device_native = cpu_device_native,
+    .linear_kinds = cpu_kinds,
+    .n_linear_kinds = sizeof cpu_kinds / sizeof *cpu_kinds,
     /* vendor_gemm_time: none (no vendor BLAS is linked; qport bench's
      * arithmetic limit on the cpu device is its fp16 layer) */
 };
+
+static bool cpu_runs(qp_scheme_kind k) {
+    for (size_t i = 0; i < sizeof cpu_kinds / sizeof *cpu_kinds; i++)
+        if (cpu_kinds[i].kind == k) return cpu_kinds[i].runs;
+    return false;
+}
 
 const qp_backend_ops *qp_cpu_backend_ops(void) { return &cpu_ops; }

@@ -5,15 +5,12 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "ref_args.h"
 
 static float f8(uint8_t c) { return qp_format_decode(QP_DTYPE_F8_E4M3FN, c); }
 
 QP_API qp_status qp_ref_w8a8_fp8_forward(qp_context *ctx, const qp_ref_fp8_args *a, void *y) {
-    if (a && (qp_check_mnk(ctx, "qp_ref_w8a8_fp8_forward", a->M, a->K, a->N))) return QP_ERR_INVALID_ARGUMENT;
-    if (!a || !y || !a->x || !a->w || !a->w_scale)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
-    qp_status dst = qp_ref_check_act_dtype(ctx, a->dtype);
+    qp_status dst = QP_REF_CHECK_ARGS(ctx, "qp_ref_w8a8_fp8_forward", a, y, a->w && a->w_scale);
     if (dst != QP_OK) return dst;
     int M = a->M, K = a->K, N = a->N;
     bool block = a->act == QP_FP8_ACT_GROUP128;
@@ -26,7 +23,7 @@ QP_API qp_status qp_ref_w8a8_fp8_forward(qp_context *ctx, const qp_ref_fp8_args 
     float *sx = malloc(sizeof(float) * (size_t)(M ? M : 1) * (size_t)(K / 128 + 1));
     qp_status st = QP_OK;
     if (!xf || !xq || !sx) { st = qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, "x", NULL, "out of memory"); goto done; }
-    for (size_t i = 0; i < mk; i++) xf[i] = qp_ref_load(a->dtype, a->x, i);
+    for (size_t i = 0; i < mk; i++) xf[i] = qp_num_load(a->dtype, a->x, i);
     switch (a->act) {
     case QP_FP8_ACT_STATIC: st = qp_quant_fp8_static(ctx, xf, mk, a->input_scale, xq); sx[0] = a->input_scale; break;
     case QP_FP8_ACT_DYNAMIC_TENSOR: st = qp_quant_fp8_dynamic_tensor(ctx, xf, mk, xq, sx); break;
@@ -39,7 +36,7 @@ QP_API qp_status qp_ref_w8a8_fp8_forward(qp_context *ctx, const qp_ref_fp8_args 
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
             float v;
-            float b = a->bias ? qp_ref_load(a->dtype, a->bias, (size_t)n) : 0.0f;
+            float b = a->bias ? qp_num_load(a->dtype, a->bias, (size_t)n) : 0.0f;
             if (block) {
                 /* y = sum_kb (sum_k xq*wq) * s_x[m,kb] * s_w[n/128,kb] */
                 double sum = 0;
@@ -57,7 +54,7 @@ QP_API qp_status qp_ref_w8a8_fp8_forward(qp_context *ctx, const qp_ref_fp8_args 
                 float s_b = a->w_per_channel ? a->w_scale[n] : a->w_scale[0];
                 v = a->bias ? fmaf(s_a, s_b * (float)acc, b) : s_a * (s_b * (float)acc);
             }
-            qp_ref_store(a->dtype, y, (size_t)m * N + n, v);
+            qp_num_store(a->dtype, y, (size_t)m * N + n, v);
         }
 done:
     free(xf); free(xq); free(sx);

@@ -5,33 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "ref_args.h"
 
-
-/* docs/semantics.md §15 step 4: fused static asymmetric shards share one
- * rebuilt scale and a zero point truncated toward zero. */
-QP_API qp_status qp_int8_static_asym_rebuild(qp_context *ctx, const float *scales, const int32_t *zps, size_t n,
-                                             float *scale_out, int32_t *azp_out) {
-    if (!scales || !zps || !n || !scale_out || !azp_out)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_scale", NULL, "NULL or empty tensor");
-    float rmax = -INFINITY, rmin = INFINITY;
-    for (size_t i = 0; i < n; i++) {
-        rmax = fmaxf(rmax, scales[i] * (float)(127 - zps[i]));
-        rmin = fminf(rmin, scales[i] * (float)(-128 - zps[i]));
-    }
-    float s = (rmax - rmin) * (1.0f / 255.0f);
-    float z = -128.0f - rmin / s;
-    *scale_out = s;
-    /* torch .to(int32): truncation; out-of-range and NaN saturate as on GPU */
-    *azp_out = isnan(z) ? 0 : z >= 2147483648.0f ? INT32_MAX : z < -2147483648.0f ? INT32_MIN : (int32_t)z;
-    return QP_OK;
-}
 
 QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_args *a, void *y) {
-    if (a && (qp_check_mnk(ctx, "qp_ref_w8a8_int8_forward", a->M, a->K, a->N))) return QP_ERR_INVALID_ARGUMENT;
-    if (!a || !y || !a->x || !a->w || !a->w_scale)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
-    qp_status dst = qp_ref_check_act_dtype(ctx, a->dtype);
+    qp_status dst = QP_REF_CHECK_ARGS(ctx, "qp_ref_w8a8_int8_forward", a, y, a->w && a->w_scale);
     if (dst != QP_OK) return dst;
     int M = a->M, K = a->K, N = a->N;
     bool asym = !a->symmetric;
@@ -50,7 +28,7 @@ QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_arg
         }
     }
     for (int m = 0; m < M; m++) {
-        for (int k = 0; k < K; k++) xf[k] = qp_ref_load(a->dtype, a->x, (size_t)m * K + k);
+        for (int k = 0; k < K; k++) xf[k] = qp_num_load(a->dtype, a->x, (size_t)m * K + k);
         float s_a;
         int32_t zp = 0;
         if (a->is_static) {
@@ -78,12 +56,12 @@ QP_API qp_status qp_ref_w8a8_int8_forward(qp_context *ctx, const qp_ref_int8_arg
             float v;
             if (asym || a->bias) {
                 /* docs/semantics.md §14: one fma; the azp epilogues add +0.0 without a bias */
-                float b = a->bias ? qp_ref_load(a->dtype, a->bias, (size_t)n) : 0.0f;
+                float b = a->bias ? qp_num_load(a->dtype, a->bias, (size_t)n) : 0.0f;
                 v = fmaf(s_a, s_b * (float)t, b);
             } else {
                 v = s_a * (s_b * (float)t);
             }
-            qp_ref_store(a->dtype, y, (size_t)m * N + n, v); /* cvt_out; F32: v itself */
+            qp_num_store(a->dtype, y, (size_t)m * N + n, v); /* cvt_out; F32: v itself */
         }
     }
 done:

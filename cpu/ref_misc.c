@@ -10,14 +10,14 @@ QP_API qp_status qp_ref_unquantized_forward(qp_context *ctx, qp_dtype d, const v
     if (qp_check_mnk(ctx, "qp_ref_unquantized_forward", M, K, N)) return QP_ERR_INVALID_ARGUMENT;
     if (!x || !w || !y)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
-    qp_status st = qp_ref_check_act_dtype(ctx, d);
+    qp_status st = qp_num_check_act_dtype(ctx, d);
     if (st) return st;
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
-            double acc = bias ? qp_ref_load(d, bias, (size_t)n) : 0.0;
+            double acc = bias ? qp_num_load(d, bias, (size_t)n) : 0.0;
             for (int k = 0; k < K; k++)
-                acc += (double)qp_ref_load(d, x, (size_t)m * K + k) * qp_ref_load(d, w, (size_t)n * K + k);
-            qp_ref_store(d, y, (size_t)m * N + n, (float)acc);
+                acc += (double)qp_num_load(d, x, (size_t)m * K + k) * qp_num_load(d, w, (size_t)n * K + k);
+            qp_num_store(d, y, (size_t)m * N + n, (float)acc);
         }
     return QP_OK;
 }
@@ -32,7 +32,7 @@ QP_API qp_status qp_ref_rotation_forward(qp_context *ctx, qp_dtype d, const void
                             "K = %d is not a multiple of the rotation size %d", K, r);
     if (!x || !H || !y)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_rotation", NULL, "NULL tensor or bad shape");
-    qp_status st = qp_ref_check_act_dtype(ctx, d);
+    qp_status st = qp_num_check_act_dtype(ctx, d);
     if (st) return st;
     if (K % r)
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_rotation", NULL,
@@ -47,12 +47,12 @@ QP_API qp_status qp_ref_rotation_forward(qp_context *ctx, qp_dtype d, const void
     for (int m = 0; m < M; m++)
         for (int b = 0; b < K / r; b++) {
             size_t base = (size_t)m * K + (size_t)b * r;
-            for (int i = 0; i < r; i++) row[i] = qp_ref_load(d, x, base + i);
+            for (int i = 0; i < r; i++) row[i] = qp_num_load(d, x, base + i);
             for (int j = 0; j < r; j++) {
                 /* volatile: the fp32 partial sums in the order the contract fixes */
                 volatile float s = 0.0f;
                 for (int i = 0; i < r; i++) s = s + (H[(size_t)i * r + j] > 0 ? row[i] : -row[i]);
-                qp_ref_store(d, y, base + j, s * c);
+                qp_num_store(d, y, base + j, s * c);
             }
         }
     free(row);
@@ -62,7 +62,7 @@ QP_API qp_status qp_ref_rotation_forward(qp_context *ctx, qp_dtype d, const void
 static qp_status kv_check(qp_context *ctx, qp_dtype d, const void *a, const void *b, size_t n, float scale) {
     if ((n && (!a || !b)))
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "kv_cache", NULL, "NULL buffer");
-    qp_status st = qp_ref_check_act_dtype(ctx, d);
+    qp_status st = qp_num_check_act_dtype(ctx, d);
     if (st) return st;
     if (!(scale > 0.0f) || isinf(scale))
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "k_scale", NULL,
@@ -74,13 +74,13 @@ QP_API qp_status qp_ref_kv_quantize(qp_context *ctx, qp_dtype d, const void *x, 
     qp_status st = kv_check(ctx, d, x, q, n, scale);
     if (st) return st;
     for (size_t i = 0; i < n; i++)
-        q[i] = (uint8_t)qp_format_encode(QP_DTYPE_F8_E4M3FN, qp_ref_load(d, x, i) / scale);
+        q[i] = (uint8_t)qp_format_encode(QP_DTYPE_F8_E4M3FN, qp_num_load(d, x, i) / scale);
     return QP_OK;
 }
 
 QP_API qp_status qp_ref_kv_dequantize(qp_context *ctx, qp_dtype d, const uint8_t *q, size_t n, float scale, void *x) {
     qp_status st = kv_check(ctx, d, q, x, n, scale);
     if (st) return st;
-    for (size_t i = 0; i < n; i++) qp_ref_store(d, x, i, qp_format_decode(QP_DTYPE_F8_E4M3FN, q[i]) * scale);
+    for (size_t i = 0; i < n; i++) qp_num_store(d, x, i, qp_format_decode(QP_DTYPE_F8_E4M3FN, q[i]) * scale);
     return QP_OK;
 }

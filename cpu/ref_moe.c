@@ -47,7 +47,7 @@
 
 #include "../api/moe.h"
 
-static float ld(qp_dtype d, const void *p, size_t i) { return qp_ref_load(d, p, i); }
+static float ld(qp_dtype d, const void *p, size_t i) { return qp_num_load(d, p, i); }
 
 static float silu(float g) { return (float)((double)g / (1.0 + exp(-(double)g))); }
 
@@ -92,9 +92,9 @@ static qp_status qdq(qp_context *ctx, const qp_moe_desc *d, float scale, float *
     qp_dtype dt = d->act_dtype;
     if (d->act == QP_ACT_FP8_STATIC_QDQ) {
         for (size_t i = 0; i < R * C; i++) {
-            float t = fmaxf(-448.0f, fminf(qp_ref_round(dt, v[i] / scale), 448.0f));
+            float t = fmaxf(-448.0f, fminf(qp_num_round(dt, v[i] / scale), 448.0f));
             float q = qp_format_decode(QP_DTYPE_F8_E4M3FN, qp_format_encode(QP_DTYPE_F8_E4M3FN, t));
-            v[i] = qp_ref_round(dt, qp_ref_round(dt, q) * scale);
+            v[i] = qp_num_round(dt, qp_num_round(dt, q) * scale);
         }
         return QP_OK;
     }
@@ -107,12 +107,12 @@ static qp_status qdq(qp_context *ctx, const qp_moe_desc *d, float scale, float *
         if (d->act == QP_ACT_MX_QDQ) {
             st = qp_quant_mx(ctx, d->act_elem, row, 1, C, codes, sc);
             if (!st) st = qp_dequant_mx(ctx, d->act_elem, codes, sc, 1, C, row);
-            for (size_t c = 0; !st && c < C; c++) row[c] = qp_ref_round(dt, row[c]);
+            for (size_t c = 0; !st && c < C; c++) row[c] = qp_num_round(dt, row[c]);
         } else {
             st = qp_quant_nvfp4(ctx, row, 1, C, g, codes, sc);
             for (size_t c = 0; !st && c < C; c++) {
                 float s = qp_format_decode(QP_DTYPE_F8_E4M3FN, sc[c / 16]) / g;
-                row[c] = qp_ref_round(dt, qp_format_decode(QP_DTYPE_F4_E2M1, codes[c]) * s);
+                row[c] = qp_num_round(dt, qp_format_decode(QP_DTYPE_F4_E2M1, codes[c]) * s);
             }
         }
     }
@@ -147,7 +147,7 @@ static float dot(const qp_moe_desc *d, const void *a, const float *as, size_t ar
         const float *b = blk + wrow * (K / (size_t)d->w_blk);
         double acc = 0.0; /* as the emulated schemes' linear references */
         for (size_t h = 0; h < K; h++)
-            acc += (double)x[h] * qp_ref_round(d->act_dtype, d->w_lut[c[h]] * b[h / (size_t)d->w_blk]);
+            acc += (double)x[h] * qp_num_round(d->act_dtype, d->w_lut[c[h]] * b[h / (size_t)d->w_blk]);
         return (float)acc;
     }
     if (d->act == QP_ACT_NONE) {
@@ -178,13 +178,13 @@ static qp_status gemm_input(qp_context *ctx, const qp_moe_desc *d, float scale, 
         if (!st) memcpy(a, f, sizeof(float) * R * C);
         return st;
     }
-    memcpy(a, bits, R * C * qp_ref_elem_size(d->act_dtype));
+    memcpy(a, bits, R * C * qp_num_elem_size(d->act_dtype));
     return QP_OK;
 }
 
 qp_status qp_ref_moe_forward(qp_context *ctx, const qp_moe_desc *d, const void *x, int M, int k, const int32_t *ids,
                              const float *weights, void *y) {
-    size_t H = (size_t)d->H, I = (size_t)d->I, MK = (size_t)M * (size_t)k, es = qp_ref_elem_size(d->act_dtype);
+    size_t H = (size_t)d->H, I = (size_t)d->I, MK = (size_t)M * (size_t)k, es = qp_num_elem_size(d->act_dtype);
     qp_dtype dt = d->act_dtype;
     bool q = is_real_quant(d->act);
     size_t cb = q ? 1 : d->w_blk > 0 ? sizeof(float) : es; /* bytes of one GEMM input element */
@@ -214,19 +214,19 @@ qp_status qp_ref_moe_forward(qp_context *ctx, const qp_moe_desc *d, const void *
         size_t m = t / (size_t)k, e = (size_t)(ids[t] - d->expert_offset);
         bool here = ids[t] >= d->expert_offset && ids[t] < d->expert_offset + d->E;
         for (size_t n = 0; n < 2 * I; n++) {
-            if (!here) { qp_ref_store(dt, c1, t * 2 * I + n, 0.0f); continue; }
+            if (!here) { qp_num_store(dt, c1, t * 2 * I + n, 0.0f); continue; }
             size_t wrow = e * 2 * I + n;
             float v = dot(d, a, rs, m, d->w13, d->b13, wrow, H);
             if (q && d->act != QP_ACT_FP8_GROUP128) v = v * rs[m] * d->s13[wrow];
-            qp_ref_store(dt, c1, t * 2 * I + n, v);
+            qp_num_store(dt, c1, t * 2 * I + n, v);
         }
     }
     /* 3. silu_and_mul */
     for (size_t t = 0; t < MK; t++)
         for (size_t i = 0; i < I; i++) {
             float g = ld(dt, c1, t * 2 * I + i), u = ld(dt, c1, t * 2 * I + I + i);
-            float s = qp_ref_round(dt, silu(g));
-            qp_ref_store(dt, c2, t * I + i, s * u);
+            float s = qp_num_round(dt, silu(g));
+            qp_num_store(dt, c2, t * I + i, s * u);
         }
     /* 4. its quantization */
     for (size_t i = 0; i < MK * I; i++) f[i] = ld(dt, c2, i);
@@ -236,20 +236,20 @@ qp_status qp_ref_moe_forward(qp_context *ctx, const qp_moe_desc *d, const void *
         size_t e = (size_t)(ids[t] - d->expert_offset);
         bool here = ids[t] >= d->expert_offset && ids[t] < d->expert_offset + d->E;
         for (size_t n = 0; n < H; n++) {
-            if (!here) { qp_ref_store(dt, c3, t * H + n, 0.0f); continue; }
+            if (!here) { qp_num_store(dt, c3, t * H + n, 0.0f); continue; }
             size_t wrow = e * H + n;
             float v = dot(d, a, rs, t, d->w2, d->b2, wrow, I);
             if (q && d->act != QP_ACT_FP8_GROUP128) v = v * rs[t] * d->s2[wrow];
             v *= weights[t];
-            qp_ref_store(dt, c3, t * H + n, v);
+            qp_num_store(dt, c3, t * H + n, v);
         }
     }
     /* 6. moe_sum in the activation dtype */
     for (size_t m = 0; m < (size_t)M; m++)
         for (size_t n = 0; n < H; n++) {
             float acc = 0.0f;
-            for (size_t j = 0; j < (size_t)k; j++) acc = qp_ref_round(dt, acc + ld(dt, c3, (m * k + j) * H + n));
-            qp_ref_store(dt, y, m * H + n, acc);
+            for (size_t j = 0; j < (size_t)k; j++) acc = qp_num_round(dt, acc + ld(dt, c3, (m * k + j) * H + n));
+            qp_num_store(dt, y, m * H + n, acc);
         }
 out:
     free(f); free(rs); free(a); free(c1); free(c2); free(c3);

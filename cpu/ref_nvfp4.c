@@ -7,15 +7,12 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "ref_args.h"
 
 #define NVFP4_BLOCK 16 /* docs/semantics.md §8 */
 
 QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *a, void *y) {
-    if (a && (qp_check_mnk(ctx, "qp_ref_nvfp4_forward", a->M, a->K, a->N))) return QP_ERR_INVALID_ARGUMENT;
-    if (!a || !y || !a->x || !a->weight || !a->weight_scale)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
-    qp_status st = qp_ref_check_act_dtype(ctx, a->dtype);
+    qp_status st = QP_REF_CHECK_ARGS(ctx, "qp_ref_nvfp4_forward", a, y, a->weight && a->weight_scale);
     if (st != QP_OK) return st;
     int M = a->M, K = a->K, N = a->N;
     if (K % NVFP4_BLOCK) /* QuarkNVFP4.create_weights (docs/semantics.md §8) */
@@ -46,25 +43,25 @@ QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *
         qp_unpack_fp4(a->weight + (size_t)n * (K / 2), (size_t)K, codes);
         for (int k = 0; k < K; k++) {
             float s = qp_format_decode(QP_DTYPE_F8_E4M3FN, a->weight_scale[(size_t)n * nb + k / NVFP4_BLOCK]);
-            wd[(size_t)n * K + k] = qp_ref_round(d, qp_format_decode(QP_DTYPE_F4_E2M1, codes[k]) * (s * a->weight_scale_2));
+            wd[(size_t)n * K + k] = qp_num_round(d, qp_format_decode(QP_DTYPE_F4_E2M1, codes[k]) * (s * a->weight_scale_2));
         }
     }
     for (int m = 0; m < M; m++) {
-        for (int k = 0; k < K; k++) xr[k] = qp_ref_load(d, a->x, (size_t)m * K + k);
+        for (int k = 0; k < K; k++) xr[k] = qp_num_load(d, a->x, (size_t)m * K + k);
         st = qp_quant_nvfp4(ctx, xr, 1, (size_t)K, g, codes, sf);
         if (st != QP_OK) goto done;
         /* docs/semantics.md §8: x' = value(q) * (sf_f / g), in fp32, cast to x.dtype */
         for (int k = 0; k < K; k++) {
             float s = qp_format_decode(QP_DTYPE_F8_E4M3FN, sf[k / NVFP4_BLOCK]) / g;
-            xd[k] = qp_ref_round(d, qp_format_decode(QP_DTYPE_F4_E2M1, codes[k]) * s);
+            xd[k] = qp_num_round(d, qp_format_decode(QP_DTYPE_F4_E2M1, codes[k]) * s);
         }
         for (int n = 0; n < N; n++) {
             double acc = 0.0;
             const float *wr = wd + (size_t)n * K;
             for (int k = 0; k < K; k++) acc += (double)xd[k] * wr[k];
-            float v = qp_ref_round(d, (float)acc);
-            if (a->bias) v = v + qp_ref_load(d, a->bias, (size_t)n); /* out + bias in x.dtype */
-            qp_ref_store(d, y, (size_t)m * N + n, v);
+            float v = qp_num_round(d, (float)acc);
+            if (a->bias) v = v + qp_num_load(d, a->bias, (size_t)n); /* out + bias in x.dtype */
+            qp_num_store(d, y, (size_t)m * N + n, v);
         }
     }
 done:

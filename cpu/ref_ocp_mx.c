@@ -1,48 +1,14 @@
-/* Reference OCP-MX linear (QuarkOCP_MX with the emulation kernel, spec
- * 3.3-3.7): W = dequant(weight, weight_scale) in x.dtype, x' = qdq(x) per
+/* Reference OCP-MX linear (QuarkOCP_MX with the emulation kernel,
+ * docs/semantics.md §5-§7): W = dequant(weight, weight_scale) in x.dtype, x' = qdq(x) per
  * the activation key, y = F.linear(x', W, bias) -- products summed in double
  * with the bias, one rounding to x.dtype (cuBLAS sums in fp32 in an order of
  * its own, so other backends are judged with bounds). */
 #include <math.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "ref_args.h"
 
 #define MX_BLOCK 32 /* OCP_MX_BLOCK_SIZE, docs/semantics.md §5 */
-
-static qp_dtype act_elem(qp_ocp_mx_act a) {
-    switch (a) {
-    case QP_OCP_MX_ACT_MXFP4: return QP_DTYPE_F4_E2M1;
-    case QP_OCP_MX_ACT_MXFP6_E3M2: return QP_DTYPE_F6_E3M2;
-    case QP_OCP_MX_ACT_MXFP6_E2M3: return QP_DTYPE_F6_E2M3;
-    case QP_OCP_MX_ACT_MXFP8: return QP_DTYPE_F8_E4M3FN;
-    default: return QP_DTYPE_NONE;
-    }
-}
-
-/* The (weight, activation) pairs of OCP_MX_Scheme (docs/semantics.md §5) plus MXFP8
- * activations, which the predicate gives any MX weight; fp6 weights take
- * only their own fp6 type. */
-qp_status qp_ref_ocp_mx_check_pair(qp_context *ctx, qp_dtype w, qp_ocp_mx_act act) {
-    if (w != QP_DTYPE_F4_E2M1 && w != QP_DTYPE_F6_E2M3 && w != QP_DTYPE_F6_E3M2 && w != QP_DTYPE_F8_E4M3FN)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL,
-                            "OCP MX weights must be fp4_e2m1, fp6_e2m3, fp6_e3m2 or fp8_e4m3fn, got %s",
-                            qp_dtype_name(w));
-    if (act == QP_OCP_MX_ACT_FP8_DYNAMIC || act == QP_OCP_MX_ACT_FP8_STATIC)
-        /* QuarkOCP_MX's key check (docs/semantics.md §7, §4), the resolver's message */
-        return qp_error_set(ctx, QP_ERR_VALUE, NULL, "input_tensors", NULL, "Unsupported activation quant key: %s",
-                            qp_quant_key_repr(act == QP_OCP_MX_ACT_FP8_DYNAMIC ? "kFp8DynamicTensorSym" : "kFp8StaticTensorSym"));
-    if ((int)act < 0 || act > QP_OCP_MX_ACT_FP8_STATIC)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_tensors", NULL, "unknown activation mode %d",
-                            (int)act);
-    qp_dtype a = act_elem(act);
-    bool ok = a == QP_DTYPE_NONE || a == QP_DTYPE_F8_E4M3FN || w == QP_DTYPE_F4_E2M1 || a == w;
-    if (!ok || (w == QP_DTYPE_F8_E4M3FN && a != QP_DTYPE_NONE && a != QP_DTYPE_F8_E4M3FN))
-        return qp_error_set(ctx, QP_ERR_VALUE, NULL, "input_tensors", NULL,
-                            "OCP MX weights %s with %s activations are not an OCP_MX_Scheme", qp_dtype_name(w),
-                            qp_dtype_name(a));
-    return QP_OK;
-}
 
 /* One weight row, dequantized to x.dtype (docs/semantics.md §6):
  *  fp4: Quark's dq_mxfp4, value * scale multiplied in x.dtype (hmul) with
@@ -57,22 +23,19 @@ static void dequant_row(qp_dtype d, qp_dtype w, const uint8_t *codes, const uint
         float v = qp_format_decode(w, codes[k]);
         float r;
         if (w == QP_DTYPE_F4_E2M1)
-            r = v * qp_ref_e8m0_hmul_scale(d, e);
+            r = v * qp_num_e8m0_hmul_scale(d, e);
         else if (w == QP_DTYPE_F8_E4M3FN)
             r = e == 255 ? NAN : (float)ldexp((double)v, (int)e - 127);
         else
-            r = v * qp_ref_round(d, ldexpf(1.0f, (int)e - 127));
-        out[k] = qp_ref_round(d, r);
+            r = v * qp_num_round(d, ldexpf(1.0f, (int)e - 127));
+        out[k] = qp_num_round(d, r);
     }
 }
 
 QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args *a, void *y) {
-    if (a && (qp_check_mnk(ctx, "qp_ref_ocp_mx_forward", a->M, a->K, a->N))) return QP_ERR_INVALID_ARGUMENT;
-    if (!a || !y || !a->x || !a->weight || !a->weight_scale)
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
-    qp_status st = qp_ref_check_act_dtype(ctx, a->dtype);
+    qp_status st = QP_REF_CHECK_ARGS(ctx, "qp_ref_ocp_mx_forward", a, y, a->weight && a->weight_scale);
     if (st != QP_OK) return st;
-    st = qp_ref_ocp_mx_check_pair(ctx, a->w_elem, a->act);
+    st = qp_ocp_mx_check_pair(ctx, a->w_elem, a->act);
     if (st != QP_OK) return st;
     int M = a->M, K = a->K, N = a->N, R = a->scale_rows <= 0 ? 1 : a->scale_rows;
     if (K % MX_BLOCK) /* QuarkOCP_MX.create_weights (docs/semantics.md §7) */
@@ -82,7 +45,7 @@ QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args
     if (R > 1 && a->w_elem != QP_DTYPE_F8_E4M3FN) /* docs/semantics.md §5: per_block only for unpacked dtypes */
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight_scale", NULL,
                             "scale_rows %d > 1 needs mxfp8_e4m3 weights (per_block)", R);
-    qp_dtype d = a->dtype, w = a->w_elem, ae = act_elem(a->act);
+    qp_dtype d = a->dtype, w = a->w_elem, ae = qp_ocp_mx_act_elem(a->act);
     /* packed row width (docs/semantics.md §5): fp4 K/2, fp6 3K/4 (K % 32 == 0 makes both whole), fp8 K */
     size_t rowb = w == QP_DTYPE_F4_E2M1 ? (size_t)K / 2 : w == QP_DTYPE_F8_E4M3FN ? (size_t)K : (size_t)K * 3 / 4;
     size_t nk = (size_t)N * K;
@@ -102,7 +65,7 @@ QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args
         dequant_row(d, w, codes, a->weight_scale + (size_t)(n / R) * (K / MX_BLOCK), K, wd + (size_t)n * K);
     }
     for (int m = 0; m < M; m++) {
-        for (int k = 0; k < K; k++) xr[k] = qp_ref_load(d, a->x, (size_t)m * K + k);
+        for (int k = 0; k < K; k++) xr[k] = qp_num_load(d, a->x, (size_t)m * K + k);
         if (ae == QP_DTYPE_NONE) {
             for (int k = 0; k < K; k++) xd[k] = xr[k];
         } else {
@@ -110,18 +73,18 @@ QP_API qp_status qp_ref_ocp_mx_forward(qp_context *ctx, const qp_ref_ocp_mx_args
              * x / 2^e rounded to the format, back as value * 2^e, the result
              * in x.dtype. The fp16 kernel's x / scale is exact wherever the
              * element rounding can see it; qport keeps 2^e exact where the
-             * kernel's fp16 scale would flush (blocks below ~2^-22), as spec
-             * 3.4 advises for zero blocks (the python even_round reference). */
+             * kernel's fp16 scale would flush (blocks below ~2^-22), as
+             * docs/semantics.md §6 advises for zero blocks (the python even_round reference). */
             st = qp_quant_mx(ctx, ae, xr, 1, (size_t)K, codes, sc);
             if (st == QP_OK) st = qp_dequant_mx(ctx, ae, codes, sc, 1, (size_t)K, xd);
             if (st != QP_OK) goto done;
-            for (int k = 0; k < K; k++) xd[k] = qp_ref_round(d, xd[k]);
+            for (int k = 0; k < K; k++) xd[k] = qp_num_round(d, xd[k]);
         }
         for (int n = 0; n < N; n++) {
-            double acc = a->bias ? qp_ref_load(d, a->bias, (size_t)n) : 0.0;
+            double acc = a->bias ? qp_num_load(d, a->bias, (size_t)n) : 0.0;
             const float *wr = wd + (size_t)n * K;
             for (int k = 0; k < K; k++) acc += (double)xd[k] * wr[k];
-            qp_ref_store(d, y, (size_t)m * N + n, (float)acc);
+            qp_num_store(d, y, (size_t)m * N + n, (float)acc);
         }
     }
 done:

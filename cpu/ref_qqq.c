@@ -7,31 +7,6 @@
 
 #include "internal.h"
 
-/* Round a double to the nearest fp16 value (ties to even) in one step: the
- * fp16 fma of the kernel rounds once, so going through float first could
- * round twice. Returns the fp16 bits. */
-static uint16_t fp16_bits_from_double(double v) {
-    if (isnan(v)) return 0x7FFF;
-    double a = fabs(v);
-    if (a == 0.0) return signbit(v) ? 0x8000 : 0;
-    int e;
-    frexp(a, &e);             /* a = f * 2^e, f in [0.5, 1) */
-    int ulp_exp = e - 11;     /* 11 significant bits */
-    if (ulp_exp < -24) ulp_exp = -24; /* subnormals */
-    double r = ldexp(nearbyint(ldexp(a, -ulp_exp)), ulp_exp);
-    float f = r >= 65520.0 ? INFINITY : (float)r; /* exact: r has <= 11 bits */
-    return (uint16_t)qp_format_encode(QP_DTYPE_F16, signbit(v) ? -f : f);
-}
-
-/* docs/semantics.md §11 step 2, per group: h = fp16_fma(t, s_group, 1152); the int8
- * weight is the low byte of h's bits XOR 0x80 — a wrap above 127.5, and the
- * docs/semantics.md §11 value below -128 (e.g. -130 → 124). */
-static int8_t qqq_group_weight(int t, uint16_t s_group_bits) {
-    double s = qp_format_decode(QP_DTYPE_F16, s_group_bits);
-    uint16_t hb = fp16_bits_from_double((double)t * s + 1152.0);
-    return (int8_t)(uint8_t)((hb & 0xFF) ^ 0x80);
-}
-
 QP_API qp_status qp_ref_qqq_forward(qp_context *ctx, const uint16_t *x, int M, int K, int N, int group_size,
                                     const int32_t *B, const float *s_channel, const uint16_t *s_group,
                                     const uint16_t *bias, uint16_t *y) {
@@ -55,7 +30,7 @@ QP_API qp_status qp_ref_qqq_forward(qp_context *ctx, const uint16_t *x, int M, i
         for (int n = 0; n < N; n++) {
             size_t i = (size_t)k * N + n;
             /* per-channel: the nibble sits in the high half of an int8: 16*q4 */
-            w8[i] = group_size == 128 ? qqq_group_weight(q[i] - 8, sg[(size_t)(k / 128) * N + n]) : (int8_t)(16 * q[i]);
+            w8[i] = group_size == 128 ? qp_ref_qqq_group_weight(q[i] - 8, sg[(size_t)(k / 128) * N + n]) : (int8_t)(16 * q[i]);
         }
     for (int m = 0; m < M; m++) {
         for (int k = 0; k < K; k++) xf[k] = qp_format_decode(QP_DTYPE_F16, x[(size_t)m * K + k]);
@@ -74,7 +49,7 @@ QP_API qp_status qp_ref_qqq_forward(qp_context *ctx, const uint16_t *x, int M, i
             float v = ((float)(int32_t)acc * sc[n]) * stok[0];
             uint16_t out = (uint16_t)qp_format_encode(QP_DTYPE_F16, v);
             if (bias) /* step 5: y += bias in fp16 */
-                out = fp16_bits_from_double((double)qp_format_decode(QP_DTYPE_F16, out) +
+                out = qp_num_f16_bits_from_double((double)qp_format_decode(QP_DTYPE_F16, out) +
                                             (double)qp_format_decode(QP_DTYPE_F16, bias[n]));
             y[(size_t)m * N + n] = out;
         }
@@ -84,5 +59,3 @@ done:
     return st;
 }
 
-/* Exposed for tests of the wrap rule. */
-QP_API int8_t qp_ref_qqq_group_weight(int t, uint16_t s_group_bits) { return qqq_group_weight(t, s_group_bits); }

@@ -3,13 +3,11 @@
  * rounding to the activation dtype (the GPU's accumulation order varies). */
 #include <stdlib.h>
 
-#include "internal.h"
+#include "ref_args.h"
 
 QP_API qp_status qp_ref_w4a16_forward(qp_context *ctx, const qp_ref_w4a16_args *a, void *y) {
-    if (a && (qp_check_mnk(ctx, "qp_ref_w4a16_forward", a->M, a->K, a->N))) return QP_ERR_INVALID_ARGUMENT;
-    if (!a || !y || !a->x || !a->weight || !a->scale || (!a->symmetric && !a->zero_point))
-        return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "weight", NULL, "NULL tensor or bad shape");
-    qp_status dst = qp_ref_check_act_dtype(ctx, a->dtype);
+    qp_status dst =
+        QP_REF_CHECK_ARGS(ctx, "qp_ref_w4a16_forward", a, y, a->weight && a->scale && (a->symmetric || a->zero_point));
     if (dst != QP_OK) return dst;
     int K = a->K, N = a->N, g = a->group_size == -1 ? K : a->group_size;
     if (g <= 0 || K % g)
@@ -30,13 +28,13 @@ QP_API qp_status qp_ref_w4a16_forward(qp_context *ctx, const qp_ref_w4a16_args *
             /* symmetric checkpoints hold two's-complement codes; asymmetric
              * ones unsigned codes and a zero point */
             int v = a->symmetric ? c - 16 * (c >= 8) : c - zps[(size_t)(k / g) * N + n];
-            wd[(size_t)k * N + n] = v * (double)qp_ref_load(a->dtype, a->scale, (size_t)(k / g) * sstride + n);
+            wd[(size_t)k * N + n] = v * (double)qp_num_load(a->dtype, a->scale, (size_t)(k / g) * sstride + n);
         }
     for (int m = 0; m < a->M; m++)
         for (int n = 0; n < N; n++) {
-            double acc = a->bias ? qp_ref_load(a->dtype, a->bias, (size_t)n) : 0.0;
-            for (int k = 0; k < K; k++) acc += (double)qp_ref_load(a->dtype, a->x, (size_t)m * K + k) * wd[(size_t)k * N + n];
-            qp_ref_store(a->dtype, y, (size_t)m * N + n, (float)acc);
+            double acc = a->bias ? qp_num_load(a->dtype, a->bias, (size_t)n) : 0.0;
+            for (int k = 0; k < K; k++) acc += (double)qp_num_load(a->dtype, a->x, (size_t)m * K + k) * wd[(size_t)k * N + n];
+            qp_num_store(a->dtype, y, (size_t)m * N + n, (float)acc);
         }
 done:
     free(codes); free(zps); free(wd);

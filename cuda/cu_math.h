@@ -177,7 +177,7 @@ QPCU_HD float qpcu_pow2f(int e) {
     return qpcu_u2f(1u << (e + 149));
 }
 
-/* rnd to act dtype and back: the value the reference's qp_ref_round gives */
+/* rnd to act dtype and back: the value the reference's qp_num_round gives */
 QPCU_HD float qpcu_round_act(float v, int bf16) { return qpcu_act_to_f32(qpcu_f32_to_act(v, bf16), bf16); }
 
 /* The value of qp_format_encode(elem, x) for the MX element formats, with

@@ -1499,6 +1499,15 @@ qp_status qpcu_call_failed(cu_dev *d, const char *layer, const char *call, cudaE
 
 qp_status qpcu_runnable(cu_dev *d, const char *layer) { return ensure_runnable(d, layer); }
 
+/* The scheme kinds linear_prepare runs (the registry checks that the table
+ * names every linear kind; capability and shape limits are device_supports's answers). */
+static const qp_backend_kind cu_kinds[] = {
+    {QP_SCHEME_UNQUANTIZED, 1, NULL},    {QP_SCHEME_W8A8_INT8, 1, NULL},      {QP_SCHEME_W8A8_FP8, 1, NULL},
+    {QP_SCHEME_W8A8_FP8_BLOCK, 1, NULL}, {QP_SCHEME_HF_FP8, 1, NULL},         {QP_SCHEME_QQQ_W4A8, 1, NULL},
+    {QP_SCHEME_W4A16_INT4, 1, NULL},     {QP_SCHEME_OCP_MX, 1, NULL},         {QP_SCHEME_W4A8_MXFP4_FP8, 1, NULL},
+    {QP_SCHEME_NVFP4, 1, NULL},
+};
+
 static const qp_backend_ops cu_ops = {
     .abi_version = QP_BACKEND_ABI_VERSION,
     .struct_size = sizeof(qp_backend_ops),
@@ -1549,6 +1558,8 @@ static const qp_backend_ops cu_ops = {
     .buffer_native = cu_buffer_native,
     .device_stats = cu_device_stats,
     .moe_takes_act = cu_moe_takes_act,
+    .linear_kinds = cu_kinds,
+    .n_linear_kinds = sizeof cu_kinds / sizeof *cu_kinds,
 };
 
 EXPORT const qp_backend_ops *qp_backend_entry(void) { return &cu_ops; }

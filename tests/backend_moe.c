@@ -163,7 +163,7 @@ static void w4_layer(layer *L) {
                 int code = (int)(urand() * 16);
                 w[r * K / 2 + q / 2] |= (uint8_t)(code << (4 * (q % 2)));
                 int zz = asym ? (z[(r / 2) * G + q / (size_t)g] >> (4 * (r % 2))) & 15 : 8;
-                wd[r * K + q] = qp_ref_round(L->dt, (float)(code - zz) * (float)tu_get(L->dt, sc, r * G + q / (size_t)g));
+                wd[r * K + q] = qp_num_round(L->dt, (float)(code - zz) * (float)tu_get(L->dt, sc, r * G + q / (size_t)g));
             }
         }
     }
@@ -327,7 +327,7 @@ static void dequant(layer *L, const qp_scheme *lin, qp_qweights *q, int N, int K
     if (!store) return;
     for (size_t r = 0; r < (size_t)N; r++)
         for (size_t c = 0; c < (size_t)K; c++)
-            out[r * K + c] = qp_ref_round(L->dt, d.w_lut[d.w_codes[r * K + c]] * d.w_blk_scale[r * (K / d.w_blk) + c / d.w_blk]);
+            out[r * K + c] = qp_num_round(L->dt, d.w_lut[d.w_codes[r * K + c]] * d.w_blk_scale[r * (K / d.w_blk) + c / d.w_blk]);
     L->act = d.act;
     L->aelem = d.act_elem;
     float a = d.act == QP_ACT_NVFP4_QDQ ? d.input_global_scale : d.input_scale;
@@ -422,9 +422,9 @@ static void quant_rows(const layer *L, float scale, const float *v, int R, int C
         break;
     case QP_ACT_FP8_STATIC_QDQ:
         for (size_t i = 0; i < n; i++) {
-            float t = fmaxf(-448.0f, fminf(qp_ref_round(dt, v[i] / scale), 448.0f));
+            float t = fmaxf(-448.0f, fminf(qp_num_round(dt, v[i] / scale), 448.0f));
             float q = qp_format_decode(QP_DTYPE_F8_E4M3FN, qp_format_encode(QP_DTYPE_F8_E4M3FN, t));
-            tmp[i] = qp_ref_round(dt, qp_ref_round(dt, q) * scale);
+            tmp[i] = qp_num_round(dt, qp_num_round(dt, q) * scale);
         }
         break;
     case QP_ACT_MX_QDQ:
@@ -432,7 +432,7 @@ static void quant_rows(const layer *L, float scale, const float *v, int R, int C
             uint8_t sc[64];
             qp_quant_mx(ctx, L->aelem, v + (size_t)r * C, 1, (size_t)C, codes, sc);
             qp_dequant_mx(ctx, L->aelem, codes, sc, 1, (size_t)C, tmp + (size_t)r * C);
-            for (int c = 0; c < C; c++) tmp[(size_t)r * C + c] = qp_ref_round(dt, tmp[(size_t)r * C + c]);
+            for (int c = 0; c < C; c++) tmp[(size_t)r * C + c] = qp_num_round(dt, tmp[(size_t)r * C + c]);
         }
         break;
     case QP_ACT_NVFP4_QDQ: {
@@ -442,7 +442,7 @@ static void quant_rows(const layer *L, float scale, const float *v, int R, int C
             qp_quant_nvfp4(ctx, v + (size_t)r * C, 1, (size_t)C, g, codes, sc);
             for (int c = 0; c < C; c++) {
                 float s = qp_format_decode(QP_DTYPE_F8_E4M3FN, sc[c / 16]) / g;
-                tmp[(size_t)r * C + c] = qp_ref_round(dt, qp_format_decode(QP_DTYPE_F4_E2M1, codes[c]) * s);
+                tmp[(size_t)r * C + c] = qp_num_round(dt, qp_format_decode(QP_DTYPE_F4_E2M1, codes[c]) * s);
             }
         }
         break;

@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; !qp_backend_get_status(ctx, i, &bs); i++) {
         if (!strcmp(bs.name, "vulkan")) {
             seen++;
-            CHECK(!bs.loaded && strstr(bs.note, "not a qport vulkan backend of ABI 3"), "vulkan: %s", bs.note);
+            CHECK(!bs.loaded && strstr(bs.note, "not a qport vulkan backend of ABI 4"), "vulkan: %s", bs.note);
         } else if (!strcmp(bs.name, "opencl")) {
             seen++;
             CHECK(bs.loaded && bs.n_devices == 0 && strstr(bs.note, "fake: no driver here"), "opencl: %s", bs.note);
@@ -79,5 +79,34 @@ int main(int argc, char **argv) {
         unsetenv("QPORT_VISIBLE_DEVICES");
         unsetenv("QPORT_BACKENDS");
     }
+    /* a plugin whose scheme-kind table leaves out a linear kind is refused
+     * at load with the kind named, and the reference still works */
+    if (argc > 3) {
+        setenv("QPORT_BACKEND_PATH", argv[3], 1);
+        qp_context_create(&ctx);
+        CHECK(!qp_device_count(ctx, &n) && n == 1, "nokinds devices %zu", n);
+        int found = 0;
+        for (size_t i = 0; !qp_backend_get_status(ctx, i, &bs); i++) {
+            if (strcmp(bs.name, "opencl")) continue;
+            found = 1;
+            CHECK(!bs.loaded && strstr(bs.note, "does not say whether it runs scheme kind nvfp4"), "opencl: %s", bs.note);
+        }
+        CHECK(found, "opencl slot listed");
+        qp_context_destroy(ctx);
+    }
+    /* every linear kind of the table is described, the others are not linear */
+    for (int k = 0; k < QP_SCHEME_KIND_COUNT_; k++) {
+        qp_scheme_kind_info ki = {.struct_size = sizeof ki};
+        CHECK(!qp_scheme_kind_describe((qp_scheme_kind)k, &ki) && ki.name && !strcmp(ki.name, qp_scheme_kind_name(k)),
+              "kind %d described", k);
+        CHECK(ki.linear == (k != QP_SCHEME_KV_CACHE && k != QP_SCHEME_NONE && k != QP_SCHEME_W4A8_INT4_FP8),
+              "kind %s linear %d", ki.name, ki.linear);
+        CHECK(ki.exact == (k == QP_SCHEME_W8A8_INT8 || k == QP_SCHEME_QQQ_W4A8), "kind %s exact %d", ki.name, ki.exact);
+        CHECK(ki.moe == !ki.moe_refusal, "kind %s moe %d", ki.name, ki.moe);
+    }
+    qp_scheme_kind_info bad = {.struct_size = sizeof bad};
+    CHECK(qp_scheme_kind_describe(QP_SCHEME_KIND_COUNT_, &bad) == QP_ERR_INVALID_ARGUMENT, "out of range");
+    bad.struct_size = 4;
+    CHECK(qp_scheme_kind_describe(QP_SCHEME_NVFP4, &bad) == QP_ERR_INVALID_ARGUMENT, "small struct");
     return tu_finish("registry-faults");
 }

@@ -1,6 +1,6 @@
 /* MoE method choice as vLLM 0.34.0's QuarkMoEMethod.get_moe_method_target /
- * get_moe_method and each method's __init__ (shared/reference/vllm-0.34.0/
- * quark/quark_moe.py.txt): one case per branch and per error, the SGLang
+ * get_moe_method and each method's __init__ (vLLM 0.34.0's
+ * quark/quark_moe.py): one case per branch and per error, the SGLang
  * dialect where it differs, the FusedMoE probe of _find_matched_config and
  * the all-or-nothing exclusion of experts, and the shared configs that
  * have experts. */

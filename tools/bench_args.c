@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "bench.h"
+#include "cases.h"
 #include "tool.h"
 
 /* Llama-3 8B (hidden 4096, intermediate 14336) and 70B (8192, 28672):
@@ -149,7 +150,7 @@ int bench_parse(int argc, char **argv, bench_opts *o, bench_run *r) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--list")) {
             printf("fp16 (the baseline, always run)\n");
-            for (size_t s = 0; quant_scheme_at(s); s++) printf("%s\n", quant_scheme_at(s)->name);
+            for (size_t s = 0; quant_scheme_at(s); s++) printf("%s\n", quant_scheme_at(s)->tool_name);
             return 0;
         }
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { tool_help(stdout, "bench"); return 0; }

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cases.h"
 #include "tool.h"
 
 static double now_ms(void) {
@@ -146,12 +147,12 @@ int cmd_bench_chain(int argc, char **argv) {
     qp_context *ctx;
     if (qp_context_create(&ctx)) return 2;
     tool_install_log(ctx);
-    const quant_scheme *q = quant_scheme_find(a.scheme);
+    const case_scheme *q = quant_scheme_find(a.scheme);
     qp_config *cfg = NULL;
     qp_scheme s;
     qp_qweights *qw = NULL;
     float *w = malloc(sizeof(float) * (size_t)a.N * a.K);
-    if (!w || qp_config_load_buffer(ctx, q->name, q->config, strlen(q->config), &cfg) ||
+    if (!w || qp_config_load_buffer(ctx, q->tool_name, q->config, strlen(q->config), &cfg) ||
         qp_config_resolve(cfg, "model.layers.0.mlp.down_proj", QP_LAYER_LINEAR, NULL, &s)) {
         fprintf(stderr, "qport bench --chain: %s\n", qp_last_error(ctx));
         free(w);

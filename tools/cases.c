@@ -11,47 +11,74 @@
 
 #include "qconfigs.h"
 
-#define QUARK(W, I) QC_QUARK("reorder", "[]", W, I)
+/* lm_head stays unquantized, as exporters leave it */
+#define QUARK(W, I) QC_QUARK("reorder", "[\"lm_head\"]", W, I)
 #define T QC_T
 #define MX QC_MX
 #define W4 QC_W4
 
+/* One row per scheme description: the conformance cases (the rows before
+ * n_case_schemes, in sweep order) and, under tool_name, the schemes
+ * `qport quantize` writes and `qport bench` / `qport devices` list, so a
+ * scheme variant is one row serving both (docs/contributing.md). The
+ * configs are written as the exporters write them, lm_head excluded. */
 const case_scheme case_schemes[] = {
-    {"int8-dyn-sym", QUARK(T("int8", "per_channel", "true", "false"), T("int8", "per_channel", "true", "true")), 1, 0, 1, 1, 0, 0},
-    {"int8-dyn-asym", QUARK(T("int8", "per_channel", "true", "false"), T("int8", "per_channel", "false", "true")), 1, 0, 1, 1, 0, 0},
-    {"int8-static-sym", QUARK(T("int8", "per_tensor", "true", "false"), T("int8", "per_tensor", "true", "false")), 1, 0, 1, 1, 0, 0},
-    {"int8-static-asym", QUARK(T("int8", "per_tensor", "true", "false"), T("int8", "per_tensor", "false", "false")), 1, 0, 1, 1, 0, 0},
-    {"fp8-static", QUARK(T("fp8_e4m3", "per_tensor", "true", "false"), T("fp8_e4m3", "per_tensor", "true", "false")), 0, 0, 1, 1, 0, 0},
-    {"fp8-dyn-tensor", QUARK(T("fp8_e4m3", "per_tensor", "true", "false"), T("fp8_e4m3", "per_tensor", "true", "true")), 0, 0, 1, 1, 0, 0},
-    {"fp8-dyn-token", QUARK(T("fp8_e4m3", "per_channel", "true", "false"), T("fp8_e4m3", "per_channel", "true", "true")), 0, 0, 1, 1, 0, 0},
-    {"qqq-channel", QC_QQQ("-1"), 1, 1, 128, 64, 0, 0},
-    {"qqq-g128", QC_QQQ("128"), 1, 1, 128, 64, 0, 0},
-    {"w4a16-int4-g128", QUARK(W4("int4", "true", "128"), "null"), 0, 0, 128, 1, 0, 0},
-    {"w4a16-uint4-order", QC_QUARK("order", "[]", W4("uint4", "false", "128"), "null"), 0, 0, 128, 1, 0, 0},
-    {"w4a16-int4-g32", QUARK(W4("int4", "true", "32"), "null"), 0, 0, 32, 1, 0, 0},
-    {"w4a16-uint4-g32", QUARK(W4("uint4", "false", "32"), "null"), 0, 0, 32, 1, 0, 1},
-    {"fp8-block", QUARK(QC_FP8_BLOCK_W, QC_FP8_GROUP_A),
-     0, 0, 128, 1, 0, 0},
-    {"fp8-block-e8m0", QUARK(QC_FP8_BLOCK_W_E8M0, QC_FP8_GROUP_A),
-     0, 0, 128, 1, 0, 0},
-    {"hf-fp8-block", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"weight_block_size\":[128,128]}", 0, 0, 128, 1, 0, 0},
+    {"int8-dyn-sym", "int8-dyn-sym", QUARK(T("int8", "per_channel", "true", "false"), T("int8", "per_channel", "true", "true")), 1, 0, 1, 1, 0, 0},
+    {"int8-dyn-asym", "int8-dyn-asym", QUARK(T("int8", "per_channel", "true", "false"), T("int8", "per_channel", "false", "true")), 1, 0, 1, 1, 0, 0},
+    {"int8-static-sym", "int8-static-sym", QUARK(T("int8", "per_tensor", "true", "false"), T("int8", "per_tensor", "true", "false")), 1, 0, 1, 1, 0, 0},
+    {"int8-static-asym", "int8-static-asym", QUARK(T("int8", "per_tensor", "true", "false"), T("int8", "per_tensor", "false", "false")), 1, 0, 1, 1, 0, 0},
+    {"fp8-static", "fp8-static", QUARK(T("fp8_e4m3", "per_tensor", "true", "false"), T("fp8_e4m3", "per_tensor", "true", "false")), 0, 0, 1, 1, 0, 0},
+    {"fp8-dyn-tensor", "fp8-dyn-tensor", QUARK(T("fp8_e4m3", "per_tensor", "true", "false"), T("fp8_e4m3", "per_tensor", "true", "true")), 0, 0, 1, 1, 0, 0},
+    {"fp8-dyn-token", "fp8-dyn-token", QUARK(T("fp8_e4m3", "per_channel", "true", "false"), T("fp8_e4m3", "per_channel", "true", "true")), 0, 0, 1, 1, 0, 0},
+    {"qqq-channel", "qqq-channel", QC_QQQ("-1"), 1, 1, 128, 64, 0, 0},
+    {"qqq-g128", "qqq", QC_QQQ("128"), 1, 1, 128, 64, 0, 0},
+    {"w4a16-int4-g128", "w4a16-int4", QUARK(W4("int4", "true", "128"), "null"), 0, 0, 128, 1, 0, 0},
+    {"w4a16-uint4-order", NULL, QC_QUARK("order", "[]", W4("uint4", "false", "128"), "null"), 0, 0, 128, 1, 0, 0},
+    {"w4a16-int4-g32", NULL, QUARK(W4("int4", "true", "32"), "null"), 0, 0, 32, 1, 0, 0},
+    {"w4a16-uint4-g32", NULL, QUARK(W4("uint4", "false", "32"), "null"), 0, 0, 32, 1, 0, 1},
+    {"w4a16-uint4-g64", "w4a16-uint4-g64", QUARK(W4("uint4", "false", "64"), "null"), 0, 0, 64, 1, 0, 0},
+    {"fp8-block", "fp8-block", QUARK(QC_FP8_BLOCK_W, QC_FP8_GROUP_A), 0, 0, 128, 1, 0, 0},
+    {"fp8-block-e8m0", NULL, QUARK(QC_FP8_BLOCK_W_E8M0, QC_FP8_GROUP_A), 0, 0, 128, 1, 0, 0},
+    {"hf-fp8-block", NULL, "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"weight_block_size\":[128,128]}", 0, 0, 128, 1, 0, 0},
     /* power-of-two activation group scales (vLLM with DeepGEMM's E8M0 path) */
-    {"fp8-block-ue8m0", QUARK(QC_FP8_BLOCK_W_E8M0, QC_FP8_GROUP_A),
-     0, 0, 128, 1, 1, 0},
-    {"mxfp4-w-only", QUARK(MX("fp4", "false"), "null"), 0, 0, 32, 1, 0, 0},
-    {"mxfp4", QUARK(MX("fp4", "false"), MX("fp4", "true")), 0, 0, 32, 1, 0, 0},
-    {"mxfp6-e3m2", QUARK(MX("fp6_e3m2", "false"), MX("fp6_e3m2", "true")), 0, 0, 32, 1, 0, 0},
-    {"mxfp6-e2m3", QUARK(MX("fp6_e2m3", "false"), MX("fp6_e2m3", "true")), 0, 0, 32, 1, 0, 0},
-    {"mxfp4-a-mxfp8", QUARK(MX("fp4", "false"), MX("fp8_e4m3", "true")), 0, 0, 32, 1, 0, 0},
-    {"mxfp8", QUARK(MX("fp8_e4m3", "false"), MX("fp8_e4m3", "true")), 0, 0, 32, 1, 0, 0},
-    {"w4a8-mxfp4-fp8", QUARK(MX("fp4", "false"), T("fp8_e4m3", "per_tensor", "true", "false")), 0, 0, 32, 1, 0, 0},
-    {"nvfp4", QUARK(QC_NVFP4_W, QC_NVFP4_A), 0, 0, 16, 1, 0, 0},
+    {"fp8-block-ue8m0", NULL, QUARK(QC_FP8_BLOCK_W_E8M0, QC_FP8_GROUP_A), 0, 0, 128, 1, 1, 0},
+    {"mxfp4-w-only", "mxfp4", QUARK(MX("fp4", "false"), "null"), 0, 0, 32, 1, 0, 0},
+    {"mxfp4", "mxfp4-a-mxfp4", QUARK(MX("fp4", "false"), MX("fp4", "true")), 0, 0, 32, 1, 0, 0},
+    {"mxfp6-e3m2", "mxfp6-e3m2", QUARK(MX("fp6_e3m2", "false"), MX("fp6_e3m2", "true")), 0, 0, 32, 1, 0, 0},
+    {"mxfp6-e2m3", "mxfp6-e2m3", QUARK(MX("fp6_e2m3", "false"), MX("fp6_e2m3", "true")), 0, 0, 32, 1, 0, 0},
+    {"mxfp4-a-mxfp8", NULL, QUARK(MX("fp4", "false"), MX("fp8_e4m3", "true")), 0, 0, 32, 1, 0, 0},
+    {"mxfp8", "mxfp8", QUARK(MX("fp8_e4m3", "false"), MX("fp8_e4m3", "true")), 0, 0, 32, 1, 0, 0},
+    {"w4a8-mxfp4-fp8", "w4a8-mxfp4-fp8", QUARK(MX("fp4", "false"), T("fp8_e4m3", "per_tensor", "true", "false")), 0, 0, 32, 1, 0, 0},
+    {"nvfp4", "nvfp4", QUARK(QC_NVFP4_W, QC_NVFP4_A), 0, 0, 16, 1, 0, 0},
     /* MXFP4 with Quark's online input rotation (a 32x32 Hadamard) */
-    {"mxfp4-rotated", QUARK(MX("fp4", "false"), MX("fp4", "true")), 0, 0, 32, 1, 0, 0},
+    {"mxfp4-rotated", NULL, QUARK(MX("fp4", "false"), MX("fp4", "true")), 0, 0, 32, 1, 0, 0},
     /* an excluded layer: vLLM's UnquantizedLinearMethod */
-    {"unquantized", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"ignored_layers\":[\"model.layers.0.mlp.down_proj\"]}", 0, 0, 1, 1, 0, 0},
+    {"unquantized", NULL, "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"ignored_layers\":[\"model.layers.0.mlp.down_proj\"]}", 0, 0, 1, 1, 0, 0},
 };
 const int n_case_schemes = (int)(sizeof case_schemes / sizeof *case_schemes);
+/* the tools' schemes without a conformance case of their own */
+static const case_scheme tool_rows[] = {
+    {NULL, "w4a16-uint4", QUARK(W4("uint4", "false", "128"), "null"), 0, 0, 128, 1, 0, 0},
+    {NULL, "hf-fp8", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"ignored_layers\":[\"lm_head\"]}", 0, 0, 1, 1, 0, 0},
+    {NULL, "hf-fp8-static", "{\"quant_method\":\"fp8\",\"activation_scheme\":\"static\",\"ignored_layers\":[\"lm_head\"]}", 0, 0, 1, 1, 0, 0},
+};
+
+const case_scheme *quant_scheme_at(size_t i) {
+    for (int r = 0; r < n_case_schemes; r++)
+        if (case_schemes[r].tool_name && !i--) return &case_schemes[r];
+    return i < sizeof tool_rows / sizeof *tool_rows ? &tool_rows[i] : NULL;
+}
+
+const case_scheme *quant_scheme_find(const char *name) {
+    for (size_t i = 0; quant_scheme_at(i); i++)
+        if (!strcmp(quant_scheme_at(i)->tool_name, name)) return quant_scheme_at(i);
+    return NULL;
+}
+
+void quant_scheme_list(FILE *f) {
+    for (size_t i = 0; quant_scheme_at(i); i++) fprintf(f, "%s%s", i ? " " : "", quant_scheme_at(i)->tool_name);
+    fputc('\n', f);
+}
 
 const case_scheme *case_scheme_find(const char *name) {
     for (int i = 0; i < n_case_schemes; i++)

@@ -8,7 +8,9 @@
 #include "qport.h"
 
 typedef struct case_scheme {
-    const char *name;    /* "int8-dyn-sym", ...                              */
+    const char *name;    /* the conformance case: "int8-dyn-sym", ...        */
+    const char *tool_name; /* its name in qport quantize / bench / devices, or
+                            * NULL (a conformance-only variant)            */
     const char *config;  /* a quantization_config JSON                       */
     int exact;           /* integer path: bit-exact against the reference    */
     int f16_only;        /* QQQ: fp16 activations only                       */
@@ -18,6 +20,8 @@ typedef struct case_scheme {
     int moe_only;        /* only the experts of moe:NAME (the linear sweep has the scheme in another group size) */
 } case_scheme;
 
+/* The conformance rows (n_case_schemes, in sweep order); the tools' names
+ * are quant_scheme_find / quant_scheme_at (tool.h) over the same rows. */
 extern const case_scheme case_schemes[];
 extern const int n_case_schemes;
 const case_scheme *case_scheme_find(const char *name);

@@ -2,7 +2,7 @@
  * how far from the device's limits.
  *
  * For every device and scheme: layers of real sizes built from seeded random
- * weights with the scheme table of `qport quantize` (schemes.c) and
+ * weights with the scheme table of `qport quantize` (cases.c) and
  * qp_quantize_weights, timed with the backend's device timers
  * (qp_linear_time) after warm-up, rotating over several input/output
  * buffers (and copies of the layer, or a cache-flushing device copy between
@@ -21,6 +21,7 @@
 
 #include "bench.h"
 #include "progress.h"
+#include "cases.h"
 #include "tool.h"
 
 #define NX 4                 /* input/output buffers rotated over          */
@@ -104,7 +105,7 @@ typedef struct bdev {
 } bdev;
 
 typedef struct bscheme {
-    const char *name;       /* "fp16" or a schemes.c name */
+    const char *name;       /* "fp16" or a tool name of cases.c */
     qp_scheme scheme;
     int unquantized;
     qp_dtype arith;         /* the vendor GEMM operand type its arithmetic maps to */
@@ -716,20 +717,20 @@ static int bench_resolve_schemes(bench *b) {
     qp_context *ctx = b->r.ctx;
     b->sch[b->n_sch++] = (bscheme){"fp16", {.struct_size = sizeof(qp_scheme), .kind = QP_SCHEME_UNQUANTIZED}, 1, QP_DTYPE_F16};
     for (size_t s = 0; quant_scheme_at(s); s++) {
-        const quant_scheme *q = quant_scheme_at(s);
+        const case_scheme *q = quant_scheme_at(s);
         int wanted = !b->o.n_scheme_names;
-        for (int i = 0; i < b->o.n_scheme_names; i++) wanted |= !strcmp(b->o.scheme_names[i], q->name);
+        for (int i = 0; i < b->o.n_scheme_names; i++) wanted |= !strcmp(b->o.scheme_names[i], q->tool_name);
         if (!wanted) continue;
         qp_config *cfg = NULL;
         bscheme *bs = &b->sch[b->n_sch];
-        if (qp_config_load_buffer(ctx, q->name, q->config, strlen(q->config), &cfg) ||
+        if (qp_config_load_buffer(ctx, q->tool_name, q->config, strlen(q->config), &cfg) ||
             qp_config_resolve(cfg, "model.layers.0.mlp.down_proj", QP_LAYER_LINEAR, NULL, &bs->scheme)) {
-            fprintf(stderr, "qport bench: scheme %s: %s\n", q->name, qp_last_error(ctx));
+            fprintf(stderr, "qport bench: scheme %s: %s\n", q->tool_name, qp_last_error(ctx));
             qp_config_destroy(cfg);
             return -1;
         }
         qp_config_destroy(cfg);
-        bs->name = q->name;
+        bs->name = q->tool_name;
         bs->arith = arith_of(&bs->scheme);
         b->n_sch++;
     }

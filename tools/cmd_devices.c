@@ -2,6 +2,7 @@
  * scheme whether it runs natively, emulated, or not (and why). */
 #include <string.h>
 
+#include "cases.h"
 #include "tool.h"
 
 static void log_stderr(void *user, qp_log_level level, const char *msg) {
@@ -17,6 +18,11 @@ void tool_install_log(qp_context *ctx) {
         lv = QP_LOG_WARN;
     }
     qp_set_log(ctx, log_stderr, NULL, lv);
+}
+
+int tool_kind_exact(qp_scheme_kind kind) {
+    qp_scheme_kind_info ki = {.struct_size = sizeof ki};
+    return !qp_scheme_kind_describe(kind, &ki) && ki.exact;
 }
 
 static const char *tri(int v) { return v < 0 ? "unknown" : v ? "yes" : "no"; }
@@ -50,11 +56,11 @@ int cmd_devices(int argc, char **argv) {
     const char *sname[64];
     int ns = 0;
     for (size_t s = 0; quant_scheme_at(s) && ns < 64; s++) {
-        const quant_scheme *q = quant_scheme_at(s);
+        const case_scheme *q = quant_scheme_at(s);
         qp_config *cfg = NULL;
-        if (!qp_config_load_buffer(ctx, q->name, q->config, strlen(q->config), &cfg) &&
+        if (!qp_config_load_buffer(ctx, q->tool_name, q->config, strlen(q->config), &cfg) &&
             !qp_config_resolve(cfg, "model.layers.0.mlp.down_proj", QP_LAYER_LINEAR, NULL, &sch[ns]))
-            sname[ns++] = q->name;
+            sname[ns++] = q->tool_name;
         qp_config_destroy(cfg);
     }
     /* and the MoE schemes among them, resolved for a FusedMoE */
@@ -62,12 +68,12 @@ int cmd_devices(int argc, char **argv) {
     const char *mname[64];
     int nms = 0;
     for (size_t s = 0; quant_scheme_at(s) && nms < 64; s++) {
-        const quant_scheme *q = quant_scheme_at(s);
+        const case_scheme *q = quant_scheme_at(s);
         qp_config *cfg = NULL;
-        if (!qp_config_load_buffer(ctx, q->name, q->config, strlen(q->config), &cfg) &&
+        if (!qp_config_load_buffer(ctx, q->tool_name, q->config, strlen(q->config), &cfg) &&
             !qp_config_resolve(cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, NULL, &msch[nms]) &&
             msch[nms].kind != QP_SCHEME_UNQUANTIZED)
-            mname[nms++] = q->name;
+            mname[nms++] = q->tool_name;
         qp_config_destroy(cfg);
     }
     if (json) fputs("{\"backends\":[", stdout);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "progress.h"
+#include "cases.h"
 #include "tool.h"
 
 static char *read_text(const char *path, size_t *len) {
@@ -86,8 +87,8 @@ static void out_free(out_list *o) {
 
 /* The Quark config with an fp8 KV cache, as Quark exports it: k_proj and
  * v_proj in kv_cache_group, each with a layer entry that repeats the global
- * weight / input configs and quantizes its output per tensor to fp8 (spec
- * 1.2: those output_tensors become the cache's config). NULL when the config
+ * weight / input configs and quantizes its output per tensor to fp8
+ * (docs/semantics.md §1: those output_tensors become the cache's config). NULL when the config
  * is not a plain Quark one. */
 static char *with_kv_cache(const char *qcfg) {
     const char *g = strstr(qcfg, "\"global_quant_config\":{"), *e = g ? strstr(g, ",\"output_tensors\":null") : NULL;
@@ -162,7 +163,7 @@ int cmd_quantize(int argc, char **argv) {
         else if (argv[i][0] != '-' && !out) out = argv[i];
         else { in = NULL; break; }
     }
-    const quant_scheme *qs = scheme_name ? quant_scheme_find(scheme_name) : NULL;
+    const case_scheme *qs = scheme_name ? quant_scheme_find(scheme_name) : NULL;
     if (!in || !out || !qs) {
         tool_usage(stderr, "quantize");
         fprintf(stderr, "schemes: ");
@@ -175,7 +176,7 @@ int cmd_quantize(int argc, char **argv) {
         snprintf(to, sizeof to, "\"group_size\":%d", group);
         char *r = strstr(qcfg, "\"group_size\":128") ? replace_once(qcfg, "\"group_size\":128", to) : NULL;
         if (!r) {
-            fprintf(stderr, "qport quantize: scheme %s has no group size to set\n", qs->name);
+            fprintf(stderr, "qport quantize: scheme %s has no group size to set\n", qs->tool_name);
             free(qcfg);
             return 2;
         }
@@ -185,7 +186,7 @@ int cmd_quantize(int argc, char **argv) {
     if (kv && qcfg) {
         char *r = with_kv_cache(qcfg);
         if (!r) {
-            fprintf(stderr, "qport quantize: --kv-cache needs a Quark scheme (%s is not one)\n", qs->name);
+            fprintf(stderr, "qport quantize: --kv-cache needs a Quark scheme (%s is not one)\n", qs->tool_name);
             free(qcfg);
             return 2;
         }
@@ -231,7 +232,7 @@ int cmd_quantize(int argc, char **argv) {
         }
         if (r) { free(qcfg); qcfg = r; }
     }
-    if (qp_config_load_buffer(ctx, qs->name, qcfg, strlen(qcfg), &cfg)) { fprintf(stderr, "qport quantize: %s\n", qp_last_error(ctx)); goto done; }
+    if (qp_config_load_buffer(ctx, qs->tool_name, qcfg, strlen(qcfg), &cfg)) { fprintf(stderr, "qport quantize: %s\n", qp_last_error(ctx)); goto done; }
     qp_quantize_options qo;
     qp_quantize_options_init(&qo);
     /* the model dtype, and Quark's checkpoint layout (scales in the model
@@ -338,7 +339,7 @@ int cmd_quantize(int argc, char **argv) {
     t_cfg = -1;
     tool_tmp_drop(t_dir, 0);
     t_dir = -1;
-    printf("wrote %s: scheme %s, %zu layers quantized, %zu tensors\n", out, qs->name, nq_layers, o.n);
+    printf("wrote %s: scheme %s, %zu layers quantized, %zu tensors\n", out, qs->tool_name, nq_layers, o.n);
     rc = 0;
     goto done;
 oom:

@@ -425,7 +425,7 @@ static void run_layer_on(run_state *s, int li, const qp_layer_binding *b, const 
                          const layer_io *io, int d) {
     qp_device *dev = s->devs[d];
     const char *name = s->layers[li], *kind = qp_scheme_kind_name(b->scheme.kind);
-    int M = io->M, exact = b->scheme.kind == QP_SCHEME_W8A8_INT8 || b->scheme.kind == QP_SCHEME_QQQ_W4A8;
+    int M = io->M, exact = tool_kind_exact(b->scheme.kind);
     qp_device_info di = {.struct_size = sizeof di};
     qp_device_get_info(dev, &di);
     char dn[32], path[64] = "";

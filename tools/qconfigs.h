@@ -1,6 +1,6 @@
 /* quantization_config JSON as the Quark / QQQ / HF-fp8 exporters write it,
- * shared by `qport quantize`'s scheme table (schemes.c) and the conformance
- * cases (cases.c), so one spelling of each scheme serves both. */
+ * for the one scheme table (cases.c) of `qport quantize`, `qport bench` and
+ * the conformance cases, so one spelling of each scheme serves them all. */
 #ifndef QPORT_QCONFIGS_H
 #define QPORT_QCONFIGS_H
 

@@ -110,7 +110,7 @@ int run_moe(qp_context *ctx, qp_model *m, const char *prefix, const qp_bind_opti
     }
     qp_moe_destroy(ref);
     int failed = 0;
-    int exact = b.scheme.kind == QP_SCHEME_W8A8_INT8;
+    int exact = tool_kind_exact(b.scheme.kind);
     for (int d = 0; d < ndev; d++) {
         qp_device_info di = {.struct_size = sizeof di};
         qp_device_get_info(devs[d], &di);

@@ -297,7 +297,7 @@ static void run_linear(par_ctx *p, const char *layer) {
                         }
                     }
             }
-            int exact = in.scheme.kind == QP_SCHEME_W8A8_INT8 || in.scheme.kind == QP_SCHEME_QQQ_W4A8;
+            int exact = tool_kind_exact(in.scheme.kind);
             int pass_a = dev_rule(in.out_dtype, ysl, y, cnt, exact);
             int pass_b = 1;
             double worst = 0;
@@ -401,7 +401,7 @@ static void run_moe_par(par_ctx *p, const char *prefix) {
             ok = ok && !ref_moe(p, prefix, 1, 0, x, logits, yref);
             if (ok) {
                 ordered_sum(p->dt, parts, p->size, cnt, ysl);
-                int exact = in.scheme.kind == QP_SCHEME_W8A8_INT8;
+                int exact = tool_kind_exact(in.scheme.kind);
                 int pass_a = dev_rule(p->dt, ysl, y, cnt, exact);
                 double worst;
                 /* a per-tensor dynamic scale of the second GEMM's input is

@@ -15,16 +15,18 @@ int cmd_quantize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_demo_model(int argc, char **argv);
 
-/* Schemes `qport quantize` can write (schemes.c): a name and the
- * quantization_config an exporter would write. */
-typedef struct quant_scheme { const char *name; const char *config; } quant_scheme;
-const quant_scheme *quant_scheme_find(const char *name);
+/* The schemes `qport quantize`, `qport bench` and `qport devices` know by
+ * name: the rows of the case table (cases.h) that have a tool_name. */
+struct case_scheme;
+const struct case_scheme *quant_scheme_find(const char *name);
 void quant_scheme_list(FILE *f);
-const quant_scheme *quant_scheme_at(size_t i); /* NULL past the end */
+const struct case_scheme *quant_scheme_at(size_t i); /* NULL past the end */
 
 /* Help (help.c): one command's full help (-1: no such command), its usage
  * lines for an argument error, and the list of commands. */
 int tool_help(FILE *f, const char *cmd);
+/* the kind's integer path is bit-exact on every backend (qp_scheme_kind_describe) */
+int tool_kind_exact(qp_scheme_kind kind);
 void tool_usage(FILE *f, const char *cmd);
 void tool_help_commands(FILE *f);
 

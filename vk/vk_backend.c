@@ -346,6 +346,15 @@ static qp_status vk_device_stats(void *dev, qp_device_stats *o) {
     return QP_OK;
 }
 
+/* The scheme kinds linear_prepare runs (the registry checks that the table
+ * names every linear kind; shape and feature limits are device_supports's answers). */
+static const qp_backend_kind vk_kinds[] = {
+    {QP_SCHEME_UNQUANTIZED, 1, NULL},    {QP_SCHEME_W8A8_INT8, 1, NULL},      {QP_SCHEME_W8A8_FP8, 1, NULL},
+    {QP_SCHEME_W8A8_FP8_BLOCK, 1, NULL}, {QP_SCHEME_HF_FP8, 1, NULL},         {QP_SCHEME_QQQ_W4A8, 1, NULL},
+    {QP_SCHEME_W4A16_INT4, 1, NULL},     {QP_SCHEME_OCP_MX, 1, NULL},         {QP_SCHEME_W4A8_MXFP4_FP8, 1, NULL},
+    {QP_SCHEME_NVFP4, 1, NULL},
+};
+
 static const qp_backend_ops vk_ops = {
     .abi_version = QP_BACKEND_ABI_VERSION,
     .struct_size = sizeof(qp_backend_ops),
@@ -394,6 +403,8 @@ static const qp_backend_ops vk_ops = {
     .buffer_native = vk_buffer_native,
     .device_stats = vk_device_stats,
     .moe_takes_act = vk_moe_takes_act,
+    .linear_kinds = vk_kinds,
+    .n_linear_kinds = sizeof vk_kinds / sizeof *vk_kinds,
     .moe_route = qp_vk_moe_route,
 };
 

@@ -24,7 +24,7 @@ from ._errors import (CapabilityError, DeviceError, Error, InternalError, Invali
                       ParseError, QportIOError, QportMemoryError, UnsupportedError, VllmNotImplementedError,
                       VllmValueError)
 from ._handle import context
-from .config import Config, QuantSpec, Scheme, load_config
+from .config import Config, QuantSpec, Scheme, SchemeKind, load_config, scheme_kinds
 from .conform import conform
 from .buffer import Buffer, Event, as_buffer, import_device, stream_device
 from .device import Backend, Device, Support, backends, device, devices
@@ -46,8 +46,8 @@ __version__: str = _abi.s(_abi.lib.qp_version())
 __all__ = [
     "Arch", "Backend", "Buffer", "CapabilityError", "Config", "Device", "DeviceError", "Error", "Event", "InternalError",
     "InvalidArgumentError", "Linear", "MoE", "Model", "NotFoundError", "ParseError", "QportIOError",
-    "QportMemoryError", "QuantSpec", "Scheme", "Support", "Tensor", "UnsupportedError", "VllmNotImplementedError",
+    "QportMemoryError", "QuantSpec", "Scheme", "SchemeKind", "Support", "Tensor", "UnsupportedError", "VllmNotImplementedError",
     "VllmValueError", "arch", "architectures", "as_buffer", "backends", "conform", "context", "device", "devices", "import_device",
-    "kv_dequantize", "kv_quantize", "load_config", "moe_route", "quantize_weights", "register_torch_ops",
+    "kv_dequantize", "kv_quantize", "load_config", "moe_route", "quantize_weights", "register_torch_ops", "scheme_kinds",
     "stream_device", "torch_device",
 ]

@@ -57,6 +57,11 @@ class ArchInfo(C.Structure):
                 ("first_k_dense_replace", C.c_longlong), ("moe_layer_freq", C.c_longlong), ("note", c_char_p)]
 
 
+class SchemeKindInfo(C.Structure):
+    _fields_ = [("struct_size", c_size_t), ("name", c_char_p), ("family", c_char_p), ("linear", c_int),
+                ("moe", c_int), ("exact", c_int), ("moe_refusal", c_char_p), ("tensors", c_char_p)]
+
+
 class ResolveOptions(C.Structure):
     _fields_ = [("struct_size", c_size_t), ("capability", c_int), ("dialect", c_int),
                 ("packed", C.POINTER(PackedModule)), ("n_packed", c_size_t), ("model_type", c_char_p),
@@ -216,6 +221,7 @@ _PROTOS = {
     "qp_config_resolve_pattern": (c_int, [vp, c_size_t, P(ResolveOptions), P(Scheme)]),
     "qp_config_map_scale_name": (c_int, [vp, c_char_p, vp, c_size_t]),
     "qp_scheme_kind_name": (c_char_p, [c_int]),
+    "qp_scheme_kind_describe": (c_int, [c_int, P(SchemeKindInfo)]),
     "qp_dtype_name": (c_char_p, [c_int]),
     "qp_granularity_name": (c_char_p, [c_int]),
     "qp_tensor_bytes": (c_size_t, [P(Tensor)]),

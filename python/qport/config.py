@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from . import _abi
+from ._errors import check
 from ._handle import Handle, context
 
 
@@ -40,6 +41,42 @@ class QuantSpec:
                 "scale_dtype": self.scale_dtype, "scale2_dtype": self.scale2_dtype}
 
 
+@dataclass(frozen=True)
+class SchemeKind:
+    """What qport knows about a scheme kind (qp_scheme_kind_describe): its
+    `qp_lin_desc` payload `family`, whether qport runs it as a `linear`
+    layer and its experts as fused `moe` (else `moe_refusal` says why),
+    whether its integer path is `exact` on every backend, and the checkpoint
+    `tensors` one linear layer takes.
+
+    >>> [k.name for k in qport.scheme_kinds() if k.exact]
+    ['w8a8-int8', 'qqq-w4a8']
+    """
+    name: str
+    family: str
+    linear: bool
+    moe: bool
+    exact: bool
+    moe_refusal: str | None
+    tensors: str
+
+    @staticmethod
+    def _of(kind: int) -> "SchemeKind":
+        c = _abi.SchemeKindInfo(struct_size=ctypes.sizeof(_abi.SchemeKindInfo))
+        check(_abi.lib.qp_scheme_kind_describe(kind, ctypes.byref(c)), None)
+        return SchemeKind(_abi.s(c.name), _abi.s(c.family), bool(c.linear), bool(c.moe), bool(c.exact),
+                          _abi.s(c.moe_refusal) if c.moe_refusal else None, _abi.s(c.tensors))
+
+
+def scheme_kinds() -> list[SchemeKind]:
+    """Every scheme kind, in the order of qport.h's qp_scheme_kind."""
+    out, k = [], 0
+    while _abi.s(_abi.lib.qp_scheme_kind_name(k)) != "unknown":
+        out.append(SchemeKind._of(k))
+        k += 1
+    return out
+
+
 class Scheme:
     """What vLLM runs for one layer (a qp_scheme value).
 
@@ -65,6 +102,11 @@ class Scheme:
     @property
     def kind(self) -> str:
         return _abi.s(_abi.lib.qp_scheme_kind_name(self._c.kind))
+
+    @property
+    def kind_info(self) -> SchemeKind:
+        """The kind's description (qport.scheme_kinds())."""
+        return SchemeKind._of(self._c.kind)
 
     def _name(self, field: str) -> str | None:
         v = getattr(self._c, field).decode()

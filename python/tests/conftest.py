@@ -16,7 +16,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 CONFIGS = os.environ.get("QPORT_CONFIGS") or os.path.join(REPO, "tests", "configs")
 
 
-# The schemes of `qport quantize` (tools/schemes.c, tools/qconfigs.h): test
+# The schemes of `qport quantize` (tools/cases.c, tools/qconfigs.h): test
 # data here, spelled as each exporter writes its quantization_config.
 def _t(dt, qs, sym, dyn):
     return {"dtype": dt, "qscheme": qs, "symmetric": sym, "is_dynamic": dyn}

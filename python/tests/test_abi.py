@@ -14,6 +14,7 @@ from conftest import REPO
 
 STRUCTS = {
     "qp_error_info": _abi.ErrorInfo, "qp_packed_module": _abi.PackedModule, "qp_arch_info": _abi.ArchInfo,
+    "qp_scheme_kind_info": _abi.SchemeKindInfo,
     "qp_resolve_options": _abi.ResolveOptions, "qp_qtensor": _abi.QTensor, "qp_scheme": _abi.Scheme,
     "qp_config_summary": _abi.ConfigSummary, "qp_tensor": _abi.Tensor, "qp_device_caps": _abi.DeviceCaps,
     "qp_device_info": _abi.DeviceInfo, "qp_support_info": _abi.SupportInfo,

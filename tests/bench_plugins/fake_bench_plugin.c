@@ -114,12 +114,20 @@ static qp_status vendor(void *dev, qp_dtype in, int M, int N, int K, int reps, d
 }
 #endif
 
+static const qp_backend_kind kinds[] = {
+    {QP_SCHEME_UNQUANTIZED, 1, NULL}, {QP_SCHEME_W8A8_FP8, 1, NULL}, {QP_SCHEME_W8A8_FP8_BLOCK, 1, NULL},
+    {QP_SCHEME_W8A8_INT8, 1, NULL}, {QP_SCHEME_W4A16_INT4, 1, NULL}, {QP_SCHEME_OCP_MX, 1, NULL},
+    {QP_SCHEME_W4A8_MXFP4_FP8, 1, NULL}, {QP_SCHEME_QQQ_W4A8, 1, NULL}, {QP_SCHEME_HF_FP8, 1, NULL},
+    {QP_SCHEME_NVFP4, 1, NULL},
+};
+
 static const qp_backend_ops ops = {
     .abi_version = QP_BACKEND_ABI_VERSION, .struct_size = sizeof(qp_backend_ops), .name = "cuda", .init = init,
     .shutdown = shutdown_, .device_count = count1, .device_get = get_one, .device_info = info,
     .device_supports = supports, .buffer_alloc = balloc, .buffer_free = bfree, .buffer_upload = up,
     .buffer_download = down, .linear_prepare = prepare, .linear_destroy = destroy, .linear_forward = forward,
-    .linear_describe = describe, .synchronize = sync_,
+    .linear_describe = describe, .synchronize = sync_, .linear_kinds = kinds,
+    .n_linear_kinds = sizeof kinds / sizeof *kinds,
 #ifdef FAKE_TIMED
     .linear_time = ltime, .buffer_copy = copy, .buffer_copy_time = copy_time, .vendor_gemm_time = vendor,
 #endif

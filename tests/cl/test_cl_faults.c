@@ -232,7 +232,9 @@ static void fw_faults(void) {
     d.input_scale = -1.0f;
     st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
     CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "input_scale"), "w4a8 scale: %d '%s'", (int)st, bh_err);
-    d.kind = QP_SCHEME_UNQUANTIZED;
+    d.kind = QP_SCHEME_UNQUANTIZED; /* with an empty dense payload */
+    d.family = QP_LIN_DENSE;
+    qp_lin_desc_clear_weights(&d);
     d.act = QP_ACT_NONE;
     st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
     CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "w_act"), "unquantized without w_act: %d '%s'", (int)st,

@@ -41,6 +41,8 @@ static void timings(void) {
         cl_time_forward(&d, 0, 1, "fp8");
         cl_time_forward(&d, 0, 16, "fp8");
         d.kind = QP_SCHEME_QQQ_W4A8;
+        d.family = QP_LIN_INT4;
+        qp_lin_desc_clear_weights(&d);
         d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
         d.group_size = -1;
         d.q4 = q4;

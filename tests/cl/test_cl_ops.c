@@ -82,12 +82,16 @@ static void timers(void) {
         d.N = N;
         d.K = K;
         d.layer = "timed";
-        d.w_elem = QP_DTYPE_F4_E2M1;
-        d.w_codes = codes;
-        d.w_lut = lut;
-        d.w_blk = 32;
-        d.w_blk_scale = bs;
-        d.w_act = wact;
+        d.family = kind ? QP_LIN_DENSE : QP_LIN_BLOCK_FLOAT;
+        if (kind) {
+            d.w_act = wact;
+        } else {
+            d.w_elem = QP_DTYPE_F4_E2M1;
+            d.w_codes = codes;
+            d.w_lut = lut;
+            d.w_blk = 32;
+            d.w_blk_scale = bs;
+        }
         d.act = kind ? QP_ACT_NONE : QP_ACT_MX_QDQ;
         d.act_elem = QP_DTYPE_F4_E2M1;
         d.act_mbits = 1;

@@ -3,11 +3,24 @@
  * FAKE_INIT_FAILS (libqport-cuda.so); and FAKE_TWIN=<backend name>: one
  * discrete GPU with a fixed UUID, built as both libqport-vk.so and
  * libqport-cl.so, so the registry must list it once (same UUID) and rank
- * the Vulkan entry first. */
+ * the Vulkan entry first; FAKE_NO_KINDS (libqport-cl.so in nokinds/): a
+ * scheme-kind table that leaves a linear kind out. */
 #include <stdio.h>
 #include <string.h>
 
 #include "backend.h"
+
+/* every linear kind, as a backend that decided about each declares them;
+ * FAKE_NO_KINDS leaves NVFP4 out, which the registry must refuse */
+static const qp_backend_kind kinds[] = {
+    {QP_SCHEME_UNQUANTIZED, 1, NULL}, {QP_SCHEME_W8A8_FP8, 1, NULL}, {QP_SCHEME_W8A8_FP8_BLOCK, 1, NULL},
+    {QP_SCHEME_W8A8_INT8, 1, NULL}, {QP_SCHEME_W4A16_INT4, 1, NULL}, {QP_SCHEME_OCP_MX, 1, NULL},
+    {QP_SCHEME_W4A8_MXFP4_FP8, 1, NULL}, {QP_SCHEME_QQQ_W4A8, 1, NULL}, {QP_SCHEME_HF_FP8, 1, NULL},
+#if !defined(FAKE_NO_KINDS)
+    {QP_SCHEME_NVFP4, 0, "fake: no fp4 kernels"},
+#endif
+};
+#define KINDS .linear_kinds = kinds, .n_linear_kinds = sizeof kinds / sizeof *kinds
 
 __attribute__((unused)) static qp_status init_ok(const qp_host *h, void **state) {
     h->log(h->ctx, QP_LOG_INFO, "fake: no driver here");
@@ -43,17 +56,18 @@ static qp_status supports(void *dev, const qp_scheme *s, int M, int N, int K, qp
 static const qp_backend_ops ops = {
     .abi_version = QP_BACKEND_ABI_VERSION, .struct_size = sizeof(qp_backend_ops), .name = FAKE_TWIN, .init = init_ok,
     .shutdown = shutdown_, .device_count = count1, .device_get = get_one, .device_info = info, .device_supports = supports,
+    KINDS,
 };
 #else
 static const qp_backend_ops ops = {
 #if defined(FAKE_WRONG_ABI)
     .abi_version = QP_BACKEND_ABI_VERSION + 41, .name = "vulkan", .init = init_ok,
-#elif defined(FAKE_NO_DEVICES)
+#elif defined(FAKE_NO_DEVICES) || defined(FAKE_NO_KINDS)
     .abi_version = QP_BACKEND_ABI_VERSION, .name = "opencl", .init = init_ok,
 #else
     .abi_version = QP_BACKEND_ABI_VERSION, .name = "cuda", .init = init_fail,
 #endif
-    .struct_size = sizeof(qp_backend_ops), .shutdown = shutdown_, .device_count = count0, .device_get = get_none,
+    .struct_size = sizeof(qp_backend_ops), .shutdown = shutdown_, .device_count = count0, .device_get = get_none, KINDS,
 };
 #endif
 
