@@ -42,9 +42,6 @@ static void faults(void) {
     printf("faults: checked\n");
 }
 
-int main(void) {
-    int rc = cuda_open("cuda-faults");
-    if (rc) return rc == 77 ? 77 : bh_finish();
+void cuda_faults_cases(void) {
     faults();
-    return cuda_close();
 }

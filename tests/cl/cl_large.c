@@ -77,9 +77,7 @@ static void timings(void) {
     free(w); free(ws); free(wf); free(q4); free(w8); free(wa); free(bs);
 }
 
-int main(void) {
-    int rc = cl_open("cl-large");
-    if (rc) return rc == 77 ? 77 : bh_finish();
+void cl_large_cases(void) {
     static const int m1[] = {1}, m2[] = {1, 17};
     cl_int8(QP_DTYPE_F16, 0, 1, 1, 1, 4096, 4096, m2, 2, 0);
     cl_fp8(QP_DTYPE_BF16, 2, 1, 1, 0, 4096, 4096, m1, 1);
@@ -87,5 +85,4 @@ int main(void) {
     cl_fp8_block(QP_DTYPE_BF16, 0, 1, 0, 4096, 4096, m1, 1);
     cl_fw(BH_FW_MX, QP_DTYPE_BF16, QP_DTYPE_F4_E2M1, QP_OCP_MX_ACT_MXFP4, 0, 1, 0, 4096, 4096, m1, 1);
     if (bh_group("timings")) timings();
-    return cl_close();
 }

@@ -97,11 +97,8 @@ static void missing_runtime(void) {
     unsetenv("QPORT_VK_LOADER");
 }
 
-int main(void) {
-    int rc = vk_open("vk-faults");
-    if (rc) return rc == 77 ? 77 : bh_finish();
+void vk_faults_cases(void) {
     faults();
     no_int_dot_device();
     missing_runtime();
-    return vk_close();
 }
