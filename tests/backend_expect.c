@@ -9,7 +9,7 @@
 
 #define BH_MAX_EXPECT 64
 
-long bh_xfails, bh_xpasses;
+long bh_xfails, bh_xpasses, bh_probes;
 
 static const bh_expect *entries[BH_MAX_EXPECT];
 static bool used[BH_MAX_EXPECT];
@@ -51,6 +51,7 @@ void bh_probe(const char *name, const qp_lin_desc *d, unsigned path) {
     CHECK(e, "%s: probe '%s' has no entry for this backend (BH_REFUSE or BH_ACCEPT, tests/backend/backends.c)",
           bh_program, name);
     if (!e) return;
+    bh_probes++;
     void *lin = NULL;
     bh_err[0] = 0;
     qp_status st = bh_ops->linear_prepare(bh_dev, d, path, &lin);
@@ -97,7 +98,8 @@ int bh_expect_end(void) {
         for (int i = 0; i < n_entries; i++)
             CHECK(used[i], "%s: entry '%s' (topic %s) matched no probe or case: stale", bh_program, entries[i]->name,
                   entries[i]->topic);
-    if (bh_xfails || bh_xpasses) printf("%s: %ld expected failures, %ld XPASS\n", bh_program, bh_xfails, bh_xpasses);
+    if (bh_probes || bh_xfails || bh_xpasses)
+        printf("%s: %ld probes, %ld expected failures, %ld XPASS\n", bh_program, bh_probes, bh_xfails, bh_xpasses);
     n_entries = 0;
     return (int)bh_xpasses;
 }

@@ -40,6 +40,6 @@ void bh_expect_case(const char *name);
 /* the last case judged, unused entries failed, the tally printed (bh_finish
  * calls it); the number of XPASS cases */
 int bh_expect_end(void);
-/* the tally so far: expected failures seen, and XPASS cases */
-extern long bh_xfails, bh_xpasses;
+/* the tally so far: expected failures seen, XPASS cases, probes judged */
+extern long bh_xfails, bh_xpasses, bh_probes;
 #endif
