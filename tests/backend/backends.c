@@ -34,6 +34,12 @@ static const bh_expect vk_expect[] = {
     {"w4a16", "w4a16-g16", BH_REFUSE, QP_ERR_UNSUPPORTED, "group size 16"},
     {"w4a16", "w4a16-int-dot", BH_REFUSE, QP_ERR_UNSUPPORTED, "forced int-dot path"},
     {"w4a16", "w4a16-no-int-dot", BH_ACCEPT, QP_OK, NULL},
+    {"block_float", "mx-int-dot", BH_REFUSE, QP_ERR_UNSUPPORTED, "forced int-dot path"},
+    {"block_float", "mx-k48", BH_REFUSE, QP_ERR_VALUE, "block size"},
+    {"block_float", "mx-no-lut", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w_lut"},
+    {"block_float", "nvfp4-no-global-scale", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "input_global_scale"},
+    {"block_float", "unquantized-no-w-act", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w_act"},
+    {"block_float", "fp8-block-k64", BH_REFUSE, QP_ERR_VALUE, "multiple of 128"},
     {NULL, NULL, 0, QP_OK, NULL},
 };
 #endif
@@ -55,6 +61,12 @@ static const bh_expect cl_expect[] = {
     {"w4a16", "w4a16-g16", BH_REFUSE, QP_ERR_UNSUPPORTED, "multiple of 32"},
     {"w4a16", "w4a16-int-dot", BH_REFUSE, QP_ERR_UNSUPPORTED, "no integer dot product path"},
     {"w4a16", "w4a16-no-int-dot", BH_ACCEPT, QP_OK, NULL},
+    {"block_float", "mx-int-dot", BH_REFUSE, QP_ERR_UNSUPPORTED, "no integer dot product path"},
+    {"block_float", "mx-k48", BH_REFUSE, QP_ERR_VALUE, "multiple"},
+    {"block_float", "mx-no-lut", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w_lut"},
+    {"block_float", "nvfp4-no-global-scale", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "input_global_scale"},
+    {"block_float", "unquantized-no-w-act", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w_act"},
+    {"block_float", "fp8-block-k64", BH_REFUSE, QP_ERR_VALUE, "multiple of 128"},
     {NULL, NULL, 0, QP_OK, NULL},
 };
 #endif
@@ -70,13 +82,20 @@ static const bh_topic cuda_topics[] = {
     {NULL, NULL, NULL},
 };
 /* CUDA: the shared probes it refuses (the group size is checked before
- * the shape, so g48 is a refusal, not a bad value) */
+ * the shape, so g48 is a refusal, not a bad value; a zero NVFP4 global
+ * scale is a bad value, not a bad descriptor) */
 static const bh_expect cuda_expect[] = {
     {"w4a16", "w4a16-no-zero-points", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w4_zero"},
     {"w4a16", "w4a16-g48", BH_REFUSE, QP_ERR_UNSUPPORTED, "group size 48"},
     {"w4a16", "w4a16-g16", BH_REFUSE, QP_ERR_UNSUPPORTED, "group size 16"},
     {"w4a16", "w4a16-int-dot", BH_REFUSE, QP_ERR_UNSUPPORTED, "no int-dot path"},
     {"w4a16", "w4a16-no-int-dot", BH_ACCEPT, QP_OK, NULL},
+    {"block_float", "mx-int-dot", BH_REFUSE, QP_ERR_UNSUPPORTED, "no int-dot path"},
+    {"block_float", "mx-k48", BH_REFUSE, QP_ERR_VALUE, "multiple of the weight block"},
+    {"block_float", "mx-no-lut", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w_lut"},
+    {"block_float", "nvfp4-no-global-scale", BH_REFUSE, QP_ERR_VALUE, "input_global_scale"},
+    {"block_float", "unquantized-no-w-act", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w_act"},
+    {"block_float", "fp8-block-k64", BH_REFUSE, QP_ERR_VALUE, "K % 128"},
     {NULL, NULL, 0, QP_OK, NULL},
 };
 #endif

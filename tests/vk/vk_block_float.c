@@ -124,50 +124,17 @@ void vk_fl(const vk_fl_case *c) {
     bh_layer_free(&L);
 }
 
-/* vk-block-float: the issue-9 layers on auto / GEMV / tiled, M in {1, 3,
- * 16, 17, 64}: OCP-MX (fp4 / fp6 e3m2 / fp6 e2m3 / fp8 weights x none /
- * MXFP4 / MXFP6 / MXFP8 activations), W4A8-MXFP4-FP8, NVFP4 (bias after
- * rounding), unquantized and fp8 per-block (fp32 and UE8M0 activation
- * scales): 14 selection-weight layers compared bit for bit (fp16 and bf16)
- * and 15 random layers within the bound, K not a multiple of 32 (NVFP4,
- * unquantized), rows with NaN (both signs), +-inf, huge, tiny, zero,
- * negative-zero and constant blocks, bias; then the layers that cannot
- * run (MX K not whole blocks, no code table, NVFP4 global scale 0, fp8
- * per-block K not a multiple of 128) and the device_supports answers. */
-
-
-static void fl_faults(void) {
-    vk_fl_case c = {FL_MX, QP_DTYPE_F16, QP_DTYPE_F4_E2M1, QP_OCP_MX_ACT_MXFP4, 64, 16, false, false, 0};
-    bh_layer L;
-    if (!vk_fl_layer(&c, c.N, BH_SEL_NONE, &L)) {
-        bh_layer_free(&L);
-        return;
-    }
-    qp_lin_desc d = L.d;
-    void *lin = NULL;
-    qp_status st = bh_ops->linear_prepare(bh_dev, &d, QP_PATH_INT_DOT, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && !lin && strstr(bh_err, "int-dot"), "mx forced int-dot: %d '%s'", (int)st, bh_err);
-    d.K = 48; /* not whole MX blocks */
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_VALUE && !lin && strstr(bh_err, "block size"), "mx K=48: %d '%s'", (int)st, bh_err);
-    d.K = 64;
-    d.w_lut = NULL;
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && !lin && strstr(bh_err, "w_lut"), "mx no lut: %d '%s'", (int)st, bh_err);
-    d.w_lut = L.d.w_lut;
-    d.kind = d.scheme.kind = QP_SCHEME_NVFP4;
-    d.act = QP_ACT_NVFP4_QDQ;
-    d.w_blk = 16;
-    d.input_global_scale = 0.0f;
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && !lin && strstr(bh_err, "input_global_scale"), "nvfp4 g=0: %d '%s'", (int)st,
-          bh_err);
-    d.kind = d.scheme.kind = QP_SCHEME_W8A8_FP8_BLOCK;
-    d.w_u8 = L.d.w_codes;
-    d.w_scale = L.d.w_blk_scale;
-    d.act = QP_ACT_FP8_GROUP128;
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_VALUE && !lin && strstr(bh_err, "multiple of 128"), "fp8-block K=64: %d '%s'", (int)st, bh_err);
+/* ---- the vk-block-float cases: the block-float layers on auto / GEMV /
+ * tiled, M in {1, 3, 16, 17, 64}: OCP-MX (fp4 / fp6 e3m2 / fp6 e2m3 / fp8
+ * weights x none / MXFP4 / MXFP6 / MXFP8 activations), W4A8-MXFP4-FP8,
+ * NVFP4 (bias after rounding), unquantized and fp8 per-block (fp32 and
+ * UE8M0 activation scales): 14 selection-weight layers compared bit for
+ * bit (fp16 and bf16) and 15 random layers within the bound, K not a
+ * multiple of 32 (NVFP4, unquantized), rows with NaN (both signs), +-inf,
+ * huge, tiny, zero, negative-zero and constant blocks, bias; then the
+ * device_supports answers (the layers that cannot run: the probes of
+ * tests/backend/test_block_float.c). */
+static void fl_supports(void) {
     static const qp_scheme_kind em[] = {QP_SCHEME_OCP_MX, QP_SCHEME_W4A8_MXFP4_FP8, QP_SCHEME_NVFP4};
     for (int i = 0; i < 3; i++) {
         qp_scheme s = {.struct_size = sizeof s, .kind = em[i]};
@@ -189,7 +156,6 @@ static void fl_faults(void) {
           "supports fp8-block");
     CHECK(bh_ops->device_supports(bh_dev, &s, 1, 64, 200, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED,
           "fp8-block K=200 support: %s", si.reason);
-    bh_layer_free(&L);
 }
 
 void vk_block_float_cases(void) {
@@ -231,5 +197,5 @@ void vk_block_float_cases(void) {
     };
     if (bh_group("layers"))
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) vk_fl(&cases[i]);
-    if (bh_group("faults")) fl_faults();
+    if (bh_group("faults")) fl_supports();
 }
