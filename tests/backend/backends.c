@@ -40,6 +40,9 @@ static const bh_expect vk_expect[] = {
     {"block_float", "nvfp4-no-global-scale", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "input_global_scale"},
     {"block_float", "unquantized-no-w-act", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w_act"},
     {"block_float", "fp8-block-k64", BH_REFUSE, QP_ERR_VALUE, "multiple of 128"},
+    {"faults", "gemv-and-tiled", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "GEMV and TILED forced together"},
+    {"faults", "int-dot-and-no-int-dot", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "INT_DOT and NO_INT_DOT forced together"},
+    {"faults", "kv-cache-kind", BH_REFUSE, QP_ERR_UNSUPPORTED, "not yet implemented on vulkan"},
     {NULL, NULL, 0, QP_OK, NULL},
 };
 #endif
@@ -50,7 +53,8 @@ static const bh_topic cl_topics[] = {
     {"block_float", cl_block_float_cases, NULL},
     {"ops", cl_ops_cases, NULL},
     {"large", cl_large_cases, NULL},
-    {"faults", NULL, cl_faults_run},
+    {"faults", cl_faults_cases, NULL},
+    {"no_platform", NULL, cl_no_platform_run},
     {"moe", NULL, cl_moe_run},
     {NULL, NULL, NULL},
 };
@@ -67,6 +71,10 @@ static const bh_expect cl_expect[] = {
     {"block_float", "nvfp4-no-global-scale", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "input_global_scale"},
     {"block_float", "unquantized-no-w-act", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w_act"},
     {"block_float", "fp8-block-k64", BH_REFUSE, QP_ERR_VALUE, "multiple of 128"},
+    {"faults", "gemv-and-tiled", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "QP_PATH_GEMV and QP_PATH_TILED are exclusive"},
+    {"faults", "int-dot-and-no-int-dot", BH_REFUSE, QP_ERR_INVALID_ARGUMENT,
+     "QP_PATH_INT_DOT and QP_PATH_NO_INT_DOT are exclusive"},
+    {"faults", "kv-cache-kind", BH_REFUSE, QP_ERR_UNSUPPORTED, "not yet implemented on opencl"},
     {NULL, NULL, 0, QP_OK, NULL},
 };
 #endif
@@ -96,6 +104,10 @@ static const bh_expect cuda_expect[] = {
     {"block_float", "nvfp4-no-global-scale", BH_REFUSE, QP_ERR_VALUE, "input_global_scale"},
     {"block_float", "unquantized-no-w-act", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w_act"},
     {"block_float", "fp8-block-k64", BH_REFUSE, QP_ERR_VALUE, "K % 128"},
+    {"faults", "gemv-and-tiled", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "QP_PATH_GEMV and QP_PATH_TILED are exclusive"},
+    {"faults", "int-dot-and-no-int-dot", BH_REFUSE, QP_ERR_INVALID_ARGUMENT,
+     "QP_PATH_INT_DOT and QP_PATH_NO_INT_DOT are exclusive"},
+    {"faults", "kv-cache-kind", BH_REFUSE, QP_ERR_UNSUPPORTED, "not yet implemented on cuda"},
     {NULL, NULL, 0, QP_OK, NULL},
 };
 #endif

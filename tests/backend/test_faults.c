@@ -1,7 +1,42 @@
-/* <backend>-faults (vk-, cl-, cuda-faults, cl-no-platform and cuda-emulated-sm*-faults): what the plugin
- * refuses and how it says so (cl: --no-platform, zero devices without an ICD).
- * The cases are each backend's own (its entry in backends.c); this
- * program is the topic's one main for all of them. */
+/* <backend>-faults (vk-, cl-, cuda-faults and the emulated
+ * cuda-emulated-sm*-faults): what the plugin refuses and how it says so,
+ * each backend's list (vk_faults.c, cl_faults.c, cuda_faults.c), after the
+ * descriptors every backend is probed with -- GEMV and TILED forced
+ * together, INT_DOT and NO_INT_DOT forced together, a scheme kind that is
+ * no linear layer -- each judged by the backend's entry (backends.c).
+ * cl-no-platform: this program with "cl --no-platform" (topic
+ * no_platform: zero devices without an ICD, nothing else). */
 #include "backends.h"
 
-int main(int argc, char **argv) { return bh_backend_main(argc, argv, "faults", NULL); }
+#include <string.h>
+
+#include "backend_harness.h"
+
+static void faults_probes(void) {
+    static int8_t w[64 * 64];
+    static float ws[64];
+    for (int i = 0; i < 64; i++) ws[i] = 1.0f;
+    /* a dynamic symmetric int8 layer of 64 x 64, which every backend runs */
+    qp_lin_desc d;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.kind = QP_SCHEME_W8A8_INT8;
+    d.act_dtype = QP_DTYPE_F16;
+    d.N = 64;
+    d.K = 64;
+    d.layer = "probe.int8";
+    d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+    d.act_symmetric = 1;
+    d.w_i8 = w;
+    d.w_scale = ws;
+    bh_probe("gemv-and-tiled", &d, QP_PATH_GEMV | QP_PATH_TILED);
+    bh_probe("int-dot-and-no-int-dot", &d, QP_PATH_INT_DOT | QP_PATH_NO_INT_DOT);
+    d.kind = QP_SCHEME_KV_CACHE;
+    d.layer = "probe.kv-cache";
+    bh_probe("kv-cache-kind", &d, QP_PATH_AUTO);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 2 && !strcmp(argv[2], "--no-platform")) return bh_backend_main(argc, argv, "no_platform", NULL);
+    return bh_backend_main(argc, argv, "faults", faults_probes);
+}

@@ -40,14 +40,22 @@ static void timings(void) {
         d.w_u8 = wf;
         cl_time_forward(&d, 0, 1, "fp8");
         cl_time_forward(&d, 0, 16, "fp8");
-        d.kind = QP_SCHEME_QQQ_W4A8;
-        d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
-        d.group_size = -1;
-        d.q4 = q4;
-        d.w8 = w8;
-        d.s_channel = ws;
-        cl_time_forward(&d, 0, 1, "qqq");
-        cl_time_forward(&d, 0, 16, "qqq");
+        /* a desc of its own per weight family (the int8 / fp8 one above) */
+        qp_lin_desc q = {0};
+        q.struct_size = sizeof q;
+        q.act_dtype = QP_DTYPE_F16;
+        q.N = N;
+        q.K = K;
+        q.layer = "timing";
+        q.kind = QP_SCHEME_QQQ_W4A8;
+        q.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+        q.act_symmetric = 1;
+        q.group_size = -1;
+        q.q4 = q4;
+        q.w8 = w8;
+        q.s_channel = ws;
+        cl_time_forward(&q, 0, 1, "qqq");
+        cl_time_forward(&q, 0, 16, "qqq");
         /* the fp16 baseline of qport bench and NVFP4 (fp4 codes, blocks of 16) */
         for (size_t i = 0; i < (size_t)N * K; i++) wa[i] = bh_enc(QP_DTYPE_F16, bh_frand() * 0.05f);
         for (size_t i = 0; i < (size_t)N * (K / 16); i++) bs[i] = 0.01f;
@@ -63,6 +71,7 @@ static void timings(void) {
         cl_time_forward(&u, 0, 1, "unquantized");
         cl_time_forward(&u, 0, 16, "unquantized");
         u.kind = QP_SCHEME_NVFP4;
+        u.w_act = NULL; /* block-float fields from here on */
         u.w_elem = QP_DTYPE_F4_E2M1;
         u.w_codes = (const uint8_t *)wf;
         u.w_lut = lut;

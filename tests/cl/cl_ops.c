@@ -192,16 +192,20 @@ static void timers(void) {
         d.N = N;
         d.K = K;
         d.layer = "timed";
-        d.w_elem = QP_DTYPE_F4_E2M1;
-        d.w_codes = codes;
-        d.w_lut = lut;
-        d.w_blk = 32;
-        d.w_blk_scale = bs;
-        d.w_act = wact;
-        d.act = kind ? QP_ACT_NONE : QP_ACT_MX_QDQ;
-        d.act_elem = QP_DTYPE_F4_E2M1;
-        d.act_mbits = 1;
-        d.act_emax = 2;
+        if (kind) { /* the weight fields of the desc's kind only */
+            d.w_act = wact;
+            d.act = QP_ACT_NONE;
+        } else {
+            d.w_elem = QP_DTYPE_F4_E2M1;
+            d.w_codes = codes;
+            d.w_lut = lut;
+            d.w_blk = 32;
+            d.w_blk_scale = bs;
+            d.act = QP_ACT_MX_QDQ;
+            d.act_elem = QP_DTYPE_F4_E2M1;
+            d.act_mbits = 1;
+            d.act_emax = 2;
+        }
         void *lin = NULL;
         qp_status st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
         CHECK(st == QP_OK, "timed layer: %s", bh_err);
