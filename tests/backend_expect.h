@@ -9,7 +9,9 @@
  *   BH_XFAIL    compared cases (bh_case names starting with `name`) known
  *               to fail, with the reason: their failed checks are counted
  *               as expected, and one that passes is an XPASS -- reported,
- *               and a failure, so a fixed bug gets its entry removed.
+ *               and a failure, so a fixed bug gets its entry removed; or a
+ *               probe (the whole name) the backend should refuse but
+ *               prepares: refusing it is the XPASS.
  *
  * Every probe needs an entry of its backend (a new probe or backend is
  * stated, never assumed), and an entry no probe or case used fails the
@@ -33,7 +35,7 @@ typedef struct bh_expect {
 void bh_expect_use(const bh_expect *list, const char *topic);
 /* prepares d on path and checks the answer against the backend's entry
  * `name` (BH_REFUSE: status, reason and layer name in bh_err, no handle;
- * BH_ACCEPT: QP_OK, destroyed again) */
+ * BH_ACCEPT: QP_OK, destroyed again; BH_XFAIL: prepares, else XPASS) */
 void bh_probe(const char *name, const qp_lin_desc *d, unsigned path);
 /* a compared case starts (bh_case calls it): the one before is judged */
 void bh_expect_case(const char *name);

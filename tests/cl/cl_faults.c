@@ -45,40 +45,15 @@ static void clear_cache(void) {
     closedir(dir);
 }
 
-/* W4A16 / fp8 per-block: refused tensors, shapes and paths */
+/* W4A16 / fp8 per-block: refused tensors, shapes and paths (W4A16's
+ * missing or out-of-range tensors, group sizes and forced paths: the
+ * probes of tests/backend/test_w4a16.c) */
 static void w4a16_fp8b_faults(void) {
-    static uint8_t q4[64 * 64], Z[2 * 64];
-    static float sc[2 * 64];
-    for (int i = 0; i < 2 * 64; i++) sc[i] = 0.01f;
-    qp_lin_desc d = {0};
-    d.struct_size = sizeof d;
-    d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
-    d.scheme.weight.group_size = 32;
-    d.scheme.weight.symmetric = 0;
-    d.scheme.pack_method = QP_PACK_REORDER;
-    d.act_dtype = QP_DTYPE_F16;
-    d.N = 64;
-    d.K = 64;
-    d.layer = "fault.w4a16";
-    d.group_size = 32;
-    d.q4 = (const int8_t *)q4;
-    d.w4_scale = sc;
-    d.w4_signed = 0; /* uint4 (without zero points: tests/backend/test_w4a16.c's probes) */
-    d.w4_zero = Z;
-    Z[70] = 16; /* a zero point outside 0..15 */
+    bh_layer L;
+    bh_w4a16_layer(&L, QP_DTYPE_F16, QP_PACK_REORDER, false, 32, false, 64, 64);
+    L.d.layer = "fault.w4a16";
     void *lin = NULL;
-    qp_status st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "w4_zero") && strstr(bh_err, "[1][6]"),
-          "w4a16 zp range: %d '%s'", (int)st, bh_err);
-    Z[70] = 0;
-    q4[5] = 0xF0; /* a code outside 0..15 */
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "q4") && strstr(bh_err, "[0][5]"),
-          "w4a16 code range: %d '%s'", (int)st, bh_err);
-    q4[5] = 0;
-    /* group sizes and forced paths: the probes of tests/backend/test_w4a16.c */
-    lin = NULL;
-    st = bh_ops->linear_prepare(bh_dev, &d, QP_PATH_NO_INT_DOT, &lin);
+    qp_status st = bh_ops->linear_prepare(bh_dev, &L.d, QP_PATH_NO_INT_DOT, &lin);
     CHECK(st == QP_OK, "w4a16 no-int-dot: %s", bh_err);
     if (lin) {
         char desc[160];
@@ -86,6 +61,7 @@ static void w4a16_fp8b_faults(void) {
         CHECK(strstr(desc, "gemv") && strstr(desc, "int4->fp32"), "describe w4a16: '%s'", desc);
         bh_ops->linear_destroy(bh_dev, lin);
     }
+    bh_layer_free(&L);
     /* fp8 per-block: a non-group activation mode, forced int-dot;
      * per-token-group activations on per-channel weights (K % 128: a probe
      * of tests/backend/test_block_float.c) */
