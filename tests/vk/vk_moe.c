@@ -423,7 +423,7 @@ int vk_moe_run(const char *program, int argc, char **argv) {
     refusals();
     if (!exact) printf("NOTE: the device has no shaderFloat64: outputs were not compared\n");
     CHECK(vmsgs == 0, "%u validation messages", vmsgs);
-    printf("test_vk_moe: %ld cases, %ld outputs, %ld mismatches (bound 0 ulp); %u validation messages; %.1f s CPU\n",
+    printf("%s: %ld cases, %ld outputs, %ld mismatches (bound 0 ulp); %u validation messages; %.1f s CPU\n", program,
            n_cases, n_outputs, n_mismatch, vmsgs, (double)(clock() - t0) / CLOCKS_PER_SEC);
     qp_context_destroy(ctx);
     return tu_finish(program);
