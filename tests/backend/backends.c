@@ -27,7 +27,8 @@ static const bh_topic vk_topics[] = {
     {"moe", NULL, vk_moe_run},
     {NULL, NULL, NULL},
 };
-/* Vulkan: what it refuses of the shared probes, in its words */
+/* Vulkan: how it answers the shared probes (its words), and the bad
+ * input it takes without a word (BH_XFAIL: a gap to close) */
 static const bh_expect vk_expect[] = {
     {"w4a16", "w4a16-no-zero-points", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w4_zero"},
     {"w4a16", "w4a16-zero-point-range", BH_XFAIL, QP_OK, "vulkan takes W4A16 zero points outside 0..15 without a word"},
@@ -60,7 +61,7 @@ static const bh_topic cl_topics[] = {
     {"moe", NULL, cl_moe_run},
     {NULL, NULL, NULL},
 };
-/* OpenCL: the shared probes it refuses */
+/* OpenCL: how it answers the shared probes, in its words */
 static const bh_expect cl_expect[] = {
     {"w4a16", "w4a16-no-zero-points", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w4_zero"},
     {"w4a16", "w4a16-zero-point-range", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "[1][6]"},
@@ -93,9 +94,10 @@ static const bh_topic cuda_topics[] = {
     {"moe", NULL, cuda_moe_run},
     {NULL, NULL, NULL},
 };
-/* CUDA: the shared probes it refuses (the group size is checked before
- * the shape, so g48 is a refusal, not a bad value; a zero NVFP4 global
- * scale is a bad value, not a bad descriptor) */
+/* CUDA: how it answers the shared probes and the bad input it takes
+ * (BH_XFAIL) -- the group size is checked before the shape, so g48 is a
+ * refusal, not a bad value; a zero NVFP4 global scale is a bad value, not
+ * a bad descriptor */
 static const bh_expect cuda_expect[] = {
     {"w4a16", "w4a16-no-zero-points", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w4_zero"},
     {"w4a16", "w4a16-zero-point-range", BH_XFAIL, QP_OK, "cuda takes W4A16 zero points outside 0..15 without a word"},

@@ -11,29 +11,20 @@
 #include <string.h>
 
 #include "backend_harness.h"
+#include "backend_layers.h"
 
 static void faults_probes(void) {
-    static int8_t w[64 * 64];
-    static float ws[64];
-    for (int i = 0; i < 64; i++) ws[i] = 1.0f;
     /* a dynamic symmetric int8 layer of 64 x 64, which every backend runs */
-    qp_lin_desc d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = sizeof d;
-    d.kind = QP_SCHEME_W8A8_INT8;
-    d.act_dtype = QP_DTYPE_F16;
-    d.N = 64;
-    d.K = 64;
+    bh_layer L;
+    bh_int8_layer(&L, QP_DTYPE_F16, false, true, false, false, 64, 64);
+    qp_lin_desc d = L.d;
     d.layer = "probe.int8";
-    d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
-    d.act_symmetric = 1;
-    d.w_i8 = w;
-    d.w_scale = ws;
     bh_probe("gemv-and-tiled", &d, QP_PATH_GEMV | QP_PATH_TILED);
     bh_probe("int-dot-and-no-int-dot", &d, QP_PATH_INT_DOT | QP_PATH_NO_INT_DOT);
     d.kind = QP_SCHEME_KV_CACHE;
     d.layer = "probe.kv-cache";
     bh_probe("kv-cache-kind", &d, QP_PATH_AUTO);
+    bh_layer_free(&L);
 }
 
 int main(int argc, char **argv) {

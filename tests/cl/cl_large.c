@@ -6,6 +6,20 @@
 
 #include "cl_tests.h"
 
+/* an fp16 layer's shape and modes: each timed layer sets the weight fields
+ * of its own family only */
+static qp_lin_desc timing_desc(qp_scheme_kind kind, qp_act_mode act, int N, int K) {
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.act_dtype = QP_DTYPE_F16;
+    d.N = N;
+    d.K = K;
+    d.layer = "timing";
+    d.kind = kind;
+    d.act = act;
+    return d;
+}
+
 static void timings(void) {
     int N = 4096, K = 4096;
     int8_t *w = malloc((size_t)N * K), *q4 = malloc((size_t)N * K), *w8 = malloc((size_t)N * K);
@@ -21,34 +35,19 @@ static void timings(void) {
             w8[i] = (int8_t)(16 * q4[i]);
         }
         for (int n = 0; n < N; n++) ws[n] = 0.01f;
-        qp_lin_desc d = {0};
-        d.struct_size = sizeof d;
-        d.act_dtype = QP_DTYPE_F16;
-        d.N = N;
-        d.K = K;
-        d.layer = "timing";
-        d.kind = QP_SCHEME_W8A8_INT8;
-        d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+        qp_lin_desc d = timing_desc(QP_SCHEME_W8A8_INT8, QP_ACT_INT8_DYNAMIC_TOKEN, N, K);
         d.act_symmetric = 1;
         d.w_i8 = w;
         d.w_scale = ws;
         d.w_per_channel = 1;
         cl_time_forward(&d, 0, 1, "int8");
         cl_time_forward(&d, 0, 16, "int8");
-        d.kind = QP_SCHEME_W8A8_FP8;
+        d.kind = QP_SCHEME_W8A8_FP8; /* the same weight family */
         d.act = QP_ACT_FP8_DYNAMIC_TOKEN;
         d.w_u8 = wf;
         cl_time_forward(&d, 0, 1, "fp8");
         cl_time_forward(&d, 0, 16, "fp8");
-        /* a desc of its own per weight family (the int8 / fp8 one above) */
-        qp_lin_desc q = {0};
-        q.struct_size = sizeof q;
-        q.act_dtype = QP_DTYPE_F16;
-        q.N = N;
-        q.K = K;
-        q.layer = "timing";
-        q.kind = QP_SCHEME_QQQ_W4A8;
-        q.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+        qp_lin_desc q = timing_desc(QP_SCHEME_QQQ_W4A8, QP_ACT_INT8_DYNAMIC_TOKEN, N, K);
         q.act_symmetric = 1;
         q.group_size = -1;
         q.q4 = q4;
@@ -60,28 +59,20 @@ static void timings(void) {
         for (size_t i = 0; i < (size_t)N * K; i++) wa[i] = bh_enc(QP_DTYPE_F16, bh_frand() * 0.05f);
         for (size_t i = 0; i < (size_t)N * (K / 16); i++) bs[i] = 0.01f;
         for (int i = 0; i < 16; i++) lut[i] = qp_format_decode(QP_DTYPE_F4_E2M1, (uint32_t)i);
-        qp_lin_desc u = {0};
-        u.struct_size = sizeof u;
-        u.act_dtype = QP_DTYPE_F16;
-        u.N = N;
-        u.K = K;
-        u.layer = "timing";
-        u.kind = QP_SCHEME_UNQUANTIZED;
+        qp_lin_desc u = timing_desc(QP_SCHEME_UNQUANTIZED, QP_ACT_NONE, N, K);
         u.w_act = wa;
         cl_time_forward(&u, 0, 1, "unquantized");
         cl_time_forward(&u, 0, 16, "unquantized");
-        u.kind = QP_SCHEME_NVFP4;
-        u.w_act = NULL; /* block-float fields from here on */
-        u.w_elem = QP_DTYPE_F4_E2M1;
-        u.w_codes = (const uint8_t *)wf;
-        u.w_lut = lut;
-        u.w_blk = 16;
-        u.w_blk_scale = bs;
-        u.act = QP_ACT_NVFP4_QDQ;
-        u.input_global_scale = 100.0f;
-        u.bias_after_round = 1;
-        cl_time_forward(&u, 0, 1, "nvfp4");
-        cl_time_forward(&u, 0, 16, "nvfp4");
+        qp_lin_desc v = timing_desc(QP_SCHEME_NVFP4, QP_ACT_NVFP4_QDQ, N, K);
+        v.w_elem = QP_DTYPE_F4_E2M1;
+        v.w_codes = (const uint8_t *)wf;
+        v.w_lut = lut;
+        v.w_blk = 16;
+        v.w_blk_scale = bs;
+        v.input_global_scale = 100.0f;
+        v.bias_after_round = 1;
+        cl_time_forward(&v, 0, 1, "nvfp4");
+        cl_time_forward(&v, 0, 16, "nvfp4");
     }
     free(w); free(ws); free(wf); free(q4); free(w8); free(wa); free(bs);
 }
