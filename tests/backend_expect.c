@@ -54,8 +54,8 @@ void bh_probe(const char *name, const qp_lin_desc *d, unsigned path) {
             used[i] = true;
             x = entries[i];
         }
-    CHECK(e || x, "%s: probe '%s' has no entry for this backend (BH_REFUSE, BH_ACCEPT or BH_XFAIL, tests/backend/backends.c)",
-          bh_program, name);
+    CHECK(e || x, "%s: probe '%s' has no entry for this backend (BH_REFUSE, BH_ACCEPT or BH_XFAIL: "
+          "tests/backend/backends.c)", bh_program, name);
     if (!e && !x) return;
     bh_probes++;
     void *lin = NULL;
