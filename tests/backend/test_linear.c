@@ -5,6 +5,4 @@
  * cuda_linear.c); QPORT_TEST_ONLY=int8,qqq,fp8 picks the groups. */
 #include "backends.h"
 
-static void (*linear_of(const bh_backend *b))(void) { return b->linear; }
-
-int main(int argc, char **argv) { return bh_backend_main(argc, argv, "linear", linear_of); }
+int main(int argc, char **argv) { return bh_backend_main(argc, argv, "linear", NULL); }

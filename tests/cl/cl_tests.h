@@ -45,8 +45,17 @@ void cl_int8(qp_dtype dt, int is_static, int sym, int per_channel, int has_bias,
              unsigned extra_path);
 void cl_fp8(qp_dtype dt, int act, int per_channel, int has_bias, int identity, int N, int K, const int *ms, int nms);
 void cl_qqq(int group, int has_bias, int N, int K, const int *ms, int nms, unsigned extra_path);
-/* the cl-linear cases (tests/backend/test_linear.c) */
+/* the cl-<topic> cases (tests/backend/test_<topic>.c); cl-no-platform
+ * (no ICD at all) and the fused MoE (the public API) keep sessions of
+ * their own */
 void cl_linear_cases(void);
+void cl_w4a16_cases(void);          /* cl_w4a16.c       */
+void cl_block_float_cases(void);    /* cl_block_float.c */
+void cl_ops_cases(void);            /* cl_ops.c         */
+void cl_large_cases(void);          /* cl_large.c       */
+void cl_faults_cases(void);         /* cl_faults.c      */
+int cl_no_platform_run(const char *program, int argc, char **argv); /* cl_faults.c */
+int cl_moe_run(const char *program, int argc, char **argv);    /* cl_moe.c    */
 void cl_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, int has_bias, int padded, int N, int K,
               const int *ms, int nms);
 void cl_fp8_block(qp_dtype dt, int ue8m0, int has_bias, int identity, int N, int K, const int *ms, int nms);

@@ -24,8 +24,15 @@ bool cuda_load(const char *program);
 int cuda_open(const char *program);
 /* "cuda: N exact comparisons, M mismatching, T s" and the end */
 int cuda_close(void);
-/* cuda_linear.c: the cuda-linear cases (tests/backend/test_linear.c) */
-void cuda_linear_cases(void);
+/* the cuda-<topic> cases (tests/backend/test_<topic>.c); large (not on the
+ * emulator) and the fused MoE (the public API) keep sessions of their own */
+void cuda_linear_cases(void);       /* cuda_linear.c      */
+void cuda_w4a16_cases(void);        /* cuda_w4a16.c       */
+void cuda_block_float_cases(void);  /* cuda_block_float.c */
+void cuda_ops_cases(void);          /* cuda_ops.c         */
+void cuda_faults_cases(void);       /* cuda_faults.c      */
+int cuda_large_run(const char *program, int argc, char **argv); /* cuda_large.c */
+int cuda_moe_run(const char *program, int argc, char **argv);   /* cuda_moe.c   */
 
 /* QPORT_TEST_CUDA_SMALL: M rows this run leaves out (linear layers of N x K;
  * the float paths' lists ignore the size) */

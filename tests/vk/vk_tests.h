@@ -40,8 +40,15 @@ void vk_int8(qp_dtype dt, bool is_static, bool sym, bool bias, bool per_channel,
              int n_paths, const int *ms, int n_ms);
 void vk_qqq(int group, bool bias, int K, int N, const unsigned *paths, int n_paths);
 void vk_fp8(qp_dtype dt, qp_act_mode act, bool bias, int K, int N, bool identity, const unsigned *paths, int n_paths);
-/* the vk-linear cases (tests/backend/test_linear.c) */
+/* the vk-<topic> cases (tests/backend/test_<topic>.c); the fused MoE goes
+ * through the public API, a session of its own */
 void vk_linear_cases(void);
+void vk_w4a16_cases(void);          /* vk_w4a16.c       */
+void vk_block_float_cases(void);    /* vk_block_float.c */
+void vk_ops_cases(void);            /* vk_ops.c         */
+void vk_large_cases(void);          /* vk_large.c       */
+void vk_faults_cases(void);         /* vk_faults.c      */
+int vk_moe_run(const char *program, int argc, char **argv); /* vk_moe.c */
 
 /* vk_w4a16.c: W4A16 from the canonical fields on auto / GEMV / tiled, M in
  * {1, 3, 16, 17, 70}, within (K + 2) u sum |x w| + 2 ulp; a forced int-dot

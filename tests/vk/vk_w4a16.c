@@ -56,3 +56,38 @@ void vk_w4a16(qp_dtype dt, qp_pack_method pack, int sym, int group, bool has_bia
     free(x); free(ref);
     bh_layer_free(&L);
 }
+
+/* ---- the vk-w4a16 cases: W4A16 from the canonical fields -- order and
+ * reorder packing, int4 / uint4, group 32 / 64 / 128 / per-channel, fp16 /
+ * bf16, K not a multiple of 32 (per-channel), padded scales -- within the
+ * bound, a forced int-dot path refused; the device_supports answers for
+ * groups of 16 and 32 (the prepare refusals: the probes of
+ * tests/backend/test_w4a16.c). */
+static void w4a16_supports(void) {
+    int K = 96, N = 16;
+    qp_scheme sch = {0};
+    sch.struct_size = sizeof sch;
+    sch.kind = QP_SCHEME_W4A16_INT4;
+    sch.weight.group_size = 16;
+    sch.weight.symmetric = 1;
+    sch.pack_method = QP_PACK_ORDER;
+    qp_support_info si = {0};
+    CHECK(bh_ops->device_supports(bh_dev, &sch, 1, N, K, &si) == QP_OK && si.level == QP_SUPPORT_UNSUPPORTED,
+          "w4a16 g16 support level %d '%s'", (int)si.level, si.reason);
+    sch.weight.group_size = 32;
+    sch.weight.symmetric = 0;
+    CHECK(bh_ops->device_supports(bh_dev, &sch, 1, N, K, &si) == QP_OK && si.level == QP_SUPPORT_NATIVE,
+          "w4a16 g32 support level %d '%s'", (int)si.level, si.reason);
+}
+
+void vk_w4a16_cases(void) {
+    const qp_dtype H = QP_DTYPE_F16, B = QP_DTYPE_BF16;
+    const qp_pack_method O = QP_PACK_ORDER, R = QP_PACK_REORDER;
+    vk_w4a16(H, R, 1, 128, true, false, 65, 256);
+    vk_w4a16(B, O, 0, 128, false, false, 33, 384);
+    vk_w4a16(H, O, 1, 32, true, true, 67, 96);
+    vk_w4a16(B, R, 0, 64, true, false, 50, 192);
+    vk_w4a16(H, R, 0, -1, false, false, 31, 100);
+    vk_w4a16(B, O, 1, -1, true, true, 64, 160);
+    w4a16_supports();
+}

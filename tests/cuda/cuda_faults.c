@@ -1,7 +1,9 @@
-/* cuda-faults: what the CUDA plugin refuses. A 2^50-byte allocation
- * (cudaMalloc's reason); uploads and downloads past the end; and, on the
- * CUDA plugin itself, tiled without int-dot, a scheme kind that is not a
- * linear layer, fp8 with a forced int-dot path, fp8 tiled below sm_89. */
+/* The cuda-faults cases: what the CUDA plugin refuses. A 2^50-byte
+ * allocation (cudaMalloc's reason); uploads and downloads past the end;
+ * and, on the CUDA plugin itself, tiled without int-dot, fp8 with a forced
+ * int-dot path, fp8 tiled below sm_89 (a scheme kind that is not a linear
+ * layer, forced paths that exclude each other: the probes of
+ * tests/backend/test_faults.c). */
 #include <stdio.h>
 #include <string.h>
 
@@ -29,9 +31,7 @@ static void faults(void) {
     if (!cuda_is_cuda) return;
     st = bh_ops->linear_prepare(bh_dev, &d, QP_PATH_TILED | QP_PATH_NO_INT_DOT, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED && strstr(bh_err, "fault"), "tiled + no-int-dot: %d %s", (int)st, bh_err);
-    d.kind = QP_SCHEME_KV_CACHE;
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && strstr(bh_err, "not yet implemented on cuda"), "kv-cache kind: %s", bh_err);
+    /* a KV_CACHE layer: a probe of tests/backend/test_faults.c */
     d.kind = QP_SCHEME_W8A8_FP8; d.w_u8 = w8; d.act = QP_ACT_FP8_DYNAMIC_TOKEN;
     st = bh_ops->linear_prepare(bh_dev, &d, QP_PATH_INT_DOT, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED, "fp8 + int-dot: %s", bh_err);
@@ -42,9 +42,6 @@ static void faults(void) {
     printf("faults: checked\n");
 }
 
-int main(void) {
-    int rc = cuda_open("cuda-faults");
-    if (rc) return rc == 77 ? 77 : bh_finish();
+void cuda_faults_cases(void) {
     faults();
-    return cuda_close();
 }

@@ -14,16 +14,19 @@
 #include <time.h>
 
 #include "backend_moe.h"
+#include "cl_tests.h"
 #include "testutil.h"
 
-int main(void) {
+int cl_moe_run(const char *program, int argc, char **argv) {
+    (void)argc;
+    (void)argv;
     double t0 = (double)clock();
     qp_context *ctx = NULL;
     qp_device *cpu = NULL, *ocl = NULL;
     CHECK(!qp_context_create(&ctx), "context");
     CHECK(!qp_device_find(ctx, "cpu", &cpu), "cpu device");
     if (qp_device_find(ctx, "opencl", &ocl) || !ocl) {
-        printf("cl-moe: SKIP: no OpenCL device (%s)\n", qp_last_error(ctx));
+        printf("%s: SKIP: no OpenCL device (%s)\n", program, qp_last_error(ctx));
         qp_context_destroy(ctx);
         return 77;
     }
@@ -62,7 +65,7 @@ int main(void) {
         if (!st) qp_moe_destroy(m);
     }
     qp_context_destroy(c2);
-    md_report("cl-moe", t0);
+    md_report(program, t0);
     qp_context_destroy(ctx);
-    return tu_finish("cl-moe");
+    return tu_finish(program);
 }

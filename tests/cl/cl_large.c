@@ -6,6 +6,20 @@
 
 #include "cl_tests.h"
 
+/* an fp16 layer's shape and modes: each timed layer sets the weight fields
+ * of its own family only */
+static qp_lin_desc timing_desc(qp_scheme_kind kind, qp_act_mode act, int N, int K) {
+    qp_lin_desc d = {0};
+    d.struct_size = sizeof d;
+    d.act_dtype = QP_DTYPE_F16;
+    d.N = N;
+    d.K = K;
+    d.layer = "timing";
+    d.kind = kind;
+    d.act = act;
+    return d;
+}
+
 static void timings(void) {
     int N = 4096, K = 4096;
     int8_t *w = malloc((size_t)N * K), *q4 = malloc((size_t)N * K), *w8 = malloc((size_t)N * K);
@@ -21,67 +35,49 @@ static void timings(void) {
             w8[i] = (int8_t)(16 * q4[i]);
         }
         for (int n = 0; n < N; n++) ws[n] = 0.01f;
-        qp_lin_desc d = {0};
-        d.struct_size = sizeof d;
-        d.act_dtype = QP_DTYPE_F16;
-        d.N = N;
-        d.K = K;
-        d.layer = "timing";
-        d.kind = QP_SCHEME_W8A8_INT8;
-        d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
+        qp_lin_desc d = timing_desc(QP_SCHEME_W8A8_INT8, QP_ACT_INT8_DYNAMIC_TOKEN, N, K);
         d.act_symmetric = 1;
         d.w_i8 = w;
         d.w_scale = ws;
         d.w_per_channel = 1;
         cl_time_forward(&d, 0, 1, "int8");
         cl_time_forward(&d, 0, 16, "int8");
-        d.kind = QP_SCHEME_W8A8_FP8;
+        d.kind = QP_SCHEME_W8A8_FP8; /* the same weight family */
         d.act = QP_ACT_FP8_DYNAMIC_TOKEN;
         d.w_u8 = wf;
         cl_time_forward(&d, 0, 1, "fp8");
         cl_time_forward(&d, 0, 16, "fp8");
-        d.kind = QP_SCHEME_QQQ_W4A8;
-        d.family = QP_LIN_INT4;
-        qp_lin_desc_clear_weights(&d);
-        d.act = QP_ACT_INT8_DYNAMIC_TOKEN;
-        d.group_size = -1;
-        d.q4 = q4;
-        d.w8 = w8;
-        d.s_channel = ws;
-        cl_time_forward(&d, 0, 1, "qqq");
-        cl_time_forward(&d, 0, 16, "qqq");
+        qp_lin_desc q = timing_desc(QP_SCHEME_QQQ_W4A8, QP_ACT_INT8_DYNAMIC_TOKEN, N, K);
+        q.act_symmetric = 1;
+        q.group_size = -1;
+        q.q4 = q4;
+        q.w8 = w8;
+        q.s_channel = ws;
+        cl_time_forward(&q, 0, 1, "qqq");
+        cl_time_forward(&q, 0, 16, "qqq");
         /* the fp16 baseline of qport bench and NVFP4 (fp4 codes, blocks of 16) */
         for (size_t i = 0; i < (size_t)N * K; i++) wa[i] = bh_enc(QP_DTYPE_F16, bh_frand() * 0.05f);
         for (size_t i = 0; i < (size_t)N * (K / 16); i++) bs[i] = 0.01f;
         for (int i = 0; i < 16; i++) lut[i] = qp_format_decode(QP_DTYPE_F4_E2M1, (uint32_t)i);
-        qp_lin_desc u = {0};
-        u.struct_size = sizeof u;
-        u.act_dtype = QP_DTYPE_F16;
-        u.N = N;
-        u.K = K;
-        u.layer = "timing";
-        u.kind = QP_SCHEME_UNQUANTIZED;
+        qp_lin_desc u = timing_desc(QP_SCHEME_UNQUANTIZED, QP_ACT_NONE, N, K);
         u.w_act = wa;
         cl_time_forward(&u, 0, 1, "unquantized");
         cl_time_forward(&u, 0, 16, "unquantized");
-        u.kind = QP_SCHEME_NVFP4;
-        u.w_elem = QP_DTYPE_F4_E2M1;
-        u.w_codes = (const uint8_t *)wf;
-        u.w_lut = lut;
-        u.w_blk = 16;
-        u.w_blk_scale = bs;
-        u.act = QP_ACT_NVFP4_QDQ;
-        u.input_global_scale = 100.0f;
-        u.bias_after_round = 1;
-        cl_time_forward(&u, 0, 1, "nvfp4");
-        cl_time_forward(&u, 0, 16, "nvfp4");
+        qp_lin_desc v = timing_desc(QP_SCHEME_NVFP4, QP_ACT_NVFP4_QDQ, N, K);
+        v.w_elem = QP_DTYPE_F4_E2M1;
+        v.w_codes = (const uint8_t *)wf;
+        v.w_lut = lut;
+        v.w_blk = 16;
+        v.w_blk_scale = bs;
+        v.input_global_scale = 100.0f;
+        v.bias_after_round = 1;
+        cl_time_forward(&v, 0, 1, "nvfp4");
+        cl_time_forward(&v, 0, 16, "nvfp4");
     }
     free(w); free(ws); free(wf); free(q4); free(w8); free(wa); free(bs);
 }
 
-int main(void) {
-    int rc = cl_open("cl-large");
-    if (rc) return rc == 77 ? 77 : bh_finish();
+void cl_large_cases(void) {
     static const int m1[] = {1}, m2[] = {1, 17};
     cl_int8(QP_DTYPE_F16, 0, 1, 1, 1, 4096, 4096, m2, 2, 0);
     cl_fp8(QP_DTYPE_BF16, 2, 1, 1, 0, 4096, 4096, m1, 1);
@@ -89,5 +85,4 @@ int main(void) {
     cl_fp8_block(QP_DTYPE_BF16, 0, 1, 0, 4096, 4096, m1, 1);
     cl_fw(BH_FW_MX, QP_DTYPE_BF16, QP_DTYPE_F4_E2M1, QP_OCP_MX_ACT_MXFP4, 0, 1, 0, 4096, 4096, m1, 1);
     if (bh_group("timings")) timings();
-    return cl_close();
 }

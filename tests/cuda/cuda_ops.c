@@ -169,9 +169,6 @@ static void misc_ops(void) {
            6, 6, kv_bad ? "MISMATCH" : "bit-exact", tu_failures == before ? "ok" : "FAILURES");
 }
 
-int main(void) {
-    int rc = cuda_open("cuda-ops");
-    if (rc) return rc == 77 ? 77 : bh_finish();
+void cuda_ops_cases(void) {
     misc_ops();
-    return cuda_close();
 }

@@ -51,9 +51,7 @@ static void mx_case(bh_fw_kind kind, qp_dtype we, qp_ocp_mx_act act, qp_dtype dt
     bh_layer_free(&L);
 }
 
-int main(void) {
-    int rc = cuda_open("cuda-block-float");
-    if (rc) return rc == 77 ? 77 : bh_finish();
+void cuda_block_float_cases(void) {
     cuda_f_worst = 0;
     int before = tu_failures;
     long c0 = cuda_f_cases, e0 = cuda_f_exact;
@@ -96,5 +94,4 @@ int main(void) {
     printf("mx/w4a8/nvfp4: %ld cases (%ld selection cases bit-exact), %s (worst error / bound %.3f)\n",
            cuda_f_cases - c0 + cuda_f_exact - e0, cuda_f_exact - e0, tu_failures == before ? "ok" : "FAILURES",
            cuda_f_worst);
-    return cuda_close();
 }

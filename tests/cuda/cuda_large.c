@@ -22,12 +22,14 @@ static void exact_big(const bh_layer *L, int M, const char *name) {
     free(x); free(yr); free(yg);
 }
 
-int main(void) {
+int cuda_large_run(const char *program, int argc, char **argv) {
+    (void)argc;
+    (void)argv;
     if (getenv("QPORT_TEST_CUDA_SMALL")) {
         printf("SKIP: cuda-large does not run on the emulator (QPORT_TEST_CUDA_SMALL)\n");
         return 77;
     }
-    int rc = cuda_open("cuda-large");
+    int rc = cuda_open(program);
     if (rc) return rc == 77 ? 77 : bh_finish();
     const int N = 4096, K = 4096;
     const qp_dtype H = QP_DTYPE_F16;

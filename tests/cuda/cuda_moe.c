@@ -33,11 +33,11 @@ static const int *token_counts(int *n) {
 
 /* ---- refusals ------------------------------------------------------------ */
 /* ---- refusals ------------------------------------------------------------ */
-static void errors(void) {
+static void errors(const char *program) {
     md_refuse_unsupported(); /* the core, any backend */
     /* a descriptor the plugin has no kernel for, through its ops table (the
      * core never builds one today: per-token-group fp8 activations) */
-    if (cuda_open("cuda-moe") != 0) return;
+    if (cuda_open(program) != 0) return;
     CHECK(bh_ops->moe_prepare && bh_ops->moe_forward && bh_ops->moe_destroy && bh_ops->moe_describe, "MoE ops present");
     if (!bh_ops->moe_prepare) return;
     static int8_t w13[8 * 64 * 64], w2[8 * 64 * 32];
@@ -68,14 +68,16 @@ static void errors(void) {
     bh_state = NULL;
 }
 
-int main(void) {
+int cuda_moe_run(const char *program, int argc, char **argv) {
+    (void)argc;
+    (void)argv;
     double t0 = (double)clock();
     qp_context *ctx = NULL;
     qp_device *cpu = NULL, *cud = NULL;
     CHECK(!qp_context_create(&ctx), "context");
     CHECK(!qp_device_find(ctx, "cpu", &cpu), "cpu device");
     if (qp_device_find(ctx, "cuda", &cud) || !cud) {
-        printf("cuda-moe: SKIP: no CUDA device (%s)\n", qp_last_error(ctx));
+        printf("%s: SKIP: no CUDA device (%s)\n", program, qp_last_error(ctx));
         qp_context_destroy(ctx);
         return 77;
     }
@@ -93,8 +95,8 @@ int main(void) {
     md_run_layer(0, QP_DTYPE_BF16, 8, 8, 0, 2);  /* unquantized */
     md_run_layer(12, QP_DTYPE_F16, 8, 8, 0, 2);  /* nvfp4 (blocks of 16) */
     md_set_shape(64, 32);
-    errors();
-    md_report("cuda-moe", t0);
+    errors(program);
+    md_report(program, t0);
     qp_context_destroy(ctx);
-    return tu_finish("cuda-moe");
+    return tu_finish(program);
 }

@@ -10,9 +10,7 @@
  *     comparing the group quantizer's codes and scales bit for bit. */
 #include "cl_tests.h"
 
-int main(void) {
-    int rc = cl_open("cl-w4a16");
-    if (rc) return rc == 77 ? 77 : bh_finish();
+void cl_w4a16_cases(void) {
     static const int mw[] = {1, 2, 3, 5, 8, 16, 17, 64};
     const qp_pack_method O = QP_PACK_ORDER, R = QP_PACK_REORDER;
     const qp_dtype H = QP_DTYPE_F16, B = QP_DTYPE_BF16;
@@ -34,5 +32,4 @@ int main(void) {
         cl_fp8_block(H, 0, 0, 1, 0, 256, mw, 8);
         cl_fp8_block(B, 1, 0, 1, 0, 128, mw, 8);
     }
-    return cl_close();
 }

@@ -32,7 +32,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "testutil.h"
+#include "vk_tests.h"
 
 static qp_context *ctx;
 static qp_device *cpu, *gpu;
@@ -388,7 +388,9 @@ static void refusals(void) {
     tens_free(&T);
 }
 
-int main(void) {
+int vk_moe_run(const char *program, int argc, char **argv) {
+    (void)argc;
+    (void)argv;
     if (qp_context_create(&ctx)) return 1;
     qp_set_log(ctx, on_log, NULL, QP_LOG_WARN);
     if (qp_device_find(ctx, "cpu", &cpu)) return 1;
@@ -421,8 +423,8 @@ int main(void) {
     refusals();
     if (!exact) printf("NOTE: the device has no shaderFloat64: outputs were not compared\n");
     CHECK(vmsgs == 0, "%u validation messages", vmsgs);
-    printf("test_vk_moe: %ld cases, %ld outputs, %ld mismatches (bound 0 ulp); %u validation messages; %.1f s CPU\n",
+    printf("%s: %ld cases, %ld outputs, %ld mismatches (bound 0 ulp); %u validation messages; %.1f s CPU\n", program,
            n_cases, n_outputs, n_mismatch, vmsgs, (double)(clock() - t0) / CLOCKS_PER_SEC);
     qp_context_destroy(ctx);
-    return tu_finish("test_vk_moe");
+    return tu_finish(program);
 }

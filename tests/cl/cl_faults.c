@@ -1,14 +1,16 @@
-/* cl-faults: what the OpenCL plugin refuses, and how it says so. An
- * allocation past the device limit; forced paths the device lacks; short
- * buffers; schemes it does not run; W4A16 / fp8 per-block and block-float
- * descriptors with missing or out-of-range fields; the device_supports
+/* The cl-faults cases: what the OpenCL plugin refuses, and how it says so.
+ * An allocation past the device limit; forced paths the device lacks;
+ * short buffers; schemes it does not run; W4A16 / fp8 per-block and
+ * block-float descriptors with out-of-range fields (the shapes, paths and
+ * missing tensors every backend refuses: the probes of
+ * tests/backend/test_{w4a16,block_float,faults}.c); the device_supports
  * answers; QQQ with a K the 4-bit layout cannot pack or q4 / w8 that
  * disagree; a kernel compile failure with the driver's build log; the
  * program cache written, reused, and its flipped, truncated or well-formed
  * garbage entries rebuilt; the cache off; no ICD loader (zero devices and
  * the reason).
- * --no-platform (meson: OCL_ICD_VENDORS pointing at an empty folder): zero
- * devices and the reason, nothing else. */
+ * cl-no-platform (meson: OCL_ICD_VENDORS pointing at an empty folder):
+ * zero devices and the reason, nothing else. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,53 +45,15 @@ static void clear_cache(void) {
     closedir(dir);
 }
 
-/* W4A16 / fp8 per-block: refused tensors, shapes and paths */
+/* W4A16 / fp8 per-block: refused tensors, shapes and paths (W4A16's
+ * missing or out-of-range tensors, group sizes and forced paths: the
+ * probes of tests/backend/test_w4a16.c) */
 static void w4a16_fp8b_faults(void) {
-    static uint8_t q4[64 * 64], Z[2 * 64];
-    static float sc[2 * 64];
-    for (int i = 0; i < 2 * 64; i++) sc[i] = 0.01f;
-    qp_lin_desc d = {0};
-    d.struct_size = sizeof d;
-    d.kind = d.scheme.kind = QP_SCHEME_W4A16_INT4;
-    d.scheme.weight.group_size = 32;
-    d.scheme.weight.symmetric = 0;
-    d.scheme.pack_method = QP_PACK_REORDER;
-    d.act_dtype = QP_DTYPE_F16;
-    d.N = 64;
-    d.K = 64;
-    d.layer = "fault.w4a16";
-    d.group_size = 32;
-    d.q4 = (const int8_t *)q4;
-    d.w4_scale = sc;
-    d.w4_signed = 0; /* uint4 without its zero points */
+    bh_layer L;
+    bh_w4a16_layer(&L, QP_DTYPE_F16, QP_PACK_REORDER, false, 32, false, 64, 64);
+    L.d.layer = "fault.w4a16";
     void *lin = NULL;
-    qp_status st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "w4_zero") && strstr(bh_err, "fault.w4a16"),
-          "w4a16 without zero points: %d '%s'", (int)st, bh_err);
-    d.w4_zero = Z;
-    Z[70] = 16; /* a zero point outside 0..15 */
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "w4_zero") && strstr(bh_err, "[1][6]"),
-          "w4a16 zp range: %d '%s'", (int)st, bh_err);
-    Z[70] = 0;
-    q4[5] = 0xF0; /* a code outside 0..15 */
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "q4") && strstr(bh_err, "[0][5]"),
-          "w4a16 code range: %d '%s'", (int)st, bh_err);
-    q4[5] = 0;
-    d.group_size = 48; /* K = 64 is not a multiple */
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_VALUE && strstr(bh_err, "not divisible by the group size 48"), "w4a16 g48: %d '%s'", (int)st,
-          bh_err);
-    d.group_size = 16; d.K = 32; /* divides K, not a multiple of 32 */
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && strstr(bh_err, "multiple of 32"), "w4a16 g16: %d '%s'", (int)st, bh_err);
-    d.group_size = 32; d.K = 64;
-    st = bh_ops->linear_prepare(bh_dev, &d, QP_PATH_INT_DOT, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && strstr(bh_err, "no integer dot product path"), "w4a16 int-dot: %d '%s'",
-          (int)st, bh_err);
-    lin = NULL;
-    st = bh_ops->linear_prepare(bh_dev, &d, QP_PATH_NO_INT_DOT, &lin);
+    qp_status st = bh_ops->linear_prepare(bh_dev, &L.d, QP_PATH_NO_INT_DOT, &lin);
     CHECK(st == QP_OK, "w4a16 no-int-dot: %s", bh_err);
     if (lin) {
         char desc[160];
@@ -97,24 +61,21 @@ static void w4a16_fp8b_faults(void) {
         CHECK(strstr(desc, "gemv") && strstr(desc, "int4->fp32"), "describe w4a16: '%s'", desc);
         bh_ops->linear_destroy(bh_dev, lin);
     }
-    /* fp8 per-block: K % 128, a non-group activation mode, forced int-dot;
-     * per-token-group activations on per-channel weights */
-    uint8_t w8[64 * 192] = {0};
+    bh_layer_free(&L);
+    /* fp8 per-block: a non-group activation mode, forced int-dot;
+     * per-token-group activations on per-channel weights (K % 128: a probe
+     * of tests/backend/test_block_float.c) */
+    uint8_t w8[64 * 128] = {0};
     float ws[2] = {1.0f, 1.0f};
     qp_lin_desc f = {0};
     f.struct_size = sizeof f;
     f.kind = QP_SCHEME_W8A8_FP8_BLOCK;
     f.act_dtype = QP_DTYPE_BF16;
     f.N = 64;
-    f.K = 192;
+    f.K = 128;
     f.layer = "fault.fp8block";
-    f.act = QP_ACT_FP8_GROUP128;
     f.w_u8 = w8;
     f.w_scale = ws;
-    lin = NULL;
-    st = bh_ops->linear_prepare(bh_dev, &f, 0, &lin);
-    CHECK(st == QP_ERR_VALUE && strstr(bh_err, "multiple of 128"), "fp8-block K=192: %d '%s'", (int)st, bh_err);
-    f.K = 128;
     f.act = QP_ACT_FP8_DYNAMIC_TOKEN;
     st = bh_ops->linear_prepare(bh_dev, &f, 0, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED, "fp8-block per-token: %d '%s'", (int)st, bh_err);
@@ -183,13 +144,13 @@ static void fw_faults(void) {
     d.act_elem = QP_DTYPE_F6_E3M2;
     d.act_mbits = 2;
     d.act_emax = 4;
-    void *lin = NULL;
-    qp_status st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin); /* no w_lut */
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "w_lut") && strstr(bh_err, "fault.mx"),
-          "mx without w_lut: %d '%s'", (int)st, bh_err);
+    /* no w_lut, K not whole blocks, a forced int-dot path, NVFP4's global
+     * scale 0, unquantized without w_act: the probes of
+     * tests/backend/test_block_float.c */
     d.w_lut = lut;
     lut[3] = 1.25f; /* not the e2m1 table */
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
+    void *lin = NULL;
+    qp_status st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
     CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "e2m1 table"), "mx bad w_lut: %d '%s'", (int)st, bh_err);
     lut[3] = 1.5f;
     d.act_emax = 2; /* not e3m2's */
@@ -200,13 +161,6 @@ static void fw_faults(void) {
     st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
     CHECK(st == QP_ERR_UNSUPPORTED, "mx with dynamic fp8 activations: %d '%s'", (int)st, bh_err);
     d.act = QP_ACT_MX_QDQ;
-    d.K = 48; /* not a multiple of the block */
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_VALUE && strstr(bh_err, "multiple"), "mx K=48: %d '%s'", (int)st, bh_err);
-    d.K = 64;
-    st = bh_ops->linear_prepare(bh_dev, &d, QP_PATH_INT_DOT, &lin);
-    CHECK(st == QP_ERR_UNSUPPORTED && strstr(bh_err, "no integer dot product path"), "mx int-dot: %d '%s'", (int)st,
-          bh_err);
     const char *want[] = {"gemv", "tiled"};
     for (int p = 0; p < 2; p++) {
         lin = NULL;
@@ -219,26 +173,12 @@ static void fw_faults(void) {
             bh_ops->linear_destroy(bh_dev, lin);
         }
     }
-    d.kind = QP_SCHEME_NVFP4;
-    d.w_blk = 16;
-    d.act = QP_ACT_NVFP4_QDQ;
-    d.input_global_scale = 0.0f;
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "input_global_scale"), "nvfp4 igs 0: %d '%s'", (int)st,
-          bh_err);
     d.kind = QP_SCHEME_W4A8_MXFP4_FP8;
     d.w_blk = 32;
     d.act = QP_ACT_FP8_STATIC_QDQ;
     d.input_scale = -1.0f;
     st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
     CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "input_scale"), "w4a8 scale: %d '%s'", (int)st, bh_err);
-    d.kind = QP_SCHEME_UNQUANTIZED; /* with an empty dense payload */
-    d.family = QP_LIN_DENSE;
-    qp_lin_desc_clear_weights(&d);
-    d.act = QP_ACT_NONE;
-    st = bh_ops->linear_prepare(bh_dev, &d, 0, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "w_act"), "unquantized without w_act: %d '%s'", (int)st,
-          bh_err);
     qp_scheme sch = {0};
     qp_support_info si;
     static const qp_scheme_kind kinds[] = {QP_SCHEME_OCP_MX, QP_SCHEME_W4A8_MXFP4_FP8, QP_SCHEME_NVFP4};
@@ -280,8 +220,7 @@ static void faults(void) {
         CHECK(st == QP_ERR_UNSUPPORTED && strstr(bh_err, "cl_khr_integer_dot_product"),
               "forced int-dot without the extension: status %d, '%s'", (int)st, bh_err);
     }
-    st = bh_ops->linear_prepare(bh_dev, &d, QP_PATH_GEMV | QP_PATH_TILED, &lin);
-    CHECK(st == QP_ERR_INVALID_ARGUMENT, "GEMV|TILED: status %d", (int)st);
+    /* GEMV|TILED: a probe of tests/backend/test_faults.c */
     lin = NULL;
     st = bh_ops->linear_prepare(bh_dev, &d, QP_PATH_NO_INT_DOT, &lin);
     CHECK(st == QP_OK, "NO_INT_DOT: %s", bh_err);
@@ -442,20 +381,19 @@ static void faults(void) {
     bh_ops->shutdown(s3);
 }
 
-int main(int argc, char **argv) {
-    if (argc > 1 && !strcmp(argv[1], "--no-platform")) {
-        bh_setup("cl-no-platform");
-        if (!bh_load("libqport-cl.so", "opencl")) {
-            tu_failures++;
-            return bh_finish();
-        }
-        int n = bh_init(&bh_state);
-        CHECK(n == 0 && strstr(bh_log, "0 devices"), "no platform: %d devices, log '%s'", n, bh_log);
-        printf("cl-no-platform: %s", bh_log);
+void cl_faults_cases(void) { faults(); }
+
+int cl_no_platform_run(const char *program, int argc, char **argv) {
+    (void)program; /* its own name: the test's */
+    (void)argc;
+    (void)argv;
+    bh_setup("cl-no-platform");
+    if (!bh_load("libqport-cl.so", "opencl")) {
+        tu_failures++;
         return bh_finish();
     }
-    int rc = cl_open("cl-faults");
-    if (rc) return rc == 77 ? 77 : bh_finish();
-    faults();
-    return cl_close();
+    int n = bh_init(&bh_state);
+    CHECK(n == 0 && strstr(bh_log, "0 devices"), "no platform: %d devices, log '%s'", n, bh_log);
+    printf("cl-no-platform: %s", bh_log);
+    return bh_finish();
 }

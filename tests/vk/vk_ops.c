@@ -174,9 +174,7 @@ static void timers(void) {
     bh_layer_free(&L);
 }
 
-int main(void) {
-    int rc = vk_open("vk-ops");
-    if (rc) return rc == 77 ? 77 : bh_finish();
+void vk_ops_cases(void) {
     for (int dt = 0; dt < 2; dt++) {
         qp_dtype t = dt ? QP_DTYPE_BF16 : QP_DTYPE_F16;
         if (bh_group("rotation")) {
@@ -190,5 +188,4 @@ int main(void) {
         }
     }
     if (bh_group("timers")) timers();
-    return vk_close();
 }

@@ -1,8 +1,8 @@
-/* cuda-w4a16: the float paths with integer or fp8 codes and the fp16 /
+/* cuda-w4a16's cases: the float paths with integer or fp8 codes and the fp16 /
  * bf16 baseline, against the cpu reference within their bounds:
  *   W4A16 (docs/semantics.md §17; int4 / uint4, order / reorder, groups 32 / 64 / 128 /
- *     per-channel, one 4096x4096 layer on a GPU), a forced int-dot path and
- *     group 16 refused;
+ *     per-channel, one 4096x4096 layer on a GPU), a forced int-dot path
+ *     refused (group sizes: the probes of tests/backend/test_w4a16.c);
  *   unquantized (3 shapes x fp16 / bf16);
  *   W8A8-FP8 per-block (128x128 weight blocks, activations per
  *     token-group of 128 with fp32 or UE8M0 scales, a zero group and a big
@@ -46,19 +46,6 @@ static void w4a16(void) {
     w4a16_case(QP_DTYPE_F16, QP_PACK_REORDER, 0, -1, 0, 31, 160, 17);
     w4a16_case(QP_DTYPE_BF16, QP_PACK_ORDER, 1, -1, 1, 64, 160, 17);
     if (!getenv("QPORT_TEST_CUDA_SMALL")) w4a16_case(QP_DTYPE_F16, QP_PACK_REORDER, 0, 128, 1, 4096, 4096, 64);
-    /* group 16: refused with the reason */
-    qp_lin_desc d;
-    memset(&d, 0, sizeof d);
-    d.struct_size = sizeof d;
-    d.kind = QP_SCHEME_W4A16_INT4;
-    d.act_dtype = QP_DTYPE_F16;
-    d.N = 8;
-    d.K = 32;
-    d.layer = "w4a16-g16";
-    d.group_size = 16;
-    void *lin = NULL;
-    CHECK(bh_ops->linear_prepare(bh_dev, &d, 0, &lin) == QP_ERR_UNSUPPORTED && strstr(bh_err, "group size 16"), "g16: %s",
-          bh_err);
     printf("w4a16: %ld cases, %s (worst error / bound %.3f)\n", cuda_f_cases - c0,
            tu_failures == before ? "within bounds" : "FAILURES", cuda_f_worst);
 }
@@ -157,11 +144,8 @@ static void fp8_block(void) {
            tu_failures == before ? "within bounds" : "FAILURES", cuda_f_worst);
 }
 
-int main(void) {
-    int rc = cuda_open("cuda-w4a16");
-    if (rc) return rc == 77 ? 77 : bh_finish();
+void cuda_w4a16_cases(void) {
     if (bh_group("fp8-block")) fp8_block();
     if (bh_group("w4a16")) w4a16();
     if (bh_group("unquantized")) unquantized();
-    return cuda_close();
 }
