@@ -8,7 +8,9 @@
  * W4A8 MXFP4-FP8, NVFP4) x fp16 / bf16, E in {8, 64}, k in {1, 2, 8}, M in
  * {1, 3, 16, 17, 64} on both paths (M <= 16 decode blocks, M > 16 tiles),
  * grouped top-k routing, experts with no token, one expert taking every
- * token, expert parallelism (global_num_experts / expert_offset).
+ * token, expert parallelism (global_num_experts / expert_offset). FP8
+ * per-block experts (H 256, I 128) through tests/backend_moe.c's layers
+ * and routings: within its derived bound, and here also 0 ulp.
  *
  * The bound is zero for every scheme, derived: the device and the
  * reference differ at most in how sums are computed, and here they do not.
@@ -17,7 +19,10 @@
  * (int8: integers; fp8: 4-bit x 4-bit significands in fp32; unquantized:
  * two act-dtype values, at most 11 x 11 bits, in fp32; emulated: x' and
  * W are act-dtype values, exact in double, summed in double and rounded
- * once to fp32 as the reference does). With identical sums, the
+ * once to fp32 as the reference does; fp8 per-block: each k-block's e4m3
+ * products summed in double, exact whatever the order, rounded once to
+ * fp32, then folded with the two scales in double in k-block order and
+ * rounded once, the reference's own arithmetic). With identical sums, the
  * epilogues, quantizers (the linear layers' own, bit-exact), silu (double,
  * rounded once: checked over every finite fp16 and bf16 input below) and
  * the ordered k-sum are the same correctly rounded operations, so every
@@ -32,6 +37,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend_moe.h"
 #include "testutil.h"
 
 static qp_context *ctx;
@@ -360,16 +366,37 @@ static void silu_all(qp_dtype dt) {
     tens_free(&T);
 }
 
-/* Refusals: fp8 per-block experts (no per-token-group fp8 MoE kernels on
- * Vulkan), more local experts than the align pass takes. */
-static void refusals(void) {
+/* FP8 per-block experts: supported on Vulkan, both paths (M <= 16 decode,
+ * tiled above), backend_moe.c's bound and then 0 ulp (the header's
+ * derivation; without shaderFloat64 only the bound is meaningful, and as
+ * for the other schemes nothing is compared). */
+static void fp8_block(void) {
     qp_scheme fb;
-    memset(&fb, 0, sizeof fb);
-    fb.kind = QP_SCHEME_W8A8_FP8_BLOCK;
+    qp_config *fbc = NULL;
     qp_support_info si;
-    CHECK(!qp_device_supports_moe(gpu, &fb, &si) && si.level == QP_SUPPORT_UNSUPPORTED &&
-              strstr(si.reason, "fp8 per-block experts: no fused MoE kernel on vulkan yet"),
-          "fp8 per-block on vulkan: level %d (%s)", (int)si.level, si.reason);
+    static const int ms[] = {1, 3, 16, 17, 64};
+    md_init(ctx, cpu, gpu, "vulkan", ms, 5);
+    md_fp8_block_scheme(&fb, &fbc);
+    /* supported, at the level of the linear layers whose arithmetic it shares
+     * (emulated: Vulkan has no fp8 multiply, e4m3 is decoded to float) */
+    qp_support_info li;
+    CHECK(!qp_device_supports(gpu, &fb, 0, 0, 0, &li) && !qp_device_supports_moe(gpu, &fb, &si) &&
+              si.level != QP_SUPPORT_UNSUPPORTED && si.level == li.level,
+          "fp8 per-block MoE: level %d (%s), linear %d", (int)si.level, si.reason, (int)li.level);
+    qp_config_destroy(fbc);
+    if (!exact) return;
+    clock_t t0 = clock();
+    md_run_fp8_block();
+    long outs, equal;
+    md_counts(&outs, &equal);
+    CHECK(outs > 0 && equal == outs, "fp8 per-block: %ld of %ld outputs differ (bound: 0 ulp)", outs - equal, outs);
+    n_outputs += outs;
+    n_mismatch += outs - equal;
+    md_report("vk-moe fp8 per-block", (double)t0);
+}
+
+/* Refusals: more local experts than the align pass takes. */
+static void refusals(void) {
     int E = 1025, H = 32, I = 32;
     tens T = {0};
     make_tensors(UNQ, QP_DTYPE_F16, E, H, I, &T);
@@ -418,6 +445,7 @@ int main(void) {
         run(&cases[i], QP_DTYPE_F16);
         run(&cases[i], QP_DTYPE_BF16);
     }
+    fp8_block();
     refusals();
     if (!exact) printf("NOTE: the device has no shaderFloat64: outputs were not compared\n");
     CHECK(vmsgs == 0, "%u validation messages", vmsgs);
