@@ -6,6 +6,7 @@
 // acc += (part * sx[m][g]) * sw[n / 128][g] (cpu/ref_fp8.c's order).
 #include "vk_layout.glsl"
 #include "vk_common.glsl"
+#include "vk_fp8b.glsl"
 
 layout(local_size_x = 256) in;
 #define BM 64u
@@ -60,9 +61,7 @@ void main() {
             float s_x = sx[m * G + g];
             [[unroll]] for (uint j = 0u; j < 4u; j++) {
                 uint n = pc.n_base + min(n0 + tx + 16u * j, pc.n_count - 1u);
-                precise float t1 = part[i][j] * s_x;
-                precise float t2 = t1 * ws[(n / 128u) * G + g];
-                acc[i][j] += t2;
+                acc[i][j] = fp8b_fold(acc[i][j], part[i][j], s_x, ws[(n / 128u) * G + g]);
             }
         }
     }

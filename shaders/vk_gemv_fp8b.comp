@@ -13,6 +13,7 @@
 // part * inf, NaN exactly when the whole group's part is 0.
 #include "vk_layout.glsl"
 #include "vk_common.glsl"
+#include "vk_fp8b.glsl"
 
 layout(constant_id = 0) const uint WG = 64;
 layout(constant_id = 6) const uint MMAX = 16;
@@ -61,9 +62,7 @@ void main() {
             float swv = ws[(n / 128u) * G + g];
             [[unroll]] for (uint m = 0u; m < MMAX; m++) {
                 if (m < pc.M) {
-                    precise float t1 = part[m] * sx[(pc.m_base + m) * G + g];
-                    precise float t2 = t1 * swv;
-                    acc[m * NC + c] += t2;
+                    acc[m * NC + c] = fp8b_fold(acc[m * NC + c], part[m], sx[(pc.m_base + m) * G + g], swv);
                 }
             }
         }

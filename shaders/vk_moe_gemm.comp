@@ -13,15 +13,26 @@
 //   ARITH 1: e4m3 codes x e4m3 weights, fp32 sum (every product exact);
 //   ARITH 2: fp32 x' (vk_act_qdq.comp) x weights dequantized by
 //            vk_wdeq.glsl to act-dtype values (every product exact in fp32
-//            and fp64); F64: the sum in double, rounded once to fp32.
+//            and fp64); F64: the sum in double, rounded once to fp32;
+//   ARITH 3: fp8 per-block: e4m3 codes of x (vk_act_fp8g.comp, one fp32
+//            scale per row and group of 128 in ST, G = K / 128 a row) x
+//            e4m3 weights with one fp32 scale per (row, k-block) in WS;
+//            each 128-wide k-block summed on its own, then folded as
+//            acc + (part * s_x) * s_w (vk_fp8b.glsl). F64: the k-block sum
+//            in double (exact: products are multiples of 2^-18 below 2^18,
+//            128 of them fit in 53 bits) rounded once to fp32, the fold and
+//            acc in double, rounded once at the end, which is
+//            cpu/ref_moe.c's arithmetic; else all in fp32.
 // Every output sums k in increasing order, one multiply-add at a time,
 // which is cpu/ref_moe.c's order: with exact products the sums, and so the
-// outputs, match the reference bit for bit. Epilogue (ARITH 0/1):
+// outputs, match the reference bit for bit (ARITH 3: without F64 within
+// the fp32 summation bound). Epilogue (ARITH 0/1):
 // (acc * a_scale) * w_scale, then with ROUTED (flags & 8) times the
 // routing weight, all fp32, rounded to the act dtype.
 #include "vk_layout.glsl"
 #include "vk_common.glsl"
 #include "vk_moe.glsl"
+#include "vk_fp8b.glsl"
 
 layout(local_size_x = 256) in;
 layout(constant_id = 6) const uint BM = 64;
@@ -52,7 +63,7 @@ layout(std430, binding = 7) writeonly buffer Y { uint16_t y[]; };
 #else
 #define T float
 #endif
-#if ARITH == 2 && F64
+#if (ARITH == 2 || ARITH == 3) && F64
 #define ACC double
 #else
 #define ACC T
@@ -65,7 +76,7 @@ shared int slot[BM];
 T code(uint word, uint b) {
 #if ARITH == 0
     return bitfieldExtract(int(word), int(8u * b), 8);
-#elif ARITH == 1
+#elif ARITH == 1 || ARITH == 3
     return e4m3_to_f32((word >> (8u * b)) & 0xFFu);
 #else
     return 0.0;
@@ -91,6 +102,13 @@ void main() {
 #endif
     ACC acc[RI][4];
     [[unroll]] for (uint i = 0u; i < RI; i++) [[unroll]] for (uint j = 0u; j < 4u; j++) acc[i][j] = ACC(0);
+#if ARITH == 3
+    ACC part[RI][4];                     // the current k-block's sums
+    [[unroll]] for (uint i = 0u; i < RI; i++) [[unroll]] for (uint j = 0u; j < 4u; j++) part[i][j] = ACC(0);
+#define SUM part
+#else
+#define SUM acc
+#endif
     for (uint c = 0u; c < Kc; c++) {
 #if ARITH == 2
         for (uint l = t; l < BM * BK; l += 256u) {
@@ -130,11 +148,30 @@ void main() {
             [[unroll]] for (uint i = 0u; i < RI; i++)
                 [[unroll]] for (uint j = 0u; j < 4u; j++) {
                     precise ACC p = ACC(a[i]) * ACC(bb[j]);
-                    precise ACC s = acc[i][j] + p;
-                    acc[i][j] = s;
+                    precise ACC s = SUM[i][j] + p;
+                    SUM[i][j] = s;
                 }
         }
         barrier();
+#if ARITH == 3
+        if (c % 4u == 3u) {              // the last chunk of k-block g: fold
+            uint g = c / 4u, G = pc.K / 128u;
+            [[unroll]] for (uint i = 0u; i < RI; i++) {
+                int s = slot[ty + 16u * i]; // padding and unused columns: any in-range scale
+                float s_x = uintBitsToFloat(st[(s >= 0 ? uint(s) / pc.epi : 0u) * G + g]);
+                [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                    uint n = min(n0 + tx + 16u * j, N - 1u);
+#if F64
+                    float pf = d2f_rn(part[i][j]);
+#else
+                    float pf = part[i][j];
+#endif
+                    acc[i][j] = fp8b_fold(acc[i][j], pf, s_x, ws[(e * N + n) * G + g]);
+                    part[i][j] = ACC(0);
+                }
+            }
+        }
+#endif
     }
     [[unroll]] for (uint i = 0u; i < RI; i++) {
         int s = slot[ty + 16u * i];
@@ -142,7 +179,7 @@ void main() {
         [[unroll]] for (uint j = 0u; j < 4u; j++) {
             uint n = n0 + tx + 16u * j;
             if (n >= N) continue;
-#if ARITH == 2
+#if ARITH >= 2
 #if F64
             float v = d2f_rn(acc[i][j]);
 #else

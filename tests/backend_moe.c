@@ -708,6 +708,11 @@ void md_run_fp8_block(void) {
     md_set_shape(h, i);
 }
 
+void md_counts(long *outputs, long *equal) {
+    *outputs = n_outputs;
+    *equal = n_exact;
+}
+
 void md_fp8_block_scheme(qp_scheme *s, qp_config **cfg) {
     *cfg = tu_load(ctx, FP8_BLOCK_CONFIG);
     CHECK(*cfg && !qp_config_resolve(*cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, NULL, s), "fp8 per-block: %s",

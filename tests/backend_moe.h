@@ -3,7 +3,8 @@
  * softmax or grouped top-k routing, experts that get no token, every token
  * through one expert, expert parallelism; int8 bit for bit, float within a
  * bound derived per output (backend_moe.c). Shared by tests/cl/test_cl_moe.c
- * and tests/cuda/test_cuda_moe.c, which add their device's own refusals. */
+ * and tests/cuda/test_cuda_moe.c, which add their device's own refusals,
+ * and by tests/vk/test_vk_moe.c for its fp8 per-block layers. */
 #ifndef QP_BACKEND_MOE_H
 #define QP_BACKEND_MOE_H
 #include "qport.h"
@@ -19,8 +20,11 @@ void md_run_layer(int ci, qp_dtype dt, int E, int G, int off, int k);
 /* Every case scheme x fp16/bf16, then three expert-parallel layers. */
 void md_run_matrix(void);
 /* FP8 per-block experts (H 256, I 128; E 4, top-2, one layer expert
- * parallel): the device must run them (OpenCL). */
+ * parallel): the device must run them (OpenCL, Vulkan). */
 void md_run_fp8_block(void);
+/* Outputs compared so far and how many of them have the reference's value
+ * (0 ulp: a device that claims bit-exactness asserts the two are equal). */
+void md_counts(long *outputs, long *equal);
 /* The resolved fp8 per-block MoE scheme (*cfg: destroy after use). */
 void md_fp8_block_scheme(qp_scheme *s, qp_config **cfg);
 /* Experts of a scheme with no MoE method (QQQ): QP_ERR_UNSUPPORTED from the core on the device. */

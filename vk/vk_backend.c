@@ -330,14 +330,6 @@ static qp_status vk_buffer_native(void *dev, void *buf, qp_buffer_native *o) {
     return QP_OK;
 }
 
-/* The MoE shaders quantize activations per tensor or per token only. */
-static int vk_moe_takes_act(void *dev, qp_act_mode act, char *why, size_t cap) {
-    (void)dev;
-    if (act != QP_ACT_FP8_GROUP128) return 1;
-    snprintf(why, cap, "no fused MoE kernel on vulkan yet (the MoE GEMMs have no per-token-group fp8 activations)");
-    return 0;
-}
-
 static qp_status vk_device_stats(void *dev, qp_device_stats *o) {
     qp_vk_device *d = dev;
     o->host_waits = d->stats.host_waits;
@@ -402,7 +394,6 @@ static const qp_backend_ops vk_ops = {
     .buffer_unimport = vk_buffer_unimport,
     .buffer_native = vk_buffer_native,
     .device_stats = vk_device_stats,
-    .moe_takes_act = vk_moe_takes_act,
     .linear_kinds = vk_kinds,
     .n_linear_kinds = sizeof vk_kinds / sizeof *vk_kinds,
     .moe_route = qp_vk_moe_route,

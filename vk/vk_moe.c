@@ -4,7 +4,8 @@
  *           padded blocks of BM (vLLM's moe_align_block_size);
  *   A       x quantized by the linear layers' activation kernels
  *           (vk_act_stats + vk_act_quant: fp8 / int8 codes and row scales;
- *           vk_act_qdq: fp32 x', plain or fake-quantized);
+ *           vk_act_fp8g: e4m3 codes and a scale per group of 128 (fp8
+ *           per-block); vk_act_qdq: fp32 x', plain or fake-quantized);
  *   w13     vk_moe_gemm.comp over (block, 64 columns) -> c1 [M*k][2I];
  *   silu    vk_moe_misc.comp STAGE 1 -> c2 [M*k][I];
  *   A2      c2 quantized as x was (dynamic per-tensor: over all M*k rows);
@@ -16,8 +17,10 @@
  * need (M*k/BM + min(E, M*k)); blocks past the count the align pass wrote
  * exit at once, so the host never reads the routing back.
  * Weight layouts: int8 / e4m3 codes [E*rows][Kw words] (K padded to 32
- * bytes with zero codes, as the activation rows are); float-weight schemes
- * the layouts of shaders/vk_wdeq.glsl with the expert's rows stacked. */
+ * bytes with zero codes, as the activation rows are), with a scale per row
+ * or (fp8 per-block) per row and k-block of 128 [E*rows][K/128];
+ * float-weight schemes the layouts of shaders/vk_wdeq.glsl with the
+ * expert's rows stacked. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +32,7 @@
 enum { ACT_I8_STATIC_SYM = 0, ACT_I8_DYN_SYM = 2, ACT_F8_STATIC = 4, ACT_F8_DYN_TENSOR = 5, ACT_F8_DYN_TOKEN = 6 };
 enum { QDQ_NONE = 0, QDQ_MX, QDQ_FP8_STATIC, QDQ_NVFP4 };
 enum { WF_NIB = 1, WF_BYTE = 2, WF_HALF = 3 };
-enum { AR_I8 = 0, AR_FP8, AR_WF };
+enum { AR_I8 = 0, AR_FP8, AR_WF, AR_FP8B };
 enum { S_ALIGN = 0, S_ACT1, S_GEMM1, S_SILU, S_ACT2, S_GEMM2, S_SUM, S_COUNT };
 #define MOE_EMAX 1024 /* experts per rank: vk_moe_misc.comp's shared counts */
 
@@ -38,7 +41,7 @@ typedef struct qp_vk_moe {
     int E, H, I, off;
     bool bf16;
     uint32_t arith;          /* AR_*                                       */
-    bool f64;                /* emulated: double GEMM sums                 */
+    bool f64;                /* emulated, fp8 per-block: double GEMM sums  */
     uint32_t wfmt;           /* AR_WF: WF_*                                 */
     int blk;                 /* AR_WF: block size (32 for WF_HALF)          */
     bool quant, dynamic;     /* act_stats/act_quant passes (else act_qdq)   */
@@ -107,6 +110,18 @@ static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
                                      d->index, layer, (double)m->scale[g]);
         return QP_OK;
     }
+    case QP_SCHEME_W8A8_FP8_BLOCK: /* b13 / b2: the scale of each (row, k-block of 128) */
+        if (s->w_dtype != QP_DTYPE_F8_E4M3FN || s->w_blk != 128 || s->act != QP_ACT_FP8_GROUP128 || !s->b13 || !s->b2)
+            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': fp8 per-block experts need e4m3 codes, "
+                             "block scales of 128 (b13 / b2) and per-token-group fp8 activations", d->index, layer);
+        if (s->H % 128 || s->I % 128)
+            return QP_VK_ERR(d, QP_ERR_VALUE, "vulkan:%d: MoE '%s': fp8 per-block experts need H = %d and I = %d "
+                             "multiples of 128", d->index, layer, s->H, s->I);
+        m->arith = AR_FP8B;
+        m->f64 = d->fp64; /* the k-block sums exact, as the reference's */
+        m->blk = 128;
+        m->quant = true;
+        return QP_OK;
     case QP_SCHEME_UNQUANTIZED:
         if (s->w_dtype != s->act_dtype || s->act != QP_ACT_NONE)
             return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': unquantized experts need act-dtype "
@@ -185,7 +200,7 @@ static qp_status upload_gemm(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s
     size_t Kw = m->arith == AR_WF ? (K + 31) / 32 * 32 : (K + 31) / 32 * 8; /* x' floats or code words */
     m->kw[g] = (uint32_t)Kw;
     size_t row_b = m->arith != AR_WF ? 4 * Kw : m->wfmt == WF_HALF ? 2 * Kw : m->wfmt == WF_BYTE ? Kw : Kw / 2;
-    size_t nbw = m->arith == AR_WF && m->wfmt != WF_HALF ? Kw / (size_t)m->blk : 0;
+    size_t nbw = m->arith == AR_FP8B ? K / 128 : m->arith == AR_WF && m->wfmt != WF_HALF ? Kw / (size_t)m->blk : 0;
     char what[160];
     snprintf(what, sizeof what, "MoE '%s' %s", m->layer, g ? "w2" : "w13");
     if (rows * row_b > d->max_range || rows * (nbw ? nbw : 1) * 4 > d->max_range)
@@ -305,12 +320,18 @@ static qp_status act_pass(qp_vk_device *d, qp_vk_moe *m, int g, uint32_t rows, u
                      .aux0 = m->aux0, .aux1 = m->aux1, .aux2 = m->inv_g[g], .aux3 = m->inv6};
     qp_status st = QP_OK;
     if (!m->quant) return pass(d, QP_VK_SH_ACT_QDQ, m->mode, 0, set, &pc, rows, 1);
+    if (m->arith == AR_FP8B) { /* per_token_group_quant_fp8: one work-group a (group, row), no UE8M0 */
+        pc.aux0 = K / 128;
+        pc.aux1 = 0;
+        return pass(d, QP_VK_SH_ACT_FP8G, 0, 0, set, &pc, K / 128, rows);
+    }
     if (m->dynamic) st = pass(d, QP_VK_SH_ACT_STATS, 0, 0, set, &pc, rows, 1);
     if (st == QP_OK) st = pass(d, QP_VK_SH_ACT_QUANT, m->mode, 0, set, &pc, rows, 1);
     return st;
 }
 
 static qp_vk_shader gemm_shader(const qp_vk_moe *m) {
+    if (m->arith == AR_FP8B) return m->f64 ? QP_VK_SH_MOE_GEMM_FP8B64 : QP_VK_SH_MOE_GEMM_FP8B;
     return m->arith == AR_I8 ? QP_VK_SH_MOE_GEMM_I8 : m->arith == AR_FP8 ? QP_VK_SH_MOE_GEMM_FP8
            : m->f64 ? QP_VK_SH_MOE_GEMM_WF64 : QP_VK_SH_MOE_GEMM_WF;
 }
@@ -338,11 +359,20 @@ static qp_status record(qp_vk_device *d, qp_vk_moe *m, int M, int k) {
 
 /* The block's scratch for M tokens of k slots (grown buffers that work in
  * flight may use are retired, not freed). */
-static qp_status reserve(qp_vk_device *d, qp_vk_moe *m, int M, int k) {
+static void scratch_sizes(const qp_vk_moe *m, int M, int k, size_t sizes[6]) {
     size_t mk = (size_t)M * (size_t)k, H = (size_t)m->H, I = (size_t)m->I, bm = block_rows(M);
     size_t maxb = max_blocks(m, M, k);
     size_t xqb = 4 * ((size_t)M * m->kw[0] > mk * m->kw[1] ? (size_t)M * m->kw[0] : mk * m->kw[1]);
-    size_t sizes[] = {4 * (1 + maxb + maxb * bm), xqb, 4 * QP_VK_ST_WORDS * mk, mk * 4 * I, mk * 2 * I, mk * 2 * H};
+    /* row statistics, or (fp8 per-block) a scale per row and group of 128 */
+    size_t stw = m->arith == AR_FP8B ? (H > I ? H : I) / 128 : 0;
+    if (stw < QP_VK_ST_WORDS) stw = QP_VK_ST_WORDS;
+    size_t v[6] = {4 * (1 + maxb + maxb * bm), xqb, 4 * stw * mk, mk * 4 * I, mk * 2 * I, mk * 2 * H};
+    memcpy(sizes, v, sizeof v);
+}
+
+static qp_status reserve(qp_vk_device *d, qp_vk_moe *m, int M, int k) {
+    size_t sizes[6];
+    scratch_sizes(m, M, k, sizes);
     qp_vk_buf *scr[] = {&m->info, &m->xq, &m->st, &m->c1, &m->c2, &m->c3};
     static const char *const names[] = {"MoE block list", "MoE activations", "MoE activation scales",
                                         "MoE w13 output", "MoE silu output", "MoE w2 output"};
@@ -367,13 +397,13 @@ qp_status qp_vk_moe_forward(void *dev, void *moe, void *x_, int M, int k, void *
     if (!m || !x || !ids || !rw || !y || M <= 0 || k <= 0)
         return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: moe_forward: NULL argument, M = %d or k = %d", d->index,
                          M, k);
-    size_t mk = (size_t)M * (size_t)k, H = (size_t)m->H, I = (size_t)m->I, bm = block_rows(M);
+    size_t mk = (size_t)M * (size_t)k, H = (size_t)m->H;
     size_t maxb = max_blocks(m, M, k);
     if (x->size < (size_t)M * H * 2 || y->size < (size_t)M * H * 2 || ids->size < mk * 4 || rw->size < mk * 4)
         return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': buffers too small for M = %d, k = %d",
                          d->index, m->layer, M, k);
-    size_t xqb = 4 * ((size_t)M * m->kw[0] > mk * m->kw[1] ? (size_t)M * m->kw[0] : mk * m->kw[1]);
-    size_t sizes[] = {4 * (1 + maxb + maxb * bm), xqb, 4 * QP_VK_ST_WORDS * mk, mk * 4 * I, mk * 2 * I, mk * 2 * H};
+    size_t sizes[6];
+    scratch_sizes(m, M, k, sizes);
     const uint32_t *lim = d->props.limits.maxComputeWorkGroupCount;
     bool big = mk > lim[1] || (size_t)M > lim[0] || maxb > lim[1];
     for (int i = 0; i < 6; i++) big |= sizes[i] > d->max_range;
@@ -409,6 +439,8 @@ void qp_vk_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t ca
     char arith[64];
     if (m->arith == AR_I8) snprintf(arith, sizeof arith, "int8 int32-sum");
     else if (m->arith == AR_FP8) snprintf(arith, sizeof arith, "fp8->fp32");
+    else if (m->arith == AR_FP8B)
+        snprintf(arith, sizeof arith, "fp8->%s 128x128 blocks, act groups of 128", m->f64 ? "fp64" : "fp32");
     else snprintf(arith, sizeof arith, "%s->%s%s", wf[m->wfmt], m->f64 ? "fp64" : "fp32", qdq[m->mode]);
     uint32_t bm = block_rows(M);
     snprintf(out, cap, "moe %s %ux64 %s, silu %s", bm == 16 ? "decode" : "tiled", bm, arith,

@@ -8,7 +8,10 @@
  * W4A8 MXFP4-FP8, NVFP4) x fp16 / bf16, E in {8, 64}, k in {1, 2, 8}, M in
  * {1, 3, 16, 17, 64} on both paths (M <= 16 decode blocks, M > 16 tiles),
  * grouped top-k routing, experts with no token, one expert taking every
- * token, expert parallelism (global_num_experts / expert_offset).
+ * token, expert parallelism (global_num_experts / expert_offset). FP8
+ * per-block experts (H 256, I 128) through tests/backend_moe.c's layers
+ * and routings: within its derived bound, and here also 0 ulp; and a
+ * layer whose k-block sums cancel, which only exact sums get right.
  *
  * The bound is zero for every scheme, derived: the device and the
  * reference differ at most in how sums are computed, and here they do not.
@@ -17,7 +20,10 @@
  * (int8: integers; fp8: 4-bit x 4-bit significands in fp32; unquantized:
  * two act-dtype values, at most 11 x 11 bits, in fp32; emulated: x' and
  * W are act-dtype values, exact in double, summed in double and rounded
- * once to fp32 as the reference does). With identical sums, the
+ * once to fp32 as the reference does; fp8 per-block: each k-block's e4m3
+ * products summed in double, exact whatever the order, rounded once to
+ * fp32, then folded with the two scales in double in k-block order and
+ * rounded once, the reference's own arithmetic). With identical sums, the
  * epilogues, quantizers (the linear layers' own, bit-exact), silu (double,
  * rounded once: checked over every finite fp16 and bf16 input below) and
  * the ordered k-sum are the same correctly rounded operations, so every
@@ -32,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend_moe.h"
 #include "vk_tests.h"
 
 static qp_context *ctx;
@@ -360,16 +367,99 @@ static void silu_all(qp_dtype dt) {
     tens_free(&T);
 }
 
-/* Refusals: fp8 per-block experts (no per-token-group fp8 MoE kernels on
- * Vulkan), more local experts than the align pass takes. */
-static void refusals(void) {
+/* fp8 per-block k-block sums exact: each gate row's products are
+ * +448 * 448, then 126 of 2^-9 * 2^-9 = 2^-18, then -448 * 448. A fp32
+ * running sum loses the small ones against the large (its ulp there is
+ * 2^-6) and ends at 0; the reference's double sum keeps 126 * 2^-18, so
+ * the gate is 126 * 2^-8 (block scale 1024), the up 1 and, through an
+ * identity w2, y = rnd(silu(0.49)) ~ 0.3 in every column: only a device
+ * whose k-block sums are exact matches, on both paths (M 1 and 17). */
+static void fp8_block_cancel(const qp_scheme *s, qp_dtype dt) {
+    enum { H = 128, I = 128, MMAX = 17 };
+    const qp_dtype f8 = QP_DTYPE_F8_E4M3FN;
+    tens T = {0};
+    uint8_t *w13 = add(&T, "w13_weight", f8, 3, 1, 2 * I, H, 2 * I * H);
+    float *s13 = add(&T, "w13_weight_scale", QP_DTYPE_F32, 3, 1, 2, 1, 2 * sizeof(float));
+    uint8_t *w2 = add(&T, "w2_weight", f8, 3, 1, H, I, H * I);
+    float *s2 = add(&T, "w2_weight_scale", QP_DTYPE_F32, 3, 1, 1, 1, sizeof(float));
+    uint8_t big = enc(f8, 448.0f), tiny = enc(f8, 0x1p-9f), one = enc(f8, 1.0f);
+    for (int n = 0; n < I; n++) {
+        uint8_t *g = w13 + (size_t)n * H, *u = w13 + (size_t)(I + n) * H;
+        g[0] = big;
+        for (int h = 1; h < H - 1; h++) g[h] = tiny;
+        g[H - 1] = big | 0x80;
+        u[0] = one;
+    }
+    s13[0] = 1024.0f;      /* the gate rows' block */
+    s13[1] = 1.0f / 448;   /* the up rows' block */
+    for (int n = 0; n < H; n++) w2[(size_t)n * I + n] = one;
+    s2[0] = 1.0f;
+    uint16_t *x = malloc(2 * (size_t)MMAX * H), *y = malloc(2 * (size_t)H);
+    int32_t ids[MMAX] = {0};
+    float w[MMAX];
+    for (int m = 0; m < MMAX; m++) {
+        w[m] = 1.0f;
+        for (int h = 0; h < H; h++) tu_put(dt, x, (size_t)m * H + h, h == 0 || h == H - 1 ? 448.0f : 0x1p-9f);
+    }
+    qp_moe_options o;
+    qp_moe_options_init(&o);
+    o.act_dtype = dt;
+    o.top_k = 1;
+    o.layer = "model.layers.0.mlp.experts";
+    qp_moe *mg = NULL, *mc = NULL;
+    CHECK(!qp_moe_create(gpu, s, 1, H, I, T.t, T.n, &o, &mg) && !qp_moe_create(cpu, s, 1, H, I, T.t, T.n, &o, &mc),
+          "fp8 per-block cancellation: %s", qp_last_error(ctx));
+    if (mg && mc) {
+        CHECK(!qp_moe_forward_topk(mc, x, 1, ids, w, y) && tu_get(dt, y, 0) > 0.25 && tu_get(dt, y, H - 1) < 0.35,
+              "fp8 per-block cancellation: the reference's y %g is not silu(0.49)", tu_get(dt, y, 0));
+        char what[120];
+        for (int M = 1; M <= MMAX; M += MMAX - 1) {
+            snprintf(what, sizeof what, "fp8 per-block k-block cancellation %s M=%d", qp_dtype_name(dt), M);
+            check_case(mg, mc, dt, M, H, x, ids, w, NULL, what);
+        }
+    }
+    qp_moe_destroy(mg);
+    qp_moe_destroy(mc);
+    free(x);
+    free(y);
+    tens_free(&T);
+}
+
+/* FP8 per-block experts: supported on Vulkan, both paths (M <= 16 decode,
+ * tiled above), backend_moe.c's bound and then 0 ulp (the header's
+ * derivation; without shaderFloat64 only the bound is meaningful, and as
+ * for the other schemes nothing is compared). */
+static void fp8_block(void) {
     qp_scheme fb;
-    memset(&fb, 0, sizeof fb);
-    fb.kind = QP_SCHEME_W8A8_FP8_BLOCK;
+    qp_config *fbc = NULL;
     qp_support_info si;
-    CHECK(!qp_device_supports_moe(gpu, &fb, &si) && si.level == QP_SUPPORT_UNSUPPORTED &&
-              strstr(si.reason, "fp8 per-block experts: no fused MoE kernel on vulkan yet"),
-          "fp8 per-block on vulkan: level %d (%s)", (int)si.level, si.reason);
+    /* one token (decode) and 17 (tiles): the k-block fold is the same on
+     * every block; the paths' block lists are the other schemes' */
+    static const int ms[] = {1, 17};
+    md_init(ctx, cpu, gpu, "vulkan", ms, 2);
+    md_fp8_block_scheme(&fb, &fbc);
+    /* supported, at the level of the linear layers whose arithmetic it shares
+     * (emulated: Vulkan has no fp8 multiply, e4m3 is decoded to float) */
+    qp_support_info li;
+    CHECK(!qp_device_supports(gpu, &fb, 0, 0, 0, &li) && !qp_device_supports_moe(gpu, &fb, &si) &&
+              si.level != QP_SUPPORT_UNSUPPORTED && si.level == li.level,
+          "fp8 per-block MoE: level %d (%s), linear %d", (int)si.level, si.reason, (int)li.level);
+    qp_config_destroy(fbc);
+    fp8_block_cancel(&fb, QP_DTYPE_F16);
+    fp8_block_cancel(&fb, QP_DTYPE_BF16);
+    if (!exact) return;
+    clock_t t0 = clock();
+    md_run_fp8_block();
+    long outs, equal;
+    md_counts(&outs, &equal);
+    CHECK(outs > 0 && equal == outs, "fp8 per-block: %ld of %ld outputs differ (bound: 0 ulp)", outs - equal, outs);
+    n_outputs += outs;
+    n_mismatch += outs - equal;
+    md_report("vk-moe fp8 per-block", (double)t0);
+}
+
+/* Refusals: more local experts than the align pass takes. */
+static void refusals(void) {
     int E = 1025, H = 32, I = 32;
     tens T = {0};
     make_tensors(UNQ, QP_DTYPE_F16, E, H, I, &T);
@@ -420,6 +510,7 @@ int vk_moe_run(const char *program, int argc, char **argv) {
         run(&cases[i], QP_DTYPE_F16);
         run(&cases[i], QP_DTYPE_BF16);
     }
+    fp8_block();
     refusals();
     if (!exact) printf("NOTE: the device has no shaderFloat64: outputs were not compared\n");
     CHECK(vmsgs == 0, "%u validation messages", vmsgs);
