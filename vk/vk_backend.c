@@ -7,6 +7,14 @@
 
 #include "vk_internal.h"
 
+qp_status qp_vk_error(const qp_vk_device *d, qp_status st, const char *layer, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    qp_status r = qp_backend_verror(d->be->host, st, "vulkan", d->index, layer, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
 #define QP_VK_EXPORT __attribute__((visibility("default")))
 
 const char *qp_vk_scheme_name(qp_scheme_kind k) {
@@ -161,7 +169,7 @@ static qp_status vk_buffer_alloc(void *dev, size_t bytes, void **buf) {
     qp_vk_device *d = dev;
     *buf = NULL;
     qp_vk_buf *b = calloc(1, sizeof *b);
-    if (!b) return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: out of host memory", d->index);
+    if (!b) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
     qp_status st = qp_vk_buf_create(d, bytes, false, "a device buffer", b);
     if (st != QP_OK) { free(b); return st; }
     *buf = b;
@@ -198,7 +206,7 @@ static qp_status vk_event_record(void *dev, void **ev) {
     qp_status st = qp_vk_flush(d, VK_NULL_HANDLE, 0);
     if (st != QP_OK) return st;
     uint64_t *e = malloc(sizeof *e);
-    if (!e) return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: out of host memory", d->index);
+    if (!e) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
     *e = d->serial;
     *ev = e;
     return QP_OK;
@@ -225,15 +233,15 @@ static void vk_event_destroy(void *dev, void *ev) { (void)dev; free(ev); }
 static qp_status vk_sync_begin(void *dev, const qp_enqueue_sync *s) {
     qp_vk_device *d = dev;
     if ((s->vk_wait_semaphore || s->vk_signal_semaphore) && !d->timeline)
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: qp_enqueue_sync semaphores need the timelineSemaphore feature "
-                         "enabled on the device", d->index);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "qp_enqueue_sync semaphores need the timelineSemaphore feature "
+                         "enabled on the device");
     if (!s->vk_wait_semaphore != !s->vk_wait_value && !s->vk_wait_semaphore)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: vk_wait_value without vk_wait_semaphore", d->index);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "vk_wait_value without vk_wait_semaphore");
     if (!s->vk_signal_semaphore && s->vk_signal_value)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: vk_signal_value without vk_signal_semaphore", d->index);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "vk_signal_value without vk_signal_semaphore");
     if (s->vk_command_buffer && (s->vk_wait_semaphore || s->vk_signal_semaphore))
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: recording into the application's command buffer: its "
-                         "submission carries the semaphores, not qport's (leave vk_*_semaphore unset)", d->index);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "recording into the application's command buffer: its "
+                         "submission carries the semaphores, not qport's (leave vk_*_semaphore unset)");
     /* what was enqueued before is submitted first: the wait (or the
      * application's command buffer) covers this enqueue only */
     qp_status st = qp_vk_flush(d, VK_NULL_HANDLE, 0);
@@ -244,7 +252,7 @@ static qp_status vk_sync_begin(void *dev, const qp_enqueue_sync *s) {
     }
     if (s->vk_wait_semaphore) {
         if (d->n_waits == QP_VK_MAX_WAITS)
-            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: more than %d semaphore waits", d->index,
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "more than %d semaphore waits",
                              QP_VK_MAX_WAITS);
         d->wait_sem[d->n_waits] = (VkSemaphore)s->vk_wait_semaphore;
         d->wait_val[d->n_waits++] = s->vk_wait_value;
@@ -294,20 +302,19 @@ static qp_status vk_buffer_import(void *dev, const qp_buffer_import_desc *desc, 
     qp_vk_device *d = dev;
     *buf = NULL;
     if (!desc->vk_buffer)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: qp_buffer_import takes vk_buffer on a Vulkan device",
-                         d->index);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "qp_buffer_import takes vk_buffer on a Vulkan device");
     uint64_t align = d->props.limits.minStorageBufferOffsetAlignment;
     if (align && desc->offset % align)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: qp_buffer_import: offset %zu is not a multiple of "
-                         "minStorageBufferOffsetAlignment (%llu)", d->index, desc->offset, (unsigned long long)align);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "qp_buffer_import: offset %zu is not a multiple of "
+                         "minStorageBufferOffsetAlignment (%llu)", desc->offset, (unsigned long long)align);
     if (desc->size % 4)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: qp_buffer_import: size %zu is not a multiple of 4 "
-                         "bytes (the shaders bind 32-bit words)", d->index, desc->size);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "qp_buffer_import: size %zu is not a multiple of 4 "
+                         "bytes (the shaders bind 32-bit words)", desc->size);
     if (desc->size > d->max_range)
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: qp_buffer_import: %zu bytes exceed maxStorageBufferRange "
-                         "(%llu)", d->index, desc->size, (unsigned long long)d->max_range);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "qp_buffer_import: %zu bytes exceed maxStorageBufferRange "
+                         "(%llu)", desc->size, (unsigned long long)d->max_range);
     qp_vk_buf *b = calloc(1, sizeof *b);
-    if (!b) return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: out of host memory", d->index);
+    if (!b) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
     b->buf = (VkBuffer)desc->vk_buffer;
     b->size = b->alloc_size = desc->size;
     b->offset = desc->offset;

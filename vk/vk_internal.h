@@ -212,6 +212,9 @@ typedef struct qp_vk_backend {
 } qp_vk_backend;
 
 #define QP_VK_ERR(d, st, ...) ((d)->be->host->error((d)->be->host->ctx, (st), __VA_ARGS__))
+/* An error of device d: "vulkan:<i>: [layer '<layer>': ]" and the message */
+qp_status qp_vk_error(const qp_vk_device *d, qp_status st, const char *layer, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 #define QP_VK_LOG(be, lvl, ...) ((be)->host->log((be)->host->ctx, (lvl), __VA_ARGS__))
 
 /* Scheme names for messages (the plugin does not link libqport). */

@@ -129,9 +129,8 @@ static qp_status upload_weights(qp_vk_device *d, qp_vk_linear *l, const qp_lin_d
     size_t lut_b = l->grouped ? (size_t)(l->K / 128) * 16 : 0;
     uint64_t rows = d->weight_range / (row_b + lut_b);
     if (rows == 0)
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED,
-                         "vulkan:%d: layer '%s': one weight row of %zu bytes exceeds the binding limit (%llu)",
-                         d->index, l->layer, row_b + lut_b, (unsigned long long)d->weight_range);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, l->layer,
+                         "one weight row of %zu bytes exceeds the binding limit (%llu)", row_b + lut_b, (unsigned long long)d->weight_range);
     uint64_t max_groups = d->props.limits.maxComputeWorkGroupCount[0];
     if (rows > max_groups * QP_VK_GEMV_COLS) rows = max_groups * QP_VK_GEMV_COLS;
     if (rows > (uint64_t)l->N) rows = (uint64_t)l->N;
@@ -140,8 +139,7 @@ static qp_status upload_weights(qp_vk_device *d, qp_vk_linear *l, const qp_lin_d
     uint8_t *tmp = malloc((size_t)rows * (row_b + lut_b));
     if (!l->chunks || !tmp) {
         free(tmp);
-        return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: layer '%s': out of host memory repacking %s", d->index,
-                         l->layer, tensor);
+        return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, l->layer, "out of host memory repacking %s", tensor);
     }
     qp_status st = QP_OK;
     for (int c = 0; c < l->n_chunks && st == QP_OK; c++) {
@@ -179,9 +177,8 @@ static qp_status check_qqq_codes(qp_vk_device *d, const qp_vk_linear *l, const q
                 if (ok) seen[q] = w8;
             }
             if (!ok)
-                return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT,
-                                 "vulkan:%d: layer '%s': QQQ q4 and w8 disagree at column %zu, k %zu (q4 %d, w8 %d)",
-                                 d->index, l->layer, n, k, q, w8);
+                return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, l->layer,
+                                 "QQQ q4 and w8 disagree at column %zu, k %zu (q4 %d, w8 %d)", n, k, q, w8);
         }
     }
     return QP_OK;
@@ -254,8 +251,7 @@ static qp_status wf_pack(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc *s,
     return QP_OK;
 oom:
     wf_free(h);
-    return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: layer '%s': out of host memory repacking the weights", d->index,
-                     layer);
+    return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, layer, "out of host memory repacking the weights");
 }
 
 /* Activation element formats of vk_act_qdq.comp (pc.aux0). */
@@ -281,28 +277,24 @@ static qp_status prepare_wf(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc 
     case QP_SCHEME_W4A16_INT4: {
         int g = s->group_size > 0 ? s->group_size : K;
         if (!s->q4 || !s->w4_scale || (!s->w4_signed && !s->w4_zero))
-            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': W4A16 needs q4, w4_scale and (uint4) "
-                             "w4_zero", d->index, layer);
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, layer, "W4A16 needs q4, w4_scale and (uint4) "
+                             "w4_zero");
         if (K % g)
-            return QP_VK_ERR(d, QP_ERR_VALUE, "vulkan:%d: layer '%s': input size %d is not divisible by the group size %d",
-                             d->index, layer, K, g);
+            return qp_vk_error(d, QP_ERR_VALUE, layer, "input size %d is not divisible by the group size %d", K, g);
         if (g != K && g % 32)
-            return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unsupported: W4A16 group size %d not a "
-                             "multiple of 32 (the shader takes 32/64/128/... or per-channel)", d->index, layer, g);
+            return qp_vk_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: W4A16 group size %d not a "
+                             "multiple of 32 (the shader takes 32/64/128/... or per-channel)", g);
         if (s->act != QP_ACT_NONE)
-            return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': W4A16 with activation mode %d", d->index,
-                             layer, (int)s->act);
+            return qp_vk_error(d, QP_ERR_UNSUPPORTED, layer, "W4A16 with activation mode %d", (int)s->act);
         l->wfmt = WF_W4;
         l->gsz = g;
         return QP_OK;
     }
     case QP_SCHEME_UNQUANTIZED:
         if (!s->w_act)
-            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': unquantized layer needs w_act", d->index,
-                             layer);
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, layer, "unquantized layer needs w_act");
         if (s->act != QP_ACT_NONE)
-            return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unquantized layer with activation mode %d",
-                             d->index, layer, (int)s->act);
+            return qp_vk_error(d, QP_ERR_UNSUPPORTED, layer, "unquantized layer with activation mode %d", (int)s->act);
         l->wfmt = WF_HALF;
         l->gsz = 32;
         return QP_OK;
@@ -311,20 +303,18 @@ static qp_status prepare_wf(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc 
     case QP_SCHEME_NVFP4:
         break;
     default:
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unsupported: %s not yet implemented on vulkan",
-                         d->index, layer, sn);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: %s not yet implemented on vulkan", sn);
     }
     if (!s->w_codes || !s->w_lut || !s->w_blk_scale || (s->w_blk != 16 && s->w_blk != 32))
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': %s needs w_codes, w_lut, w_blk_scale and "
-                         "w_blk 16 or 32 (got %d)", d->index, layer, sn, s->w_blk);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, layer, "%s needs w_codes, w_lut, w_blk_scale and "
+                         "w_blk 16 or 32 (got %d)", sn, s->w_blk);
     if (K % s->w_blk)
-        return QP_VK_ERR(d, QP_ERR_VALUE, "vulkan:%d: layer '%s': input size %d is not a multiple of the block size %d",
-                         d->index, layer, K, s->w_blk);
+        return qp_vk_error(d, QP_ERR_VALUE, layer, "input size %d is not a multiple of the block size %d", K, s->w_blk);
     if (s->w_elem == QP_DTYPE_F4_E2M1) l->wfmt = WF_NIB;
     else if (s->w_elem == QP_DTYPE_F6_E2M3 || s->w_elem == QP_DTYPE_F6_E3M2 || s->w_elem == QP_DTYPE_F8_E4M3FN)
         l->wfmt = WF_BYTE;
     else
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': %s weight element format %d", d->index, layer, sn,
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, layer, "%s weight element format %d", sn,
                          (int)s->w_elem);
     l->gsz = s->w_blk;
     switch (s->act) {
@@ -332,8 +322,8 @@ static qp_status prepare_wf(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc 
     case QP_ACT_MX_QDQ: {
         int e = qdq_elem(s->act_elem);
         if (e < 0 || s->act_mbits < 1 || s->act_mbits > 22 || s->act_emax < 0 || s->act_emax > 255)
-            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': MX activation element %d (mbits %d, "
-                             "emax %d)", d->index, layer, (int)s->act_elem, s->act_mbits, s->act_emax);
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, layer, "MX activation element %d (mbits %d, "
+                             "emax %d)", (int)s->act_elem, s->act_mbits, s->act_emax);
         l->qdq = QDQ_MX;
         l->aux0 = (uint32_t)e;
         l->aux1 = (uint32_t)s->act_mbits | (uint32_t)s->act_emax << 8;
@@ -341,17 +331,14 @@ static qp_status prepare_wf(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc 
     }
     case QP_ACT_FP8_STATIC_QDQ:
         if (!(s->input_scale > 0.0f) || isinf(s->input_scale))
-            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': input_scale must be finite and > 0",
-                             d->index, layer);
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, layer, "input_scale must be finite and > 0");
         l->qdq = QDQ_FP8_STATIC;
         break;
     case QP_ACT_NVFP4_QDQ: {
         if (!(s->input_global_scale > 0.0f) || isinf(s->input_global_scale))
-            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': input_global_scale must be finite and > 0",
-                             d->index, layer);
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, layer, "input_global_scale must be finite and > 0");
         if (K % 16)
-            return QP_VK_ERR(d, QP_ERR_VALUE, "vulkan:%d: layer '%s': NVFP4 input size %d not a multiple of 16",
-                             d->index, layer, K);
+            return qp_vk_error(d, QP_ERR_VALUE, layer, "NVFP4 input size %d not a multiple of 16", K);
         volatile float one = 1.0f, six = 6.0f; /* correctly rounded fp32 divisions at run time */
         float g = one / s->input_global_scale;
         l->qdq = QDQ_NVFP4;
@@ -361,7 +348,7 @@ static qp_status prepare_wf(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc 
         break;
     }
     default:
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': %s with activation mode %d", d->index, layer, sn,
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, layer, "%s with activation mode %d", sn,
                          (int)s->act);
     }
     l->bias_after = s->bias_after_round != 0;
@@ -372,10 +359,10 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     qp_vk_device *d = dev;
     *out = NULL;
     if (!desc || desc->N <= 0 || desc->K <= 0)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: linear_prepare: NULL description or bad shape", d->index);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "linear_prepare: NULL description or bad shape");
     const char *layer = desc->layer ? desc->layer : "";
     qp_vk_linear *l = calloc(1, sizeof *l);
-    if (!l) return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: layer '%s': out of host memory", d->index, layer);
+    if (!l) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, layer, "out of host memory");
     snprintf(l->layer, sizeof l->layer, "%s", layer);
     l->kind = desc->kind;
     l->N = desc->N;
@@ -391,13 +378,15 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     const int32_t *azp_adj = NULL;
     wf_host wfh = {0}; /* float-weight host repack, freed at the end */
 
-#define FAIL(status, ...) do { st = QP_VK_ERR(d, status, __VA_ARGS__); goto fail; } while (0)
+#define FAIL(status, ...) do { st = qp_vk_error(d, status, layer, __VA_ARGS__); goto fail; } while (0)
+/* a refusal of the device itself (its name, not the layer) */
+#define FAIL_DEV(status, ...) do { st = QP_VK_ERR(d, status, __VA_ARGS__); goto fail; } while (0)
     if (desc->act_dtype != QP_DTYPE_F16 && desc->act_dtype != QP_DTYPE_BF16)
-        FAIL(QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': activations must be fp16 or bf16", d->index, layer);
+        FAIL(QP_ERR_INVALID_ARGUMENT, "activations must be fp16 or bf16");
     switch (desc->kind) {
     case QP_SCHEME_W8A8_INT8:
         if (!desc->w_i8 || !desc->w_scale)
-            FAIL(QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': W8A8-INT8 needs w_i8 and w_scale", d->index, layer);
+            FAIL(QP_ERR_INVALID_ARGUMENT, "W8A8-INT8 needs w_i8 and w_scale");
         if (desc->act == QP_ACT_INT8_STATIC) {
             l->act = desc->act_symmetric ? ACT_I8_STATIC_SYM : ACT_I8_STATIC_ASYM;
             l->epi = desc->act_symmetric ? EPI_I8_SYM : EPI_I8_ASYM_STATIC;
@@ -405,21 +394,21 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
             l->act = desc->act_symmetric ? ACT_I8_DYN_SYM : ACT_I8_DYN_ASYM;
             l->epi = desc->act_symmetric ? EPI_I8_SYM : EPI_I8_ASYM_DYN;
         } else {
-            FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': W8A8-INT8 with activation mode %d", d->index, layer,
+            FAIL(QP_ERR_UNSUPPORTED, "W8A8-INT8 with activation mode %d",
                  (int)desc->act);
         }
         if (!desc->act_symmetric && !desc->azp_adj)
-            FAIL(QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': asymmetric activations need azp_adj", d->index, layer);
+            FAIL(QP_ERR_INVALID_ARGUMENT, "asymmetric activations need azp_adj");
         weights = (const uint8_t *)desc->w_i8;
         azp_adj = desc->act_symmetric ? NULL : desc->azp_adj;
         break;
     case QP_SCHEME_QQQ_W4A8:
         if (!desc->w8 || !desc->s_channel)
-            FAIL(QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': QQQ needs w8 and s_channel", d->index, layer);
+            FAIL(QP_ERR_INVALID_ARGUMENT, "QQQ needs w8 and s_channel");
         if (desc->group_size != -1 && desc->group_size != 128)
-            FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': QQQ group size %d", d->index, layer, desc->group_size);
+            FAIL(QP_ERR_UNSUPPORTED, "QQQ group size %d", desc->group_size);
         if (desc->act_dtype != QP_DTYPE_F16)
-            FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': QQQ takes fp16 activations", d->index, layer);
+            FAIL(QP_ERR_UNSUPPORTED, "QQQ takes fp16 activations");
         l->act = ACT_I8_DYN_SYM; /* docs/semantics.md §11 step 1, docs/semantics.md §11 */
         l->epi = EPI_QQQ;
         weights = (const uint8_t *)desc->w8; /* exact per-group int8 weight (docs/semantics.md §11 step 2) */
@@ -436,26 +425,23 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     case QP_SCHEME_W8A8_FP8:
     case QP_SCHEME_HF_FP8:
         if (!desc->w_u8 || !desc->w_scale)
-            FAIL(QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': W8A8-FP8 needs w_u8 and w_scale", d->index, layer);
+            FAIL(QP_ERR_INVALID_ARGUMENT, "W8A8-FP8 needs w_u8 and w_scale");
         if (desc->act == QP_ACT_FP8_STATIC) l->act = ACT_F8_STATIC;
         else if (desc->act == QP_ACT_FP8_DYNAMIC_TENSOR) l->act = ACT_F8_DYN_TENSOR;
         else if (desc->act == QP_ACT_FP8_DYNAMIC_TOKEN) l->act = ACT_F8_DYN_TOKEN;
-        else FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unsupported: W8A8-FP8 activation mode %d not yet implemented on vulkan",
-                  d->index, layer, (int)desc->act);
+        else FAIL(QP_ERR_UNSUPPORTED, "unsupported: W8A8-FP8 activation mode %d not yet implemented on vulkan", (int)desc->act);
         l->epi = EPI_FP8;
         l->fp8 = true;
         weights = desc->w_u8;
         break;
     case QP_SCHEME_W8A8_FP8_BLOCK:
         if (!desc->w_u8 || !desc->w_scale)
-            FAIL(QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': W8A8-FP8 per-block needs w_u8 and w_scale", d->index,
-                 layer);
+            FAIL(QP_ERR_INVALID_ARGUMENT, "W8A8-FP8 per-block needs w_u8 and w_scale");
         if (desc->act != QP_ACT_FP8_GROUP128)
-            FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': W8A8-FP8 per-block with activation mode %d", d->index, layer,
+            FAIL(QP_ERR_UNSUPPORTED, "W8A8-FP8 per-block with activation mode %d",
                  (int)desc->act);
         if (desc->K % 128)
-            FAIL(QP_ERR_VALUE, "vulkan:%d: layer '%s': per-block fp8 needs K (%d) to be a multiple of 128", d->index,
-                 layer, desc->K);
+            FAIL(QP_ERR_VALUE, "per-block fp8 needs K (%d) to be a multiple of 128", desc->K);
         l->fp8 = l->fp8b = true;
         l->aux0 = (uint32_t)(desc->K / 128);
         l->aux1 = desc->ue8m0 != 0;
@@ -468,33 +454,32 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     case QP_SCHEME_UNQUANTIZED:
         if ((st = prepare_wf(d, l, desc)) != QP_OK || (st = wf_pack(d, l, desc, &wfh)) != QP_OK) goto fail;
         if (sizeof(float) * wfh.n_sc > d->max_range)
-            FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': %zu weight scales exceed one binding "
-                 "(maxStorageBufferRange %llu bytes)", d->index, layer, wfh.n_sc, (unsigned long long)d->max_range);
+            FAIL(QP_ERR_UNSUPPORTED, "%zu weight scales exceed one binding "
+                 "(maxStorageBufferRange %llu bytes)", wfh.n_sc, (unsigned long long)d->max_range);
         weights = wfh.w;
         wname = desc->kind == QP_SCHEME_UNQUANTIZED ? "weight" : "weight codes";
         break;
     default:
-        FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': unsupported: %s not yet implemented on vulkan", d->index, layer,
+        FAIL(QP_ERR_UNSUPPORTED, "unsupported: %s not yet implemented on vulkan",
              qp_vk_scheme_name(desc->kind));
     }
 
     /* code paths */
     if ((path & QP_PATH_GEMV) && (path & QP_PATH_TILED))
-        FAIL(QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': GEMV and TILED forced together", d->index, layer);
+        FAIL(QP_ERR_INVALID_ARGUMENT, "GEMV and TILED forced together");
     if ((path & QP_PATH_INT_DOT) && (path & QP_PATH_NO_INT_DOT))
-        FAIL(QP_ERR_INVALID_ARGUMENT, "vulkan:%d: layer '%s': INT_DOT and NO_INT_DOT forced together", d->index, layer);
+        FAIL(QP_ERR_INVALID_ARGUMENT, "INT_DOT and NO_INT_DOT forced together");
     l->force_gemv = path & QP_PATH_GEMV;
     l->force_tiled = path & QP_PATH_TILED;
     if (l->force_tiled && !tiled_ok(d))
-        FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d '%s': forced tiled path: needs 256 invocations and %d bytes of shared memory",
+        FAIL_DEV(QP_ERR_UNSUPPORTED, "vulkan:%d '%s': forced tiled path: needs 256 invocations and %d bytes of shared memory",
              d->index, d->props.deviceName, TILED_SHARED_BYTES);
     bool have_dot = d->int_dot && qp_vk_spirv_get(QP_VK_SH_GEMV_I8_DOT)->code;
     if (path & QP_PATH_INT_DOT) {
         if (l->fp8)
-            FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': forced int-dot path: %s has no integer dot product",
-                 d->index, layer, l->wf ? "this float-weight layer (fp32 multiply-adds)" : "W8A8-FP8");
+            FAIL(QP_ERR_UNSUPPORTED, "forced int-dot path: %s has no integer dot product", l->wf ? "this float-weight layer (fp32 multiply-adds)" : "W8A8-FP8");
         if (!have_dot)
-            FAIL(QP_ERR_UNSUPPORTED, "vulkan:%d '%s': forced int-dot path: %s", d->index, d->props.deviceName,
+            FAIL_DEV(QP_ERR_UNSUPPORTED, "vulkan:%d '%s': forced int-dot path: %s", d->index, d->props.deviceName,
                  d->int_dot ? "the OpSDot shaders were not built (glslang lacks GL_EXT_spirv_intrinsics)"
                             : "the device lacks shaderIntegerDotProduct");
         l->use_dot = true;
@@ -523,6 +508,7 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     if (st != QP_OK) goto fail;
 
 #undef FAIL
+#undef FAIL_DEV
     wf_free(&wfh);
     *out = l;
     return QP_OK;
@@ -674,18 +660,16 @@ static qp_status forward_bind(qp_vk_device *d, qp_vk_linear *l, qp_vk_buf *x, in
     size_t qb = (size_t)M * l->Kw * 4, sb = (size_t)M * QP_VK_ST_WORDS * 4;
     if (l->fp8b && l->aux0 > QP_VK_ST_WORDS) sb = (size_t)M * l->aux0 * 4; /* per-group scales */
     if (x->size < xb || y->size < yb)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT,
-                         "vulkan:%d: layer '%s': buffers too small for M=%d (x %zu < %zu or y %zu < %zu bytes)", d->index,
-                         l->layer, M, x->size, xb, y->size, yb);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, l->layer,
+                         "buffers too small for M=%d (x %zu < %zu or y %zu < %zu bytes)", M, x->size, xb, y->size, yb);
     if (xb > d->max_range || yb > d->max_range || qb > d->max_range)
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED,
-                         "vulkan:%d: layer '%s': M=%d rows of activations exceed maxStorageBufferRange (%llu bytes); "
-                         "split the batch", d->index, l->layer, M, (unsigned long long)d->max_range);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, l->layer,
+                         "M=%d rows of activations exceed maxStorageBufferRange (%llu bytes); "
+                         "split the batch", M, (unsigned long long)d->max_range);
     uint64_t max_y = d->props.limits.maxComputeWorkGroupCount[1];
     if ((uint64_t)M > d->props.limits.maxComputeWorkGroupCount[0] || (l->fp8b && (uint64_t)M > max_y) ||
         (!use_gemv(d, l, M) && ((uint64_t)M + QP_VK_TILE - 1) / QP_VK_TILE > max_y))
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: layer '%s': M=%d exceeds the dispatch limit", d->index,
-                         l->layer, M);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, l->layer, "M=%d exceeds the dispatch limit", M);
     (void)sb;
     return reserve_scratch(d, l, M);
 }
@@ -695,7 +679,7 @@ qp_status qp_vk_linear_forward(void *dev, void *lin, void *x_, int M, void *y_) 
     qp_vk_linear *l = lin;
     qp_vk_buf *x = x_, *y = y_;
     if (!l || !x || !y || M < 0)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: linear_forward: NULL argument or negative M", d->index);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "linear_forward: NULL argument or negative M");
     if (M == 0) return QP_OK;
     qp_status st = forward_bind(d, l, x, M, y);
     if (st != QP_OK) return st;
@@ -732,8 +716,7 @@ qp_status qp_vk_linear_time(void *dev, void *lin, void *x_, int M, void *y_, int
     qp_vk_linear *l = lin;
     qp_vk_fns *f = d->fn;
     if (!l || !x_ || !y_ || M <= 0 || reps <= 0 || !total_ms)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: linear_time: NULL argument, M <= 0 or reps <= 0",
-                         d->index);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "linear_time: NULL argument, M <= 0 or reps <= 0");
     if (!d->timestamp_bits || d->props.limits.timestampPeriod <= 0.0f)
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d '%s': the compute queue has no timestamps "
                          "(timestampValidBits 0)", d->index, d->props.deviceName);
@@ -744,7 +727,7 @@ qp_status qp_vk_linear_time(void *dev, void *lin, void *x_, int M, void *y_, int
                                 .queryCount = 3};
     VkResult r = f->vkCreateQueryPool(d->dev, &qi, NULL, &pool);
     if (r != VK_SUCCESS)
-        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkCreateQueryPool failed: %s", d->index, qp_vk_result_str(r));
+        return qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkCreateQueryPool failed: %s", qp_vk_result_str(r));
     uint64_t mask = d->timestamp_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << d->timestamp_bits) - 1);
     double ns = d->props.limits.timestampPeriod;
     for (int i = 0; i < reps && st == QP_OK; i++) {
@@ -763,7 +746,7 @@ qp_status qp_vk_linear_time(void *dev, void *lin, void *x_, int M, void *y_, int
         r = f->vkGetQueryPoolResults(d->dev, pool, 0, 3, sizeof t, t, sizeof t[0],
                                      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
         if (r != VK_SUCCESS) {
-            st = QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkGetQueryPoolResults failed: %s", d->index, qp_vk_result_str(r));
+            st = qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkGetQueryPoolResults failed: %s", qp_vk_result_str(r));
             break;
         }
         total_ms[i] = (double)((t[2] - t[0]) & mask) * ns * 1e-6;

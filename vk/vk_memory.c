@@ -13,23 +13,21 @@
 static qp_status vk_fail(qp_vk_device *d, VkResult r, const char *call, const char *what) {
     qp_status st = (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY) ? QP_ERR_OUT_OF_MEMORY
                                                                                             : QP_ERR_DEVICE;
-    return QP_VK_ERR(d, st, "vulkan:%d: %s for %s failed: %s", d->index, call, what, qp_vk_result_str(r));
+    return qp_vk_error(d, st, NULL, "%s for %s failed: %s", call, what, qp_vk_result_str(r));
 }
 
 qp_status qp_vk_buf_create(qp_vk_device *d, size_t bytes, bool host_visible, const char *what, qp_vk_buf *out) {
     qp_vk_fns *f = d->fn;
     memset(out, 0, sizeof *out);
     size_t size = bytes < 16 ? 16 : (bytes + 15) & ~(size_t)15;
-    if (size < bytes) return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: %s: %zu bytes is too large", d->index, what, bytes);
+    if (size < bytes) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "%s: %zu bytes is too large", what, bytes);
     /* Checked here rather than left to the driver: beyond these limits
      * vkAllocateMemory is invalid usage, not an out-of-memory result. */
     if (d->max_alloc && size > d->max_alloc)
-        return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY,
-                         "vulkan:%d: %s: %zu bytes exceed the device's maxMemoryAllocationSize (%" PRIu64 ")",
-                         d->index, what, bytes, d->max_alloc);
+        return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL,
+                         "%s: %zu bytes exceed the device's maxMemoryAllocationSize (%" PRIu64 ")", what, bytes, d->max_alloc);
     if (!host_visible && d->local_bytes && size > d->local_bytes)
-        return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: %s: %zu bytes exceed the device memory (%" PRIu64 ")",
-                         d->index, what, bytes, d->local_bytes);
+        return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "%s: %zu bytes exceed the device memory (%" PRIu64 ")", what, bytes, d->local_bytes);
     VkBufferCreateInfo bci = {
         .sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
         .size = size,
@@ -47,7 +45,7 @@ qp_status qp_vk_buf_create(qp_vk_device *d, size_t bytes, bool host_visible, con
     if (!(req.memoryTypeBits & (1u << type))) {
         f->vkDestroyBuffer(d->dev, out->buf, NULL);
         out->buf = VK_NULL_HANDLE;
-        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: %s: no memory type fits the buffer", d->index, what);
+        return qp_vk_error(d, QP_ERR_DEVICE, NULL, "%s: no memory type fits the buffer", what);
     }
     VkMemoryAllocateInfo mai = {.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO, .allocationSize = req.size,
                                 .memoryTypeIndex = type};
@@ -90,7 +88,7 @@ qp_status qp_vk_buf_retire(qp_vk_device *d, qp_vk_buf *b) {
     if (d->n_retired == d->cap_retired) {
         size_t cap = d->cap_retired ? 2 * d->cap_retired : 8;
         qp_vk_buf *g = realloc(d->retired, cap * sizeof *g);
-        if (!g) return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: out of host memory", d->index);
+        if (!g) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
         d->retired = g;
         d->cap_retired = cap;
     }
@@ -109,9 +107,9 @@ qp_status qp_vk_buf_reserve(qp_vk_device *d, qp_vk_buf *b, size_t bytes, const c
     /* the application's command buffer runs when the application says: a
      * buffer it may use cannot be replaced behind it */
     if (b->buf && d->ext_cmd)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT,
-                         "vulkan:%d: %s: %zu bytes needed, %zu reserved: recording into the application's command "
-                         "buffer cannot grow scratch (create the layer with a larger max_m)", d->index, what, bytes,
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL,
+                         "%s: %zu bytes needed, %zu reserved: recording into the application's command "
+                         "buffer cannot grow scratch (create the layer with a larger max_m)", what, bytes,
                          b->size);
     size_t want = bytes;
     if (b->buf && want < 2 * b->size) want = 2 * b->size; /* grow geometrically */
@@ -218,8 +216,8 @@ qp_status qp_vk_wait(qp_vk_device *d, uint64_t upto) {
                 if (s->serial < lo) { lo = s->serial; first = s->first; }
                 last = s->last;
             }
-            st = QP_VK_ERR(d, r == VK_ERROR_DEVICE_LOST ? QP_ERR_DEVICE : QP_ERR_DEVICE,
-                           "vulkan:%d: the enqueued work from %s to %s failed: vkWaitForFences: %s", d->index, first,
+            st = qp_vk_error(d, r == VK_ERROR_DEVICE_LOST ? QP_ERR_DEVICE : QP_ERR_DEVICE, NULL,
+                           "the enqueued work from %s to %s failed: vkWaitForFences: %s", first,
                            last, qp_vk_result_str(r));
         }
         for (uint32_t i = 0; i < n; i++) d->ring[idx[i]].pending = false;
@@ -358,8 +356,7 @@ static qp_status copy_chunk(qp_vk_device *d, VkBuffer src, VkBuffer dst, size_t 
 
 qp_status qp_vk_upload(qp_vk_device *d, qp_vk_buf *b, size_t off, const void *src, size_t bytes) {
     if (off > b->size || bytes > b->size - off)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: upload of %zu bytes at %zu overruns a %zu-byte buffer",
-                         d->index, bytes, off, b->size);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "upload of %zu bytes at %zu overruns a %zu-byte buffer", bytes, off, b->size);
     const uint8_t *p = src;
     while (bytes) {
         size_t n = bytes < STAGING_BYTES ? bytes : STAGING_BYTES;
@@ -373,8 +370,7 @@ qp_status qp_vk_upload(qp_vk_device *d, qp_vk_buf *b, size_t off, const void *sr
 
 qp_status qp_vk_download(qp_vk_device *d, qp_vk_buf *b, size_t off, void *dst, size_t bytes) {
     if (off > b->size || bytes > b->size - off)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: download of %zu bytes at %zu overruns a %zu-byte buffer",
-                         d->index, bytes, off, b->size);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "download of %zu bytes at %zu overruns a %zu-byte buffer", bytes, off, b->size);
     uint8_t *p = dst;
     while (bytes) {
         size_t n = bytes < STAGING_BYTES ? bytes : STAGING_BYTES;

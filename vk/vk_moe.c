@@ -86,8 +86,7 @@ static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
     case QP_SCHEME_W8A8_FP8: {
         bool i8 = s->kind == QP_SCHEME_W8A8_INT8;
         if (s->w_dtype != (i8 ? QP_DTYPE_I8 : QP_DTYPE_F8_E4M3FN) || !s->s13 || !s->s2)
-            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': %s experts need %s codes and row scales",
-                             d->index, layer, i8 ? "W8A8-INT8" : "W8A8-FP8", i8 ? "int8" : "e4m3");
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE '%s': %s experts need %s codes and row scales", layer, i8 ? "W8A8-INT8" : "W8A8-FP8", i8 ? "int8" : "e4m3");
         m->arith = i8 ? AR_I8 : AR_FP8;
         m->quant = true;
         switch (s->act) {
@@ -97,26 +96,24 @@ static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
         case QP_ACT_FP8_DYNAMIC_TENSOR: m->mode = ACT_F8_DYN_TENSOR; m->dynamic = true; break;
         case QP_ACT_FP8_DYNAMIC_TOKEN: m->mode = ACT_F8_DYN_TOKEN; m->dynamic = true; break;
         default:
-            return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: MoE '%s': unsupported: %s experts with activation mode %d",
-                             d->index, layer, i8 ? "W8A8-INT8" : "W8A8-FP8", (int)s->act);
+            return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "MoE '%s': unsupported: %s experts with activation mode %d", layer, i8 ? "W8A8-INT8" : "W8A8-FP8", (int)s->act);
         }
         if ((i8 && m->mode == ACT_F8_STATIC) || (!i8 && m->mode <= ACT_I8_DYN_SYM))
-            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': activation mode %d does not match the "
-                             "weights", d->index, layer, (int)s->act);
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE '%s': activation mode %d does not match the "
+                             "weights", layer, (int)s->act);
         if (!m->dynamic)
             for (int g = 0; g < 2; g++)
                 if (!(m->scale[g] > 0.0f) || isinf(m->scale[g]))
-                    return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': static input scale %g",
-                                     d->index, layer, (double)m->scale[g]);
+                    return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE '%s': static input scale %g", layer, (double)m->scale[g]);
         return QP_OK;
     }
     case QP_SCHEME_W8A8_FP8_BLOCK: /* b13 / b2: the scale of each (row, k-block of 128) */
         if (s->w_dtype != QP_DTYPE_F8_E4M3FN || s->w_blk != 128 || s->act != QP_ACT_FP8_GROUP128 || !s->b13 || !s->b2)
-            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': fp8 per-block experts need e4m3 codes, "
-                             "block scales of 128 (b13 / b2) and per-token-group fp8 activations", d->index, layer);
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE '%s': fp8 per-block experts need e4m3 codes, "
+                             "block scales of 128 (b13 / b2) and per-token-group fp8 activations", layer);
         if (s->H % 128 || s->I % 128)
-            return QP_VK_ERR(d, QP_ERR_VALUE, "vulkan:%d: MoE '%s': fp8 per-block experts need H = %d and I = %d "
-                             "multiples of 128", d->index, layer, s->H, s->I);
+            return qp_vk_error(d, QP_ERR_VALUE, NULL, "MoE '%s': fp8 per-block experts need H = %d and I = %d "
+                             "multiples of 128", layer, s->H, s->I);
         m->arith = AR_FP8B;
         m->f64 = d->fp64; /* the k-block sums exact, as the reference's */
         m->blk = 128;
@@ -124,8 +121,8 @@ static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
         return QP_OK;
     case QP_SCHEME_UNQUANTIZED:
         if (s->w_dtype != s->act_dtype || s->act != QP_ACT_NONE)
-            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': unquantized experts need act-dtype "
-                             "weights and no activation quantization", d->index, layer);
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE '%s': unquantized experts need act-dtype "
+                             "weights and no activation quantization", layer);
         m->arith = AR_WF;
         m->wfmt = WF_HALF;
         m->blk = 32;
@@ -137,16 +134,14 @@ static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
     case QP_SCHEME_W4A16_INT4: /* signed codes c - z through w_lut, group scales as block multipliers */
         break;
     default:
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: MoE '%s': unsupported: no fused MoE for %s experts on vulkan",
-                         d->index, layer, qp_vk_scheme_name(s->kind));
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "MoE '%s': unsupported: no fused MoE for %s experts on vulkan", layer, qp_vk_scheme_name(s->kind));
     }
     if (!s->w_lut || !s->b13 || !s->b2 || (s->w_blk != 16 && s->w_blk != 32))
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': %s experts need codes, w_lut, block "
-                         "multipliers and a block of 16 or 32 (got %d)", d->index, layer, qp_vk_scheme_name(s->kind),
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE '%s': %s experts need codes, w_lut, block "
+                         "multipliers and a block of 16 or 32 (got %d)", layer, qp_vk_scheme_name(s->kind),
                          s->w_blk);
     if (s->H % s->w_blk || s->I % s->w_blk)
-        return QP_VK_ERR(d, QP_ERR_VALUE, "vulkan:%d: MoE '%s': H = %d and I = %d must be multiples of the block size %d",
-                         d->index, layer, s->H, s->I, s->w_blk);
+        return qp_vk_error(d, QP_ERR_VALUE, NULL, "MoE '%s': H = %d and I = %d must be multiples of the block size %d", layer, s->H, s->I, s->w_blk);
     m->arith = AR_WF;
     m->f64 = d->fp64;
     m->blk = s->w_blk;
@@ -155,15 +150,15 @@ static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
              s->w_dtype == QP_DTYPE_I8)
         m->wfmt = WF_BYTE;
     else
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: MoE '%s': weight element format %d", d->index, layer,
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "MoE '%s': weight element format %d", layer,
                          (int)s->w_dtype);
     switch (s->act) {
     case QP_ACT_NONE: m->mode = QDQ_NONE; break;
     case QP_ACT_MX_QDQ: {
         int e = qdq_elem(s->act_elem);
         if (e < 0 || s->act_mbits < 1 || s->act_mbits > 22 || s->act_emax < 0 || s->act_emax > 255)
-            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': MX activation element %d (mbits %d, "
-                             "emax %d)", d->index, layer, (int)s->act_elem, s->act_mbits, s->act_emax);
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE '%s': MX activation element %d (mbits %d, "
+                             "emax %d)", layer, (int)s->act_elem, s->act_mbits, s->act_emax);
         m->mode = QDQ_MX;
         m->aux0 = (uint32_t)e;
         m->aux1 = (uint32_t)s->act_mbits | (uint32_t)s->act_emax << 8;
@@ -173,8 +168,8 @@ static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
     case QP_ACT_NVFP4_QDQ:
         for (int g = 0; g < 2; g++)
             if (!(m->scale[g] > 0.0f) || isinf(m->scale[g]))
-                return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': input scale %g must be finite and "
-                                 "> 0", d->index, layer, (double)m->scale[g]);
+                return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE '%s': input scale %g must be finite and "
+                                 "> 0", layer, (double)m->scale[g]);
         m->mode = s->act == QP_ACT_FP8_STATIC_QDQ ? QDQ_FP8_STATIC : QDQ_NVFP4;
         if (m->mode == QDQ_NVFP4) { /* as ref_moe.c: g = 1 / input global scale, correctly rounded at run time */
             volatile float one = 1.0f, six = 6.0f;
@@ -186,8 +181,7 @@ static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
         }
         break;
     default:
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: MoE '%s': unsupported: %s experts with activation mode %d",
-                         d->index, layer, qp_vk_scheme_name(s->kind), (int)s->act);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "MoE '%s': unsupported: %s experts with activation mode %d", layer, qp_vk_scheme_name(s->kind), (int)s->act);
     }
     return QP_OK;
 }
@@ -204,14 +198,14 @@ static qp_status upload_gemm(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s
     char what[160];
     snprintf(what, sizeof what, "MoE '%s' %s", m->layer, g ? "w2" : "w13");
     if (rows * row_b > d->max_range || rows * (nbw ? nbw : 1) * 4 > d->max_range)
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: %s: %zu bytes of weights exceed one binding "
-                         "(maxStorageBufferRange %llu bytes)", d->index, what, rows * row_b,
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "%s: %zu bytes of weights exceed one binding "
+                         "(maxStorageBufferRange %llu bytes)", what, rows * row_b,
                          (unsigned long long)d->max_range);
     uint8_t *w = calloc(rows, row_b);
     float *f = malloc(sizeof(float) * rows * (nbw ? nbw : 1));
     qp_status st = QP_OK;
     if (!w || !f) {
-        st = QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: %s: out of host memory repacking", d->index, what);
+        st = qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "%s: out of host memory repacking", what);
         goto out;
     }
     for (size_t n = 0; n < rows; n++) {
@@ -248,20 +242,19 @@ qp_status qp_vk_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
     qp_vk_device *d = dev;
     *out = NULL;
     if (!s || s->E <= 0 || s->H <= 0 || s->I <= 0 || !s->w13 || !s->w2)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: moe_prepare: NULL description, weights or bad shape",
-                         d->index);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "moe_prepare: NULL description, weights or bad shape");
     qp_vk_moe *m = calloc(1, sizeof *m);
-    if (!m) return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: MoE: out of host memory", d->index);
+    if (!m) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "MoE: out of host memory");
     snprintf(m->layer, sizeof m->layer, "%s", s->layer ? s->layer : "");
     m->E = s->E; m->H = s->H; m->I = s->I; m->off = s->expert_offset;
     m->bf16 = s->act_dtype == QP_DTYPE_BF16;
     qp_status st = QP_OK;
     if (s->act_dtype != QP_DTYPE_F16 && s->act_dtype != QP_DTYPE_BF16)
-        st = QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': activations must be fp16 or bf16", d->index,
+        st = qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE '%s': activations must be fp16 or bf16",
                        m->layer);
     else if (s->E > MOE_EMAX)
-        st = QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: MoE '%s': unsupported: %d local experts (the align pass "
-                       "takes at most %d; use expert parallelism)", d->index, m->layer, s->E, MOE_EMAX);
+        st = qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "MoE '%s': unsupported: %d local experts (the align pass "
+                       "takes at most %d; use expert parallelism)", m->layer, s->E, MOE_EMAX);
     else if (d->max_wg_invocations < 256 || d->props.limits.maxComputeWorkGroupSize[0] < 256 ||
              d->props.limits.maxComputeSharedMemorySize < 2 * 32 * 64 * 4 + 2048 + 8 * MOE_EMAX)
         st = QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d '%s': the MoE kernels need 256 invocations and %d bytes of "
@@ -395,21 +388,20 @@ qp_status qp_vk_moe_forward(void *dev, void *moe, void *x_, int M, int k, void *
     qp_vk_moe *m = moe;
     qp_vk_buf *x = x_, *ids = ids_, *rw = w_, *y = y_;
     if (!m || !x || !ids || !rw || !y || M <= 0 || k <= 0)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: moe_forward: NULL argument, M = %d or k = %d", d->index,
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "moe_forward: NULL argument, M = %d or k = %d",
                          M, k);
     size_t mk = (size_t)M * (size_t)k, H = (size_t)m->H;
     size_t maxb = max_blocks(m, M, k);
     if (x->size < (size_t)M * H * 2 || y->size < (size_t)M * H * 2 || ids->size < mk * 4 || rw->size < mk * 4)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: MoE '%s': buffers too small for M = %d, k = %d",
-                         d->index, m->layer, M, k);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE '%s': buffers too small for M = %d, k = %d", m->layer, M, k);
     size_t sizes[6];
     scratch_sizes(m, M, k, sizes);
     const uint32_t *lim = d->props.limits.maxComputeWorkGroupCount;
     bool big = mk > lim[1] || (size_t)M > lim[0] || maxb > lim[1];
     for (int i = 0; i < 6; i++) big |= sizes[i] > d->max_range;
     if (big)
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: MoE '%s': unsupported: M = %d tokens x k = %d exceed one "
-                         "binding or the dispatch limits; split the batch", d->index, m->layer, M, k);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "MoE '%s': unsupported: M = %d tokens x k = %d exceed one "
+                         "binding or the dispatch limits; split the batch", m->layer, M, k);
     qp_status st = reserve(d, m, M, k);
     if (st != QP_OK) return st;
     const qp_vk_buf *N = NULL;
@@ -457,9 +449,9 @@ qp_status qp_vk_moe_route(void *dev, const qp_route_params *p, void *logits, int
                          "reference's exponential in double); route on the host and pass the top-k (qp_moe_enqueue)",
                          d->index, d->props.deviceName);
     if (!p || M <= 0 || p->k <= 0 || p->k > QP_ROUTE_MAX_K || p->n_group > QP_ROUTE_MAX_K || p->G <= 0)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: moe_route: bad routing parameters", d->index);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "moe_route: bad routing parameters");
     if ((uint64_t)M > d->props.limits.maxComputeWorkGroupCount[0] * 64ull)
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: moe_route: M = %d exceeds the dispatch limit", d->index, M);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "moe_route: M = %d exceeds the dispatch limit", M);
     qp_vk_push pc = {.M = (uint32_t)M, .N = (uint32_t)p->G, .K = (uint32_t)p->k,
                      .flags = (p->renormalize ? 1u : 0u) | (p->sigmoid ? 2u : 0u) | (p->bias ? 4u : 0u),
                      .aux0 = (uint32_t)p->n_group, .aux1 = (uint32_t)p->topk_group, .aux2 = p->scale};

@@ -57,19 +57,18 @@ qp_status qp_vk_rotation_prepare(void *dev, const int8_t *H, int r, float c, voi
     qp_vk_device *d = dev;
     *out = NULL;
     if (!H || r <= 0 || r > 65536)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: rotation_prepare: NULL matrix or size %d", d->index, r);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "rotation_prepare: NULL matrix or size %d", r);
     size_t rr = (size_t)r * (size_t)r;
     int32_t *h = malloc(sizeof(int32_t) * rr);
     qp_vk_rot *rot = calloc(1, sizeof *rot);
     if (!h || !rot) {
         free(h); free(rot);
-        return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: rotation_prepare: out of host memory", d->index);
+        return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "rotation_prepare: out of host memory");
     }
     for (size_t i = 0; i < rr; i++) {
         if (H[i] != 1 && H[i] != -1) {
             free(h); free(rot);
-            return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: rotation entries must be +1 or -1 (entry %zu is %d)",
-                             d->index, i, H[i]);
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "rotation entries must be +1 or -1 (entry %zu is %d)", i, H[i]);
         }
         h[i] = H[i];
     }
@@ -100,19 +99,18 @@ qp_status qp_vk_rotation_forward(void *dev, void *rot_, qp_dtype dt, void *x_, i
     qp_vk_rot *rot = rot_;
     qp_vk_buf *x = x_, *y = y_;
     if (!rot || !x || !y || M < 0 || K <= 0)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: rotation_forward: NULL argument or bad shape", d->index);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "rotation_forward: NULL argument or bad shape");
     if (!act_dt_ok(dt))
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: rotation_forward: activations must be fp16 or bf16", d->index);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "rotation_forward: activations must be fp16 or bf16");
     if (K % rot->r)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: rotation_forward: K = %d is not a multiple of the "
-                         "rotation size %d", d->index, K, rot->r);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "rotation_forward: K = %d is not a multiple of the "
+                         "rotation size %d", K, rot->r);
     size_t total = (size_t)M * (size_t)K;
     if (total == 0) return QP_OK;
     if (x->size < 2 * total || y->size < 2 * total)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: rotation_forward: buffers too small for %d x %d",
-                         d->index, M, K);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "rotation_forward: buffers too small for %d x %d", M, K);
     if (total > UINT32_MAX / 2 || 2 * total > d->max_range)
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: rotation_forward: %d x %d exceeds one binding", d->index, M, K);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "rotation_forward: %d x %d exceeds one binding", M, K);
     qp_vk_push pc = {.M = (uint32_t)M, .K = (uint32_t)K, .N = (uint32_t)rot->r, .input_scale = rot->c, .input_zp = 0,
                      .flags = dt == QP_DTYPE_BF16 ? QP_VK_PC_BF16 : 0u};
     qp_vk_buf *tmp = x;
@@ -126,19 +124,18 @@ static qp_status kv_run(qp_vk_device *d, uint32_t mode, qp_dtype dt, qp_vk_buf *
                         qp_vk_buf *dst) {
     const char *op = mode ? "kv_dequantize" : "kv_quantize";
     if (!src || !dst)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: %s: NULL buffer", d->index, op);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "%s: NULL buffer", op);
     if (!act_dt_ok(dt))
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: %s: the unquantized side must be fp16 or bf16", d->index, op);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "%s: the unquantized side must be fp16 or bf16", op);
     if (!(scale > 0.0f) || isinf(scale))
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: %s: the KV-cache scale must be finite and > 0 (got %g)",
-                         d->index, op, (double)scale);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "%s: the KV-cache scale must be finite and > 0 (got %g)", op, (double)scale);
     if (n == 0) return QP_OK;
     size_t sb = mode ? n : 2 * n, db = mode ? 2 * n : n;
     if (src->size < sb || dst->size < db)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: %s: buffers too small for %zu elements (src %zu < %zu or "
-                         "dst %zu < %zu bytes)", d->index, op, n, src->size, sb, dst->size, db);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "%s: buffers too small for %zu elements (src %zu < %zu or "
+                         "dst %zu < %zu bytes)", op, n, src->size, sb, dst->size, db);
     if (n > UINT32_MAX - 4 || 2 * n > d->max_range)
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: %s: %zu elements exceed one binding", d->index, op, n);
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "%s: %zu elements exceed one binding", op, n);
     qp_vk_push pc = {.M = (uint32_t)n, .input_scale = scale, .flags = dt == QP_DTYPE_BF16 ? QP_VK_PC_BF16 : 0u};
     qp_vk_buf *s = src;
     qp_status st = QP_OK;
@@ -160,12 +157,12 @@ static bool range_ok(const qp_vk_buf *b, size_t off, size_t bytes) { return off 
 qp_status qp_vk_buffer_copy(void *dev, void *src_, size_t src_off, void *dst_, size_t dst_off, size_t bytes) {
     qp_vk_device *d = dev;
     qp_vk_buf *src = src_, *dst = dst_;
-    if (!src || !dst) return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: buffer_copy: NULL buffer", d->index);
+    if (!src || !dst) return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "buffer_copy: NULL buffer");
     if (!range_ok(src, src_off, bytes) || !range_ok(dst, dst_off, bytes))
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: buffer_copy of %zu bytes overruns a buffer (src %zu at "
-                         "%zu, dst %zu at %zu)", d->index, bytes, src->size, src_off, dst->size, dst_off);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "buffer_copy of %zu bytes overruns a buffer (src %zu at "
+                         "%zu, dst %zu at %zu)", bytes, src->size, src_off, dst->size, dst_off);
     if (src == dst && src_off < dst_off + bytes && dst_off < src_off + bytes)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: buffer_copy: overlapping ranges of one buffer", d->index);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "buffer_copy: overlapping ranges of one buffer");
     if (bytes == 0) return QP_OK;
     qp_status st = qp_vk_rec_begin(d, "a device-to-device copy");
     if (st != QP_OK) return st;
@@ -186,10 +183,10 @@ qp_status qp_vk_buffer_copy_time(void *dev, void *src_, void *dst_, size_t bytes
     qp_vk_buf *src = src_, *dst = dst_;
     qp_vk_fns *f = d->fn;
     if (!src || !dst || reps <= 0 || !ms || bytes == 0 || src == dst)
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: buffer_copy_time: NULL or equal buffers, no bytes or "
-                         "reps <= 0", d->index);
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "buffer_copy_time: NULL or equal buffers, no bytes or "
+                         "reps <= 0");
     if (!range_ok(src, 0, bytes) || !range_ok(dst, 0, bytes))
-        return QP_VK_ERR(d, QP_ERR_INVALID_ARGUMENT, "vulkan:%d: buffer_copy_time: %zu bytes overrun a buffer", d->index,
+        return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "buffer_copy_time: %zu bytes overrun a buffer",
                          bytes);
     if (!d->timestamp_bits || d->props.limits.timestampPeriod <= 0.0f)
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d '%s': the queue has no timestamps (timestampValidBits 0)",
@@ -199,7 +196,7 @@ qp_status qp_vk_buffer_copy_time(void *dev, void *src_, void *dst_, size_t bytes
                                 .queryCount = 2};
     VkResult r = f->vkCreateQueryPool(d->dev, &qi, NULL, &pool);
     if (r != VK_SUCCESS)
-        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkCreateQueryPool failed: %s", d->index, qp_vk_result_str(r));
+        return qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkCreateQueryPool failed: %s", qp_vk_result_str(r));
     uint64_t mask = d->timestamp_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << d->timestamp_bits) - 1);
     qp_status st = QP_OK;
     for (int i = 0; i < reps && st == QP_OK; i++) {
@@ -214,7 +211,7 @@ qp_status qp_vk_buffer_copy_time(void *dev, void *src_, void *dst_, size_t bytes
         r = f->vkGetQueryPoolResults(d->dev, pool, 0, 2, sizeof t, t, sizeof t[0],
                                      VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
         if (r != VK_SUCCESS) {
-            st = QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkGetQueryPoolResults failed: %s", d->index, qp_vk_result_str(r));
+            st = qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkGetQueryPoolResults failed: %s", qp_vk_result_str(r));
             break;
         }
         ms[i] = (double)((t[1] - t[0]) & mask) * d->props.limits.timestampPeriod * 1e-6;

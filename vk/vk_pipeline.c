@@ -73,7 +73,7 @@ qp_status qp_vk_pipelines_init(qp_vk_device *d) {
     VkResult r = f->vkCreateDescriptorSetLayout(d->dev, &dci, NULL, &d->dsl);
     if (r != VK_SUCCESS) {
         d->dsl = VK_NULL_HANDLE;
-        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkCreateDescriptorSetLayout failed: %s", d->index, qp_vk_result_str(r));
+        return qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkCreateDescriptorSetLayout failed: %s", qp_vk_result_str(r));
     }
     VkPushConstantRange pcr = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = sizeof(qp_vk_push)};
     VkPipelineLayoutCreateInfo lci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO, .setLayoutCount = 1,
@@ -81,7 +81,7 @@ qp_status qp_vk_pipelines_init(qp_vk_device *d) {
     r = f->vkCreatePipelineLayout(d->dev, &lci, NULL, &d->layout);
     if (r != VK_SUCCESS) {
         d->layout = VK_NULL_HANDLE;
-        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkCreatePipelineLayout failed: %s", d->index, qp_vk_result_str(r));
+        return qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkCreatePipelineLayout failed: %s", qp_vk_result_str(r));
     }
     size_t len;
     void *data = read_cache(d, &len);
@@ -125,7 +125,7 @@ qp_status qp_vk_pipeline_get(qp_vk_device *d, qp_vk_shader sh, const uint32_t sp
         }
     const qp_vk_spirv *code = qp_vk_spirv_get(sh);
     if (!code || !code->code)
-        return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d: shader %s was not built", d->index, code ? code->name : "?");
+        return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "shader %s was not built", code ? code->name : "?");
     VkResult r;
     if (!d->modules[sh]) {
         VkShaderModuleCreateInfo mci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO, .codeSize = code->bytes,
@@ -133,14 +133,14 @@ qp_status qp_vk_pipeline_get(qp_vk_device *d, qp_vk_shader sh, const uint32_t sp
         r = f->vkCreateShaderModule(d->dev, &mci, NULL, &d->modules[sh]);
         if (r != VK_SUCCESS) {
             d->modules[sh] = VK_NULL_HANDLE;
-            return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkCreateShaderModule(%s) failed: %s", d->index, code->name,
+            return qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkCreateShaderModule(%s) failed: %s", code->name,
                              qp_vk_result_str(r));
         }
     }
     if (d->n_pipes == d->cap_pipes) {
         size_t cap = d->cap_pipes ? 2 * d->cap_pipes : 16;
         qp_vk_pipe *p = realloc(d->pipes, cap * sizeof *p);
-        if (!p) return QP_VK_ERR(d, QP_ERR_OUT_OF_MEMORY, "vulkan:%d: out of memory for pipelines", d->index);
+        if (!p) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of memory for pipelines");
         d->pipes = p;
         d->cap_pipes = cap;
     }
@@ -158,7 +158,7 @@ qp_status qp_vk_pipeline_get(qp_vk_device *d, qp_vk_shader sh, const uint32_t sp
     VkPipeline p;
     r = f->vkCreateComputePipelines(d->dev, d->cache, 1, &ci, NULL, &p);
     if (r != VK_SUCCESS)
-        return QP_VK_ERR(d, QP_ERR_DEVICE, "vulkan:%d: vkCreateComputePipelines(%s) failed: %s", d->index, code->name,
+        return qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkCreateComputePipelines(%s) failed: %s", code->name,
                          qp_vk_result_str(r));
     d->pipes[d->n_pipes].shader = sh;
     memcpy(d->pipes[d->n_pipes].spec, spec, sizeof d->pipes[d->n_pipes].spec);
