@@ -244,6 +244,25 @@ static inline qp_status qp_backend_verror(const qp_host *h, qp_status st, const 
     return h->error(h->ctx, st, "%s", msg);
 }
 
+/* W4A16's codes and zero points are 4-bit: 0 when every one is in 0..15,
+ * else 1 with the first one outside in why ("tensor q4: code 240 at [0][5]
+ * outside 0..15"), so every backend refuses the same bad desc the same way. */
+static inline int qp_lin_w4_range_error(const qp_lin_desc *d, char *why, size_t cap) {
+    size_t N = (size_t)d->N, K = (size_t)d->K, G = d->group_size > 0 ? K / (size_t)d->group_size : 1;
+    const uint8_t *q = (const uint8_t *)d->q4;
+    for (size_t i = 0; q && i < N * K; i++)
+        if (q[i] > 15) {
+            snprintf(why, cap, "tensor q4: code %u at [%zu][%zu] outside 0..15", q[i], i / K, i % K);
+            return 1;
+        }
+    for (size_t i = 0; !d->w4_signed && d->w4_zero && i < G * N; i++)
+        if (d->w4_zero[i] > 15) {
+            snprintf(why, cap, "tensor w4_zero: zero point %u at [%zu][%zu] outside 0..15", d->w4_zero[i], i / N, i % N);
+            return 1;
+        }
+    return 0;
+}
+
 /* Empties the weight payload, for a desc reused with another family (the
  * payloads share storage, so one family's pointers read as another's). */
 static inline void qp_lin_desc_clear_weights(qp_lin_desc *d) {

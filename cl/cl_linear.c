@@ -420,6 +420,8 @@ static qp_status w4a16_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc 
         return qp_cl_error(d, QP_ERR_VALUE, layer, "input size %d is not divisible by the group size %d", K, g);
     if (g != K && g % 32)
         return unsupported(d, layer, "W4A16 group size not a multiple of 32 (the kernels take 32/64/128/... or per-channel)");
+    char why[160];
+    if (qp_lin_w4_range_error(s, why, sizeof why)) return bad_desc(d, layer, why);
     size_t G = (size_t)(K / g), Kp = ((size_t)K + 31) & ~(size_t)31, Kb = Kp / 2;
     unsigned char *wq = calloc((size_t)N * Kb, 1), *zb = malloc(G * (size_t)N);
     qp_status st = QP_OK;
@@ -428,24 +430,14 @@ static qp_status w4a16_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc 
         goto out;
     }
     const uint8_t *Q = (const uint8_t *)s->q4;
-    for (size_t n = 0; n < (size_t)N && st == QP_OK; n++)
+    for (size_t n = 0; n < (size_t)N; n++)
         for (size_t k = 0; k < (size_t)K; k++) {
             unsigned u = Q[n * (size_t)K + k];
-            if (u > 15u) {
-                st = qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, layer, "tensor q4: code %u at [%zu][%zu] "
-                               "outside 0..15", u, n, k);
-                break;
-            }
             if (sym) u ^= 8u; /* two's complement c -> c + 8 (mod 16): u - 8 == c */
             size_t j = k % 32;
             wq[n * Kb + (k / 32) * 16 + (j & 15)] |= (unsigned char)(j < 16 ? u : u << 4);
         }
-    for (size_t i = 0; i < G * (size_t)N && st == QP_OK; i++) {
-        zb[i] = sym ? 8 : s->w4_zero[i];
-        if (zb[i] > 15)
-            st = qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, layer, "tensor w4_zero: zero point %u at [%zu][%zu] "
-                           "outside 0..15", zb[i], i / (size_t)N, i % (size_t)N);
-    }
+    for (size_t i = 0; i < G * (size_t)N; i++) zb[i] = sym ? 8 : s->w4_zero[i];
     if (st == QP_OK) st = upload_weights(d, l, wq, Kb, "q4 (packed int4)", layer);
     if (st == QP_OK) st = qp_cl_buffer_from_host(d, s->w4_scale, sizeof(float) * G * N, "w4_scale", layer, &l->wsc);
     if (st == QP_OK) st = qp_cl_buffer_from_host(d, zb, G * N, sym ? "zero points (int4: 8)" : "w4_zero", layer, &l->wz);

@@ -286,6 +286,8 @@ static qp_status prepare_wf(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc 
                              "multiple of 32 (the shader takes 32/64/128/... or per-channel)", g);
         if (s->act != QP_ACT_NONE)
             return qp_vk_error(d, QP_ERR_UNSUPPORTED, layer, "W4A16 with activation mode %d", (int)s->act);
+        char why[160];
+        if (qp_lin_w4_range_error(s, why, sizeof why)) return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, layer, "%s", why);
         l->wfmt = WF_W4;
         l->gsz = g;
         return QP_OK;

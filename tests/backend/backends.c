@@ -27,12 +27,11 @@ static const bh_topic vk_topics[] = {
     {"moe", NULL, vk_moe_run},
     {NULL, NULL, NULL},
 };
-/* Vulkan: how it answers the shared probes (its words), and the bad
- * input it takes without a word (BH_XFAIL: a gap to close) */
+/* Vulkan: how it answers the shared probes (its words) */
 static const bh_expect vk_expect[] = {
     {"w4a16", "w4a16-no-zero-points", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w4_zero"},
-    {"w4a16", "w4a16-zero-point-range", BH_XFAIL, QP_OK, "vulkan takes W4A16 zero points outside 0..15 without a word"},
-    {"w4a16", "w4a16-code-range", BH_XFAIL, QP_OK, "vulkan takes W4A16 codes outside 0..15 without a word"},
+    {"w4a16", "w4a16-zero-point-range", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "[1][6]"},
+    {"w4a16", "w4a16-code-range", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "[0][5]"},
     {"w4a16", "w4a16-g48", BH_REFUSE, QP_ERR_VALUE, "not divisible by the group size 48"},
     {"w4a16", "w4a16-g16", BH_REFUSE, QP_ERR_UNSUPPORTED, "group size 16"},
     {"w4a16", "w4a16-int-dot", BH_REFUSE, QP_ERR_UNSUPPORTED, "forced int-dot path"},
