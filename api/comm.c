@@ -15,14 +15,6 @@
 #include "qp_comm_internal.h"
 #include "registry.h"
 
-static qp_status host_error(const qp_context *ctx, qp_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    qp_error_setv(ctx, st, NULL, NULL, NULL, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
 static void host_log(const qp_context *ctx, qp_log_level level, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
@@ -113,7 +105,7 @@ static qp_status open_one(qp_comm *c, const char *kind, const qp_comm_ops **ops_
 /* Initialises an opened plugin into (ops, state); the plugin says why not. */
 static qp_status init_one(qp_comm *c, const qp_comm_ops *ops, const qp_comm_ops *boot, void *boot_state, void **state_out) {
     qp_comm_host *host = ops->needs_boot ? &c->host_dev : &c->host;
-    *host = (qp_comm_host){QP_COMM_ABI_VERSION, sizeof(qp_comm_host), c->ctx, host_error, host_log, boot, boot_state,
+    *host = (qp_comm_host){QP_COMM_ABI_VERSION, sizeof(qp_comm_host), c->ctx, qp_host_error, host_log, boot, boot_state,
                            c->timeout_s};
     return ops->init(host, state_out);
 }

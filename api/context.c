@@ -91,6 +91,14 @@ static err_slot *slot_for_thread(qp_context *c, bool create) {
 
 static char *dup_or_empty(const char *s) { return strdup(s ? s : ""); }
 
+qp_status qp_host_error(const qp_context *ctx, qp_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    qp_error_setv(ctx, st, NULL, NULL, NULL, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
 qp_status qp_error_setv(const qp_context *cctx, qp_status status, const char *file,
                         const char *key_path, const char *layer, const char *fmt, va_list ap) {
     if (!cctx) return status;

@@ -28,6 +28,9 @@ qp_status qp_error_setv(const qp_context *ctx, qp_status status, const char *fil
                         const char *key_path, const char *layer, const char *fmt, va_list ap);
 void qp_log(const qp_context *ctx, qp_log_level level, const char *fmt, ...)
     QP_ATTR_PRINTF(3, 4);
+/* The error service the core hands its plugins (backends, communicators):
+ * qp_error_set without file, key or layer. */
+qp_status qp_host_error(const qp_context *ctx, qp_status status, const char *fmt, ...) QP_ATTR_PRINTF(3, 4);
 
 /* A growable string for building messages (Python reprs, key paths). */
 typedef struct qp_buf {

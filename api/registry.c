@@ -22,15 +22,6 @@
 #include "registry.h"
 #include "scheme_table.h"
 
-
-static qp_status host_error(const qp_context *ctx, qp_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    qp_error_setv(ctx, st, NULL, NULL, NULL, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
 /* The slot whose init runs on this thread: what a backend logs while it
  * initialises (why it found no device) becomes the note `qport devices`
  * shows. Part of the registry's loading, never read elsewhere. */
@@ -279,7 +270,7 @@ static qp_status registry_create(qp_context *ctx, qp_registry **out) {
     qp_status st = qp_settings_read(ctx, &r->settings);
     if (st) { free(r); return st; }
     pthread_mutex_init(&r->imported_lock, NULL);
-    r->host = (qp_host){QP_BACKEND_ABI_VERSION, sizeof(qp_host), ctx, host_error, host_log,
+    r->host = (qp_host){QP_BACKEND_ABI_VERSION, sizeof(qp_host), ctx, qp_host_error, host_log,
                         r->settings.cache_dir, qp_version(), r->settings.validation, host_setting};
     for (int i = 0; i < r->settings.n_backends; i++) r->slots[r->n_slots++].kind = r->settings.backend_order[i];
     *out = r;

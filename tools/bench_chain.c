@@ -17,19 +17,8 @@
 #include "cases.h"
 #include "tool.h"
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    qsort(v, (size_t)n, sizeof *v, tool_cmp_double);
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
@@ -109,17 +98,17 @@ static int run_device(qp_context *ctx, qp_device *dev, const chain_args *a, cons
         for (int l = 0; l < a->L && !rc; l++) rc = qp_linear_enqueue(lin[l], l % 2 ? y : x, M, l % 2 ? x : y, NULL) != QP_OK;
         if (rc || qp_device_synchronize(dev)) { rc = 1; break; }
         for (int r = 0; r < a->reps && !rc; r++) {
-            double t0 = now_ms();
+            double t0 = tool_now_ms();
             for (int l = 0; l < a->L && !rc; l++) rc = qp_linear_enqueue(lin[l], l % 2 ? y : x, M, l % 2 ? x : y, NULL) != QP_OK;
             if (!rc) rc = qp_device_synchronize(dev) != QP_OK;
-            v[r] = (now_ms() - t0) / a->L;
+            v[r] = (tool_now_ms() - t0) / a->L;
         }
         double chained = rc ? -1 : median(v, a->reps);
         for (int r = 0; r < a->reps && !rc; r++) {
-            double t0 = now_ms();
+            double t0 = tool_now_ms();
             for (int l = 0; l < a->L && !rc; l++)
                 rc = qp_linear_enqueue(lin[l], l % 2 ? y : x, M, l % 2 ? x : y, NULL) || qp_device_synchronize(dev);
-            v[r] = (now_ms() - t0) / a->L;
+            v[r] = (tool_now_ms() - t0) / a->L;
         }
         if (rc) break;
         double waited = median(v, a->reps);

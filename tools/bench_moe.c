@@ -32,17 +32,6 @@ static const moe_model models[] = {
      "DeepSeek-V3: H 7168, I 2048, 256 experts, top-8 of 4 of 8 groups; the 32 experts one rank of EP-8 holds"},
 };
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Stored bytes per weight element of a scheme (codes and scales). */
 static double weight_bytes(const char *scheme) {
     if (!strcmp(scheme, "unquantized")) return 2.0;
@@ -179,11 +168,11 @@ int cmd_bench_moe(int argc, char **argv) {
                     goto next;
                 }
                 for (int r = 0; r < reps; r++) {
-                    double t0 = now_ms();
+                    double t0 = tool_now_ms();
                     qp_moe_forward_topk(moe, x, M, ids, w, y);
-                    t[r] = now_ms() - t0;
+                    t[r] = tool_now_ms() - t0;
                 }
-                qsort(t, (size_t)reps, sizeof *t, cmp_d);
+                qsort(t, (size_t)reps, sizeof *t, tool_cmp_double);
                 double med = t[reps / 2];
                 if (oi == 0) base[d][mi] = med;
                 char path[96] = "", sp[16] = "-";

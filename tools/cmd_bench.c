@@ -30,11 +30,6 @@
 
 typedef struct stats { double median, min, max, p10, p90; int n; } stats;
 
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 /* Linear interpolation between order statistics. */
 static double pct(const double *s, int n, double p) {
     double r = p * (n - 1);
@@ -47,7 +42,7 @@ static stats stats_of(const double *v, int n) {
     double *c = n > 0 ? malloc(sizeof *c * (size_t)n) : NULL;
     if (!c) return s;
     memcpy(c, v, sizeof *c * (size_t)n);
-    qsort(c, (size_t)n, sizeof *c, cmp_d);
+    qsort(c, (size_t)n, sizeof *c, tool_cmp_double);
     s = (stats){pct(c, n, 0.5), c[0], c[n - 1], pct(c, n, 0.1), pct(c, n, 0.9), n};
     free(c);
     return s;

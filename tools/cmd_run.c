@@ -12,12 +12,6 @@
 #define MAX_DEV 16
 #define MAX_LAYERS 512
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 /* The layer vLLM builds for a checkpoint tensor prefix: shards map to their
  * fused module (the packed-modules mapping resolution uses: the model
  * class's from qport's architecture table, api/arch.c), others stay. */
@@ -58,7 +52,7 @@ static int run_kv(qp_context *ctx, qp_device *dev, const char *dn, const char *p
     rc = 0;
     for (int kv = 0; kv < 2 && !rc; kv++) {
         float sc = kv ? vs : ks;
-        double t0 = now_ms();
+        double t0 = tool_now_ms();
         qp_status st = qp_kv_quantize(dev, dt, bx, N, sc, bq);
         if (st == QP_ERR_UNSUPPORTED) {
             printf("%-40s %-16s %-12s %-26.26s %9s %10s %-7s\n", prefix, "kv-cache fp8", dn, qp_last_error(ctx), "-", "-", "skip");
@@ -68,7 +62,7 @@ static int run_kv(qp_context *ctx, qp_device *dev, const char *dn, const char *p
         if (st || qp_kv_dequantize(dev, dt, bq, N, sc, by) || qp_buffer_download(bq, 0, q, N) ||
             qp_buffer_download(by, 0, y, N * 2))
             goto err;
-        ms += now_ms() - t0;
+        ms += tool_now_ms() - t0;
         qp_ref_kv_quantize(ctx, dt, x, N, sc, qr);
         qp_ref_kv_dequantize(ctx, dt, qr, N, sc, yr);
         if (memcmp(q, qr, N) || memcmp(y, yr, N * 2)) rc = 1;
@@ -441,9 +435,9 @@ static void run_layer_on(run_state *s, int li, const qp_layer_binding *b, const 
     if (ok) {
         qp_linear_describe(lin, M, path, sizeof path);
         ok = !qp_linear_forward(lin, io->x, M, io->yd); /* warm-up: pipelines, caches */
-        t0 = now_ms();
+        t0 = tool_now_ms();
         for (int r = 0; ok && r < 3; r++) ok = !qp_linear_forward(lin, io->x, M, io->yd);
-        ms = (now_ms() - t0) / 3;
+        ms = (tool_now_ms() - t0) / 3;
     }
     if (!ok) {
         printf("%-40s %-16s %-12s error: %s\n", name, kind, dn, qp_last_error(s->ctx));

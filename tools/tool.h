@@ -27,6 +27,9 @@ const struct case_scheme *quant_scheme_at(size_t i); /* NULL past the end */
 int tool_help(FILE *f, const char *cmd);
 /* the kind's integer path is bit-exact on every backend (qp_scheme_kind_describe) */
 int tool_kind_exact(qp_scheme_kind kind);
+/* a monotonic clock in ms; qsort's comparator of doubles (timing.c) */
+double tool_now_ms(void);
+int tool_cmp_double(const void *a, const void *b);
 void tool_usage(FILE *f, const char *cmd);
 void tool_help_commands(FILE *f);
 

@@ -1,0 +1,16 @@
+/* Host timing for the commands that time runs (bench, run): a monotonic
+ * clock in milliseconds and the comparator that sorts samples for medians. */
+#include <time.h>
+
+#include "tool.h"
+
+double tool_now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+int tool_cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
