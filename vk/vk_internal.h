@@ -217,6 +217,9 @@ qp_status qp_vk_error(const qp_vk_device *d, qp_status st, const char *layer, co
     __attribute__((format(printf, 4, 5)));
 #define QP_VK_LOG(be, lvl, ...) ((be)->host->log((be)->host->ctx, (lvl), __VA_ARGS__))
 
+/* The activation element code of vk_act_qdq.comp (pc.aux0), -1 for none. */
+int qp_vk_qdq_elem(qp_dtype e);
+
 /* Scheme names for messages (the plugin does not link libqport). */
 const char *qp_vk_scheme_name(qp_scheme_kind k);
 

@@ -255,7 +255,7 @@ oom:
 }
 
 /* Activation element formats of vk_act_qdq.comp (pc.aux0). */
-static int qdq_elem(qp_dtype e) {
+int qp_vk_qdq_elem(qp_dtype e) {
     switch (e) {
     case QP_DTYPE_F4_E2M1: return 0;
     case QP_DTYPE_F6_E3M2: return 1;
@@ -322,7 +322,7 @@ static qp_status prepare_wf(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc 
     switch (s->act) {
     case QP_ACT_NONE: l->qdq = QDQ_NONE; break;
     case QP_ACT_MX_QDQ: {
-        int e = qdq_elem(s->act_elem);
+        int e = qp_vk_qdq_elem(s->act_elem);
         if (e < 0 || s->act_mbits < 1 || s->act_mbits > 22 || s->act_emax < 0 || s->act_emax > 255)
             return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, layer, "MX activation element %d (mbits %d, "
                              "emax %d)", (int)s->act_elem, s->act_mbits, s->act_emax);

@@ -66,16 +66,6 @@ void qp_vk_moe_destroy(void *dev, void *moe) {
     free(m);
 }
 
-static int qdq_elem(qp_dtype e) {
-    switch (e) {
-    case QP_DTYPE_F4_E2M1: return 0;
-    case QP_DTYPE_F6_E3M2: return 1;
-    case QP_DTYPE_F6_E2M3: return 2;
-    case QP_DTYPE_F8_E4M3FN: return 3;
-    default: return -1;
-    }
-}
-
 /* The activation passes and GEMM arithmetic of the desc's scheme. */
 static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
     const char *layer = m->layer;
@@ -155,7 +145,7 @@ static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
     switch (s->act) {
     case QP_ACT_NONE: m->mode = QDQ_NONE; break;
     case QP_ACT_MX_QDQ: {
-        int e = qdq_elem(s->act_elem);
+        int e = qp_vk_qdq_elem(s->act_elem);
         if (e < 0 || s->act_mbits < 1 || s->act_mbits > 22 || s->act_emax < 0 || s->act_emax > 255)
             return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE '%s': MX activation element %d (mbits %d, "
                              "emax %d)", layer, (int)s->act_elem, s->act_mbits, s->act_emax);
