@@ -355,222 +355,102 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8b(int M, int N, int 
 }
 
 /* ------------------------------------------------------------------------ */
-/* Tensor-core tiled path                                                   */
+/* Tensor-core tiled path (the mainloop: cu_mma_mainloop.cuh)               */
 /* ------------------------------------------------------------------------ */
-/* Block tile 64x64, k-step 64, 4 warps (2x2), warp tile 32x32 = 2 m16 x 4
- * n8 mma tiles. Shared rows are padded to 80 bytes (16-byte aligned for
- * cp.async/ldmatrix; 8 consecutive rows hit 8 distinct 4-bank groups).
- * Two stages: cp.async (sm_80+) or plain 16-byte copies fill the next stage
- * while the current one is multiplied. split-K: blockIdx.z takes k-tiles
- * [z*KT/S, (z+1)*KT/S). */
+/* split-K: blockIdx.z takes k-tiles [z*KT/S, (z+1)*KT/S). */
 
-#define TC_THREADS 128
-#define SROW QPCU_SROW
+#include "cu_mma_mainloop.cuh"
 
-/* Fragment layouts (PTX ISA, mma.m16n8k32 with 8-bit A/B; lane = 4g + t):
- *   A a0: row g,   k 4t..4t+3     a1: row g+8, k 4t..4t+3
- *     a2: row g,   k 16+4t..      a3: row g+8, k 16+4t..
- *   B b0: n g, k 4t..4t+3         b1: n g, k 16+4t..
- *   C c0,c1: row g, n 2t, 2t+1    c2,c3: row g+8, n 2t, 2t+1
- * m8n8k16 (sm_75) has A = one row-g word, B = one n-g word, C = c0,c1, so
- * one m16n8k32 is four m8n8k16: (a0,b0),(a2,b1) -> c0,c1; (a1,b0),(a3,b1)
- * -> c2,c3. */
-__device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(QPCU_EMULATE)
-    emu_mma_s8(c, a, b0, b1);
-#elif __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#elif __CUDA_ARCH__ >= 750
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+r"(c[0]), "+r"(c[1]) : "r"(a[0]), "r"(b0));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+r"(c[0]), "+r"(c[1]) : "r"(a[2]), "r"(b1));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+r"(c[2]), "+r"(c[3]) : "r"(a[1]), "r"(b0));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+r"(c[2]), "+r"(c[3]) : "r"(a[3]), "r"(b1));
-#endif
+__device__ __forceinline__ void tc_split(int KT, int &kbeg, int &kend) {
+    const int S = gridDim.z;
+    kbeg = (int)((long long)blockIdx.z * KT / S);
+    kend = (int)((long long)(blockIdx.z + 1) * KT / S);
 }
 
-__device__ __forceinline__ void mma_e4m3(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(QPCU_EMULATE)
-    emu_mma_e4m3(c, a, b0, b1);
-#elif __CUDA_ARCH__ >= 890
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-    /* below sm_89 the host never launches the fp8 tiled kernel */
-}
-
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint8_t *p) {
-#if defined(QPCU_EMULATE)
-    emu_ldmatrix_x4(r, p);
-#else
-    uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-#endif
-}
-
-__device__ __forceinline__ void cp16(uint8_t *dst, const uint8_t *src) {
-#if __CUDA_ARCH__ >= 800
-    uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-#else
-    *(uint4 *)dst = *(const uint4 *)src;
-#endif
-}
-
-__device__ __forceinline__ void cp_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-template <int N>
-__device__ __forceinline__ void cp_wait() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
-/* Fills stage buffers sa/sb with k-tile kt (k = kt*64). */
+/* B stage of the 8-bit kinds: int8 / e4m3 copied as stored; QQQ int4: 64
+ * rows x 32 packed bytes, one 16-byte chunk (32 k) per thread, expanded in
+ * registers to 32 int8 and stored. */
 template <int WK>
-__device__ __forceinline__ void tc_load(uint8_t *sa, uint8_t *sb, int kt, int m0, int n0, int Kp, int Np,
-                                        const uint8_t *xq, const uint8_t *w, const uint16_t *s_group) {
-    const int tid = threadIdx.x, k0 = kt * QPCU_BK;
+struct tc_b8 {
+    const uint8_t *w;
+    const uint16_t *s_group;
+    int Kp, Np, n0;
+    __device__ __forceinline__ void load(uint8_t *sb, int kt) const {
+        if constexpr (WK == QPCU_W_Q4CH || WK == QPCU_W_Q4G) {
+            const int tid = threadIdx.x, k0 = kt * QPCU_BK;
+            int r = tid / 2, half = tid % 2;
+            uint4 v = *(const uint4 *)(w + (size_t)(n0 + r) * (Kp / 2) + k0 / 2 + half * 16);
+            uint32_t in[4] = { v.x, v.y, v.z, v.w }, out[8];
+            if constexpr (WK == QPCU_W_Q4CH) {
 #pragma unroll
-    for (int i = 0; i < 2; i++) { /* A: 64 rows x 4 chunks of 16 bytes */
-        int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
-        cp16(sa + r * SROW + col, xq + (size_t)(m0 + r) * Kp + k0 + col);
-    }
-    if constexpr (WK == QPCU_W_I8 || WK == QPCU_W_F8 || WK == QPCU_W_F8B) {
+                for (int j = 0; j < 4; j++) expand_ch(in[j], out[2 * j], out[2 * j + 1]);
+            } else {
+                __half s = __ushort_as_half(s_group[(size_t)(k0 / 128) * Np + n0 + r]);
 #pragma unroll
-        for (int i = 0; i < 2; i++) {
-            int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
-            cp16(sb + r * SROW + col, w + (size_t)(n0 + r) * Kp + k0 + col);
-        }
-    } else {
-        /* 64 rows x 32 packed bytes: one 16-byte chunk (32 k) per thread,
-         * expanded in registers to 32 int8 and stored. */
-        int r = tid / 2, half = tid % 2;
-        uint4 v = *(const uint4 *)(w + (size_t)(n0 + r) * (Kp / 2) + k0 / 2 + half * 16);
-        uint32_t in[4] = { v.x, v.y, v.z, v.w }, out[8];
-        if constexpr (WK == QPCU_W_Q4CH) {
-#pragma unroll
-            for (int j = 0; j < 4; j++) expand_ch(in[j], out[2 * j], out[2 * j + 1]);
+                for (int j = 0; j < 4; j++) expand_g(in[j], s, out[2 * j], out[2 * j + 1]);
+            }
+            uint4 *d = (uint4 *)(sb + r * SROW + half * 32);
+            d[0] = make_uint4(out[0], out[1], out[2], out[3]);
+            d[1] = make_uint4(out[4], out[5], out[6], out[7]);
         } else {
-            __half s = __ushort_as_half(s_group[(size_t)(k0 / 128) * Np + n0 + r]);
-#pragma unroll
-            for (int j = 0; j < 4; j++) expand_g(in[j], s, out[2 * j], out[2 * j + 1]);
+            qpcu_b_bytes{ { w + (size_t)n0 * Kp, (size_t)Kp } }.load(sb, kt);
         }
-        uint4 *d = (uint4 *)(sb + r * SROW + half * 32);
-        d[0] = make_uint4(out[0], out[1], out[2], out[3]);
-        d[1] = make_uint4(out[4], out[5], out[6], out[7]);
     }
+};
+
+/* W8A8-FP8 per-block: acc += part * (sx[m][g] * sw[n/128][g]); a 64-column
+ * tile lies in one 128-row weight block */
+struct tc_fold_blk {
+    static constexpr bool ON = true;
+    const float *gxs, *gws;
+    int nkb, m0, n0;
+    __device__ __forceinline__ int group() const { return 128; }
+    __device__ __forceinline__ void apply(float (&acc)[2][4][4], float (&part)[2][4][4], int g, int lane, int wm,
+                                          int) const {
+        const float sw = gws[(size_t)(n0 / 128) * nkb + g];
+#pragma unroll
+        for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float sc = QPCU_MUL(gxs[(size_t)(m0 + qpcu_tc_c_row(lane, wm, mi, 2 * h)) * nkb + g], sw);
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+                    for (int e = 2 * h; e < 2 * h + 2; e++) {
+                        acc[mi][ni][e] = __fmaf_rn(part[mi][ni][e], sc, acc[mi][ni][e]);
+                        part[mi][ni][e] = 0.0f;
+                    }
+            }
+    }
+};
+
+template <int WK>
+__device__ __forceinline__ auto tc_fold8(const float *gxs, const float *gws, int nkb, int m0, int n0) {
+    if constexpr (WK == QPCU_W_F8B) return tc_fold_blk{ gxs, gws, nkb, m0, n0 };
+    else return qpcu_fold_none{};
+}
+
+/* raw sums of tile (m0, n0) into split z's partial [Mp][Np] */
+template <class T>
+__device__ __forceinline__ void tc_store_partial(const T (&acc)[2][4][4], void *partial, int Mp, int Np, int m0,
+                                                 int n0) {
+    T *P = (T *)partial + (size_t)blockIdx.z * Mp * Np;
+    qpcu_tc_store(acc, [&](int r, int c, T v) { P[(size_t)(m0 + r) * Np + n0 + c] = v; });
 }
 
 template <int WK>
 __global__ void __launch_bounds__(TC_THREADS) k_gemm_tc(int Kp, int Np, int Mp, const uint8_t *xq, const uint8_t *w,
                                                         const uint16_t *s_group, void *partial, const float *gxs,
                                                         const float *gws, int nkb) {
-    constexpr bool FP8 = WK == QPCU_W_F8 || WK == QPCU_W_F8B, GROUPED = WK == QPCU_W_F8B;
-    typedef typename std::conditional<FP8, float, int>::type acc_t;
-    __shared__ __align__(16) uint8_t sa[2][QPCU_BM * SROW];
-    __shared__ __align__(16) uint8_t sb[2][QPCU_BN * SROW];
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-    const int wm = warp >> 1, wn = warp & 1;
+    typedef typename std::conditional<WK == QPCU_W_F8 || WK == QPCU_W_F8B, qpcu_op_e4m3, qpcu_op_s8>::type op;
+    __shared__ __align__(16) qpcu_tc_smem sm;
     const int m0 = blockIdx.y * QPCU_BM, n0 = blockIdx.x * QPCU_BN;
-    const int KT = Kp / QPCU_BK, S = gridDim.z;
-    const int kbeg = (int)((long long)blockIdx.z * KT / S), kend = (int)((long long)(blockIdx.z + 1) * KT / S);
-
-    acc_t acc[2][4][4];
-    float part[2][4][4]; /* GROUPED: the current group's sums (unused otherwise) */
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[i][j][e] = 0, part[i][j][e] = 0.0f;
-
-    if (kbeg < kend) {
-        tc_load<WK>(sa[0], sb[0], kbeg, m0, n0, Kp, Np, xq, w, s_group);
-        cp_commit();
-    }
-    for (int kt = kbeg; kt < kend; kt++) {
-        const int cur = (kt - kbeg) & 1;
-        if (kt + 1 < kend) {
-            tc_load<WK>(sa[cur ^ 1], sb[cur ^ 1], kt + 1, m0, n0, Kp, Np, xq, w, s_group);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
-        const uint8_t *A = sa[cur], *B = sb[cur];
-#pragma unroll
-        for (int kk = 0; kk < QPCU_BK; kk += 32) {
-            uint32_t af[2][4], bf[4][2];
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++) ldsm_x4(af[mi], A + qpcu_tc_a_addr(lane, wm, mi, kk));
-#pragma unroll
-            for (int np = 0; np < 2; np++) { /* two n8 tiles per ldmatrix.x4 */
-                uint32_t r[4];
-                ldsm_x4(r, B + qpcu_tc_b_addr(lane, wn, np, kk));
-                bf[np * 2][0] = r[0];
-                bf[np * 2][1] = r[1];
-                bf[np * 2 + 1][0] = r[2];
-                bf[np * 2 + 1][1] = r[3];
-            }
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++) {
-                    if constexpr (GROUPED)
-                        mma_e4m3(part[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
-                    else if constexpr (FP8)
-                        mma_e4m3(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
-                    else
-                        mma_s8(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
-                }
-        }
-        if constexpr (GROUPED) {
-            /* end of a group of 128 (two k-tiles) or of this split: acc +=
-             * part * (sx[m][g] * sw[n/128][g]); a 64-column tile lies in
-             * one 128-row weight block */
-            if (((kt + 1) * QPCU_BK) % 128 == 0 || kt + 1 == kend) {
-                const int g = kt * QPCU_BK / 128;
-                const float sw = gws[(size_t)(n0 / 128) * nkb + g];
-#pragma unroll
-                for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++) {
-                        const float sc = QPCU_MUL(gxs[(size_t)(m0 + qpcu_tc_c_row(lane, wm, mi, 2 * h)) * nkb + g], sw);
-#pragma unroll
-                        for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-                            for (int e = 2 * h; e < 2 * h + 2; e++) {
-                                acc[mi][ni][e] = __fmaf_rn(part[mi][ni][e], sc, acc[mi][ni][e]);
-                                part[mi][ni][e] = 0.0f;
-                            }
-                    }
-            }
-        }
-        __syncthreads();
-    }
-    acc_t *P = (acc_t *)partial + (size_t)blockIdx.z * Mp * Np;
-#pragma unroll
-    for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-        for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                P[(size_t)(m0 + qpcu_tc_c_row(lane, wm, mi, e)) * Np + n0 + qpcu_tc_c_col(lane, wn, ni, e)] = acc[mi][ni][e];
+    int kbeg, kend;
+    tc_split(Kp / op::K, kbeg, kend);
+    typename op::acc_t acc[2][4][4];
+    qpcu_tc_mainloop<op>(sm, qpcu_a_rows{ xq + (size_t)m0 * Kp, (size_t)Kp }, tc_b8<WK>{ w, s_group, Kp, Np, n0 },
+                         tc_fold8<WK>(gxs, gws, nkb, m0, n0), kbeg, kend, 2, acc);
+    tc_store_partial(acc, partial, Mp, Np, m0, n0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -708,37 +588,6 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_h(int M, int N, qpcu_f
     }
 }
 
-/* fp16 / bf16 tensor cores, fp32 accumulation. m16n8k16 (sm_80+; bf16
- * needs sm_80) has the byte layout of the 8-bit m16n8k32 fragments (A a0:
- * row g, k 2t..2t+1; a2: k 8+2t..; B b0: k 2t.., b1: k 8+2t..), so the
- * ldmatrix maps of the int8 kernel serve with 64-byte (32-element) rows.
- * sm_75: two m16n8k8 (fp16 only). */
-template <bool BF16>
-__device__ __forceinline__ void mma_h(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(QPCU_EMULATE)
-    emu_mma_h(c, a, b0, b1, BF16);
-#elif __CUDA_ARCH__ >= 800
-    if constexpr (BF16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#elif __CUDA_ARCH__ >= 750
-    if constexpr (!BF16) {
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(b0));
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[2]), "r"(a[3]), "r"(b1));
-    }
-    /* bf16 below sm_80: the host never launches the bf16 tiled kernel */
-#endif
-}
-
 /* B stage for the float kinds: 64 rows (n) x 32 k of act-dtype weights,
  * decoded in registers (W4A16: v = c - z exact; the scale is applied per
  * group to the fp32 accumulators). 128 threads: row tid/2, 16 k each. */
@@ -746,11 +595,7 @@ template <int WK>
 __device__ __forceinline__ void tch_load_b(uint8_t *sb, int kt, int n0, const qpcu_fwd_w &p, int bf16) {
     const int tid = threadIdx.x, k0 = kt * QPCU_BKH;
     if constexpr (WK == QPCU_W_H) {
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
-            cp16(sb + r * SROW + col, (const uint8_t *)p.w + ((size_t)(n0 + r) * p.Kp + k0) * 2 + col);
-        }
+        qpcu_b_bytes{ { (const uint8_t *)p.w + (size_t)n0 * p.Kp * 2, (size_t)p.Kp * 2 } }.load(sb, kt);
     } else {
         const int r = tid / 2, kh = (tid % 2) * 16, n = n0 + r;
         uint32_t out[8];
@@ -790,101 +635,56 @@ __device__ __forceinline__ void tch_load_b(uint8_t *sb, int kt, int n0, const qp
     }
 }
 
+/* the B loader of the float kinds: row n0 of the (stacked) weights */
 template <int WK, bool BF16>
-__global__ void __launch_bounds__(TC_THREADS) k_gemm_tch(int Mp, qpcu_fwd_w p, const uint16_t *xa, float *partial) {
-    __shared__ __align__(16) uint8_t sa[2][QPCU_BM * SROW];
-    __shared__ __align__(16) uint8_t sb[2][QPCU_BN * SROW];
-    const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
-    const int wm = warp >> 1, wn = warp & 1;
-    const int m0 = blockIdx.y * QPCU_BM, n0 = blockIdx.x * QPCU_BN;
-    const int KT = p.Kp / QPCU_BKH, S = gridDim.z;
-    const int kbeg = (int)((long long)blockIdx.z * KT / S), kend = (int)((long long)(blockIdx.z + 1) * KT / S);
-    constexpr bool GROUPED = WK == QPCU_W_Q4F;
+struct tch_b {
+    const qpcu_fwd_w &p;
+    int n0;
+    __device__ __forceinline__ void load(uint8_t *sb, int kt) const { tch_load_b<WK>(sb, kt, n0, p, BF16); }
+};
 
-    float acc[2][4][4], part[2][4][4];
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[i][j][e] = part[i][j][e] = 0.0f;
-
-    const uint8_t *xb = (const uint8_t *)xa;
-    if (kbeg < kend) {
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            int c = threadIdx.x + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
-            cp16(sa[0] + r * SROW + col, xb + ((size_t)(m0 + r) * p.Kp + kbeg * QPCU_BKH) * 2 + col);
-        }
-        tch_load_b<WK>(sb[0], kbeg, n0, p, BF16);
-        cp_commit();
-    }
-    for (int kt = kbeg; kt < kend; kt++) {
-        const int cur = (kt - kbeg) & 1;
-        if (kt + 1 < kend) {
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                int c = threadIdx.x + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
-                cp16(sa[cur ^ 1] + r * SROW + col, xb + ((size_t)(m0 + r) * p.Kp + (kt + 1) * QPCU_BKH) * 2 + col);
-            }
-            tch_load_b<WK>(sb[cur ^ 1], kt + 1, n0, p, BF16);
-            cp_commit();
-            cp_wait<1>();
-        } else {
-            cp_wait<0>();
-        }
-        __syncthreads();
-        const uint8_t *A = sa[cur], *B = sb[cur];
-#pragma unroll
-        for (int kk = 0; kk < 64; kk += 32) { /* bytes: two k16 steps */
-            uint32_t af[2][4], bf[4][2];
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++) ldsm_x4(af[mi], A + qpcu_tc_a_addr(lane, wm, mi, kk));
-#pragma unroll
-            for (int np = 0; np < 2; np++) {
-                uint32_t r[4];
-                ldsm_x4(r, B + qpcu_tc_b_addr(lane, wn, np, kk));
-                bf[np * 2][0] = r[0];
-                bf[np * 2][1] = r[1];
-                bf[np * 2 + 1][0] = r[2];
-                bf[np * 2 + 1][1] = r[3];
-            }
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++) {
-                    if constexpr (GROUPED) mma_h<BF16>(part[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
-                    else mma_h<BF16>(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
-                }
-        }
-        if constexpr (GROUPED) {
-            /* end of a group (or of this split's range): acc += part * scale */
-            if (((kt + 1) * QPCU_BKH) % p.group == 0 || kt + 1 == kend) {
-                const float *sc = p.scale + (size_t)(kt * QPCU_BKH / p.group) * p.Np + n0;
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        float s = sc[qpcu_tc_c_col(lane, wn, ni, e)];
-#pragma unroll
-                        for (int mi = 0; mi < 2; mi++) {
-                            acc[mi][ni][e] = __fmaf_rn(part[mi][ni][e], s, acc[mi][ni][e]);
-                            acc[mi][ni][e + 2] = __fmaf_rn(part[mi][ni][e + 2], s, acc[mi][ni][e + 2]);
-                            part[mi][ni][e] = part[mi][ni][e + 2] = 0.0f;
-                        }
-                    }
-            }
-        }
-        __syncthreads();
-    }
-    float *P = partial + (size_t)blockIdx.z * Mp * p.Np;
-#pragma unroll
-    for (int mi = 0; mi < 2; mi++)
+/* W4A16: acc += part * scale[g][n] (v = c - z is exact in the act dtype;
+ * the scale applies per group to the fp32 sums) */
+struct tch_fold_group {
+    static constexpr bool ON = true;
+    const qpcu_fwd_w &p;
+    int n0;
+    __device__ __forceinline__ int group() const { return p.group; }
+    __device__ __forceinline__ void apply(float (&acc)[2][4][4], float (&part)[2][4][4], int g, int lane, int,
+                                          int wn) const {
+        const float *sc = p.scale + (size_t)g * p.Np + n0;
 #pragma unroll
         for (int ni = 0; ni < 4; ni++)
 #pragma unroll
-            for (int e = 0; e < 4; e++)
-                P[(size_t)(m0 + qpcu_tc_c_row(lane, wm, mi, e)) * p.Np + n0 + qpcu_tc_c_col(lane, wn, ni, e)] = acc[mi][ni][e];
+            for (int e = 0; e < 2; e++) {
+                float s = sc[qpcu_tc_c_col(lane, wn, ni, e)];
+#pragma unroll
+                for (int mi = 0; mi < 2; mi++) {
+                    acc[mi][ni][e] = __fmaf_rn(part[mi][ni][e], s, acc[mi][ni][e]);
+                    acc[mi][ni][e + 2] = __fmaf_rn(part[mi][ni][e + 2], s, acc[mi][ni][e + 2]);
+                    part[mi][ni][e] = part[mi][ni][e + 2] = 0.0f;
+                }
+            }
+    }
+};
+
+template <int WK>
+__device__ __forceinline__ auto tch_fold(const qpcu_fwd_w &p, int n0) {
+    if constexpr (WK == QPCU_W_Q4F) return tch_fold_group{ p, n0 };
+    else return qpcu_fold_none{};
+}
+
+template <int WK, bool BF16>
+__global__ void __launch_bounds__(TC_THREADS) k_gemm_tch(int Mp, qpcu_fwd_w p, const uint16_t *xa, float *partial) {
+    typedef qpcu_op_h<BF16> op;
+    __shared__ __align__(16) qpcu_tc_smem sm;
+    const int m0 = blockIdx.y * QPCU_BM, n0 = blockIdx.x * QPCU_BN;
+    int kbeg, kend;
+    tc_split(p.Kp / op::K, kbeg, kend);
+    float acc[2][4][4];
+    qpcu_tc_mainloop<op>(sm, qpcu_a_rows{ (const uint8_t *)(xa + (size_t)m0 * p.Kp), (size_t)p.Kp * 2 },
+                         tch_b<WK, BF16>{ p, n0 }, tch_fold<WK>(p, n0), kbeg, kend, 2, acc);
+    tc_store_partial(acc, partial, Mp, p.Np, m0, n0);
 }
 
 /* y = rnd(sum + bias), or (NVFP4) rnd(rnd(sum) + bias) */

@@ -2,8 +2,8 @@
  * Fused MoE kernels: cpu/ref_moe.c's steps (vLLM's
  * fused_experts) on the device. Included at the end of cuda_kernels.cu, not
  * compiled on its own: the activation quantizers (k_quant, k_rowmax,
- * k_act16), the mma.sync / ldmatrix / cp.async wrappers and the weight
- * decoders (decode8, tch_load_b) are the linear layers', so the MoE's
+ * k_act16), the tensor-core mainloop (cu_mma_mainloop.cuh) and the weight
+ * decoders (decode8, tc_b8, tch_load_b) are the linear layers', so the MoE's
  * quantization is bit-exact with theirs and the PTX report and the CPU
  * emulator see these kernels without another build rule.
  *
@@ -167,176 +167,75 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_moe_gemv(int NR, int NRp, q
     }
 }
 
-/* ---- tiled: 64 sorted slots x 64 weight rows, k_gemm_tc's pipeline --------
+/* ---- tiled: 64 sorted slots x 64 weight rows, the linear layers' mainloop --
  * The A tile gathers the slots' rows (a pad slot reads a zero row), the B
- * tile is one expert's rows; no split-K (the blocks of all experts fill the
- * GPU). */
+ * tile is one expert's rows (row e * NRp + n of the stacked layout); no
+ * split-K (the blocks of all experts fill the GPU). */
+
+/* Block b's slots and their A rows (row_bytes a row of A, pad: zrow); the
+ * live m16 fragments of this warp (warp-uniform: a block's valid slots come
+ * first), so an expert's last, mostly empty tile costs the mma of its live
+ * rows only. */
+__device__ __forceinline__ int moe_tc_rows(const int32_t *sorted, int b, const uint8_t *A, size_t row_bytes, int adiv,
+                                           const uint8_t *zrow, const uint8_t **arow, int *slot) {
+    const int tid = threadIdx.x, wm = (tid / WARP) >> 1;
+    if (tid < QPCU_MOE_BMT) {
+        int t = sorted[(size_t)b * QPCU_MOE_BMT + tid];
+        slot[tid] = t;
+        arow[tid] = t >= 0 ? A + (size_t)(t / adiv) * row_bytes : zrow;
+    }
+    __syncthreads();
+    return slot[wm * 32 + 16] >= 0 ? 2 : slot[wm * 32] >= 0 ? 1 : 0;
+}
+
+/* the live slots' raw sums into P [slot][NRp] */
+template <class T>
+__device__ __forceinline__ void moe_tc_store(const T (&acc)[2][4][4], const int *slot, int NRp, int n0, T *P) {
+    qpcu_tc_store(acc, [&](int r, int c, T v) {
+        int t = slot[r];
+        if (t >= 0) P[(size_t)t * NRp + n0 + c] = v;
+    });
+}
+
+/* int8 / e4m3 */
 template <int WK>
 __global__ void __launch_bounds__(TC_THREADS) k_moe_tc(int NRp, int Kp, const uint8_t *A, int adiv,
                                                        const uint8_t *zrow, const uint8_t *w, const int32_t *sorted,
                                                        const int32_t *bexp, const int32_t *nblk, void *P) {
-    constexpr bool FP8 = WK == QPCU_W_F8;
-    typedef typename std::conditional<FP8, float, int>::type acc_t;
-    __shared__ __align__(16) uint8_t sa[2][QPCU_BM * SROW];
-    __shared__ __align__(16) uint8_t sb[2][QPCU_BN * SROW];
+    typedef typename std::conditional<WK == QPCU_W_F8, qpcu_op_e4m3, qpcu_op_s8>::type op;
+    __shared__ __align__(16) qpcu_tc_smem sm;
     __shared__ const uint8_t *arow[QPCU_MOE_BMT];
     __shared__ int slot[QPCU_MOE_BMT];
     const int b = blockIdx.y;
     if (b >= *nblk) return;
-    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP, wm = warp >> 1, wn = warp & 1;
-    const int n0 = blockIdx.x * QPCU_BN, KT = Kp / QPCU_BK;
-    if (tid < QPCU_MOE_BMT) {
-        int t = sorted[(size_t)b * QPCU_MOE_BMT + tid];
-        slot[tid] = t;
-        arow[tid] = t >= 0 ? A + (size_t)(t / adiv) * Kp : zrow;
-    }
-    __syncthreads();
-    /* m16 fragments of pad slots only are skipped (warp-uniform: a block's
-     * valid slots come first), so an expert's last, mostly empty tile costs
-     * the mma of its live rows only */
-    const int nmi = slot[wm * 32 + 16] >= 0 ? 2 : slot[wm * 32] >= 0 ? 1 : 0;
-    const uint8_t *we = w + ((size_t)bexp[b] * NRp + n0) * Kp;
-    acc_t acc[2][4][4];
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[i][j][e] = 0;
-    for (int kt = -1; kt < KT; kt++) {
-        /* kt = -1 loads stage 0 only; then tile kt+1 loads while kt multiplies */
-        if (kt + 1 < KT) {
-            uint8_t *da = sa[(kt + 1) & 1], *db = sb[(kt + 1) & 1];
-            const int k0 = (kt + 1) * QPCU_BK;
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
-                cp16(da + r * SROW + col, arow[r] + k0 + col);
-                cp16(db + r * SROW + col, we + (size_t)r * Kp + k0 + col);
-            }
-            cp_commit();
-        }
-        if (kt < 0) continue;
-        if (kt + 1 < KT) cp_wait<1>();
-        else cp_wait<0>();
-        __syncthreads();
-        const uint8_t *As = sa[kt & 1], *Bs = sb[kt & 1];
-#pragma unroll
-        for (int kk = 0; nmi && kk < QPCU_BK; kk += 32) {
-            uint32_t af[2][4], bf[4][2];
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-                if (mi < nmi) ldsm_x4(af[mi], As + qpcu_tc_a_addr(lane, wm, mi, kk));
-#pragma unroll
-            for (int np = 0; np < 2; np++) {
-                uint32_t r[4];
-                ldsm_x4(r, Bs + qpcu_tc_b_addr(lane, wn, np, kk));
-                bf[np * 2][0] = r[0];
-                bf[np * 2][1] = r[1];
-                bf[np * 2 + 1][0] = r[2];
-                bf[np * 2 + 1][1] = r[3];
-            }
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++) {
-                    if (mi >= nmi) continue;
-                    if constexpr (FP8) mma_e4m3(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
-                    else mma_s8(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
-                }
-        }
-        __syncthreads();
-    }
-    acc_t *PP = (acc_t *)P;
-#pragma unroll
-    for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-        for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int t = slot[qpcu_tc_c_row(lane, wm, mi, e)];
-                if (t >= 0) PP[(size_t)t * NRp + n0 + qpcu_tc_c_col(lane, wn, ni, e)] = acc[mi][ni][e];
-            }
+    const int nmi = moe_tc_rows(sorted, b, A, (size_t)Kp, adiv, zrow, arow, slot);
+    const int n0 = blockIdx.x * QPCU_BN;
+    typename op::acc_t acc[2][4][4];
+    qpcu_tc_mainloop<op>(sm, qpcu_a_gather{ arow }, tc_b8<WK>{ w, NULL, Kp, 0, bexp[b] * NRp + n0 }, qpcu_fold_none{},
+                         0, Kp / op::K, nmi, acc);
+    moe_tc_store(acc, slot, NRp, n0, (typename op::acc_t *)P);
 }
 
 /* The float kinds (unquantized, OCP MX, W4A8 MXFP4-FP8, NVFP4): x' / h' in
- * the act dtype, the weights decoded into the B stage (tch_load_b, row
- * e * NRp + n of the stacked layout), fp16 / bf16 mma.sync, fp32 sums. */
+ * the act dtype, the weights decoded into the B stage (tch_load_b), fp16 /
+ * bf16 mma.sync, fp32 sums. */
 template <int WK, bool BF16>
 __global__ void __launch_bounds__(TC_THREADS) k_moe_tch(int NRp, qpcu_fwd_w p, const uint16_t *A, int adiv,
                                                         const uint16_t *zrow, const int32_t *sorted,
                                                         const int32_t *bexp, const int32_t *nblk, float *P) {
-    __shared__ __align__(16) uint8_t sa[2][QPCU_BM * SROW];
-    __shared__ __align__(16) uint8_t sb[2][QPCU_BN * SROW];
+    typedef qpcu_op_h<BF16> op;
+    __shared__ __align__(16) qpcu_tc_smem sm;
     __shared__ const uint8_t *arow[QPCU_MOE_BMT];
     __shared__ int slot[QPCU_MOE_BMT];
     const int b = blockIdx.y;
     if (b >= *nblk) return;
-    const int tid = threadIdx.x, lane = tid % WARP, warp = tid / WARP, wm = warp >> 1, wn = warp & 1;
-    const int KT = p.Kp / QPCU_BKH;
-    if (tid < QPCU_MOE_BMT) {
-        int t = sorted[(size_t)b * QPCU_MOE_BMT + tid];
-        slot[tid] = t;
-        arow[tid] = (const uint8_t *)(t >= 0 ? A + (size_t)(t / adiv) * p.Kp : zrow);
-    }
-    __syncthreads();
-    const int nmi = slot[wm * 32 + 16] >= 0 ? 2 : slot[wm * 32] >= 0 ? 1 : 0; /* as k_moe_tc */
-    const int n0 = blockIdx.x * QPCU_BN, wn0 = bexp[b] * NRp + n0;
+    const int nmi = moe_tc_rows(sorted, b, (const uint8_t *)A, (size_t)p.Kp * 2, adiv, (const uint8_t *)zrow, arow,
+                                slot);
+    const int n0 = blockIdx.x * QPCU_BN;
     float acc[2][4][4];
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 4; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[i][j][e] = 0.0f;
-    for (int kt = -1; kt < KT; kt++) {
-        if (kt + 1 < KT) {
-            uint8_t *da = sa[(kt + 1) & 1];
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                int c = tid + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
-                cp16(da + r * SROW + col, arow[r] + (size_t)(kt + 1) * QPCU_BKH * 2 + col);
-            }
-            tch_load_b<WK>(sb[(kt + 1) & 1], kt + 1, wn0, p, BF16);
-            cp_commit();
-        }
-        if (kt < 0) continue;
-        if (kt + 1 < KT) cp_wait<1>();
-        else cp_wait<0>();
-        __syncthreads();
-        const uint8_t *As = sa[kt & 1], *Bs = sb[kt & 1];
-#pragma unroll
-        for (int kk = 0; nmi && kk < 64; kk += 32) { /* bytes: two k16 steps */
-            uint32_t af[2][4], bf[4][2];
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-                if (mi < nmi) ldsm_x4(af[mi], As + qpcu_tc_a_addr(lane, wm, mi, kk));
-#pragma unroll
-            for (int np = 0; np < 2; np++) {
-                uint32_t r[4];
-                ldsm_x4(r, Bs + qpcu_tc_b_addr(lane, wn, np, kk));
-                bf[np * 2][0] = r[0];
-                bf[np * 2][1] = r[1];
-                bf[np * 2 + 1][0] = r[2];
-                bf[np * 2 + 1][1] = r[3];
-            }
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                for (int ni = 0; ni < 4; ni++)
-                    if (mi < nmi) mma_h<BF16>(acc[mi][ni], af[mi], bf[ni][0], bf[ni][1]);
-        }
-        __syncthreads();
-    }
-#pragma unroll
-    for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-        for (int ni = 0; ni < 4; ni++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                int t = slot[qpcu_tc_c_row(lane, wm, mi, e)];
-                if (t >= 0) P[(size_t)t * NRp + n0 + qpcu_tc_c_col(lane, wn, ni, e)] = acc[mi][ni][e];
-            }
+    qpcu_tc_mainloop<op>(sm, qpcu_a_gather{ arow }, tch_b<WK, BF16>{ p, bexp[b] * NRp + n0 }, qpcu_fold_none{}, 0,
+                         p.Kp / op::K, nmi, acc);
+    moe_tc_store(acc, slot, NRp, n0, P);
 }
 
 /* ---- epilogues ------------------------------------------------------------- */
