@@ -284,6 +284,7 @@ typedef struct qp_scheme_kind_info {
     int exact;                 /* integer path: bit-exact on every backend   */
     const char *moe_refusal;   /* why fused MoE does not run it, or NULL     */
     const char *tensors;       /* the checkpoint tensors of one linear layer */
+    const char *classes;       /* the vLLM classes resolved to this kind     */
 } qp_scheme_kind_info;
 
 /* QP_ERR_INVALID_ARGUMENT for a kind out of range or a NULL / too small out

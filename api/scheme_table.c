@@ -11,35 +11,48 @@
 
 static const qp_scheme_row rows[] = {
     [QP_SCHEME_UNQUANTIZED] = {"unquantized", QP_LIN_DENSE, 0, qp_bind_unquantized, NULL, NULL,
-                               "weight (model dtype [N, K]), bias?"},
+                               "weight (model dtype [N, K]), bias?",
+                               "UnquantizedLinearMethod, UnquantizedFusedMoEMethod"},
     [QP_SCHEME_W8A8_FP8] = {"w8a8-fp8", QP_LIN_W8A8, 0, qp_bind_fp8, qp_qw_fp8, NULL,
-                            "weight (fp8 [N, K]), weight_scale ([N] or per tensor/shard), input_scale? (static), bias?"},
+                            "weight (fp8 [N, K]), weight_scale ([N] or per tensor/shard), input_scale? (static), bias?",
+                            "QuarkW8A8Fp8, QuarkW8A8Fp8MoEMethod"},
     [QP_SCHEME_W8A8_FP8_BLOCK] = {"w8a8-fp8-block", QP_LIN_W8A8, 0, qp_bind_fp8, qp_qw_fp8, NULL,
-                                  "weight (fp8 [N, K]), weight_scale ([ceil(N/128), ceil(K/128)], fp32 or e8m0), bias?"},
+                                  "weight (fp8 [N, K]), weight_scale ([ceil(N/128), ceil(K/128)], fp32 or e8m0), bias?",
+                                  "QuarkW8A8Fp8PerBlock, QuarkW8A8Fp8MoEMethod (128x128 blocks)"},
     [QP_SCHEME_W8A8_INT8] = {"w8a8-int8", QP_LIN_W8A8, 1, qp_bind_int8, qp_qw_int8, NULL,
                              "weight (int8 [N, K]), weight_scale ([N] or per tensor/shard), weight_zero_point?, "
-                             "input_scale? and input_zero_point? (static), bias?"},
+                             "input_scale? and input_zero_point? (static), bias?",
+                             "QuarkW8A8Int8, QuarkW8A8Int8MoEMethod"},
     [QP_SCHEME_W4A16_INT4] = {"w4a16-int4", QP_LIN_INT4, 0, qp_bind_w4a16, qp_qw_w4a16, NULL,
-                              "weight (int32 [K, N/8]), weight_scale ([K/g, N]), weight_zero_point (uint4), bias?"},
+                              "weight (int32 [K, N/8]), weight_scale ([K/g, N]), weight_zero_point (uint4), bias?",
+                              "QuarkW4A16Int4, QuarkW4A16Int4MoEMethod"},
     [QP_SCHEME_OCP_MX] = {"ocp-mx", QP_LIN_BLOCK_FLOAT, 0, qp_bind_ocp_mx, qp_qw_mx, NULL,
                           "weight (packed fp4/fp6/fp8 codes [N, K']), weight_scale (e8m0 [N, K/32]), "
-                          "input_rotation?, bias?"},
+                          "input_rotation?, bias?",
+                          "QuarkOCP_MX, QuarkW4A4MXFP4, QuarkOCP_MX_MoEMethod, QuarkW8A8Mxfp8MoEMethod"},
     [QP_SCHEME_W4A8_MXFP4_FP8] = {"w4a8-mxfp4-fp8", QP_LIN_BLOCK_FLOAT, 0, qp_bind_w4a8_mxfp4, qp_qw_mx, NULL,
-                                  "weight (fp4 codes [N, K/2]), weight_scale (e8m0 [N, K/32]), input_scale, bias?"},
+                                  "weight (fp4 codes [N, K/2]), weight_scale (e8m0 [N, K/32]), input_scale, bias?",
+                                  "QuarkW4A8_MXFP4_FP8, QuarkOCP_MX_MoEMethod (static fp8 activations)"},
     [QP_SCHEME_NVFP4] = {"nvfp4", QP_LIN_BLOCK_FLOAT, 0, qp_bind_nvfp4, qp_qw_nvfp4, NULL,
                          "weight (fp4 codes [N, K/2]), weight_scale (fp8 [N, K/16]), weight_scale_2, input_scale_2, "
-                         "bias?"},
+                         "bias?",
+                         "QuarkNVFP4, QuarkNvfp4MoEMethod"},
     [QP_SCHEME_QQQ_W4A8] = {"qqq-w4a8", QP_LIN_INT4, 1, qp_bind_qqq, qp_qw_qqq, NO_MOE,
                             "B (int32 Marlin tiles [K/16, 2N]), s_channel (f32 [1, N]), s_group (f16 [K/128, N], "
-                            "group 128), bias?"},
+                            "group 128), bias?",
+                            "QQQLinearMethod (vLLM 0.8.5)"},
     [QP_SCHEME_HF_FP8] = {"hf-fp8", QP_LIN_W8A8, 0, qp_bind_fp8, qp_qw_fp8, NULL,
                           "weight (fp8 [N, K]), weight_scale or weight_scale_inv (per-block), input_scale? (static), "
-                          "bias?"},
+                          "bias?",
+                          "Fp8LinearMethod, Fp8MoEMethod"},
     [QP_SCHEME_KV_CACHE] = {"kv-cache", QP_LIN_NONE, 0, NULL, NULL, "an attention layer, not experts",
-                            "k_scale, v_scale (QuarkKVCacheMethod)"},
-    [QP_SCHEME_NONE] = {"none", QP_LIN_NONE, 0, NULL, NULL, "vLLM assigns no quant method to this layer", "-"},
+                            "k_scale, v_scale (QuarkKVCacheMethod)",
+                            "QuarkKVCacheMethod, Fp8KVCacheMethod"},
+    [QP_SCHEME_NONE] = {"none", QP_LIN_NONE, 0, NULL, NULL, "vLLM assigns no quant method to this layer", "-",
+                        "-"},
     [QP_SCHEME_W4A8_INT4_FP8] = {"w4a8-int4-fp8", QP_LIN_NONE, 0, NULL, NULL,
-                                 "runs only through ROCm AITER's fused MoE in vLLM", "-"},
+                                 "runs only through ROCm AITER's fused MoE in vLLM", "-",
+                                 "QuarkW4A8Fp8MoEMethod"},
 };
 _Static_assert(sizeof rows / sizeof *rows == QP_SCHEME_KIND_COUNT_, "one row per qp_scheme_kind");
 
@@ -70,6 +83,7 @@ QP_API qp_status qp_scheme_kind_describe(qp_scheme_kind kind, qp_scheme_kind_inf
     out->exact = r->exact;
     out->moe_refusal = r->moe_refusal;
     out->tensors = r->tensors;
+    out->classes = r->classes;
     return QP_OK;
 }
 

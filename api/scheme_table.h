@@ -26,6 +26,8 @@ typedef struct qp_scheme_row {
     qp_status (*quantize)(qp_qw_job *j); /* NULL: no quantized weights       */
     const char *moe_refusal;   /* NULL: fused MoE runs its experts           */
     const char *tensors;       /* the checkpoint tensors, for docs and help  */
+    const char *classes;       /* the vLLM classes the resolver answers with
+                                * for this kind (linear scheme, MoE method) */
 } qp_scheme_row;
 
 /* The row of `kind`; an out-of-range kind gets the row of QP_SCHEME_NONE. */

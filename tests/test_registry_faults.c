@@ -103,6 +103,7 @@ int main(int argc, char **argv) {
               "kind %s linear %d", ki.name, ki.linear);
         CHECK(ki.exact == (k == QP_SCHEME_W8A8_INT8 || k == QP_SCHEME_QQQ_W4A8), "kind %s exact %d", ki.name, ki.exact);
         CHECK(ki.moe == !ki.moe_refusal, "kind %s moe %d", ki.name, ki.moe);
+        CHECK(ki.classes && ki.tensors && ki.family, "kind %s: classes, tensors and family named", ki.name);
     }
     qp_scheme_kind_info bad = {.struct_size = sizeof bad};
     CHECK(qp_scheme_kind_describe(QP_SCHEME_KIND_COUNT_, &bad) == QP_ERR_INVALID_ARGUMENT, "out of range");

@@ -59,7 +59,8 @@ class ArchInfo(C.Structure):
 
 class SchemeKindInfo(C.Structure):
     _fields_ = [("struct_size", c_size_t), ("name", c_char_p), ("family", c_char_p), ("linear", c_int),
-                ("moe", c_int), ("exact", c_int), ("moe_refusal", c_char_p), ("tensors", c_char_p)]
+                ("moe", c_int), ("exact", c_int), ("moe_refusal", c_char_p), ("tensors", c_char_p),
+                ("classes", c_char_p)]
 
 
 class ResolveOptions(C.Structure):

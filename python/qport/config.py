@@ -46,8 +46,8 @@ class SchemeKind:
     """What qport knows about a scheme kind (qp_scheme_kind_describe): its
     `qp_lin_desc` payload `family`, whether qport runs it as a `linear`
     layer and its experts as fused `moe` (else `moe_refusal` says why),
-    whether its integer path is `exact` on every backend, and the checkpoint
-    `tensors` one linear layer takes.
+    whether its integer path is `exact` on every backend, the checkpoint
+    `tensors` one linear layer takes, and the vLLM `classes` resolved to it.
 
     >>> [k.name for k in qport.scheme_kinds() if k.exact]
     ['w8a8-int8', 'qqq-w4a8']
@@ -59,13 +59,15 @@ class SchemeKind:
     exact: bool
     moe_refusal: str | None
     tensors: str
+    classes: str
 
     @staticmethod
     def _of(kind: int) -> "SchemeKind":
         c = _abi.SchemeKindInfo(struct_size=ctypes.sizeof(_abi.SchemeKindInfo))
         check(_abi.lib.qp_scheme_kind_describe(kind, ctypes.byref(c)), None)
         return SchemeKind(_abi.s(c.name), _abi.s(c.family), bool(c.linear), bool(c.moe), bool(c.exact),
-                          _abi.s(c.moe_refusal) if c.moe_refusal else None, _abi.s(c.tensors))
+                          _abi.s(c.moe_refusal) if c.moe_refusal else None, _abi.s(c.tensors),
+                          _abi.s(c.classes))
 
 
 def scheme_kinds() -> list[SchemeKind]:

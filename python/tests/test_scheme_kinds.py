@@ -26,3 +26,4 @@ def test_scheme_kind_info_of_a_resolved_layer():
                                                                           capability=80)
     info = s.kind_info
     assert info.name == s.kind == "w8a8-int8" and info.exact and info.linear and info.family == "w8a8"
+    assert s.scheme_class in info.classes.split(", ")
