@@ -90,10 +90,10 @@ __global__ void __launch_bounds__(256) k_moe_align(const int32_t *ids, int MK, i
  * A rows: slot t reads row t / adiv (adiv = k: its token's x; 1: its h row)
  * of [rows][Kp]. Weight row n of expert e is row e * NRp + n. Raw sums go to
  * P [slot][NRp] (int32 for int8, else fp32); fp8 per-block (F8B): each
- * lane's 16-k chunk lies in one group of 128, its fp32 sum times as[row][g]
- * * scale[weight row][g] is added (k_gemv_f8b's order). MR rows per pass (the float
- * kinds' decoders spill with 16 live rows on some targets: two passes of 8,
- * the second reading the weights from cache). */
+ * lane's 16-k chunk lies in one group g of 128, and its fp32 sum is added
+ * times as[A row][g] x scale[weight row][g] (k_gemv_f8b's order). MR rows
+ * per pass (the float kinds' decoders spill with 16 live rows on some
+ * targets: two passes of 8, the second reading the weights from cache). */
 template <int WK, int MR>
 __global__ void __launch_bounds__(GV_WARPS * WARP) k_moe_gemv(int NR, int NRp, qpcu_fwd_w p, const void *A, int adiv,
                                                               const float *as, int bf16, const int32_t *sorted,
