@@ -1402,14 +1402,6 @@ static qp_status cu_buffer_native(void *dev, void *buf, qp_buffer_native *out) {
     return QP_OK;
 }
 
-/* The MoE kernels quantize activations per tensor or per token only. */
-static int cu_moe_takes_act(void *dev, qp_act_mode act, char *why, size_t cap) {
-    (void)dev;
-    if (act != QP_ACT_FP8_GROUP128) return 1;
-    snprintf(why, cap, "no fused MoE kernel on cuda yet (the MoE GEMMs have no per-token-group fp8 activations)");
-    return 0;
-}
-
 static qp_status cu_device_stats(void *dev, qp_device_stats *out) {
     cu_dev *d = dev;
     out->host_waits = d->host_waits;
@@ -1557,7 +1549,8 @@ static const qp_backend_ops cu_ops = {
     .buffer_unimport = cu_buffer_unimport,
     .buffer_native = cu_buffer_native,
     .device_stats = cu_device_stats,
-    .moe_takes_act = cu_moe_takes_act,
+    /* no moe_takes_act: the MoE kernels take every activation mode the
+     * core builds, per-token-group fp8 (fp8 per-block experts) included */
     .linear_kinds = cu_kinds,
     .n_linear_kinds = sizeof cu_kinds / sizeof *cu_kinds,
 };

@@ -8,12 +8,16 @@
  * with zeros: int8 codes (QPCU_W_I8), e4m3 codes (W8A8-FP8, QPCU_W_F8),
  * act-dtype bits (unquantized, QPCU_W_H), or the emulated schemes' element
  * codes with fp32 block multipliers [E][rows][Kp/blk] (QPCU_W_LUT, fp4 two
- * per byte: QPCU_W_LUT4), W = rnd(lut[c] * blk) as their linear layers.
+ * per byte: QPCU_W_LUT4), W = rnd(lut[c] * blk) as their linear layers, or
+ * e4m3 codes with the fp32 scale of each (row, 128-wide k-block) in the
+ * same [E][rows][Kp/128] layout (fp8 per-block, QPCU_W_F8B: activations
+ * per token and group of 128, k_quant_g128).
  *
  * Paths: M <= 16 tokens: decode (k_moe_gemv, 16-slot blocks: each selected
  * expert's rows are read once); more: tiled 64x64 on tensor cores where the
- * linear layers have them (int8 mma sm_75+, e4m3 mma sm_89+, fp16 mma
- * sm_75+, bf16 mma sm_80+), else the decode kernel over all slots.
+ * linear layers have them (int8 mma sm_75+, e4m3 mma sm_89+ -- fp8 per
+ * tensor / token and per block --, fp16 mma sm_75+, bf16 mma sm_80+), else
+ * the decode kernel over all slots.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -68,9 +72,16 @@ static qp_status classify(cu_dev *d, const qp_moe_desc *s, cu_moe *m, const char
     if (!s->w13 || !s->w2) return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "missing w13 / w2");
     if ((size_t)s->E * (size_t)rup(2 * s->I, 64) > INT_MAX / 64 || (size_t)s->E * (size_t)rup(s->H, 64) > INT_MAX / 64)
         return moe_err(d, QP_ERR_UNSUPPORTED, layer, "E x 2I or E x H too large for the kernels' 32-bit row indices");
-    if (s->act == QP_ACT_FP8_GROUP128)
-        return moe_err(d, QP_ERR_UNSUPPORTED, layer, "fp8 per-block experts (per-token-group fp8 activations, block-scaled "
-                                                     "GEMM) have no fused MoE kernel on cuda yet");
+    if (s->act == QP_ACT_FP8_GROUP128) { /* fp8 per-block: b13 / b2 the (row, k-block) scales */
+        if (s->w_dtype != QP_DTYPE_F8_E4M3FN || s->w_blk != 128 || !s->b13 || !s->b2)
+            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "fp8 per-block experts need e4m3 w13/w2, w_blk 128 and b13/b2");
+        if (s->H % 128 || s->I % 128)
+            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "fp8 per-block experts need H and I multiples of 128");
+        m->wkind = QPCU_W_F8B;
+        m->act = QPCU_ACT_F8_GROUP128;
+        m->blk = 128;
+        return QP_OK; /* the scales are folded into the GEMM sums: no epilogue scale */
+    }
     if (s->w_blk > 0) { /* emulated block-float experts; W4A16: signed int4 codes (I8) through w_lut */
         if (!s->b13 || !s->b2 || !s->w_lut)
             return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "block-float experts need b13, b2 and w_lut");
@@ -149,7 +160,8 @@ static qp_status classify(cu_dev *d, const qp_moe_desc *s, cu_moe *m, const char
         break;
     default:
         return moe_err(d, QP_ERR_UNSUPPORTED, layer,
-                       "this activation mode has no fused MoE kernel on cuda (per-token-group fp8, asymmetric int8)");
+                       "this activation mode has no fused MoE kernel on cuda (asymmetric int8, or a qdq mode without "
+                       "block-float weights)");
     }
     m->quant = 1;
     m->s13 = s->a13_scale;
@@ -221,9 +233,9 @@ qp_status qpcu_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
         for (size_t i = 0; packed && i < E * (size_t)s->H * (size_t)s->I; i++) packed = ((const uint8_t *)s->w2)[i] < 16;
         if (packed) m->wkind = QPCU_W_LUT4;
     }
-    int lut = QPCU_IS_FLOAT_KIND(m->wkind) && m->wkind != QPCU_W_H;
-    st = up_weight(d, m, s->w13, lut ? s->b13 : NULL, 2 * s->I, m->N13p, s->H, m->Hp, &m->w13, &m->b13, "w13");
-    if (st == QP_OK) st = up_weight(d, m, s->w2, lut ? s->b2 : NULL, s->H, m->N2p, s->I, m->Ip, &m->w2, &m->b2, "w2");
+    int lut = QPCU_IS_FLOAT_KIND(m->wkind) && m->wkind != QPCU_W_H, blocks = lut || m->wkind == QPCU_W_F8B;
+    st = up_weight(d, m, s->w13, blocks ? s->b13 : NULL, 2 * s->I, m->N13p, s->H, m->Hp, &m->w13, &m->b13, "w13");
+    if (st == QP_OK) st = up_weight(d, m, s->w2, blocks ? s->b2 : NULL, s->H, m->N2p, s->I, m->Ip, &m->w2, &m->b2, "w2");
     if (st == QP_OK && m->quant) st = upload(d, m, (void **)&m->ws13, s->s13, E * 2 * (size_t)s->I * sizeof(float), "w13 scales");
     if (st == QP_OK && m->quant) st = upload(d, m, (void **)&m->ws2, s->s2, E * (size_t)s->H * sizeof(float), "w2 scales");
     if (st == QP_OK && lut) st = upload(d, m, (void **)&m->lut, s->w_lut, 256 * sizeof(float), "w_lut");
@@ -244,7 +256,7 @@ qp_status qpcu_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
 /* tensor cores where the linear layers have them for this kind */
 static int tc_ok(const cu_dev *d, const cu_moe *m) {
     if (m->wkind == QPCU_W_I8) return qpcu_cap_tensor_core_int8(d->cc);
-    if (m->wkind == QPCU_W_F8) return qpcu_cap_tensor_core_fp8(d->cc);
+    if (m->wkind == QPCU_W_F8 || m->wkind == QPCU_W_F8B) return qpcu_cap_tensor_core_fp8(d->cc);
     return m->bf16 ? d->cc >= 80 : d->cc >= 75;
 }
 
@@ -267,11 +279,13 @@ static void plan(const cu_dev *d, const cu_moe *m, int M, int k, moe_plan *p) {
     p->bm = p->kpath == QPCU_MOE_TC ? QPCU_MOE_BMT : QPCU_MOE_BMD;
     p->nbmax = max_blocks(m, MK, p->bm);
     size_t es = QPCU_IS_FLOAT_KIND(m->wkind) ? 2 : 1, mx = (size_t)(MK > M ? MK : M);
+    /* row scales: one per row, fp8 per-block one per row and group of 128 */
+    size_t xg = m->wkind == QPCU_W_F8B ? (size_t)m->H / 128 : 1, hg = m->wkind == QPCU_W_F8B ? (size_t)m->I / 128 : 1;
     p->o_xa = 0;
     p->o_ha = al256(p->o_xa + (size_t)M * (size_t)m->Hp * es);
     p->o_xs = al256(p->o_ha + MKz * (size_t)m->Ip * es);
-    p->o_hs = al256(p->o_xs + (size_t)M * 4);
-    p->o_zp = al256(p->o_hs + MKz * 4);
+    p->o_hs = al256(p->o_xs + (size_t)M * xg * 4);
+    p->o_zp = al256(p->o_hs + MKz * hg * 4);
     p->o_am = al256(p->o_zp + mx * 4);
     p->o_h = al256(p->o_am + 8);
     p->o_p1 = al256(p->o_h + MKz * (size_t)m->I * 2);
@@ -386,18 +400,21 @@ void qpcu_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap
     if (!out || !cap) return;
     out[0] = 0;
     if (!m) return;
-    const char *kind = m->wkind == QPCU_W_I8 ? "int8" : m->wkind == QPCU_W_F8 ? "fp8" : m->wkind == QPCU_W_H ? "unquantized"
-                       : m->wkind == QPCU_W_LUT4 ? "block-float fp4x2" : "block-float";
+    const char *kind = m->wkind == QPCU_W_I8 ? "int8" : m->wkind == QPCU_W_F8 ? "fp8"
+                       : m->wkind == QPCU_W_F8B ? "fp8 128x128 blocks, act groups of 128"
+                       : m->wkind == QPCU_W_H ? "unquantized" : m->wkind == QPCU_W_LUT4 ? "block-float fp4x2" : "block-float";
     const char *act = m->act == QPCU_ACT_MX_QDQ ? ", act mx-qdq" : m->act == QPCU_ACT_F8S_QDQ ? ", act fp8-static-qdq"
                       : m->act == QPCU_ACT_NVFP4_QDQ ? ", act nvfp4-qdq" : "";
     if (pick_path(d, m, M) == QPCU_MOE_TC) {
         const char *mma = m->wkind == QPCU_W_I8 ? (d->cc >= 80 ? "s8 m16n8k32" : "s8 m8n8k16")
-                          : m->wkind == QPCU_W_F8 ? "e4m3 m16n8k32"
+                          : m->wkind == QPCU_W_F8 || m->wkind == QPCU_W_F8B ? "e4m3 m16n8k32"
                           : m->bf16 ? "bf16 m16n8k16" : d->cc >= 80 ? "f16 m16n8k16" : "f16 m16n8k8";
         snprintf(out, cap, "moe tiled %dx%d mma.sync %s%s %s%s, silu fp64", QPCU_MOE_BMT, QPCU_BN, mma,
                  d->cc >= 80 ? " cp.async" : "", kind, act);
     } else {
-        const char *arith = m->wkind == QPCU_W_I8 ? "int-dot dp4a" : m->wkind == QPCU_W_F8 ? "fp8->fp32" : "fp32";
+        const char *arith = m->wkind == QPCU_W_I8                           ? "int-dot dp4a"
+                            : m->wkind == QPCU_W_F8 || m->wkind == QPCU_W_F8B ? "fp8->fp32"
+                                                                               : "fp32";
         snprintf(out, cap, "moe %s %d-slot blocks gemv %s %s%s, silu fp64",
                  M <= QPCU_MOE_DECODE_MAX_M ? "decode" : "gemv (no tensor cores for this kind)", QPCU_MOE_BMD, arith,
                  kind, act);

@@ -10,12 +10,15 @@
  *   k_moe_align   slots sorted by local expert (moe_align_block_size): per
  *                 expert counts, prefix sums of padded blocks of BM slots,
  *                 the sorted slot list (-1 pads), each block's expert
- *   (x quantized over its M rows by the linear quantizers)
+ *   (x quantized over its M rows by the linear quantizers; fp8 per-block:
+ *    k_quant_g128, a scale per row and group of 128)
  *   w13 GEMM      raw sums of every (slot, gate/up row) into p1:
  *                   k_moe_gemv  decode, 16 slots of one expert per block, a
  *                               warp per weight row: each selected expert's
  *                               rows are read once (dp4a / fp32 decode)
  *                   k_moe_tc    64 slots x 64 rows, int8 / e4m3 mma.sync
+ *                               (fp8 per-block: the group sums folded in
+ *                               with their scales, as k_gemm_tc)
  *                   k_moe_tch   the same, fp16 / bf16 mma.sync (float kinds)
  *   k_moe_silu    the w13 epilogue (acc * a_scale * w_scale, rounded) fused
  *                 with silu_and_mul -> h [M*k][I]
@@ -86,13 +89,15 @@ __global__ void __launch_bounds__(256) k_moe_align(const int32_t *ids, int MK, i
 /* ---- decode: a warp per weight row, the block's <= 16 slots ---------------
  * A rows: slot t reads row t / adiv (adiv = k: its token's x; 1: its h row)
  * of [rows][Kp]. Weight row n of expert e is row e * NRp + n. Raw sums go to
- * P [slot][NRp] (int32 for int8, else fp32). MR rows per pass (the float
- * kinds' decoders spill with 16 live rows on some targets: two passes of 8,
- * the second reading the weights from cache). */
+ * P [slot][NRp] (int32 for int8, else fp32); fp8 per-block (F8B): each
+ * lane's 16-k chunk lies in one group g of 128, and its fp32 sum is added
+ * times as[A row][g] x scale[weight row][g] (k_gemv_f8b's order). MR rows
+ * per pass (the float kinds' decoders spill with 16 live rows on some
+ * targets: two passes of 8, the second reading the weights from cache). */
 template <int WK, int MR>
 __global__ void __launch_bounds__(GV_WARPS * WARP) k_moe_gemv(int NR, int NRp, qpcu_fwd_w p, const void *A, int adiv,
-                                                              int bf16, const int32_t *sorted, const int32_t *bexp,
-                                                              const int32_t *nblk, void *P) {
+                                                              const float *as, int bf16, const int32_t *sorted,
+                                                              const int32_t *bexp, const int32_t *nblk, void *P) {
     typedef typename std::conditional<WK == QPCU_W_I8, int, float>::type acc_t;
     const int b = blockIdx.y;
     if (b >= *nblk) return;
@@ -107,7 +112,7 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_moe_gemv(int NR, int NRp, q
         acc_t acc[MR];
 #pragma unroll
         for (int i = 0; i < MR; i++) acc[i] = 0;
-        if constexpr (WK == QPCU_W_I8 || WK == QPCU_W_F8) {
+        if constexpr (WK == QPCU_W_I8 || WK == QPCU_W_F8 || WK == QPCU_W_F8B) {
             for (int k = lane * 16; k < Kp; k += WARP * 16) {
                 uint4 v = *(const uint4 *)((const uint8_t *)p.w + (size_t)wrow * Kp + k);
                 uint32_t wv[4] = { v.x, v.y, v.z, v.w };
@@ -125,14 +130,19 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_moe_gemv(int NR, int NRp, q
                     float wf[16];
 #pragma unroll
                     for (int j = 0; j < 16; j++) wf[j] = qpcu_e4m3_decode((uint8_t)(wv[j / 4] >> (8 * (j % 4))));
+                    const int nkb = Kp / 128, g = k / 128;
+                    const float sw = WK == QPCU_W_F8B ? p.scale[(size_t)wrow * nkb + g] : 0.0f;
 #pragma unroll
                     for (int i = 0; i < MR; i++)
                         if (r0 + i < rows) {
-                            uint4 xv = *(const uint4 *)((const uint8_t *)A + (size_t)(sl[r0 + i] / adiv) * Kp + k);
+                            const size_t ar = (size_t)(sl[r0 + i] / adiv);
+                            uint4 xv = *(const uint4 *)((const uint8_t *)A + ar * Kp + k);
                             uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
+                            float c = WK == QPCU_W_F8B ? 0.0f : acc[i];
 #pragma unroll
                             for (int j = 0; j < 16; j++)
-                                acc[i] = __fmaf_rn(qpcu_e4m3_decode((uint8_t)(xw[j / 4] >> (8 * (j % 4)))), wf[j], acc[i]);
+                                c = __fmaf_rn(qpcu_e4m3_decode((uint8_t)(xw[j / 4] >> (8 * (j % 4)))), wf[j], c);
+                            acc[i] = WK == QPCU_W_F8B ? __fmaf_rn(c, QPCU_MUL(as[ar * nkb + g], sw), acc[i]) : c;
                         }
                 }
             }
@@ -197,22 +207,60 @@ __device__ __forceinline__ void moe_tc_store(const T (&acc)[2][4][4], const int 
     });
 }
 
-/* int8 / e4m3 */
+/* fp8 per-block: acc += part * (as[row][g] * ws[weight row][g]), the A row
+ * of each slot (pad slots: no scale, their sums are not stored) and the
+ * scale of each weight row */
+struct moe_fold_blk {
+    static constexpr bool ON = true;
+    const float *as, *ws;
+    const int *slot;
+    int adiv, nkb, wn0;
+    __device__ __forceinline__ int group() const { return 128; }
+    __device__ __forceinline__ void apply(float (&acc)[2][4][4], float (&part)[2][4][4], int g, int lane, int wm,
+                                          int wn) const {
+        float sw[4][2];
+#pragma unroll
+        for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) sw[ni][e] = ws[(size_t)(wn0 + qpcu_tc_c_col(lane, wn, ni, e)) * nkb + g];
+#pragma unroll
+        for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int t = slot[qpcu_tc_c_row(lane, wm, mi, 2 * h)];
+                const float sx = t >= 0 ? as[(size_t)(t / adiv) * nkb + g] : 0.0f;
+#pragma unroll
+                for (int ni = 0; ni < 4; ni++)
+#pragma unroll
+                    for (int e = 2 * h; e < 2 * h + 2; e++) {
+                        acc[mi][ni][e] = __fmaf_rn(part[mi][ni][e], QPCU_MUL(sx, sw[ni][e & 1]), acc[mi][ni][e]);
+                        part[mi][ni][e] = 0.0f;
+                    }
+            }
+    }
+};
+
+/* int8 / e4m3 (fp8 per-block: as / ws the group scales of A / weight rows) */
 template <int WK>
 __global__ void __launch_bounds__(TC_THREADS) k_moe_tc(int NRp, int Kp, const uint8_t *A, int adiv,
-                                                       const uint8_t *zrow, const uint8_t *w, const int32_t *sorted,
-                                                       const int32_t *bexp, const int32_t *nblk, void *P) {
-    typedef typename std::conditional<WK == QPCU_W_F8, qpcu_op_e4m3, qpcu_op_s8>::type op;
+                                                       const uint8_t *zrow, const uint8_t *w, const float *as,
+                                                       const float *ws, const int32_t *sorted, const int32_t *bexp,
+                                                       const int32_t *nblk, void *P) {
+    typedef typename std::conditional<WK == QPCU_W_I8, qpcu_op_s8, qpcu_op_e4m3>::type op;
     __shared__ __align__(16) qpcu_tc_smem sm;
     __shared__ const uint8_t *arow[QPCU_MOE_BMT];
     __shared__ int slot[QPCU_MOE_BMT];
     const int b = blockIdx.y;
     if (b >= *nblk) return;
     const int nmi = moe_tc_rows(sorted, b, A, (size_t)Kp, adiv, zrow, arow, slot);
-    const int n0 = blockIdx.x * QPCU_BN;
+    const int n0 = blockIdx.x * QPCU_BN, wn0 = bexp[b] * NRp + n0;
     typename op::acc_t acc[2][4][4];
-    qpcu_tc_mainloop<op>(sm, qpcu_a_gather{ arow }, tc_b8<WK>{ w, NULL, Kp, 0, bexp[b] * NRp + n0 }, qpcu_fold_none{},
-                         0, Kp / op::K, nmi, acc);
+    const tc_b8<WK> bl{ w, NULL, Kp, 0, wn0 };
+    if constexpr (WK == QPCU_W_F8B)
+        qpcu_tc_mainloop<op>(sm, qpcu_a_gather{ arow }, bl, moe_fold_blk{ as, ws, slot, adiv, Kp / 128, wn0 }, 0,
+                             Kp / op::K, nmi, acc);
+    else
+        qpcu_tc_mainloop<op>(sm, qpcu_a_gather{ arow }, bl, qpcu_fold_none{}, 0, Kp / op::K, nmi, acc);
     moe_tc_store(acc, slot, NRp, n0, (typename op::acc_t *)P);
 }
 
@@ -384,6 +432,12 @@ static int moe_quant(const qpcu_moe_fwd *f, const uint16_t *src, int R, int K, i
                     f->act_emin, f->act_emax, f->act_maxv, f->act_e4m3, g, (uint16_t *)dst);
         return (int)cudaGetLastError();
     }
+    if (f->act == QPCU_ACT_F8_GROUP128) { /* per_token_group_quant_fp8, no ue8m0 */
+        *what = "k_quant_g128";
+        size_t units = (size_t)R * (size_t)(K / 128);
+        QPCU_LAUNCH(k_quant_g128, (unsigned)((units + 127) / 128), 128, st, src, R, K, Kp, f->bf16, 0, (uint8_t *)dst, rs);
+        return (int)cudaGetLastError();
+    }
     if (f->act == QPCU_ACT_F8_DYN_TENSOR) {
         *what = "cudaMemsetAsync(amax)";
         if ((e = qpcu_memset_async(amax, 0, sizeof(uint32_t), st)) != cudaSuccess) return (int)e;
@@ -401,6 +455,7 @@ static int moe_gemm(const qpcu_moe_fwd *f, int gemm2, const char **what) {
     cudaStream_t st = (cudaStream_t)f->stream;
     (void)st;
     const void *A = gemm2 ? f->ha : f->xa;
+    const float *as = gemm2 ? f->hs : f->xs; /* F8B: the A rows' group scales */
     const int adiv = gemm2 ? 1 : f->k, NR = gemm2 ? f->H : 2 * f->I, NRp = gemm2 ? f->N2p : f->N13p;
     qpcu_fwd_w p;
     p.w = gemm2 ? f->w2 : f->w13;
@@ -415,10 +470,12 @@ static int moe_gemm(const qpcu_moe_fwd *f, int gemm2, const char **what) {
     if (f->kpath == QPCU_MOE_TC) {
         dim3 grid(NRp / QPCU_BN, f->nbmax);
         if (!moe_float_kind(f->wkind)) {
-            *what = f->wkind == QPCU_W_F8 ? "k_moe_tc<e4m3>" : "k_moe_tc<s8>";
-            auto kfn = f->wkind == QPCU_W_F8 ? k_moe_tc<QPCU_W_F8> : k_moe_tc<QPCU_W_I8>;
+            *what = f->wkind == QPCU_W_F8 ? "k_moe_tc<e4m3>" : f->wkind == QPCU_W_F8B ? "k_moe_tc<e4m3 blocks>" : "k_moe_tc<s8>";
+            auto kfn = f->wkind == QPCU_W_F8    ? k_moe_tc<QPCU_W_F8>
+                       : f->wkind == QPCU_W_F8B ? k_moe_tc<QPCU_W_F8B>
+                                                : k_moe_tc<QPCU_W_I8>;
             QPCU_LAUNCH(kfn, grid, TC_THREADS, st, NRp, p.Kp, (const uint8_t *)A, adiv, (const uint8_t *)f->zrow,
-                        (const uint8_t *)p.w, f->sorted, f->bexp, f->nblk, P);
+                        (const uint8_t *)p.w, as, p.scale, f->sorted, f->bexp, f->nblk, P);
         } else {
             *what = "k_moe_tch";
 #define QPCU_MOE_TCH(WK)                                                                                         \
@@ -437,10 +494,11 @@ static int moe_gemm(const qpcu_moe_fwd *f, int gemm2, const char **what) {
         dim3 grid((NR + GV_WARPS - 1) / GV_WARPS, f->nbmax);
         auto kfn = f->wkind == QPCU_W_I8    ? k_moe_gemv<QPCU_W_I8, 16>
                    : f->wkind == QPCU_W_F8  ? k_moe_gemv<QPCU_W_F8, 16>
+                   : f->wkind == QPCU_W_F8B ? k_moe_gemv<QPCU_W_F8B, 16>
                    : f->wkind == QPCU_W_H   ? k_moe_gemv<QPCU_W_H, 8>
                    : f->wkind == QPCU_W_LUT4 ? k_moe_gemv<QPCU_W_LUT4, 8>
                                              : k_moe_gemv<QPCU_W_LUT, 8>;
-        QPCU_LAUNCH(kfn, grid, GV_WARPS * WARP, st, NR, NRp, p, A, adiv, f->bf16, f->sorted, f->bexp, f->nblk, P);
+        QPCU_LAUNCH(kfn, grid, GV_WARPS * WARP, st, NR, NRp, p, A, adiv, as, f->bf16, f->sorted, f->bexp, f->nblk, P);
     }
     return (int)cudaGetLastError();
 }

@@ -26,7 +26,7 @@ typedef enum qpcu_moe_kp {
 
 /* One forward (the layer and the scratch of this call). Weights of expert e
  * start at row e * N13p (w13) / e * N2p (w2) of [rows][Kp] (padded with
- * zeros); codes per qpcu_wkind (QPCU_W_I8, F8, H, LUT, LUT4). */
+ * zeros); codes per qpcu_wkind (QPCU_W_I8, F8, F8B, H, LUT, LUT4). */
 typedef struct qpcu_moe_fwd {
     int M, k, E, off, H, I, Hp, Ip, N13p, N2p;
     int wkind, act, bf16, kpath, sm;
@@ -38,7 +38,7 @@ typedef struct qpcu_moe_fwd {
     /* layer */
     const void *w13, *w2;
     const float *ws13, *ws2;   /* [E][2I], [E][H] per-row weight scales      */
-    const float *b13, *b2;     /* LUT kinds: [E][N13p][Hp/blk], [E][N2p][Ip/blk] */
+    const float *b13, *b2;     /* LUT kinds, F8B: [E][N13p][Hp/blk], [E][N2p][Ip/blk] */
     const float *lut;          /* [256] on the device                       */
     const void *zrow;          /* max(Hp, Ip) * 2 zero bytes                */
     /* call */
@@ -48,7 +48,8 @@ typedef struct qpcu_moe_fwd {
     uint16_t *y;               /* [M][H]                                    */
     /* scratch */
     void *xa, *ha;             /* [M][Hp], [M*k][Ip]: codes or act bits     */
-    float *xs, *hs;            /* row scales [M], [M*k]                     */
+    float *xs, *hs;            /* row scales [M], [M*k] (F8B: [M][H/128],
+                                * [M*k][I/128], one per group of 128)       */
     int32_t *zp;               /* [max(M, M*k)] (unused: symmetric)         */
     uint32_t *amax;            /* [2]                                       */
     uint16_t *h;               /* [M*k][I] act bits                         */

@@ -702,10 +702,19 @@ void md_run_matrix(void) {
 
 void md_run_fp8_block(void) {
     int h = H, i = I, ci = NCASES - 1;
+    long out0 = n_outputs, eq0 = n_exact;
     md_set_shape(256, 128);
     md_run_layer(ci, QP_DTYPE_F16, 4, 4, 0, 2);
     md_run_layer(ci, QP_DTYPE_BF16, 4, 8, 4, 2); /* expert parallelism: experts 4..7 of 8 */
     md_set_shape(h, i);
+    /* The bound is sized for h codes that differ by one fp8 step, so a
+     * wrong group or block scale can stay inside it. The device quantizes x
+     * and h to the reference's codes and scales; only the fp32 order of the
+     * k-block sums differs, which the act-dtype rounding almost always
+     * absorbs (> 99.9% of outputs equal here): most outputs must be equal. */
+    long out = n_outputs - out0, eq = n_exact - eq0;
+    CHECK(out > 0 && eq >= out * 9 / 10, "fp8 per-block: %ld of %ld outputs equal the reference bit for bit (90%% wanted)",
+          eq, out);
 }
 
 void md_counts(long *outputs, long *equal) {

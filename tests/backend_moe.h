@@ -20,7 +20,8 @@ void md_run_layer(int ci, qp_dtype dt, int E, int G, int off, int k);
 /* Every case scheme x fp16/bf16, then three expert-parallel layers. */
 void md_run_matrix(void);
 /* FP8 per-block experts (H 256, I 128; E 4, top-2, one layer expert
- * parallel): the device must run them (OpenCL, Vulkan). */
+ * parallel): the device must run them (OpenCL, Vulkan, CUDA), within the bound and
+ * with at least 90% of the outputs equal to the reference's. */
 void md_run_fp8_block(void);
 /* Outputs compared so far and how many of them have the reference's value
  * (0 ulp: a device that claims bit-exactness asserts the two are equal). */

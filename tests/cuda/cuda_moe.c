@@ -5,12 +5,15 @@
  * no token, every token through one expert, expert parallelism -- the
  * shared cases and bound of tests/backend_moe.c (int8 bit for bit, float
  * within a bound derived per output) -- and layers with H = 96, I = 48
- * (rows and k padded in the device layout). On the CPU emulator
- * (QPORT_TEST_CUDA_SMALL, tests/cuda_emu) fewer token counts: 1 and 17
- * (sm_90), 3 and 17 (sm_86, sm_75) -- one decode and one tiled run of
- * every layer. Refusals: W4A16 experts (the core), and a descriptor the
- * plugin has no kernel for (per-token-group fp8 activations) through its
- * ops table. */
+ * (rows and k padded in the device layout); fp8 per-block experts (H 256,
+ * I 128: e4m3 tiles with the group scales folded in from sm_89, the decode
+ * kernel below) the same way, and qp_device_supports_moe giving the linear
+ * layers' answer for them. On the CPU emulator (QPORT_TEST_CUDA_SMALL,
+ * tests/cuda_emu) fewer token counts: 1 and 17 (sm_90), 3 and 17 (sm_86,
+ * sm_75) -- one decode and one tiled run of every layer. Refusals: W4A16
+ * experts (the core), a descriptor the plugin has no kernel for (an MX qdq
+ * activation mode without block-float weights) and malformed fp8 per-block
+ * descriptors through its ops table. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,12 +34,27 @@ static const int *token_counts(int *n) {
     return atoi(v) >= 2 ? emu2 : emu90;
 }
 
-/* ---- refusals ------------------------------------------------------------ */
+/* fp8 per-block experts: qp_device_supports_moe gives the linear layers'
+ * answer (not a refusal of the MoE kernels), then the layers */
+static void fp8_block(qp_device *cud) {
+    qp_scheme fb;
+    qp_config *fbc = NULL;
+    qp_support_info si, li;
+    md_fp8_block_scheme(&fb, &fbc);
+    CHECK(!qp_device_supports_moe(cud, &fb, &si) && !qp_device_supports(cud, &fb, 0, 0, 0, &li), "supports: %s",
+          si.reason);
+    CHECK(si.level == li.level && (si.level == QP_SUPPORT_UNSUPPORTED || strstr(si.reason, "fused MoE")),
+          "fp8 per-block MoE: level %d (%s), linear %d (%s)", (int)si.level, si.reason, (int)li.level, li.reason);
+    printf("fp8 per-block MoE: level %d (%s)\n", (int)si.level, si.reason);
+    qp_config_destroy(fbc);
+    md_run_fp8_block();
+}
+
 /* ---- refusals ------------------------------------------------------------ */
 static void errors(const char *program) {
     md_refuse_unsupported(); /* the core, any backend */
     /* a descriptor the plugin has no kernel for, through its ops table (the
-     * core never builds one today: per-token-group fp8 activations) */
+     * core never builds one: MX qdq activations with per-tensor fp8 weights) */
     if (cuda_open(program) != 0) return;
     CHECK(bh_ops->moe_prepare && bh_ops->moe_forward && bh_ops->moe_destroy && bh_ops->moe_describe, "MoE ops present");
     if (!bh_ops->moe_prepare) return;
@@ -49,15 +67,31 @@ static void errors(const char *program) {
     d.act_dtype = QP_DTYPE_F16;
     d.E = 8; d.H = 64; d.I = 32; d.G = 8;
     d.layer = "refused.experts";
-    d.act = QP_ACT_FP8_GROUP128;
+    d.act = QP_ACT_MX_QDQ;
     d.w_dtype = QP_DTYPE_F8_E4M3FN;
     d.w13 = w13; d.w2 = w2; d.s13 = s13; d.s2 = s2;
     void *h = NULL;
     qp_status st = bh_ops->moe_prepare(bh_dev, &d, &h);
-    CHECK(st == QP_ERR_UNSUPPORTED && strstr(bh_err, "unsupported") && strstr(bh_err, "per-token-group"),
-          "per-token-group fp8 MoE: %d %s", (int)st, bh_err);
+    CHECK(st == QP_ERR_UNSUPPORTED && strstr(bh_err, "unsupported") && strstr(bh_err, "activation mode"),
+          "MX qdq MoE without block-float weights: %d %s", (int)st, bh_err);
     printf("refusal: %s\n", bh_err);
     if (!st) bh_ops->moe_destroy(bh_dev, h);
+    /* fp8 per-block descriptors the kernels cannot take: invalid arguments */
+    static float b13[8 * 64], b2[8 * 64];
+    d.act = QP_ACT_FP8_GROUP128;
+    st = bh_ops->moe_prepare(bh_dev, &d, &h); /* no w_blk / block scales */
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "w_blk 128 and b13/b2"), "fp8 per-block without blocks: %d %s",
+          (int)st, bh_err);
+    if (!st) bh_ops->moe_destroy(bh_dev, h);
+    d.w_blk = 128;
+    d.b13 = b13;
+    d.b2 = b2;
+    st = bh_ops->moe_prepare(bh_dev, &d, &h); /* H 64, I 32 */
+    CHECK(st == QP_ERR_INVALID_ARGUMENT && strstr(bh_err, "multiples of 128"), "fp8 per-block H 64: %d %s", (int)st,
+          bh_err);
+    if (!st) bh_ops->moe_destroy(bh_dev, h);
+    d.w_blk = 0;
+    d.b13 = d.b2 = NULL;
     /* bad shapes are invalid arguments */
     d.act = QP_ACT_FP8_DYNAMIC_TOKEN;
     d.expert_offset = 4;
@@ -95,6 +129,7 @@ int cuda_moe_run(const char *program, int argc, char **argv) {
     md_run_layer(0, QP_DTYPE_BF16, 8, 8, 0, 2);  /* unquantized */
     md_run_layer(12, QP_DTYPE_F16, 8, 8, 0, 2);  /* nvfp4 (blocks of 16) */
     md_set_shape(64, 32);
+    fp8_block(cud);
     errors(program);
     md_report(program, t0);
     qp_context_destroy(ctx);
