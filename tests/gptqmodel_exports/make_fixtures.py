@@ -21,7 +21,9 @@ the numbers of GPTQModel's own CPU QQQ module (QQQTorchLinear, loaded back
 from the export) for every quantized layer L:
 
   L.x      a seeded input [4, K] fp16
-  L.y      L(x), GPTQModel's output (fp16)
+  L.y      L(x), GPTQModel's output (fp16; GPTQModel runs it with the
+           checkpoint's fp32 s_channel rounded to fp16, as it loads every
+           float tensor in the model dtype)
   L.yvllm   an independent model of vLLM's Marlin-QQQ arithmetic on the
            same checkpoint: x quantized per token as vLLM does (fp32
            amax/127), the int8 weight rebuilt as vLLM's kernel does (group
@@ -29,6 +31,7 @@ from the export) for every quantized layer L:
            int8; GPTQModel rounds and saturates), the exact int32 sum, two
            fp32 multiplies (s_channel, then the token scale), fp16
   L.wsum   s_channel[n] * sum_k |w8[k, n]| over GPTQModel's int8 weight
+           (the checkpoint's s_channel)
            (stored f32): how far one activation step moves y[., n]
   L.wraps  [1] int32: in how many (group, column) pairs of L the wrapped
            weight differs from GPTQModel's
@@ -47,7 +50,7 @@ os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 torch.set_num_threads(1)
@@ -122,18 +125,26 @@ def vllm_int8_per_token(x):
     return q.astype(np.float64), scale
 
 
-def module_outputs(model):
+def module_outputs(model, checkpoint):
+    """checkpoint: the export's tensors. GPTQModel loads the fp32 s_channel
+    into the model dtype (fp16) and back, so its module runs with rounded
+    channel scales; vLLM keeps the checkpoint's fp32 values, and so does the
+    model of vLLM's arithmetic here."""
     from gptqmodel.nn_modules.qlinear.qqq import QQQTorchLinear
     out, stats = {}, []
     g = torch.Generator().manual_seed(SEED + 1)
     for name, mod in model.named_modules():
         if not isinstance(mod, QQQTorchLinear):
             continue
+        name = name[len("model."):] if name.startswith("model.model.") else name
         K = mod.in_features
         x = (torch.randn(M, K, generator=g) * (1 + 7 * (torch.rand(M, K, generator=g) < 0.02))).to(torch.float16)
         with torch.no_grad():
             y = mod(x)
-            w, s_ch = mod._dequantize_weight_for_torch()
+            w, s_ch_module = mod._dequantize_weight_for_torch()
+            s_file = checkpoint[name + ".s_channel"].to(torch.float32)
+            s_ch = mod._unpermute_scales(s_file, mod._scale_perm_single_i)
+            assert torch.equal(s_ch.half().float(), s_ch_module.float()), name
             ww, wraps = wrap_weight(mod, w)
             # vLLM's arithmetic on the wrapped weight: the int32 sum is
             # exact in double (|acc| < 2^24), then two fp32 multiplies
@@ -143,7 +154,6 @@ def module_outputs(model):
             yv = torch.from_numpy(((acc * s_c).astype(np.float32) * s_tok).astype(np.float32).astype(np.float16))
             assert mod.bias is None
             wsum = (w.double().abs().sum(0) * s_ch.double().reshape(-1)).float()
-        name = name[len("model."):] if name.startswith("model.model.") else name
         out[name + ".x"] = x.contiguous()
         out[name + ".y"] = y.contiguous()
         out[name + ".yvllm"] = yv.contiguous()
@@ -176,7 +186,7 @@ def make(root, name, group_size):
         for f in ("config.json", "quantize_config.json", "model.safetensors"):
             shutil.copy(os.path.join(q, f), os.path.join(dest, f))
         qm = GPTQModel.load(q, device="cpu", backend=BACKEND.QQQ_TORCH, dtype=torch.float16)
-        outs, stats = module_outputs(qm.model)
+        outs, stats = module_outputs(qm.model, load_file(os.path.join(q, "model.safetensors")))
     if not outs:
         raise SystemExit(f"{name}: no QQQ module found")
     os.makedirs(os.path.join(dest, "gptqmodel_reference"), exist_ok=True)
