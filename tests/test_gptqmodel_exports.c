@@ -43,7 +43,7 @@ static void on_log(void *user, qp_log_level level, const char *msg) {
     if (level >= QP_LOG_WARN) n_warn++;
 }
 
-static int n_run, n_refused, n_wrapping, n_devices_run;
+static int n_run, n_refused, n_wrapping, n_devices_run, n_fused;
 
 static qp_linear *make(qp_device *dev, const qp_layer_binding *b, const char *layer, qp_status *st) {
     qp_linear_options lo;
@@ -175,6 +175,61 @@ static void run_layer(qp_model *m, qp_safetensors *ref, const char *layer, int g
     qp_layer_binding_free(&b);
 }
 
+/* vLLM's packed modules (qkv_proj, gate_up_proj) on the first part's
+ * input, on every device: each part's columns equal that part run alone
+ * (per-token activation scales are the row's, the columns independent),
+ * and the first part's equal GPTQModel's input's vLLM model bit for bit. */
+static void check_fused(qp_model *m, qp_safetensors *ref, const char *fused, const char *const *parts, int np,
+                        const char *where) {
+    char nx[300], nv[300];
+    snprintf(nx, sizeof nx, "%s.x", parts[0]);
+    snprintf(nv, sizeof nv, "%s.yvllm", parts[0]);
+    qp_tensor x, yv;
+    if (qp_safetensors_find(ref, nx, &x) || qp_safetensors_find(ref, nv, &yv)) { CHECK(0, "%s: %s", where, nx); return; }
+    int M = (int)x.shape[0];
+    qp_layer_binding fb;
+    qp_status st = qp_model_bind_layer(m, fused, NULL, &fb);
+    CHECK(!st && fb.n_shards == (size_t)np, "%s: bind %s: %s (%zu shards)", where, fused, qp_last_error(ctx), fb.n_shards);
+    if (st) return;
+    qp_device *cpu;
+    qp_device_find(ctx, "cpu", &cpu);
+    uint16_t *want = calloc((size_t)M * fb.N, 2), *got = calloc((size_t)M * fb.N, 2);
+    int off = 0;
+    for (int p = 0; p < np && want; p++) {
+        qp_layer_binding pb;
+        st = qp_model_bind_layer(m, parts[p], NULL, &pb);
+        qp_linear *l = st ? NULL : make(cpu, &pb, parts[p], &st);
+        uint16_t *yp = calloc((size_t)M * (pb.N > 0 ? pb.N : 1), 2);
+        CHECK(!st && yp && !qp_linear_forward(l, x.data, M, yp), "%s: %s: %s", where, parts[p], qp_last_error(ctx));
+        if (p == 0) CHECK(yp && !memcmp(yp, yv.data, (size_t)M * pb.N * 2), "%s: %s alone != vLLM's model", where, parts[p]);
+        for (int i = 0; yp && i < M; i++) memcpy(want + (size_t)i * fb.N + off, yp + (size_t)i * pb.N, (size_t)pb.N * 2);
+        off += pb.N;
+        free(yp);
+        qp_linear_destroy(l);
+        qp_layer_binding_free(&pb);
+    }
+    CHECK(off == fb.N, "%s: %s: parts' N sum %d, fused N %d", where, fused, off, fb.N);
+    size_t nd = 0;
+    qp_device_count(ctx, &nd);
+    for (size_t d = 0; d < nd && want && got && off == fb.N; d++) {
+        qp_device *dev;
+        qp_device_get(ctx, d, &dev);
+        qp_device_info info = {.struct_size = sizeof info};
+        qp_device_get_info(dev, &info);
+        qp_linear *l = make(dev, &fb, fused, &st);
+        if (st == QP_ERR_UNSUPPORTED && strcmp(info.backend, "cpu")) continue;
+        CHECK(!st && !qp_linear_forward(l, x.data, M, got), "%s: %s:%d: %s: %s", where, info.backend, info.index, fused,
+              qp_last_error(ctx));
+        CHECK(!st && !memcmp(got, want, (size_t)M * fb.N * 2), "%s: %s:%d: fused %s != its parts", where, info.backend,
+              info.index, fused);
+        qp_linear_destroy(l);
+        n_fused++;
+    }
+    free(want);
+    free(got);
+    qp_layer_binding_free(&fb);
+}
+
 static void run_fixture(const char *root, const char *name) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", root, name);
@@ -200,6 +255,16 @@ static void run_fixture(const char *root, const char *name) {
         nl++;
     }
     CHECK(nl == 14, "%s: %d quantized modules in GPTQModel's outputs (7 per layer, 2 layers)", name, nl);
+    for (int L = 0; !st && !strcmp(name, "pc") && L < 2; L++) {
+        char f[2][96], p[5][96];
+        snprintf(f[0], sizeof f[0], "model.layers.%d.self_attn.qkv_proj", L);
+        snprintf(f[1], sizeof f[1], "model.layers.%d.mlp.gate_up_proj", L);
+        const char *pn[5] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "mlp.gate_proj", "mlp.up_proj"};
+        for (int i = 0; i < 5; i++) snprintf(p[i], sizeof p[i], "model.layers.%d.%s", L, pn[i]);
+        const char *qkv[3] = {p[0], p[1], p[2]}, *gu[2] = {p[3], p[4]};
+        check_fused(m, ref, f[0], qkv, 3, name);
+        check_fused(m, ref, f[1], gu, 2, name);
+    }
     qp_safetensors_close(ref);
     qp_model_close(m);
 }
@@ -213,8 +278,10 @@ int main(int argc, char **argv) {
     /* pc: 14 layers; g128: the two down_proj (K 256), whose groups wrap */
     CHECK(n_run == 16 && n_refused == 12 && n_wrapping == 2, "%d layers run, %d refused, %d wrapping", n_run, n_refused,
           n_wrapping);
+    CHECK(n_fused == 4 * n_devices_run && n_fused >= 4, "%d fused runs on %d devices", n_fused, n_devices_run);
     printf("%d GPTQModel QQQ modules run on %d device(s) each, %d refused as vLLM refuses them, %d with wrapping "
-           "groups\n", n_run, n_devices_run, n_refused, n_wrapping);
+           "groups; %d fused qkv_proj / gate_up_proj runs equal their parts\n", n_run, n_devices_run, n_refused,
+           n_wrapping, n_fused);
     qp_context_destroy(ctx);
     return tu_finish("gptqmodel-exports");
 }
