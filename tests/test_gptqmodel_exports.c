@@ -57,6 +57,26 @@ static qp_linear *make(qp_device *dev, const qp_layer_binding *b, const char *la
     return l;
 }
 
+/* Device d's output for layer b on x: 1 when it ran, 0 when a non-cpu
+ * device has no kernel for the scheme, -1 on a failure (reported). */
+static int run_on(size_t d, const qp_layer_binding *b, const char *layer, const void *x, int M, void *y,
+                  qp_device_info *info, const char *where) {
+    qp_device *dev;
+    qp_device_get(ctx, d, &dev);
+    info->struct_size = sizeof *info;
+    qp_device_get_info(dev, info);
+    qp_status st;
+    qp_linear *l = make(dev, b, layer, &st);
+    if (st == QP_ERR_UNSUPPORTED && strcmp(info->backend, "cpu")) return 0;
+    CHECK(!st, "%s: %s:%d: create %s: %s", where, info->backend, info->index, layer, qp_last_error(ctx));
+    if (!st) {
+        st = qp_linear_forward(l, x, M, y);
+        CHECK(!st, "%s: %s:%d: forward %s: %s", where, info->backend, info->index, layer, qp_last_error(ctx));
+    }
+    qp_linear_destroy(l);
+    return st ? -1 : 1;
+}
+
 static void check_lm_head(qp_model *m, const char *where) {
     qp_layer_binding b;
     qp_status st = qp_model_bind_layer(m, "lm_head", NULL, &b);
@@ -128,17 +148,8 @@ static void run_layer(qp_model *m, qp_safetensors *ref, const char *layer, int g
     qp_device_count(ctx, &nd);
     int ran = 0;
     for (size_t d = 0; d < nd && ref_y && yd; d++) {
-        qp_device *dev;
-        qp_device_get(ctx, d, &dev);
-        qp_device_info info = {.struct_size = sizeof info};
-        qp_device_get_info(dev, &info);
-        qp_linear *l = make(dev, &b, layer, &st);
-        if (st == QP_ERR_UNSUPPORTED && strcmp(info.backend, "cpu")) continue;
-        CHECK(!st, "%s: %s:%d: create %s: %s", where, info.backend, info.index, layer, qp_last_error(ctx));
-        if (st) continue;
-        CHECK(!qp_linear_forward(l, x->data, M, yd), "%s: %s:%d: forward %s: %s", where, info.backend, info.index,
-              layer, qp_last_error(ctx));
-        qp_linear_destroy(l);
+        qp_device_info info;
+        if (run_on(d, &b, layer, x->data, M, yd, &info, where) < 1) continue;
         size_t differ = 0;
         for (size_t i = 0; i < n; i++) differ += yd[i] != ((const uint16_t *)yv->data)[i];
         CHECK(differ == 0, "%s: %s:%d: %s: %zu of %zu outputs differ from vLLM's arithmetic", where, info.backend,
@@ -212,17 +223,10 @@ static void check_fused(qp_model *m, qp_safetensors *ref, const char *fused, con
     size_t nd = 0;
     qp_device_count(ctx, &nd);
     for (size_t d = 0; d < nd && want && got && off == fb.N; d++) {
-        qp_device *dev;
-        qp_device_get(ctx, d, &dev);
-        qp_device_info info = {.struct_size = sizeof info};
-        qp_device_get_info(dev, &info);
-        qp_linear *l = make(dev, &fb, fused, &st);
-        if (st == QP_ERR_UNSUPPORTED && strcmp(info.backend, "cpu")) continue;
-        CHECK(!st && !qp_linear_forward(l, x.data, M, got), "%s: %s:%d: %s: %s", where, info.backend, info.index, fused,
-              qp_last_error(ctx));
-        CHECK(!st && !memcmp(got, want, (size_t)M * fb.N * 2), "%s: %s:%d: fused %s != its parts", where, info.backend,
+        qp_device_info info;
+        if (run_on(d, &fb, fused, x.data, M, got, &info, where) < 1) continue;
+        CHECK(!memcmp(got, want, (size_t)M * fb.N * 2), "%s: %s:%d: fused %s != its parts", where, info.backend,
               info.index, fused);
-        qp_linear_destroy(l);
         n_fused++;
     }
     free(want);
@@ -245,12 +249,8 @@ static void run_fixture(const char *root, const char *name) {
     CHECK(!st, "%s: %s", name, qp_last_error(ctx));
     int nl = 0;
     for (size_t i = 0; !st && i < qp_safetensors_count(ref); i++) {
-        qp_tensor t;
-        qp_safetensors_get(ref, i, &t, NULL);
-        size_t l = strlen(t.name);
-        if (l < 3 || strcmp(t.name + l - 2, ".x")) continue;
         char layer[256];
-        snprintf(layer, sizeof layer, "%.*s", (int)(l - 2), t.name);
+        if (!tu_ref_layer(ref, i, layer, sizeof layer)) continue;
         run_layer(m, ref, layer, !strcmp(name, "g128"), name);
         nl++;
     }
