@@ -43,7 +43,8 @@ static void on_log(void *user, qp_log_level level, const char *msg) {
     if (level >= QP_LOG_WARN) n_warn++;
 }
 
-static int n_run, n_refused, n_wrapping, n_devices_run, n_fused;
+static int n_run, n_refused, n_wrapping, n_devices_run, n_fused, n_on_backend;
+static const char *want_backend; /* argv[2]: every module must also run on this backend */
 
 static qp_linear *make(qp_device *dev, const qp_layer_binding *b, const char *layer, qp_status *st) {
     qp_linear_options lo;
@@ -155,6 +156,7 @@ static void run_layer(qp_model *m, qp_safetensors *ref, const char *layer, int g
         CHECK(differ == 0, "%s: %s:%d: %s: %zu of %zu outputs differ from vLLM's arithmetic", where, info.backend,
               info.index, layer, differ, n);
         if (!strcmp(info.backend, "cpu")) memcpy(ref_y, yd, n * 2);
+        if (want_backend && !strcmp(info.backend, want_backend)) n_on_backend++;
         ran++;
     }
     n_devices_run = ran > n_devices_run ? ran : n_devices_run;
@@ -270,7 +272,8 @@ static void run_fixture(const char *root, const char *name) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) { fprintf(stderr, "usage: test_gptqmodel_exports DIR\n"); return 2; }
+    if (argc < 2) { fprintf(stderr, "usage: test_gptqmodel_exports DIR [BACKEND]\n"); return 2; }
+    want_backend = argc > 2 ? argv[2] : NULL;
     if (qp_context_create(&ctx)) return 1;
     qp_set_log(ctx, on_log, NULL, QP_LOG_WARN);
     run_fixture(argv[1], "pc");
@@ -278,6 +281,8 @@ int main(int argc, char **argv) {
     /* pc: 14 layers; g128: the two down_proj (K 256), whose groups wrap */
     CHECK(n_run == 16 && n_refused == 12 && n_wrapping == 2, "%d layers run, %d refused, %d wrapping", n_run, n_refused,
           n_wrapping);
+    CHECK(!want_backend || n_on_backend == n_run, "%d of %d modules ran on %s", n_on_backend, n_run,
+          want_backend ? want_backend : "");
     CHECK(n_fused == 4 * n_devices_run && n_fused >= 4, "%d fused runs on %d devices", n_fused, n_devices_run);
     printf("%d GPTQModel QQQ modules run on %d device(s) each, %d refused as vLLM refuses them, %d with wrapping "
            "groups; %d fused qkv_proj / gate_up_proj runs equal their parts\n", n_run, n_devices_run, n_refused,
