@@ -1,14 +1,23 @@
 #!/usr/bin/env python3
 """Makes the real-exporter fixtures of tests/gptqmodel_exports with
 GPTQModel's own QQQ quantizer (PyPI; never needed by CI, which only reads the
-committed results). It runs on the CPU:
+committed results). GPTQModel 7.7.0 is a pure-Python sdist (its kernels are
+compiled on first use, and none is needed here: QQQTorchLinear is plain
+torch); it quantizes on the CPU. PyPI's torch wheel is the CUDA build; with
+--no-deps the nvidia-* wheels come only from what the other requirements
+pull in:
 
     python3 -m venv /tmp/venv27
     /tmp/venv27/bin/pip install --no-deps torch
-    /tmp/venv27/bin/pip install -r <gptqmodel-7.7.0>/requirements.txt (less torch) torchao
-    /tmp/venv27/bin/pip install --no-deps --no-build-isolation <gptqmodel-7.7.0 sdist dir>
+    tar xzf gptqmodel-7.7.0.tar.gz
+    grep -v torch gptqmodel-7.7.0/requirements.txt > req.txt
+    /tmp/venv27/bin/pip install -r req.txt torchao sympy networkx fsspec typing-extensions
+    /tmp/venv27/bin/pip install --no-deps --no-build-isolation ./gptqmodel-7.7.0
     GPTQMODEL_CPU_WORKERS=2 OMP_NUM_THREADS=1 CUDA_VISIBLE_DEVICES= \
         /tmp/venv27/bin/python tests/gptqmodel_exports/make_fixtures.py tests/gptqmodel_exports
+
+(GPTQMODEL_CPU_WORKERS=1 fails: its model loader's pool asks for two CPU
+workers.) Both exports take a minute or two on one core.
 
 For group 128 (g128/) and per-channel (pc/) it builds a tiny random
 LlamaForCausalLM (hidden 128, intermediate 256, 2 layers, fp16, seeded) with
@@ -24,15 +33,15 @@ from the export) for every quantized layer L:
   L.y      L(x), GPTQModel's output (fp16; GPTQModel runs it with the
            checkpoint's fp32 s_channel rounded to fp16, as it loads every
            float tensor in the model dtype)
-  L.yvllm   an independent model of vLLM's Marlin-QQQ arithmetic on the
+  L.yvllm  an independent model of vLLM's Marlin-QQQ arithmetic on the
            same checkpoint: x quantized per token as vLLM does (fp32
-           amax/127), the int8 weight rebuilt as vLLM's kernel does (group
+           amax/127 and 127/amax), the int8 weight rebuilt as vLLM's kernel does (group
            scales: through fp16, wrapping where (code - 8) * s_group leaves
            int8; GPTQModel rounds and saturates), the exact int32 sum, two
            fp32 multiplies (s_channel, then the token scale), fp16
   L.wsum   s_channel[n] * sum_k |w8[k, n]| over GPTQModel's int8 weight
-           (the checkpoint's s_channel)
-           (stored f32): how far one activation step moves y[., n]
+           and the checkpoint's s_channel (stored f32): how far one
+           activation step moves y[., n]
   L.wraps  [1] int32: in how many (group, column) pairs of L the wrapped
            weight differs from GPTQModel's
 
