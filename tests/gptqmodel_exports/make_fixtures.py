@@ -17,7 +17,10 @@ pull in:
         /tmp/venv27/bin/python tests/gptqmodel_exports/make_fixtures.py tests/gptqmodel_exports
 
 (GPTQMODEL_CPU_WORKERS=1 fails: its model loader's pool asks for two CPU
-workers.) Both exports take a minute or two on one core.
+workers.) Both exports take a minute or two on one core, and a rerun
+reproduces every file byte for byte but for the temporary
+offload_to_disk_path GPTQModel records in config.json and
+quantize_config.json.
 
 For group 128 (g128/) and per-channel (pc/) it builds a tiny random
 LlamaForCausalLM (hidden 128, intermediate 256, 2 layers, fp16, seeded) with
