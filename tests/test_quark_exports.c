@@ -472,13 +472,10 @@ static void run_fixture(const char *root, const char *dname, const char *scheme)
     if (getenv("QP_TEST_VERBOSE")) printf("%s\n", where);
     size_t nl = 0;
     for (size_t i = 0; !st && i < qp_safetensors_count(ref); i++) {
-        qp_tensor t;
-        qp_safetensors_get(ref, i, &t, NULL);
-        size_t l = strlen(t.name);
-        if (l < 3 || strcmp(t.name + l - 2, ".x")) continue;
         char layer[256];
-        snprintf(layer, sizeof layer, "%.*s", (int)(l - 2), t.name);
-        if (l > 10 && !strcmp(t.name + l - 10, ".experts.x")) { run_moe_block(m, ref, scheme, layer, where); continue; }
+        if (!tu_ref_layer(ref, i, layer, sizeof layer)) continue;
+        size_t l = strlen(layer);
+        if (l > 8 && !strcmp(layer + l - 8, ".experts")) { run_moe_block(m, ref, scheme, layer, where); continue; }
         run_layer(m, ref, scheme, layer, want, where);
         nl++;
     }

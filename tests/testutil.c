@@ -82,3 +82,12 @@ double tu_get(qp_dtype d, const void *p, size_t i) {
 }
 
 double tu_unit(qp_dtype d) { return d == QP_DTYPE_F16 ? 0x1p-11 : d == QP_DTYPE_BF16 ? 0x1p-8 : 0x1p-24; }
+
+int tu_ref_layer(const qp_safetensors *ref, size_t i, char *out, size_t cap) {
+    qp_tensor t;
+    if (qp_safetensors_get(ref, i, &t, NULL)) return 0;
+    size_t l = strlen(t.name);
+    if (l < 3 || strcmp(t.name + l - 2, ".x") || l - 2 >= cap) return 0;
+    snprintf(out, cap, "%.*s", (int)(l - 2), t.name);
+    return 1;
+}

@@ -30,6 +30,10 @@ double tu_get(qp_dtype d, const void *p, size_t i);
 /* Unit roundoff of d: 2^-11 (F16), 2^-8 (BF16), 2^-24 (F32). */
 double tu_unit(qp_dtype d);
 
+/* An exporter's reference file names each module's seeded input
+ * "<layer>.x": 1 (and the layer's name in out) when tensor i is one. */
+int tu_ref_layer(const qp_safetensors *ref, size_t i, char *out, size_t cap);
+
 #define EXPECT(cfg, ctx, layer, kind, o, st, m, s, wk, ak) tu_expect(cfg, ctx, layer, kind, o, st, m, s, wk, ak, __FILE__, __LINE__)
 #define EXPECT_ERR(cfg, ctx, layer, kind, o, st, msg) tu_expect_error(cfg, ctx, layer, kind, o, st, msg, __FILE__, __LINE__)
 #endif
