@@ -29,6 +29,11 @@ static qp_status bad(qp_config *cfg, const char *key, const char *msg) {
     return qp_config_defer_error(cfg, QP_ERR_VALUE, key, PYD "%s", msg);
 }
 
+/* A TorchDtype as its repr prints it ("torch.int8"). */
+static void torch_dtype(char *dst, size_t cap, const char *s) {
+    snprintf(dst, cap, "%s%s", strncmp(s, "torch.", 6) ? "torch." : "", s);
+}
+
 /* The field validators (mode="before") and types. */
 static qp_status fields(qp_config *cfg, const qj *o, const char *key, qp_ct_args *a, int *ok) {
     char m[256];
@@ -103,16 +108,18 @@ static qp_status fields(qp_config *cfg, const qj *o, const char *key, qp_ct_args
             a->actorder = s + 1;
         }
     }
-    if ((v = qj_get(o, "scale_dtype")) && v->type == QJ_STRING) snprintf(a->scale_dtype, sizeof a->scale_dtype, "%s", v->s);
+    if ((v = qj_get(o, "scale_dtype")) && v->type == QJ_STRING) torch_dtype(a->scale_dtype, sizeof a->scale_dtype, v->s);
+    if ((v = qj_get(o, "zp_dtype")) && v->type == QJ_STRING) torch_dtype(a->zp_dtype, sizeof a->zp_dtype, v->s);
+    if ((v = qj_get(o, "observer")) && v->type == QJ_STRING) snprintf(a->observer, sizeof a->observer, "%s", v->s);
+    if ((v = qj_get(o, "observer_kwargs")) && v->type == QJ_OBJECT && v->n) a->observer_kwargs = v;
     *ok = 1;
-    (void)have_strategy;
     a->strategy_derived = !have_strategy;
     return QP_OK;
 }
 
 /* QuantizationArgs.validate_model_after: the strategy default and the
  * cross-field rules, in the validator's order. */
-static qp_status model_after(qp_config *cfg, const qj *o, const char *key, qp_ct_args *a, int *ok) {
+static qp_status model_after(qp_config *cfg, qp_ct_args *a, const char *key, int *ok) {
     *ok = 0;
     if (a->strategy_derived) {
         if (!a->has_group) a->strategy = QP_CT_TENSOR;
@@ -153,8 +160,16 @@ static qp_status model_after(qp_config *cfg, const qj *o, const char *key, qp_ct
     }
     /* the zp_dtype default: pytorch_dtype() raises NotImplementedError,
      * which pydantic lets through unwrapped */
-    if (qj_is_null(qj_get(o, "zp_dtype")) && a->is_float && a->num_bits != 4 && a->num_bits != 8)
-        return qp_config_defer_error(cfg, QP_ERR_NOT_IMPLEMENTED, key, "Only num_bits in (8) are supported");
+    /* the observer: none for dynamic=True, min-max for "local", else
+     * memoryless min-max unless one is named */
+    if (a->dynamic == 1) a->observer[0] = 0;
+    else if (!a->observer[0]) snprintf(a->observer, sizeof a->observer, "%s", a->dynamic ? "minmax" : "memoryless_minmax");
+    if (!a->zp_dtype[0]) {
+        if (a->is_float && a->num_bits != 4 && a->num_bits != 8)
+            return qp_config_defer_error(cfg, QP_ERR_NOT_IMPLEMENTED, key, "Only num_bits in (8) are supported");
+        snprintf(a->zp_dtype, sizeof a->zp_dtype, "%s",
+                 a->is_float ? "torch.float8_e4m3fn" : a->num_bits <= 8 ? "torch.int8" : a->num_bits <= 16 ? "torch.int16" : "torch.int32");
+    }
     *ok = 1;
     return QP_OK;
 }
@@ -177,7 +192,7 @@ static qp_status parse_args(qp_config *cfg, const qj *v, const char *key, qp_ct_
     }
     qp_status st = fields(cfg, v, key, a, ok);
     if (st != QP_OK || !*ok) return st;
-    return model_after(cfg, v, key, a, ok);
+    return model_after(cfg, a, key, ok);
 }
 
 /* CompressionFormats whose layers quantize activations

@@ -143,6 +143,9 @@ typedef struct qp_ct_args {
     int dynamic;             /* 0, 1, 2: "local"                         */
     int actorder;            /* 0 None, 1 group, 2 weight, 3 dynamic, 4 static */
     char scale_dtype[40];    /* as written ("" when None)                */
+    char zp_dtype[40];       /* as written, else the validator's default */
+    char observer[48];       /* after the validator ("" when None)       */
+    const struct qj *observer_kwargs; /* NULL: {}                        */
 } qp_ct_args;
 /* One entry of vLLM's target_scheme_map: a target and its group's args. */
 typedef struct qp_ct_target {

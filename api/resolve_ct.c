@@ -32,8 +32,12 @@ static void args_fields(qp_buf *b, const qp_ct_args *a, const char *sep) {
     qp_buf_printf(b, "%sblock_structure=", sep);
     if (a->has_block) qp_buf_printf(b, "[%lld, %lld]", a->block[0], a->block[1]); else qp_buf_puts(b, "None");
     static const char *const ao[] = {"None", "'group'", "'weight'", "'dynamic'", "'static'"};
-    qp_buf_printf(b, "%sdynamic=%s%sactorder=%s", sep, a->dynamic == 2 ? "'local'" : a->dynamic ? "True" : "False",
-                  sep, ao[a->actorder]);
+    qp_buf_printf(b, "%sdynamic=%s%sactorder=%s%sscale_dtype=%s%szp_dtype=%s%sobserver=", sep,
+                  a->dynamic == 2 ? "'local'" : a->dynamic ? "True" : "False", sep, ao[a->actorder], sep,
+                  a->scale_dtype[0] ? a->scale_dtype : "None", sep, a->zp_dtype, sep);
+    if (a->observer[0]) qp_buf_printf(b, "'%s'", a->observer); else qp_buf_puts(b, "None");
+    qp_buf_printf(b, "%sobserver_kwargs=", sep);
+    if (a->observer_kwargs) qp_pyrepr(b, a->observer_kwargs); else qp_buf_puts(b, "{}");
 }
 
 static void args_repr(qp_buf *b, const qp_ct_args *a, int has) {
@@ -48,7 +52,11 @@ static int args_eq(const qp_ct_args *a, const qp_ct_args *b) {
            a->has_group == b->has_group && (!a->has_group || a->group_size == b->group_size) &&
            a->strategy == b->strategy && a->has_block == b->has_block &&
            (!a->has_block || (a->block[0] == b->block[0] && a->block[1] == b->block[1])) && a->dynamic == b->dynamic &&
-           a->actorder == b->actorder && !strcmp(a->scale_dtype, b->scale_dtype);
+           a->actorder == b->actorder && !strcmp(a->scale_dtype, b->scale_dtype) && !strcmp(a->zp_dtype, b->zp_dtype) &&
+           !strcmp(a->observer, b->observer) &&
+           (a->observer_kwargs && b->observer_kwargs ? qj_deep_compare(a->observer_kwargs, b->observer_kwargs) &&
+                                                           qj_deep_compare(b->observer_kwargs, a->observer_kwargs)
+                                                     : a->observer_kwargs == b->observer_kwargs);
 }
 
 static const char *eff_format(const qp_config *cfg, const qp_ct_target *t) {
