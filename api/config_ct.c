@@ -1,4 +1,4 @@
-/* compressed-tensors configs (docs/semantics.md "compressed-tensors"):
+/* compressed-tensors configs (docs/semantics.md §21):
  * CompressedTensorsConfig.from_config with the QuantizationArgs validators
  * of the compressed-tensors package it pins. Errors vLLM raises here refuse
  * the whole model, so they are deferred to every resolve. */

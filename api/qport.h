@@ -1,6 +1,7 @@
 /*
  * qport: resolve a quantized LLM's published quantization config (AMD Quark,
- * QQQ, HF fp8) the way vLLM does, and run each scheme's linear layer.
+ * QQQ, HF fp8, compressed-tensors) the way vLLM does, and run each scheme's
+ * linear layer.
  *
  * The only public header. Every function returns a qp_status (or a value that
  * cannot fail); details of the last failure are kept per context and per
@@ -194,7 +195,7 @@ typedef enum qp_scheme_kind {
                               * per-tensor stage, fp8 activations
                               * (QuarkW4A8Fp8MoEMethod, ROCm AITER only)   */
     /* compressed-tensors schemes whose arithmetic qport does not run yet:
-     * resolution only (docs/semantics.md "compressed-tensors")            */
+     * resolution only (docs/semantics.md §21)            */
     QP_SCHEME_WNA16,         /* int weights of 2..8 bits other than the 4-bit
                               * case W4A16_INT4 covers, model-dtype acts   */
     QP_SCHEME_W8A16_FP8,     /* fp8 weights, model-dtype activations       */

@@ -1,4 +1,4 @@
-/* compressed-tensors resolution (docs/semantics.md "compressed-tensors"):
+/* compressed-tensors resolution (docs/semantics.md §21):
  * CompressedTensorsConfig.get_quant_method, get_scheme_dict,
  * _get_scheme_from_parts and CompressedTensorsMoEMethod.get_moe_method of
  * vLLM 0.34.0, with find_matched_target and should_ignore_layer. */
