@@ -10,8 +10,10 @@
 #include "internal.h"
 
 /* pydantic wraps a validator's ValueError in a ValidationError (itself a
- * ValueError); qport keeps its first two lines (no input echo, no URL). */
-#define PYD "1 validation error for QuantizationArgs\n  "
+ * ValueError): a title line, the field's name for a field error (none for
+ * the model validator), then the message. qport leaves out pydantic's echo
+ * of the input and its URL line. */
+#define PYD "1 validation error for QuantizationArgs\n"
 
 static const char *const strategies[] = {"tensor", "channel", "group", "block", "token", "tensor_group", "attn_head"};
 static const char *const actorders[] = {"group", "weight", "dynamic", "static"};
@@ -25,8 +27,21 @@ static int lookup_lower(const char *const *names, size_t n, const char *s) {
     return -1;
 }
 
+/* A model-validator error (no field line). */
 static qp_status bad(qp_config *cfg, const char *key, const char *msg) {
-    return qp_config_defer_error(cfg, QP_ERR_VALUE, key, PYD "%s", msg);
+    return qp_config_defer_error(cfg, QP_ERR_VALUE, key, PYD "  %s", msg);
+}
+
+/* A field error: the field's name on its own line. */
+static qp_status bad_field(qp_config *cfg, const char *key, const char *field, const char *msg) {
+    return qp_config_defer_error(cfg, QP_ERR_VALUE, key, PYD "%s\n  %s", field, msg);
+}
+
+/* An enum field validator's ValueError for a string it does not know. */
+static qp_status bad_enum(qp_config *cfg, const char *key, const char *field, const char *val, const char *cls) {
+    char m[256];
+    snprintf(m, sizeof m, "Value error, '%.120s' is not a valid %s", val, cls);
+    return bad_field(cfg, key, field, m);
 }
 
 /* A TorchDtype as its repr prints it ("torch.int8"). */
@@ -42,42 +57,40 @@ static qp_status fields(qp_config *cfg, const qj *o, const char *key, qp_ct_args
         size_t k = 0;
         while (k < sizeof arg_keys / sizeof *arg_keys && strcmp(arg_keys[k], o->keys[i])) k++;
         if (k == sizeof arg_keys / sizeof *arg_keys) { /* extra="forbid" */
-            snprintf(m, sizeof m, "%s: Extra inputs are not permitted", o->keys[i]);
-            return bad(cfg, key, m);
+            return bad_field(cfg, key, o->keys[i], "Extra inputs are not permitted");
         }
     }
     const qj *v;
     if ((v = qj_get(o, "num_bits"))) {
-        if (v->type != QJ_INT) return bad(cfg, key, "num_bits: Input should be a valid integer");
+        if (v->type != QJ_INT) return bad_field(cfg, key, "num_bits", "Input should be a valid integer");
         a->num_bits = v->i;
     }
     if ((v = qj_get(o, "type"))) {
-        if (v->type != QJ_STRING || (strcasecmp(v->s, "int") && strcasecmp(v->s, "float")))
-            return bad(cfg, key, "type: Input should be 'int' or 'float'");
+        if (v->type != QJ_STRING) return bad_field(cfg, key, "type", "Input should be 'int' or 'float'");
+        if (strcasecmp(v->s, "int") && strcasecmp(v->s, "float")) return bad_enum(cfg, key, "type", v->s, "QuantizationType");
         a->is_float = !strcasecmp(v->s, "float");
     }
     if ((v = qj_get(o, "symmetric"))) {
-        if (v->type != QJ_BOOL) return bad(cfg, key, "symmetric: Input should be a valid boolean");
+        if (v->type != QJ_BOOL) return bad_field(cfg, key, "symmetric", "Input should be a valid boolean");
         a->symmetric = v->b;
     }
     if ((v = qj_get(o, "group_size")) && v->type != QJ_NULL) {
-        if (v->type != QJ_INT) return bad(cfg, key, "group_size: Input should be a valid integer");
+        if (v->type != QJ_INT) return bad_field(cfg, key, "group_size", "Input should be a valid integer");
         if (v->i < -1) {
             snprintf(m, sizeof m, "Value error, Invalid group size %lld. Use group_size > 0 for strategy='group' "
                      "and group_size = -1 for 'channel'", v->i);
-            return bad(cfg, key, m);
+            return bad_field(cfg, key, "group_size", m);
         }
         a->has_group = 1;
         a->group_size = v->i;
     }
     int have_strategy = 0;
     if ((v = qj_get(o, "strategy")) && v->type != QJ_NULL) {
-        int s = v->type == QJ_STRING ? lookup_lower(strategies, 7, v->s) : -1;
-        if (s < 0) {
-            snprintf(m, sizeof m, "strategy: Input should be 'tensor', 'channel', 'group', 'block', 'token', "
-                     "'tensor_group' or 'attn_head'");
-            return bad(cfg, key, m);
-        }
+        if (v->type != QJ_STRING)
+            return bad_field(cfg, key, "strategy", "Input should be 'tensor', 'channel', 'group', 'block', 'token', "
+                                                   "'tensor_group' or 'attn_head'");
+        int s = lookup_lower(strategies, 7, v->s);
+        if (s < 0) return bad_enum(cfg, key, "strategy", v->s, "QuantizationStrategy");
         a->strategy = (qp_ct_strategy)s;
         have_strategy = 1;
     }
@@ -90,7 +103,14 @@ static qp_status fields(qp_config *cfg, const qj *o, const char *key, qp_ct_args
             c = v->items[1]->i;
             good = 1;
         }
-        if (!good) return bad(cfg, key, "Value error, Invalid block_structure. Must be a list of ints [rows, cols].");
+        if (!good) {
+            qp_buf b = {0};
+            if (v->type == QJ_STRING) qp_buf_puts(&b, v->s); else qp_pyrepr(&b, v);
+            snprintf(m, sizeof m, "Value error, Invalid block_structure '%.160s'. Must be a list of ints [rows, cols].",
+                     qp_buf_str(&b));
+            qp_buf_free(&b);
+            return bad_field(cfg, key, "block_structure", m);
+        }
         a->has_block = 1;
         a->block[0] = r;
         a->block[1] = c;
@@ -98,13 +118,16 @@ static qp_status fields(qp_config *cfg, const qj *o, const char *key, qp_ct_args
     if ((v = qj_get(o, "dynamic"))) {
         if (v->type == QJ_BOOL) a->dynamic = v->b;
         else if (v->type == QJ_STRING && !strcasecmp(v->s, "local")) a->dynamic = 2;
-        else return bad(cfg, key, "dynamic: Input should be 'local' or a valid boolean");
+        else if (v->type == QJ_STRING) return bad_enum(cfg, key, "dynamic", v->s, "DynamicType");
+        else return bad_field(cfg, key, "dynamic", "Input should be 'local' or a valid boolean");
     }
     if ((v = qj_get(o, "actorder")) && v->type != QJ_NULL) {
         if (v->type == QJ_BOOL) a->actorder = v->b ? 1 : 0; /* True means GROUP */
         else {
-            int s = v->type == QJ_STRING ? lookup_lower(actorders, 4, v->s) : -1;
-            if (s < 0) return bad(cfg, key, "actorder: Input should be 'group', 'weight', 'dynamic' or 'static'");
+            if (v->type != QJ_STRING)
+                return bad_field(cfg, key, "actorder", "Input should be 'group', 'weight', 'dynamic' or 'static'");
+            int s = lookup_lower(actorders, 4, v->s);
+            if (s < 0) return bad_enum(cfg, key, "actorder", v->s, "ActivationOrdering");
             a->actorder = s + 1;
         }
     }
@@ -184,7 +207,7 @@ static qp_status parse_args(qp_config *cfg, const qj *v, const char *key, qp_ct_
         qp_buf b = {0};
         qp_pyrepr(&b, v);
         qp_status st = qp_config_defer_error(cfg, QP_ERR_VALUE, key,
-                                             PYD "Input should be a valid dictionary or instance of QuantizationArgs "
+                                             PYD "  Input should be a valid dictionary or instance of QuantizationArgs "
                                                  "[type=model_type, input_value=%s, input_type=%s]",
                                              v ? qp_buf_str(&b) : "None", v ? qj_type_name(v) : "NoneType");
         qp_buf_free(&b);
