@@ -340,16 +340,8 @@ qp_status qp_config_parse_ct(qp_config *cfg) {
     const qj *f = qj_get(cfg->qc, "format");
     if (f && f->type != QJ_STRING && f->type != QJ_NULL) return type_err(cfg, "format", "a string", f);
     cfg->ct_format = f && f->type == QJ_STRING ? f->s : NULL;
-    st = qp_config_string_list(cfg, qj_get(cfg->qc, "ignore"), "ignore", &cfg->excludes, &cfg->n_excludes);
+    st = qp_config_exclude_list(cfg, "ignore");
     if (st != QP_OK) return st;
-    char err[512];
-    size_t badi = 0;
-    cfg->exclude_set = qp_nameset_create(cfg->excludes, cfg->n_excludes, true, &badi, err, sizeof err);
-    if (!cfg->exclude_set) {
-        char k[64];
-        snprintf(k, sizeof k, "ignore[%zu]", badi);
-        return qp_error_set(cfg->ctx, QP_ERR_PARSE, cfg->file, k, NULL, "%s", err);
-    }
     st = parse_groups(cfg);
     if (st != QP_OK) return st;
     /* The targets double as the config's layer patterns for inspect. */

@@ -214,6 +214,9 @@ qp_status qp_config_parse_quark(qp_config *cfg);
 /* A JSON list of strings (exclude, kv_cache_group, ignored_layers); null or
  * missing → empty. Type errors name `key`. */
 qp_status qp_config_string_list(qp_config *cfg, const qj *v, const char *key, const char ***out, size_t *n);
+/* The exclude list under `key` ("exclude", "ignore"): cfg->excludes and its
+ * nameset of exact names and "re:" patterns; a bad regex names its entry. */
+qp_status qp_config_exclude_list(qp_config *cfg, const char *key);
 /* The config's own packed_modules_mapping, when it carries one. */
 qp_status qp_config_packed_mapping(qp_config *cfg);
 qp_status qp_config_parse_qqq(qp_config *cfg);

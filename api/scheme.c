@@ -295,7 +295,9 @@ QP_API qp_status qp_config_resolve(const qp_config *cfg, const char *layer_name,
     }
 }
 
-static qp_status resolve_one_config(const qp_config *cfg, const qj *c, const char *key,
+/* One Quark config object, or compressed-tensors target i, as a linear
+ * layer nothing else overrides. */
+static qp_status resolve_one_config(const qp_config *cfg, const qj *c, size_t i, const char *key,
                                     const qp_resolve_options *opts, qp_scheme *out) {
     qp_resolve_ctx rc;
     qp_status st = resolve_setup(cfg, "", QP_LAYER_LINEAR, opts, &rc);
@@ -303,6 +305,7 @@ static qp_status resolve_one_config(const qp_config *cfg, const qj *c, const cha
     qp_scheme_init(out, QP_SCHEME_NONE);
     if (cfg->load_status != QP_OK)
         return qp_resolve_fail(&rc, cfg->load_status, cfg->load_key, "%s", cfg->load_error);
+    if (cfg->method == QP_METHOD_COMPRESSED_TENSORS) return qp_resolve_ct_target(&rc, i, out);
     return qp_resolve_quark_config(&rc, c, key, out);
 }
 
@@ -313,24 +316,15 @@ QP_API qp_status qp_config_resolve_global(const qp_config *cfg, const qp_resolve
          * (compressed-tensors: the one a `Linear` target gives). */
         return qp_config_resolve(cfg, "", QP_LAYER_LINEAR, opts, out);
     }
-    return resolve_one_config(cfg, cfg->global, "global_quant_config", opts, out);
+    return resolve_one_config(cfg, cfg->global, 0, "global_quant_config", opts, out);
 }
 
 QP_API qp_status qp_config_resolve_pattern(const qp_config *cfg, size_t i, const qp_resolve_options *opts,
                                            qp_scheme *out) {
     if (!cfg || !out || i >= cfg->n_patterns) return QP_ERR_INVALID_ARGUMENT;
-    if (cfg->method == QP_METHOD_COMPRESSED_TENSORS) {
-        qp_resolve_ctx rc;
-        qp_status st = resolve_setup(cfg, "", QP_LAYER_LINEAR, opts, &rc);
-        if (st != QP_OK) return st;
-        qp_scheme_init(out, QP_SCHEME_NONE);
-        if (cfg->load_status != QP_OK)
-            return qp_resolve_fail(&rc, cfg->load_status, cfg->load_key, "%s", cfg->load_error);
-        return qp_resolve_ct_target(&rc, i, out);
-    }
     char key[512];
     snprintf(key, sizeof key, "layer_quant_config.%s", cfg->patterns[i].key);
-    return resolve_one_config(cfg, cfg->patterns[i].cfg, key, opts, out);
+    return resolve_one_config(cfg, cfg->patterns[i].cfg, i, key, opts, out);
 }
 
 QP_API qp_status qp_config_layer_shards(const qp_config *cfg, const char *layer, const qp_resolve_options *opts,

@@ -10,6 +10,7 @@
 #define NO_MOE "no fused MoE for this scheme"
 /* Resolved as vLLM resolves it; qport has no kernel for its arithmetic. */
 #define CT_NO_RUN "compressed-tensors scheme qport resolves but does not run yet"
+#define CT_ROW(name, tensors) {name, QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN, tensors}
 
 static const qp_scheme_row rows[] = {
     [QP_SCHEME_UNQUANTIZED] = {"unquantized", QP_LIN_DENSE, 0, qp_bind_unquantized, NULL, NULL,
@@ -43,27 +44,17 @@ static const qp_scheme_row rows[] = {
     [QP_SCHEME_W4A8_INT4_FP8] = {"w4a8-int4-fp8", QP_LIN_NONE, 0, NULL, NULL,
                                  "runs only through ROCm AITER's fused MoE in vLLM", "-"},
     /* compressed-tensors schemes qport resolves but does not bind yet */
-    [QP_SCHEME_WNA16] = {"wna16", QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN,
-                         "weight_packed (int32), weight_shape, weight_scale, weight_zero_point?, weight_g_idx?"},
-    [QP_SCHEME_W8A16_FP8] = {"w8a16-fp8", QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN,
-                             "weight (fp8 [N, K]), weight_scale, input_scale? (ignored)"},
-    [QP_SCHEME_NVFP4_A16] = {"nvfp4-a16", QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN,
-                             "weight_packed (fp4 [N, K/2]), weight_scale (fp8 [N, K/16]), weight_global_scale"},
-    [QP_SCHEME_W4A8_INT] = {"w4a8-int", QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN, "weight (int8 [N, K]), weight_scale"},
-    [QP_SCHEME_W4A8_FP8] = {"w4a8-fp8", QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN,
-                            "weight_packed (int32), weight_shape, weight_scale (group 128), weight_chan_scale"},
-    [QP_SCHEME_MXFP4] = {"mxfp4", QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN,
-                         "weight_packed (fp4 [N, K/2]), weight_scale (e8m0 [N, K/32])"},
-    [QP_SCHEME_MXFP8] = {"mxfp8", QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN,
-                         "weight (fp8 [N, K]), weight_scale (e8m0 [N, K/32])"},
-    [QP_SCHEME_W4A8_MXFP4] = {"w4a8-mxfp4", QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN,
-                              "weight_packed (fp4 [N, K/2]), weight_scale (e8m0 [N, K/32])"},
-    [QP_SCHEME_WNA8O8_INT] = {"wna8o8-int", QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN,
-                              "weight_packed or weight, weight_scale, input_scale, output_scale"},
-    [QP_SCHEME_WNA8_INT] = {"wna8-int", QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN,
-                            "weight_packed (int32), weight_shape, weight_scale, weight_zero_point?"},
-    [QP_SCHEME_WNA4_INT] = {"wna4-int", QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN,
-                            "weight_packed (int32), weight_shape, weight_scale, weight_zero_point?"},
+    [QP_SCHEME_WNA16] = CT_ROW("wna16", "weight_packed (int32), weight_shape, weight_scale, weight_zero_point?, weight_g_idx?"),
+    [QP_SCHEME_W8A16_FP8] = CT_ROW("w8a16-fp8", "weight (fp8 [N, K]), weight_scale, input_scale? (ignored)"),
+    [QP_SCHEME_NVFP4_A16] = CT_ROW("nvfp4-a16", "weight_packed (fp4 [N, K/2]), weight_scale (fp8 [N, K/16]), weight_global_scale"),
+    [QP_SCHEME_W4A8_INT] = CT_ROW("w4a8-int", "weight (int8 [N, K]), weight_scale"),
+    [QP_SCHEME_W4A8_FP8] = CT_ROW("w4a8-fp8", "weight_packed (int32), weight_shape, weight_scale (group 128), weight_chan_scale"),
+    [QP_SCHEME_MXFP4] = CT_ROW("mxfp4", "weight_packed (fp4 [N, K/2]), weight_scale (e8m0 [N, K/32])"),
+    [QP_SCHEME_MXFP8] = CT_ROW("mxfp8", "weight (fp8 [N, K]), weight_scale (e8m0 [N, K/32])"),
+    [QP_SCHEME_W4A8_MXFP4] = CT_ROW("w4a8-mxfp4", "weight_packed (fp4 [N, K/2]), weight_scale (e8m0 [N, K/32])"),
+    [QP_SCHEME_WNA8O8_INT] = CT_ROW("wna8o8-int", "weight_packed or weight, weight_scale, input_scale, output_scale"),
+    [QP_SCHEME_WNA8_INT] = CT_ROW("wna8-int", "weight_packed (int32), weight_shape, weight_scale, weight_zero_point?"),
+    [QP_SCHEME_WNA4_INT] = CT_ROW("wna4-int", "weight_packed (int32), weight_shape, weight_scale, weight_zero_point?"),
 };
 _Static_assert(sizeof rows / sizeof *rows == QP_SCHEME_KIND_COUNT_, "one row per qp_scheme_kind");
 
