@@ -357,6 +357,13 @@ qp_status qp_config_parse_ct(qp_config *cfg) {
         qp_config_defer_error(cfg, QP_ERR_UNSUPPORTED, "sparsity_config",
                               "Sparsity support has been removed from compressed-tensors. Please use a model "
                               "without sparsity configuration.");
+    /* Online transforms (SpinQuant / QuIP rotations) wrap the linear method
+     * in CompressedTensorsLinearTransformMethod: not modelled, so refused
+     * rather than answered wrongly. */
+    if (cfg->load_status == QP_OK && qj_truthy(qj_get(cfg->qc, "transform_config")))
+        qp_config_defer_error(cfg, QP_ERR_UNSUPPORTED, "transform_config",
+                              "compressed-tensors transform_config (online rotations, "
+                              "CompressedTensorsLinearTransformMethod) is not supported by qport");
     const qj *kv = qj_get(cfg->qc, "kv_cache_scheme");
     if (!qj_is_null(kv)) {
         if (kv->type != QJ_OBJECT) return type_err(cfg, "kv_cache_scheme", "an object", kv);

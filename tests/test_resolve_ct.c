@@ -315,9 +315,15 @@ static const ct_case cases[] = {
      QP_ERR_UNSUPPORTED,
      "Sparsity support has been removed from compressed-tensors. Please use a model without sparsity configuration.",
      NULL, NULL, 0, 0},
+    /* online transforms: qport's refusal (vLLM wraps the method) */
+    {"{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\",\"config_groups\":{\"g\":{\"targets\":"
+     "[\"Linear\"],\"weights\":" F8CH ",\"input_activations\":" F8TOK "}},\"transform_config\":{\"config_groups\":"
+     "{\"R1\":{\"type\":\"hadamard\"}}}}", DOWN, L, NOCAP, QP_ERR_UNSUPPORTED,
+     "compressed-tensors transform_config (online rotations, CompressedTensorsLinearTransformMethod) is not supported "
+     "by qport", NULL, NULL, 0, 0},
     {"{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\",\"config_groups\":{\"g\":{\"targets\":"
      "[\"Linear\"],\"weights\":" F8CH ",\"input_activations\":" F8TOK "}},\"sparsity_config\":{\"format\":"
-     "\"dense\",\"targets\":[]}}", DOWN, L, NOCAP, QP_OK, "CompressedTensorsW8A8Fp8", NULL, NULL, QP_SCHEME_W8A8_FP8,
+     "\"dense\",\"targets\":[]},\"transform_config\":{}}", DOWN, L, NOCAP, QP_OK, "CompressedTensorsW8A8Fp8", NULL, NULL, QP_SCHEME_W8A8_FP8,
      89},
 };
 
