@@ -49,6 +49,37 @@ static void torch_dtype(char *dst, size_t cap, const char *s) {
     snprintf(dst, cap, "%s%s", strncmp(s, "torch.", 6) ? "torch." : "", s);
 }
 
+/* pydantic's lax int: ints, bools, integral floats, decimal strings. */
+static const char *lax_int(const qj *v, long long *out) {
+    if (v->type == QJ_INT) { *out = v->i; return NULL; }
+    if (v->type == QJ_BOOL) { *out = v->b; return NULL; }
+    if (v->type == QJ_FLOAT) {
+        if (v->d != (double)(long long)v->d) return "Input should be a valid integer, got a number with a fractional part";
+        *out = (long long)v->d;
+        return NULL;
+    }
+    if (v->type == QJ_STRING) {
+        char *end;
+        long long x = strtoll(v->s, &end, 10);
+        if (end == v->s || *end) return "Input should be a valid integer, unable to parse string as an integer";
+        *out = x;
+        return NULL;
+    }
+    return "Input should be a valid integer";
+}
+
+/* pydantic's lax bool: bools, 0/1, and its true/false words. */
+static const char *lax_bool(const qj *v, int *out) {
+    static const char *const t[] = {"true", "1", "yes", "on", "t", "y"}, *const f[] = {"false", "0", "no", "off", "f", "n"};
+    if (v->type == QJ_BOOL) { *out = v->b; return NULL; }
+    if ((v->type == QJ_INT || v->type == QJ_FLOAT) && (v->d == 0 || v->d == 1)) { *out = v->d == 1; return NULL; }
+    for (size_t i = 0; v->type == QJ_STRING && i < 6; i++) {
+        if (!strcasecmp(v->s, t[i])) { *out = 1; return NULL; }
+        if (!strcasecmp(v->s, f[i])) { *out = 0; return NULL; }
+    }
+    return v->type == QJ_NULL ? "Input should be a valid boolean" : "Input should be a valid boolean, unable to interpret input";
+}
+
 /* The field validators (mode="before") and types. */
 static qp_status fields(qp_config *cfg, const qj *o, const char *key, qp_ct_args *a, int *ok) {
     char m[256];
@@ -62,27 +93,30 @@ static qp_status fields(qp_config *cfg, const qj *o, const char *key, qp_ct_args
     }
     const qj *v;
     if ((v = qj_get(o, "num_bits"))) {
-        if (v->type != QJ_INT) return bad_field(cfg, key, "num_bits", "Input should be a valid integer");
-        a->num_bits = v->i;
+        const char *e = lax_int(v, &a->num_bits);
+        if (e) return bad_field(cfg, key, "num_bits", e);
     }
     if ((v = qj_get(o, "type"))) {
         if (v->type != QJ_STRING) return bad_field(cfg, key, "type", "Input should be 'int' or 'float'");
         if (strcasecmp(v->s, "int") && strcasecmp(v->s, "float")) return bad_enum(cfg, key, "type", v->s, "QuantizationType");
         a->is_float = !strcasecmp(v->s, "float");
+        a->type_given = 1;
     }
     if ((v = qj_get(o, "symmetric"))) {
-        if (v->type != QJ_BOOL) return bad_field(cfg, key, "symmetric", "Input should be a valid boolean");
-        a->symmetric = v->b;
+        const char *e = lax_bool(v, &a->symmetric);
+        if (e) return bad_field(cfg, key, "symmetric", e);
     }
     if ((v = qj_get(o, "group_size")) && v->type != QJ_NULL) {
-        if (v->type != QJ_INT) return bad_field(cfg, key, "group_size", "Input should be a valid integer");
-        if (v->i < -1) {
+        long long g;
+        const char *e = v->type == QJ_STRING ? "Input should be a valid integer" : lax_int(v, &g);
+        if (e) return bad_field(cfg, key, "group_size", e);
+        if (g < -1) {
             snprintf(m, sizeof m, "Value error, Invalid group size %lld. Use group_size > 0 for strategy='group' "
-                     "and group_size = -1 for 'channel'", v->i);
+                     "and group_size = -1 for 'channel'", g);
             return bad_field(cfg, key, "group_size", m);
         }
         a->has_group = 1;
-        a->group_size = v->i;
+        a->group_size = g;
     }
     int have_strategy = 0;
     if ((v = qj_get(o, "strategy")) && v->type != QJ_NULL) {
@@ -95,12 +129,22 @@ static qp_status fields(qp_config *cfg, const qj *o, const char *key, qp_ct_args
         have_strategy = 1;
     }
     if ((v = qj_get(o, "block_structure")) && v->type != QJ_NULL) {
-        long long r = 0, c = 0;
-        int good = 0;
-        if (v->type == QJ_STRING) good = sscanf(v->s, "%lldx%lld", &r, &c) == 2;
-        else if (v->type == QJ_ARRAY && v->n == 2 && v->items[0]->type == QJ_INT && v->items[1]->type == QJ_INT) {
-            r = v->items[0]->i;
-            c = v->items[1]->i;
+        int n = 0, good = 0;
+        if (v->type == QJ_STRING) {
+            const char *p = v->s;
+            for (good = 1; good; p++) {
+                char *end;
+                long long x = strtoll(p, &end, 10);
+                while (*end == ' ') end++;
+                if (end == p || (*end && *end != 'x') || n == 8) { good = 0; break; }
+                a->block[n++] = x;
+                if (!*end) break;
+                p = end;
+            }
+        } else if (v->type == QJ_ARRAY && v->n == 2 && v->items[0]->type == QJ_INT && v->items[1]->type == QJ_INT) {
+            a->block[0] = v->items[0]->i;
+            a->block[1] = v->items[1]->i;
+            n = 2;
             good = 1;
         }
         if (!good) {
@@ -111,14 +155,18 @@ static qp_status fields(qp_config *cfg, const qj *o, const char *key, qp_ct_args
             qp_buf_free(&b);
             return bad_field(cfg, key, "block_structure", m);
         }
-        a->has_block = 1;
-        a->block[0] = r;
-        a->block[1] = c;
+        a->has_block = n;
     }
     if ((v = qj_get(o, "dynamic"))) {
-        if (v->type == QJ_BOOL) a->dynamic = v->b;
-        else if (v->type == QJ_STRING && !strcasecmp(v->s, "local")) a->dynamic = 2;
-        else if (v->type == QJ_STRING) return bad_enum(cfg, key, "dynamic", v->s, "DynamicType");
+        int d;
+        if (v->type == QJ_BOOL || v->type == QJ_INT || v->type == QJ_FLOAT) {
+            if (lax_bool(v, &d)) return bad_field(cfg, key, "dynamic", "Input should be 'local' or a valid boolean");
+            a->dynamic = d;
+        } else if (v->type == QJ_STRING && !strcasecmp(v->s, "local")) {
+            a->dynamic = 2;
+        } else if (v->type == QJ_STRING) {
+            return bad_enum(cfg, key, "dynamic", v->s, "DynamicType");
+        }
         else return bad_field(cfg, key, "dynamic", "Input should be 'local' or a valid boolean");
     }
     if ((v = qj_get(o, "actorder")) && v->type != QJ_NULL) {
@@ -167,8 +215,16 @@ static qp_status model_after(qp_config *cfg, qp_ct_args *a, const char *key, int
     }
     if (a->has_group && a->group_size > 0 && !grp)
         return bad(cfg, key, "Value error, group_size requires strategy to be set to 'group'");
-    if (s == QP_CT_BLOCK && !a->has_block) return bad(cfg, key, "Value error, Block strategy requires block structure");
-    if (a->has_block && s != QP_CT_BLOCK) return bad(cfg, key, "Value error, Block structure requires block strategy");
+    if ((s == QP_CT_BLOCK) != (a->has_block != 0)) { /* the message prints the model */
+        qp_buf b = {0};
+        qp_ct_args_str(&b, a, " ", 0);
+        qp_status st = qp_config_defer_error(cfg, QP_ERR_VALUE, key, PYD "  Value error, %s\n%s",
+                                             a->has_block ? "Block structure requires block strategy"
+                                                          : "Block strategy requires block structure",
+                                             qp_buf_str(&b));
+        qp_buf_free(&b);
+        return st;
+    }
     if ((a->actorder == 1 || a->actorder == 3) && !grp) /* "dynamic" is an alias of "group" */
         return bad(cfg, key, "Value error, Must use group or tensor_group quantization strategy in order to apply "
                              "group activation ordering");
@@ -195,6 +251,40 @@ static qp_status model_after(qp_config *cfg, qp_ct_args *a, const char *key, int
     }
     *ok = 1;
     return QP_OK;
+}
+
+static const char *const strategy_enums[] = {"TENSOR", "CHANNEL", "GROUP", "BLOCK", "TOKEN", "TENSOR_GROUP",
+                                             "ATTN_HEAD"};
+
+/* pydantic's field listing of a QuantizationArgs: str() joins with ' ',
+ * repr() wraps it in QuantizationArgs(...) with ', '. use_enum_values turns
+ * validated enums into their strings; a default `type` and a strategy the
+ * model validator derived were never validated, so they stay enum members.
+ * !validated: the model as the model validator sees it, before it derives
+ * strategy, zp_dtype and observer (its messages print that). */
+void qp_ct_args_str(qp_buf *b, const qp_ct_args *a, const char *sep, int validated) {
+    qp_buf_printf(b, "num_bits=%lld%stype=", a->num_bits, sep);
+    if (a->type_given) qp_buf_printf(b, "'%s'", a->is_float ? "float" : "int");
+    else qp_buf_puts(b, "<QuantizationType.INT: 'int'>"); /* the default, never validated */
+    qp_buf_printf(b, "%ssymmetric=%s%sgroup_size=", sep, a->symmetric ? "True" : "False", sep);
+    if (a->has_group) qp_buf_printf(b, "%lld", a->group_size); else qp_buf_puts(b, "None");
+    if (a->strategy_derived && !validated)
+        qp_buf_printf(b, "%sstrategy=None", sep);
+    else if (a->strategy_derived)
+        qp_buf_printf(b, "%sstrategy=<QuantizationStrategy.%s: '%s'>", sep, strategy_enums[a->strategy],
+                      strategies[a->strategy]);
+    else
+        qp_buf_printf(b, "%sstrategy='%s'", sep, strategies[a->strategy]);
+    qp_buf_printf(b, "%sblock_structure=", sep);
+    for (int i = 0; i < a->has_block; i++) qp_buf_printf(b, "%s%lld", i ? ", " : "[", a->block[i]);
+    qp_buf_puts(b, a->has_block ? "]" : "None");
+    static const char *const ao[] = {"None", "'group'", "'weight'", "'dynamic'", "'static'"};
+    qp_buf_printf(b, "%sdynamic=%s%sactorder=%s%sscale_dtype=%s%szp_dtype=%s%sobserver=", sep,
+                  a->dynamic == 2 ? "'local'" : a->dynamic ? "True" : "False", sep, ao[a->actorder], sep,
+                  a->scale_dtype[0] ? a->scale_dtype : "None", sep, a->zp_dtype[0] ? a->zp_dtype : "None", sep);
+    if (a->observer[0]) qp_buf_printf(b, "'%s'", a->observer); else qp_buf_puts(b, "None");
+    qp_buf_printf(b, "%sobserver_kwargs=", sep);
+    if (a->observer_kwargs) qp_pyrepr(b, a->observer_kwargs); else qp_buf_puts(b, "{}");
 }
 
 /* QuantizationArgs.model_validate(v); *ok 0 when an error was deferred. */

@@ -133,13 +133,15 @@ typedef enum qp_ct_strategy {
 typedef struct qp_ct_args {
     long long num_bits;
     int is_float;            /* type "float" (else "int")                */
+    int type_given;          /* else the default, an enum member in reprs */
     int symmetric;
     int has_group;           /* group_size not None                      */
     long long group_size;
     qp_ct_strategy strategy;
     int strategy_derived;    /* the validator chose it (group_size)      */
-    int has_block;
-    long long block[2];
+    int has_block;           /* block_structure's length (0: None); a string
+                              * "RxC..." splits on 'x' without a length check */
+    long long block[8];
     int dynamic;             /* 0, 1, 2: "local"                         */
     int actorder;            /* 0 None, 1 group, 2 weight, 3 dynamic, 4 static */
     char scale_dtype[40];    /* as written ("" when None)                */
@@ -147,6 +149,12 @@ typedef struct qp_ct_args {
     char observer[48];       /* after the validator ("" when None)       */
     const struct qj *observer_kwargs; /* NULL: {}                        */
 } qp_ct_args;
+/* str() (sep " ") or the inside of repr() (sep ", ") of the args, as
+ * pydantic prints them (config_ct.c); validated 0: as the model validator
+ * sees them before its defaults. */
+void qp_ct_args_str(qp_buf *b, const qp_ct_args *a, const char *sep, int validated);
+/* is_activation_quantization_format */
+int qp_ct_act_format(const char *format);
 /* One entry of vLLM's target_scheme_map: a target and its group's args. */
 typedef struct qp_ct_target {
     const char *target;

@@ -9,41 +9,14 @@
 
 #include "internal.h"
 
-int qp_ct_act_format(const char *f);
 
-static const char *const strategy_names[] = {"tensor", "channel", "group", "block", "token", "tensor_group",
-                                             "attn_head"};
 static const char *const strategy_enums[] = {"TENSOR", "CHANNEL", "GROUP", "BLOCK", "TOKEN", "TENSOR_GROUP",
                                              "ATTN_HEAD"};
-
-/* pydantic's field listing of a QuantizationArgs: str() joins with ' ',
- * repr() wraps it in QuantizationArgs(...) with ', '. A strategy the
- * validator derived stays an enum member (it is assigned after
- * use_enum_values ran). */
-static void args_fields(qp_buf *b, const qp_ct_args *a, const char *sep) {
-    qp_buf_printf(b, "num_bits=%lld%stype='%s'%ssymmetric=%s%sgroup_size=", a->num_bits, sep,
-                  a->is_float ? "float" : "int", sep, a->symmetric ? "True" : "False", sep);
-    if (a->has_group) qp_buf_printf(b, "%lld", a->group_size); else qp_buf_puts(b, "None");
-    if (a->strategy_derived)
-        qp_buf_printf(b, "%sstrategy=<QuantizationStrategy.%s: '%s'>", sep, strategy_enums[a->strategy],
-                      strategy_names[a->strategy]);
-    else
-        qp_buf_printf(b, "%sstrategy='%s'", sep, strategy_names[a->strategy]);
-    qp_buf_printf(b, "%sblock_structure=", sep);
-    if (a->has_block) qp_buf_printf(b, "[%lld, %lld]", a->block[0], a->block[1]); else qp_buf_puts(b, "None");
-    static const char *const ao[] = {"None", "'group'", "'weight'", "'dynamic'", "'static'"};
-    qp_buf_printf(b, "%sdynamic=%s%sactorder=%s%sscale_dtype=%s%szp_dtype=%s%sobserver=", sep,
-                  a->dynamic == 2 ? "'local'" : a->dynamic ? "True" : "False", sep, ao[a->actorder], sep,
-                  a->scale_dtype[0] ? a->scale_dtype : "None", sep, a->zp_dtype, sep);
-    if (a->observer[0]) qp_buf_printf(b, "'%s'", a->observer); else qp_buf_puts(b, "None");
-    qp_buf_printf(b, "%sobserver_kwargs=", sep);
-    if (a->observer_kwargs) qp_pyrepr(b, a->observer_kwargs); else qp_buf_puts(b, "{}");
-}
 
 static void args_repr(qp_buf *b, const qp_ct_args *a, int has) {
     if (!has) { qp_buf_puts(b, "None"); return; }
     qp_buf_puts(b, "QuantizationArgs(");
-    args_fields(b, a, ", ");
+    qp_ct_args_str(b, a, ", ", 1);
     qp_buf_puts(b, ")");
 }
 
@@ -51,7 +24,7 @@ static int args_eq(const qp_ct_args *a, const qp_ct_args *b) {
     return a->num_bits == b->num_bits && a->is_float == b->is_float && a->symmetric == b->symmetric &&
            a->has_group == b->has_group && (!a->has_group || a->group_size == b->group_size) &&
            a->strategy == b->strategy && a->has_block == b->has_block &&
-           (!a->has_block || (a->block[0] == b->block[0] && a->block[1] == b->block[1])) && a->dynamic == b->dynamic &&
+           !memcmp(a->block, b->block, sizeof a->block) && a->dynamic == b->dynamic &&
            a->actorder == b->actorder && !strcmp(a->scale_dtype, b->scale_dtype) && !strcmp(a->zp_dtype, b->zp_dtype) &&
            !strcmp(a->observer, b->observer) &&
            (a->observer_kwargs && b->observer_kwargs ? qj_deep_compare(a->observer_kwargs, b->observer_kwargs) &&
@@ -250,7 +223,7 @@ static void qtensor_from_args(qp_qtensor *t, args *a) {
     t->granularity = g[a->strategy];
     if (t->granularity == QP_GRAN_GROUP && a->has_group && a->group_size > 0 && a->group_size < (1 << 30))
         t->group_size = (int)a->group_size;
-    if (a->has_block && a->block[0] > 0 && a->block[1] > 0 && a->block[0] < (1 << 30) && a->block[1] < (1 << 30)) {
+    if (a->has_block == 2 && a->block[0] > 0 && a->block[1] > 0 && a->block[0] < (1 << 30) && a->block[1] < (1 << 30)) {
         t->block[0] = (int)a->block[0];
         t->block[1] = (int)a->block[1];
     }
@@ -287,7 +260,7 @@ static qp_status fp8_keys(const qp_resolve_ctx *rc, args *w, int static_in, cons
         if (static_in)
             return qp_resolve_fail(rc, QP_ERR_UNSUPPORTED, NULL, "AssertionError: vLLM asserts that block fp8 "
                                    "weights come with dynamic activations (CompressedTensorsW8A8Fp8)");
-        *wk = w->block[0] == 128 && w->block[1] == 128 ? "kFp8Static128BlockSym" : "";
+        *wk = w->has_block == 2 && w->block[0] == 128 && w->block[1] == 128 ? "kFp8Static128BlockSym" : "";
         *ak = w->block[0] == 128 ? "kFp8Dynamic128Sym" : w->block[0] == 64 ? "kFp8Dynamic64Sym" : "";
         return QP_OK;
     }
@@ -429,7 +402,7 @@ static qp_status embedding(const qp_resolve_ctx *rc, int lm_head, qp_scheme *out
     if (!t) { unquantized(out, "UnquantizedEmbeddingMethod"); return QP_OK; }
     if (!(is_wna16_group_channel(&t->w, NULL) && !t->w.is_float)) {
         qp_buf b = {0};
-        args_fields(&b, &t->w, " ");
+        qp_ct_args_str(&b, &t->w, " ", 1);
         st = qp_resolve_fail(rc, QP_ERR_VALUE, NULL, "compressed-tensors embeddings only support weight-only INT "
                              "group/channel (WNA16) quantization, got: %s", qp_buf_str(&b));
         qp_buf_free(&b);
@@ -527,7 +500,7 @@ static qp_status moe(const qp_resolve_ctx *rc, qp_scheme *out) {
     } else if (is_nvfp4(w)) {
         if (in && !is_nvfp4(in)) {
             qp_buf b = {0};
-            args_fields(&b, in, " ");
+            qp_ct_args_str(&b, in, " ", 1);
             qp_status st = qp_resolve_fail(rc, QP_ERR_VALUE, NULL, "For NVFP4 weights, input quantization must also "
                                            "be NVFP4 format or None for NVFP4A16, found %s", qp_buf_str(&b));
             qp_buf_free(&b);
@@ -546,9 +519,9 @@ static qp_status moe(const qp_resolve_ctx *rc, qp_scheme *out) {
         MOE(QP_SCHEME_W4A8_INT, "CompressedTensorsW4A8Int8MoEMethod", NULL, NULL);
     } else {
         qp_buf b = {0};
-        args_fields(&b, w, " ");
+        qp_ct_args_str(&b, w, " ", 1);
         qp_buf_puts(&b, ", ");
-        if (in) args_fields(&b, in, " "); else qp_buf_puts(&b, "None");
+        if (in) qp_ct_args_str(&b, in, " ", 1); else qp_buf_puts(&b, "None");
         qp_status st = qp_resolve_fail(rc, QP_ERR_CAPABILITY, NULL, "Unsupported FusedMoe scheme: %s", qp_buf_str(&b));
         qp_buf_free(&b);
         return st;

@@ -216,9 +216,25 @@ static const ct_case cases[] = {
     {CT("{\"num_bits\":4,\"strategy\":\"tensor\",\"group_size\":64}", "null", "pack-quantized"), DOWN, L, NOCAP,
      QP_ERR_VALUE, "~group_size requires strategy to be set to 'group'", NULL, NULL, 0, 0},
     {CT("{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"block\"}", "null", "float-quantized"), DOWN, L, NOCAP,
-     QP_ERR_VALUE, "~Block strategy requires block structure", NULL, NULL, 0, 0},
+     QP_ERR_VALUE,
+     "1 validation error for QuantizationArgs\n  Value error, Block strategy requires block structure\nnum_bits=8 "
+     "type='float' symmetric=True group_size=None strategy='block' block_structure=None dynamic=False actorder=None "
+     "scale_dtype=None zp_dtype=None observer=None observer_kwargs={}", NULL, NULL, 0, 0},
     {CT("{\"num_bits\":8,\"type\":\"float\",\"block_structure\":\"128x128\"}", "null", "float-quantized"), DOWN, L,
-     NOCAP, QP_ERR_VALUE, "~Block structure requires block strategy", NULL, NULL, 0, 0},
+     NOCAP, QP_ERR_VALUE,
+     "1 validation error for QuantizationArgs\n  Value error, Block structure requires block strategy\nnum_bits=8 "
+     "type='float' symmetric=True group_size=None strategy=None block_structure=[128, 128] dynamic=False "
+     "actorder=None scale_dtype=None zp_dtype=None observer=None observer_kwargs={}", NULL, NULL, 0, 0},
+    /* pydantic's lax coercion: "4", 64.0, "false", 1 pass; 4.5 and "maybe" do not */
+    {CT("{\"num_bits\":\"4\",\"group_size\":64.0,\"strategy\":\"group\",\"symmetric\":\"false\",\"dynamic\":0}",
+        "null", "pack-quantized"), DOWN, L, NOCAP, QP_OK, "CompressedTensorsWNA16", "kInt4StaticAsym", "",
+     QP_SCHEME_W4A16_INT4, 75},
+    {CT("{\"num_bits\":4.5}", "null", "pack-quantized"), DOWN, L, NOCAP, QP_ERR_VALUE,
+     "1 validation error for QuantizationArgs\nnum_bits\n  Input should be a valid integer, got a number with a "
+     "fractional part", NULL, NULL, 0, 0},
+    {CT("{\"num_bits\":4,\"symmetric\":\"maybe\"}", "null", "pack-quantized"), DOWN, L, NOCAP, QP_ERR_VALUE,
+     "1 validation error for QuantizationArgs\nsymmetric\n  Input should be a valid boolean, unable to interpret input",
+     NULL, NULL, 0, 0},
     {CT(I8CH, "{\"num_bits\":8,\"strategy\":\"channel\",\"dynamic\":true}", "int-quantized"), DOWN, L, NOCAP,
      QP_ERR_VALUE, "~must be used for dynamic quant.", NULL, NULL, 0, 0},
     {CT(I8CH, "{\"num_bits\":8,\"strategy\":\"token\",\"dynamic\":\"local\"}", "int-quantized"), DOWN, L, NOCAP,
