@@ -458,11 +458,14 @@ qp_status qp_config_parse_ct(qp_config *cfg) {
     if (!qj_is_null(kv)) {
         if (kv->type != QJ_OBJECT) return type_err(cfg, "kv_cache_scheme", "an object", kv);
         cfg->ct_kv_scheme = kv;
+        /* what CompressedTensorsKVCacheMethod accepts (its errors come at
+         * the attention layers' resolve) */
+        const qj *ks = qj_get(kv, "strategy");
         if (qj_str_eq(qj_get(kv, "type"), "float") && qj_int_eq(qj_get(kv, "num_bits"), 8) &&
-            qj_get(kv, "num_bits")->type == QJ_INT) {
+            (qj_str_eq(ks, "tensor") || qj_str_eq(ks, "attn_head")) && qj_truthy(qj_get(kv, "symmetric"))) {
             cfg->kv_cache.dtype = QP_DTYPE_F8_E4M3FN;
             /* one scale, or one per KV head ("attn_head") */
-            cfg->kv_cache.granularity = qj_str_eq(qj_get(kv, "strategy"), "attn_head") ? QP_GRAN_CHANNEL : QP_GRAN_TENSOR;
+            cfg->kv_cache.granularity = qj_str_eq(ks, "attn_head") ? QP_GRAN_CHANNEL : QP_GRAN_TENSOR;
             cfg->kv_cache.symmetric = 1;
             cfg->kv_cache.scale_dtype = QP_DTYPE_F32;
         }

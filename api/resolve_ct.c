@@ -9,7 +9,6 @@
 
 #include "internal.h"
 
-
 static const char *const strategy_enums[] = {"TENSOR", "CHANNEL", "GROUP", "BLOCK", "TOKEN", "TENSOR_GROUP",
                                              "ATTN_HEAD"};
 
@@ -418,7 +417,7 @@ static qp_status kv_cache(const qp_resolve_ctx *rc, qp_scheme *out) {
     const qj *kv = rc->cfg->ct_kv_scheme;
     if (kv) {
         const qj *ty = qj_get(kv, "type"), *nb = qj_get(kv, "num_bits");
-        if (!qj_str_eq(ty, "float") || !nb || nb->type != QJ_INT || nb->i != 8) {
+        if (!qj_str_eq(ty, "float") || !qj_int_eq(nb, 8)) {
             qp_buf a = {0}, b = {0};
             qp_pyrepr(&a, nb);
             if (ty && ty->type == QJ_STRING) qp_buf_puts(&b, ty->s); else qp_pyrepr(&b, ty);

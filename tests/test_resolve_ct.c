@@ -443,6 +443,31 @@ static void matching(void) {
           "attention without kv_cache_scheme: %s", qp_last_error(ctx));
     qp_config_destroy(cfg);
 
+    /* the config's KV cache: what the method accepts, else none */
+    static const struct { const char *kv; qp_dtype d; qp_granularity g; } kvs[] = {
+        {"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"attn_head\",\"symmetric\":true}", QP_DTYPE_F8_E4M3FN,
+         QP_GRAN_CHANNEL},
+        {"{\"num_bits\":8.0,\"type\":\"float\",\"strategy\":\"tensor\",\"symmetric\":true}", QP_DTYPE_F8_E4M3FN,
+         QP_GRAN_TENSOR},
+        {"{\"num_bits\":8,\"type\":\"int\",\"strategy\":\"tensor\",\"symmetric\":true}", QP_DTYPE_NONE, 0},
+        {"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"token\",\"symmetric\":true}", QP_DTYPE_NONE, 0},
+        {"{\"num_bits\":8,\"type\":\"float\",\"strategy\":\"tensor\"}", QP_DTYPE_NONE, 0},
+    };
+    for (size_t i = 0; i < sizeof kvs / sizeof *kvs; i++) {
+        char j[512];
+        snprintf(j, sizeof j, "{\"quant_method\":\"compressed-tensors\",\"config_groups\":{},\"kv_cache_scheme\":%s}",
+                 kvs[i].kv);
+        cfg = tu_load(ctx, j);
+        qp_qtensor kv;
+        CHECK(cfg && qp_config_kv_cache(cfg, &kv) == QP_OK && kv.dtype == kvs[i].d &&
+                  (kv.dtype == QP_DTYPE_NONE || kv.granularity == kvs[i].g),
+              "kv %zu: %s", i, qp_last_error(ctx));
+        qp_status st = cfg ? qp_config_resolve(cfg, "model.layers.0.self_attn.attn", ATT, NULL, &a) : QP_ERR_INTERNAL;
+        CHECK((st == QP_OK) == (kvs[i].d != QP_DTYPE_NONE) && (st != QP_OK || a.kv_cache.dtype == kvs[i].d),
+              "kv %zu resolve %s", i, qp_status_str(st));
+        qp_config_destroy(cfg);
+    }
+
     /* MoE projections in different groups */
     cfg = tu_load(ctx, "{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\",\"config_groups\":{"
                        "\"a\":{\"targets\":[\"re:.*down_proj$\"],\"weights\":" I8G "},"
