@@ -54,6 +54,8 @@ static const char *lax_int(const qj *v, long long *out) {
     if (v->type == QJ_INT) { *out = v->i; return NULL; }
     if (v->type == QJ_BOOL) { *out = v->b; return NULL; }
     if (v->type == QJ_FLOAT) {
+        /* beyond int64 qport cannot hold it (Python would take the big int) */
+        if (!(v->d > -9.2e18 && v->d < 9.2e18)) return "Input should be a valid integer";
         if (v->d != (double)(long long)v->d) return "Input should be a valid integer, got a number with a fractional part";
         *out = (long long)v->d;
         return NULL;
