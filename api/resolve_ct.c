@@ -202,6 +202,13 @@ static int is_wnam_int(args *w, args *in, const char *format) {
            (in->strategy == QP_CT_TOKEN || in->strategy == QP_CT_GROUP);
 }
 
+/* _fp8_dynamic_input_key: per token, or per group of the input's size
+ * (a constant for the sizes vLLM names, else none). */
+static const char *fp8_dynamic_key(args *in) {
+    if (in->strategy != QP_CT_GROUP) return "kFp8DynamicTokenSym";
+    return in->group_size == 128 ? "kFp8Dynamic128Sym" : in->group_size == 64 ? "kFp8Dynamic64Sym" : "";
+}
+
 /* _check_scheme_supported(min, error=False, match_exact): no platform
  * capability -> supported unless an exact match is asked for. */
 static int supported(const qp_resolve_ctx *rc, int min, int exact) {
@@ -296,10 +303,12 @@ static qp_status scheme_from_parts(const qp_resolve_ctx *rc, const qp_ct_target 
                                    "format, None for NVFP4A16");
         else describe(out, QP_SCHEME_NVFP4, LIN, "CompressedTensorsW4A4Fp4", "kNvfp4Static", "kNvfp4Dynamic", 75, w, in);
     } else if (is_mxfp4_w4a8_fp8(w, in)) {
-        describe(out, QP_SCHEME_W4A8_MXFP4, LIN, "CompressedTensorsW4A8Mxfp4", "kMxfp4Static",
-                 in->strategy == QP_CT_GROUP ? "" : "kFp8DynamicTokenSym", 80, w, in);
+        describe(out, QP_SCHEME_W4A8_MXFP4, LIN, "CompressedTensorsW4A8Mxfp4", "kMxfp4Static", fp8_dynamic_key(in), 80,
+                 w, in);
     } else if (is_mxfp4(w)) {
-        describe(out, QP_SCHEME_MXFP4, LIN, "CompressedTensorsW4A4Mxfp4", "kMxfp4Static", NULL, 80, w, in);
+        /* the scheme's default activation key, with or without input args:
+         * the MXFP4 kernel qport does not model decides whether it runs */
+        describe(out, QP_SCHEME_MXFP4, LIN, "CompressedTensorsW4A4Mxfp4", "kMxfp4Static", "kMxfp4Dynamic", 80, w, in);
     } else if (is_mxfp8(w)) {
         describe(out, QP_SCHEME_MXFP8, LIN, "CompressedTensorsW8A8Mxfp8", "kMxfp8Static", "kMxfp8Dynamic", 75, w, in);
     } else if (supported(rc, 90, 1) && is_fp8_w4a8(w, in)) {
@@ -484,8 +493,8 @@ static qp_status moe(const qp_resolve_ctx *rc, qp_scheme *out) {
     const qp_ct_target *t = d[2];
     if (!t) { unquantized(out, "UnquantizedFusedMoEMethod"); return QP_OK; }
     args *w = &t->w, *in = t->has_in ? &t->in : NULL;
-    if (is_mxfp4_w4a8_fp8(w, in)) MOE(QP_SCHEME_W4A8_MXFP4, "CompressedTensorsW4A8Mxfp4MoEMethod", "kMxfp4Static",
-                                      in->strategy == QP_CT_GROUP ? "" : "kFp8DynamicTokenSym");
+    if (is_mxfp4_w4a8_fp8(w, in))
+        MOE(QP_SCHEME_W4A8_MXFP4, "CompressedTensorsW4A8Mxfp4MoEMethod", "kMxfp4Static", fp8_dynamic_key(in));
     else if (is_mxfp4(w)) MOE(QP_SCHEME_MXFP4, "CompressedTensorsW4A4Mxfp4MoEMethod", "kMxfp4Static", NULL);
     else if (is_mxfp8(w)) MOE(QP_SCHEME_MXFP8, "CompressedTensorsW8A8Mxfp8MoEMethod", "kMxfp8Static", "kMxfp8Dynamic");
     else if (is_wna16_group_channel(w, in)) {
