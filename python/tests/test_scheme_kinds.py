@@ -15,7 +15,7 @@ def test_every_kind_described():
     assert len(names) == len(set(names)) == 24
     # compressed-tensors schemes qport resolves but does not run yet
     resolve_only = names[names.index("wna16"):]
-    assert resolve_only == ["wna16", "w8a16-fp8", "nvfp4-a16", "w4a8-int", "w4a8-fp8", "mxfp4", "mxfp8", "w4a8-mxfp4",
+    assert resolve_only == ["wna16", "w8a16-fp8", "nvfp4-a16", "w4a8-int", "w4a8-fp8", "ct-mxfp4", "ct-mxfp8", "ct-w4a8-mxfp4",
                             "wna8o8-int", "wna8-int", "wna4-int"]
     assert not any(by.linear or by.moe for by in kinds if by.name in resolve_only)
     by = {k.name: k for k in kinds}
