@@ -202,10 +202,10 @@ typedef enum qp_scheme_kind {
     QP_SCHEME_NVFP4_A16,     /* NVFP4 weights, model-dtype activations     */
     QP_SCHEME_W4A8_INT,      /* int4 weights, dynamic per-token int8 acts  */
     QP_SCHEME_W4A8_FP8,      /* int4 group-128 weights, fp8 per-token acts */
-    QP_SCHEME_MXFP4,         /* "ct-mxfp4": MXFP4 weights (W4A4 or weight-only,
+    QP_SCHEME_CT_MXFP4,         /* "ct-mxfp4": MXFP4 weights (W4A4 or weight-only,
                               * as the platform's kernel decides)         */
-    QP_SCHEME_MXFP8,         /* "ct-mxfp8": MXFP8 weights and activations  */
-    QP_SCHEME_W4A8_MXFP4,    /* "ct-w4a8-mxfp4": MXFP4 weights, dynamic fp8
+    QP_SCHEME_CT_MXFP8,         /* "ct-mxfp8": MXFP8 weights and activations  */
+    QP_SCHEME_CT_W4A8_MXFP4,    /* "ct-w4a8-mxfp4": MXFP4 weights, dynamic fp8
                               * token/group activations                   */
     QP_SCHEME_WNA8O8_INT,    /* int weights, static int8 input and output  */
     QP_SCHEME_WNA8_INT,      /* int weights, dynamic int8 acts (Humming)   */

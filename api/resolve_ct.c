@@ -303,14 +303,14 @@ static qp_status scheme_from_parts(const qp_resolve_ctx *rc, const qp_ct_target 
                                    "format, None for NVFP4A16");
         else describe(out, QP_SCHEME_NVFP4, LIN, "CompressedTensorsW4A4Fp4", "kNvfp4Static", "kNvfp4Dynamic", 75, w, in);
     } else if (is_mxfp4_w4a8_fp8(w, in)) {
-        describe(out, QP_SCHEME_W4A8_MXFP4, LIN, "CompressedTensorsW4A8Mxfp4", "kMxfp4Static", fp8_dynamic_key(in), 80,
+        describe(out, QP_SCHEME_CT_W4A8_MXFP4, LIN, "CompressedTensorsW4A8Mxfp4", "kMxfp4Static", fp8_dynamic_key(in), 80,
                  w, in);
     } else if (is_mxfp4(w)) {
         /* the scheme's default activation key, with or without input args:
          * the MXFP4 kernel qport does not model decides whether it runs */
-        describe(out, QP_SCHEME_MXFP4, LIN, "CompressedTensorsW4A4Mxfp4", "kMxfp4Static", "kMxfp4Dynamic", 80, w, in);
+        describe(out, QP_SCHEME_CT_MXFP4, LIN, "CompressedTensorsW4A4Mxfp4", "kMxfp4Static", "kMxfp4Dynamic", 80, w, in);
     } else if (is_mxfp8(w)) {
-        describe(out, QP_SCHEME_MXFP8, LIN, "CompressedTensorsW8A8Mxfp8", "kMxfp8Static", "kMxfp8Dynamic", 75, w, in);
+        describe(out, QP_SCHEME_CT_MXFP8, LIN, "CompressedTensorsW8A8Mxfp8", "kMxfp8Static", "kMxfp8Dynamic", 75, w, in);
     } else if (supported(rc, 90, 1) && is_fp8_w4a8(w, in)) {
         if (!w->has_group || w->group_size != 128 || w->strategy != QP_CT_GROUP)
             return qp_resolve_fail(rc, QP_ERR_VALUE, NULL, "W4A8 kernels require group quantization with group size 128");
@@ -494,9 +494,9 @@ static qp_status moe(const qp_resolve_ctx *rc, qp_scheme *out) {
     if (!t) { unquantized(out, "UnquantizedFusedMoEMethod"); return QP_OK; }
     args *w = &t->w, *in = t->has_in ? &t->in : NULL;
     if (is_mxfp4_w4a8_fp8(w, in))
-        MOE(QP_SCHEME_W4A8_MXFP4, "CompressedTensorsW4A8Mxfp4MoEMethod", "kMxfp4Static", fp8_dynamic_key(in));
-    else if (is_mxfp4(w)) MOE(QP_SCHEME_MXFP4, "CompressedTensorsW4A4Mxfp4MoEMethod", "kMxfp4Static", NULL);
-    else if (is_mxfp8(w)) MOE(QP_SCHEME_MXFP8, "CompressedTensorsW8A8Mxfp8MoEMethod", "kMxfp8Static", "kMxfp8Dynamic");
+        MOE(QP_SCHEME_CT_W4A8_MXFP4, "CompressedTensorsW4A8Mxfp4MoEMethod", "kMxfp4Static", fp8_dynamic_key(in));
+    else if (is_mxfp4(w)) MOE(QP_SCHEME_CT_MXFP4, "CompressedTensorsW4A4Mxfp4MoEMethod", "kMxfp4Static", NULL);
+    else if (is_mxfp8(w)) MOE(QP_SCHEME_CT_MXFP8, "CompressedTensorsW8A8Mxfp8MoEMethod", "kMxfp8Static", "kMxfp8Dynamic");
     else if (is_wna16_group_channel(w, in)) {
         if (!(w->num_bits >= 2 && w->num_bits <= 8 && str_eq0(eff_format(rc->cfg, t), "pack-quantized")))
             /* vLLM prints pack-quantized where it means the layer's format */
