@@ -338,7 +338,10 @@ QP_API qp_module_class qp_arch_module_class_vllm(const qp_arch_info *a, qp_metho
  * LinearBase only, so FusedMoE and ParallelLMHead get None; HF fp8
  * (Fp8Config.get_quant_method): LinearBase, RoutedExperts, Attention.
  * ParallelLMHead and VocabParallelEmbedding are no LinearBase: none of
- * these methods quantizes them (UnquantizedEmbeddingMethod); modules the
+ * these methods quantizes them (UnquantizedEmbeddingMethod); compressed-
+ * tensors asks its config for both (CompressedTensorsConfig.get_quant_method:
+ * LinearBase, ParallelLMHead, VocabParallelEmbedding, Attention,
+ * RoutedExperts), which may still leave them unquantized; modules the
  * class builds with quant_config=None never see the config. */
 QP_API int qp_method_quantizes(qp_method method, qp_module_class cls) {
     switch (cls) {
@@ -346,7 +349,7 @@ QP_API int qp_method_quantizes(qp_method method, qp_module_class cls) {
     case QP_MODULE_ATTENTION:
     case QP_MODULE_ROUTED_EXPERTS: return method != QP_METHOD_QQQ; /* Quark, Quark online, fp8 */
     case QP_MODULE_LM_HEAD:
-    case QP_MODULE_EMBEDDING:
+    case QP_MODULE_EMBEDDING: return method == QP_METHOD_COMPRESSED_TENSORS;
     case QP_MODULE_LINEAR_UNQUANTIZED:
     default: return 0;
     }

@@ -9,10 +9,10 @@
 
 #define QP_CONFIG_MAX_BYTES ((size_t)64 << 20)
 
-static const char *const method_names[] = {"quark", "quark_online", "qqq", "fp8"};
+static const char *const method_names[] = {"quark", "quark_online", "qqq", "fp8", "compressed-tensors"};
 
 QP_API const char *qp_method_name(qp_method m) {
-    return (unsigned)m < 4 ? method_names[m] : "unknown";
+    return (unsigned)m < sizeof method_names / sizeof *method_names ? method_names[m] : "unknown";
 }
 
 QP_API qp_method qp_config_method(const qp_config *cfg) { return cfg ? cfg->method : QP_METHOD_QUARK; }
@@ -46,15 +46,20 @@ static qp_status route(qp_config *cfg) {
         }
         return qp_error_set(cfg->ctx, QP_ERR_UNSUPPORTED, cfg->file, "quant_method", NULL,
                             "no quant_method in the quantization config (and no QQQ \"wbits\"): "
-                            "qport supports quark, quark_online, qqq and fp8");
+                            "qport supports quark, quark_online, qqq, fp8 and compressed-tensors");
     }
     const char *m = qm->s;
     if (!strcmp(m, "quark")) { cfg->method = QP_METHOD_QUARK; return qp_config_parse_quark(cfg); }
     if (!strcmp(m, "quark_online")) { cfg->method = QP_METHOD_QUARK_ONLINE; return qp_config_parse_quark(cfg); }
     if (!strcmp(m, "qqq")) { cfg->method = QP_METHOD_QQQ; return qp_config_parse_qqq(cfg); }
     if (!strcmp(m, "fp8")) { cfg->method = QP_METHOD_FP8; return qp_config_parse_fp8(cfg); }
+    if (!strcmp(m, "compressed-tensors")) {
+        cfg->method = QP_METHOD_COMPRESSED_TENSORS;
+        return qp_config_parse_ct(cfg);
+    }
     return qp_error_set(cfg->ctx, QP_ERR_UNSUPPORTED, cfg->file, "quant_method", NULL,
-                        "unsupported quant_method '%s': qport supports quark, quark_online, qqq and fp8", m);
+                        "unsupported quant_method '%s': qport supports quark, quark_online, qqq, fp8 and "
+                        "compressed-tensors", m);
 }
 
 QP_API qp_status qp_config_load_buffer(qp_context *ctx, const char *name, const char *json,
@@ -137,6 +142,8 @@ QP_API void qp_config_destroy(qp_config *cfg) {
     qp_nameset_free(cfg->exclude_set);
     free(cfg->kv_error);
     free(cfg->fp8_ignored);
+    for (size_t i = 0; i < cfg->n_ct_targets; i++) qp_regex_free(cfg->ct_targets[i].re);
+    free(cfg->ct_targets);
     qp_nameset_free(cfg->fp8_ignored_set);
     free(cfg);
 }

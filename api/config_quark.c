@@ -31,6 +31,20 @@ qp_status qp_config_string_list(qp_config *cfg, const qj *v, const char *key, co
     return QP_OK;
 }
 
+qp_status qp_config_exclude_list(qp_config *cfg, const char *key) {
+    qp_status st = qp_config_string_list(cfg, qj_get(cfg->qc, key), key, &cfg->excludes, &cfg->n_excludes);
+    if (st != QP_OK) return st;
+    char err[512];
+    size_t bad = 0;
+    cfg->exclude_set = qp_nameset_create(cfg->excludes, cfg->n_excludes, true, &bad, err, sizeof err);
+    if (!cfg->exclude_set) {
+        char k[64];
+        snprintf(k, sizeof k, "%s[%zu]", key, bad);
+        return qp_error_set(cfg->ctx, QP_ERR_PARSE, cfg->file, k, NULL, "%s", err);
+    }
+    return QP_OK;
+}
+
 /* SGLang reads packed_modules_mapping from the quant config; some exports
  * carry one. */
 qp_status qp_config_packed_mapping(qp_config *cfg) {
@@ -194,16 +208,8 @@ qp_status qp_config_parse_quark(qp_config *cfg) {
         return type_error(cfg, "layer_type_quant_config", "an object", ltqc);
     cfg->layer_type_qc = qj_is_null(ltqc) ? NULL : ltqc;
 
-    st = qp_config_string_list(cfg, qj_get(qc, "exclude"), "exclude", &cfg->excludes, &cfg->n_excludes);
+    st = qp_config_exclude_list(cfg, "exclude");
     if (st != QP_OK) return st;
-    char err[512];
-    size_t bad = 0;
-    cfg->exclude_set = qp_nameset_create(cfg->excludes, cfg->n_excludes, true, &bad, err, sizeof err);
-    if (!cfg->exclude_set) {
-        char k[64];
-        snprintf(k, sizeof k, "exclude[%zu]", bad);
-        return qp_error_set(cfg->ctx, QP_ERR_PARSE, cfg->file, k, NULL, "%s", err);
-    }
 
     const qj *ex = qj_get(qc, "export");
     if (qj_is_null(ex))

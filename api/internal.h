@@ -129,6 +129,45 @@ typedef struct qp_arch_state {
 void qp_arch_from_json(const qj *root, qp_arch_state *st);
 void qp_arch_fill(const qp_arch_state *st, qp_arch_info *out);
 
+/* compressed-tensors QuantizationArgs after its validators (config_ct.c). */
+typedef enum qp_ct_strategy {
+    QP_CT_TENSOR = 0, QP_CT_CHANNEL, QP_CT_GROUP, QP_CT_BLOCK, QP_CT_TOKEN, QP_CT_TENSOR_GROUP, QP_CT_ATTN_HEAD
+} qp_ct_strategy;
+typedef struct qp_ct_args {
+    long long num_bits;
+    int is_float;            /* type "float" (else "int")                */
+    int type_given;          /* else the default, an enum member in reprs */
+    int symmetric;
+    int has_group;           /* group_size not None                      */
+    long long group_size;
+    qp_ct_strategy strategy;
+    int strategy_derived;    /* the validator chose it (group_size)      */
+    int has_block;           /* block_structure's length (0: None); a string
+                              * "RxC..." splits on 'x' without a length check */
+    long long block[8];
+    int dynamic;             /* 0, 1, 2: "local"                         */
+    int actorder;            /* 0 None, 1 group, 2 weight, 3 dynamic, 4 static */
+    char scale_dtype[40];    /* as written ("" when None)                */
+    char zp_dtype[40];       /* as written, else the validator's default */
+    char observer[48];       /* after the validator ("" when None)       */
+    const struct qj *observer_kwargs; /* NULL: {}                        */
+} qp_ct_args;
+/* str() (sep " ") or the inside of repr() (sep ", ") of the args, as
+ * pydantic prints them (config_ct.c); validated 0: as the model validator
+ * sees them before its defaults. */
+void qp_ct_args_str(qp_buf *b, const qp_ct_args *a, const char *sep, int validated);
+/* is_activation_quantization_format */
+int qp_ct_act_format(const char *format);
+/* One entry of vLLM's target_scheme_map: a target and its group's args. */
+typedef struct qp_ct_target {
+    const char *target;
+    struct qp_regex *re;     /* a "re:" target compiled, else NULL       */
+    const char *format;      /* the group's format, else the config's, or NULL */
+    qp_ct_args w;
+    int has_in, has_out;
+    qp_ct_args in, out;
+} qp_ct_target;
+
 struct qp_config {
     qp_context *ctx;
     qp_method method;
@@ -173,16 +212,27 @@ struct qp_config {
     bool fp8_block;
     long long fp8_block_size[2];
     bool fp8_kv;
+
+    /* compressed-tensors: target_scheme_map in dict order, the ignore list
+     * (excludes / exclude_set), the global format, kv_cache_scheme */
+    qp_ct_target *ct_targets;
+    size_t n_ct_targets;
+    const char *ct_format;
+    const qj *ct_kv_scheme;
 };
 
 qp_status qp_config_parse_quark(qp_config *cfg);
 /* A JSON list of strings (exclude, kv_cache_group, ignored_layers); null or
  * missing → empty. Type errors name `key`. */
 qp_status qp_config_string_list(qp_config *cfg, const qj *v, const char *key, const char ***out, size_t *n);
+/* The exclude list under `key` ("exclude", "ignore"): cfg->excludes and its
+ * nameset of exact names and "re:" patterns; a bad regex names its entry. */
+qp_status qp_config_exclude_list(qp_config *cfg, const char *key);
 /* The config's own packed_modules_mapping, when it carries one. */
 qp_status qp_config_packed_mapping(qp_config *cfg);
 qp_status qp_config_parse_qqq(qp_config *cfg);
 qp_status qp_config_parse_fp8(qp_config *cfg);
+qp_status qp_config_parse_ct(qp_config *cfg);
 
 /* Records a vLLM error raised at from_config time (see load_status). */
 qp_status qp_config_defer_error(qp_config *cfg, qp_status st, const char *key,
@@ -208,6 +258,13 @@ qp_status qp_resolve_quark_config(const qp_resolve_ctx *rc, const qj *config, co
                                   qp_scheme *out);
 qp_status qp_resolve_qqq(const qp_resolve_ctx *rc, qp_scheme *out);
 qp_status qp_resolve_fp8(const qp_resolve_ctx *rc, qp_scheme *out);
+qp_status qp_resolve_ct(const qp_resolve_ctx *rc, qp_scheme *out);
+/* The scheme target i's args give a linear layer (qp_config_resolve_pattern). */
+qp_status qp_resolve_ct_target(const qp_resolve_ctx *rc, size_t i, qp_scheme *out);
+/* vLLM's should_ignore_layer over cfg->exclude_set (resolve_quark.c): the
+ * fused name directly, else every shard, all or none; `key` names the list
+ * in the error. check_children: an entry under the name counts too. */
+qp_status qp_resolve_should_ignore(const qp_resolve_ctx *rc, const char *key, bool check_children, bool *ignored);
 
 void qp_scheme_init(qp_scheme *s, qp_scheme_kind kind);
 void qp_scheme_set_names(qp_scheme *s, const char *method, const char *scheme_class,

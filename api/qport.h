@@ -1,6 +1,7 @@
 /*
  * qport: resolve a quantized LLM's published quantization config (AMD Quark,
- * QQQ, HF fp8) the way vLLM does, and run each scheme's linear layer.
+ * QQQ, HF fp8, compressed-tensors) the way vLLM does, and run each scheme's
+ * linear layer.
  *
  * The only public header. Every function returns a qp_status (or a value that
  * cannot fail); details of the last failure are kept per context and per
@@ -114,7 +115,8 @@ typedef enum qp_method {
     QP_METHOD_QUARK = 0,    /* quant_method "quark"                          */
     QP_METHOD_QUARK_ONLINE, /* "quark_online" (same schema)                  */
     QP_METHOD_QQQ,          /* "qqq", or absent with "wbits"/"bits"          */
-    QP_METHOD_FP8           /* "fp8": the HF fp8 format                       */
+    QP_METHOD_FP8,          /* "fp8": the HF fp8 format                       */
+    QP_METHOD_COMPRESSED_TENSORS /* "compressed-tensors" (llm-compressor)      */
 } qp_method;
 
 /* Loads a whole HF config.json (its "quantization_config" is used), a bare
@@ -126,7 +128,8 @@ QP_API qp_status qp_config_load_buffer(qp_context *ctx, const char *name, const 
 QP_API void qp_config_destroy(qp_config *cfg);
 
 QP_API qp_method qp_config_method(const qp_config *cfg);
-/* The method's name as it appeared ("quark", "quark_online", "qqq", "fp8"). */
+/* The method's name as it appeared ("quark", "quark_online", "qqq", "fp8",
+ * "compressed-tensors"). */
 QP_API const char *qp_method_name(qp_method method);
 
 typedef enum qp_layer_kind {
@@ -191,6 +194,22 @@ typedef enum qp_scheme_kind {
     QP_SCHEME_W4A8_INT4_FP8, /* MoE only: int4 per-channel weights with an fp8
                               * per-tensor stage, fp8 activations
                               * (QuarkW4A8Fp8MoEMethod, ROCm AITER only)   */
+    /* compressed-tensors schemes whose arithmetic qport does not run yet:
+     * resolution only (docs/semantics.md §21)            */
+    QP_SCHEME_WNA16,         /* int weights of 2..8 bits other than the 4-bit
+                              * case W4A16_INT4 covers, model-dtype acts   */
+    QP_SCHEME_W8A16_FP8,     /* fp8 weights, model-dtype activations       */
+    QP_SCHEME_NVFP4_A16,     /* NVFP4 weights, model-dtype activations     */
+    QP_SCHEME_W4A8_INT,      /* int4 weights, dynamic per-token int8 acts  */
+    QP_SCHEME_W4A8_FP8,      /* int4 group-128 weights, fp8 per-token acts */
+    QP_SCHEME_CT_MXFP4,         /* "ct-mxfp4": MXFP4 weights (W4A4 or weight-only,
+                              * as the platform's kernel decides)         */
+    QP_SCHEME_CT_MXFP8,         /* "ct-mxfp8": MXFP8 weights and activations  */
+    QP_SCHEME_CT_W4A8_MXFP4,    /* "ct-w4a8-mxfp4": MXFP4 weights, dynamic fp8
+                              * token/group activations                   */
+    QP_SCHEME_WNA8O8_INT,    /* int weights, static int8 input and output  */
+    QP_SCHEME_WNA8_INT,      /* int weights, dynamic int8 acts (Humming)   */
+    QP_SCHEME_WNA4_INT,      /* int weights, dynamic int4 acts (Humming)   */
     QP_SCHEME_KIND_COUNT_
 } qp_scheme_kind;
 

@@ -26,7 +26,7 @@ static qp_status oom(const qp_resolve_ctx *rc) {
 
 /* should_ignore_layer. vllm: a direct match of the (fused) name wins, then
  * per-shard matches; sglang (older utils): per shard only. */
-static qp_status should_ignore(const qp_resolve_ctx *rc, bool check_children, bool *ignored) {
+qp_status qp_resolve_should_ignore(const qp_resolve_ctx *rc, const char *key, bool check_children, bool *ignored) {
     const qp_config *cfg = rc->cfg;
     const char *name = rc->layer;
     *ignored = false;
@@ -47,13 +47,13 @@ static qp_status should_ignore(const qp_resolve_ctx *rc, bool check_children, bo
     }
     if (n_ign != 0 && n_ign != pm->n_shards) {
         if (is_vllm(rc))
-            return qp_resolve_fail(rc, QP_ERR_VALUE, "exclude",
+            return qp_resolve_fail(rc, QP_ERR_VALUE, key,
                                    "Found different quantization schemes for the shards of %s. vLLM requires "
                                    "all to use the same scheme.",
                                    name);
         qp_buf b = {0};
         shard_list_repr(&b, pm);
-        qp_status st = qp_resolve_fail(rc, QP_ERR_VALUE, "exclude",
+        qp_status st = qp_resolve_fail(rc, QP_ERR_VALUE, key,
                                        "Found a different quantization schemes for %s in %s. vLLM requires all "
                                        "to use the same scheme.",
                                        qp_buf_str(&b), name);
@@ -827,7 +827,7 @@ static qp_status resolve_moe(const qp_resolve_ctx *rc, const found *f, qp_scheme
 qp_status qp_resolve_quark(const qp_resolve_ctx *rc, qp_scheme *out) {
     bool moe = rc->kind == QP_LAYER_MOE;
     bool ignored = false;
-    qp_status st = should_ignore(rc, moe && is_vllm(rc), &ignored);
+    qp_status st = qp_resolve_should_ignore(rc, "exclude", moe && is_vllm(rc), &ignored);
     if (st != QP_OK) return st;
     if (rc->kind == QP_LAYER_ATTENTION) {
         /* vllm: an excluded attention module gets no method; SGLang still

@@ -290,11 +290,14 @@ QP_API qp_status qp_config_resolve(const qp_config *cfg, const char *layer_name,
     switch (cfg->method) {
     case QP_METHOD_QQQ: return qp_resolve_qqq(&rc, out);
     case QP_METHOD_FP8: return qp_resolve_fp8(&rc, out);
+    case QP_METHOD_COMPRESSED_TENSORS: return qp_resolve_ct(&rc, out);
     default: return qp_resolve_quark(&rc, out);
     }
 }
 
-static qp_status resolve_one_config(const qp_config *cfg, const qj *c, const char *key,
+/* One Quark config object, or compressed-tensors target i, as a linear
+ * layer nothing else overrides. */
+static qp_status resolve_one_config(const qp_config *cfg, const qj *c, size_t i, const char *key,
                                     const qp_resolve_options *opts, qp_scheme *out) {
     qp_resolve_ctx rc;
     qp_status st = resolve_setup(cfg, "", QP_LAYER_LINEAR, opts, &rc);
@@ -302,16 +305,18 @@ static qp_status resolve_one_config(const qp_config *cfg, const qj *c, const cha
     qp_scheme_init(out, QP_SCHEME_NONE);
     if (cfg->load_status != QP_OK)
         return qp_resolve_fail(&rc, cfg->load_status, cfg->load_key, "%s", cfg->load_error);
+    if (cfg->method == QP_METHOD_COMPRESSED_TENSORS) return qp_resolve_ct_target(&rc, i, out);
     return qp_resolve_quark_config(&rc, c, key, out);
 }
 
 QP_API qp_status qp_config_resolve_global(const qp_config *cfg, const qp_resolve_options *opts, qp_scheme *out) {
     if (!cfg || !out) return QP_ERR_INVALID_ARGUMENT;
-    if (cfg->method == QP_METHOD_QQQ || cfg->method == QP_METHOD_FP8) {
-        /* These methods have one scheme for every quantized linear layer. */
+    if (cfg->method == QP_METHOD_QQQ || cfg->method == QP_METHOD_FP8 || cfg->method == QP_METHOD_COMPRESSED_TENSORS) {
+        /* These methods have one scheme for every quantized linear layer
+         * (compressed-tensors: the one a `Linear` target gives). */
         return qp_config_resolve(cfg, "", QP_LAYER_LINEAR, opts, out);
     }
-    return resolve_one_config(cfg, cfg->global, "global_quant_config", opts, out);
+    return resolve_one_config(cfg, cfg->global, 0, "global_quant_config", opts, out);
 }
 
 QP_API qp_status qp_config_resolve_pattern(const qp_config *cfg, size_t i, const qp_resolve_options *opts,
@@ -319,7 +324,7 @@ QP_API qp_status qp_config_resolve_pattern(const qp_config *cfg, size_t i, const
     if (!cfg || !out || i >= cfg->n_patterns) return QP_ERR_INVALID_ARGUMENT;
     char key[512];
     snprintf(key, sizeof key, "layer_quant_config.%s", cfg->patterns[i].key);
-    return resolve_one_config(cfg, cfg->patterns[i].cfg, key, opts, out);
+    return resolve_one_config(cfg, cfg->patterns[i].cfg, i, key, opts, out);
 }
 
 QP_API qp_status qp_config_layer_shards(const qp_config *cfg, const char *layer, const qp_resolve_options *opts,

@@ -8,6 +8,9 @@
 #include "scheme_table.h"
 
 #define NO_MOE "no fused MoE for this scheme"
+/* Resolved as vLLM resolves it; qport has no kernel for its arithmetic. */
+#define CT_NO_RUN "compressed-tensors scheme qport resolves but does not run yet"
+#define CT_ROW(name, tensors, classes) {name, QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN, tensors, classes}
 
 static const qp_scheme_row rows[] = {
     [QP_SCHEME_UNQUANTIZED] = {"unquantized", QP_LIN_DENSE, 0, qp_bind_unquantized, NULL, NULL,
@@ -15,32 +18,37 @@ static const qp_scheme_row rows[] = {
                                "UnquantizedLinearMethod, UnquantizedFusedMoEMethod"},
     [QP_SCHEME_W8A8_FP8] = {"w8a8-fp8", QP_LIN_W8A8, 0, qp_bind_fp8, qp_qw_fp8, NULL,
                             "weight (fp8 [N, K]), weight_scale ([N] or per tensor/shard), input_scale? (static), bias?",
-                            "QuarkW8A8Fp8, QuarkW8A8Fp8MoEMethod"},
+                            "QuarkW8A8Fp8, QuarkW8A8Fp8MoEMethod"
+                            ", CompressedTensorsW8A8Fp8, CompressedTensorsW8A8Fp8MoEMethod"},
     [QP_SCHEME_W8A8_FP8_BLOCK] = {"w8a8-fp8-block", QP_LIN_W8A8, 0, qp_bind_fp8, qp_qw_fp8, NULL,
                                   "weight (fp8 [N, K]), weight_scale ([ceil(N/128), ceil(K/128)], fp32 or e8m0), bias?",
-                                  "QuarkW8A8Fp8PerBlock, QuarkW8A8Fp8MoEMethod (128x128 blocks)"},
+                                  "QuarkW8A8Fp8PerBlock, QuarkW8A8Fp8MoEMethod"
+                                  ", CompressedTensorsW8A8Fp8, CompressedTensorsW8A8Fp8MoEMethod"},
     [QP_SCHEME_W8A8_INT8] = {"w8a8-int8", QP_LIN_W8A8, 1, qp_bind_int8, qp_qw_int8, NULL,
                              "weight (int8 [N, K]), weight_scale ([N] or per tensor/shard), weight_zero_point?, "
                              "input_scale? and input_zero_point? (static), bias?",
-                             "QuarkW8A8Int8, QuarkW8A8Int8MoEMethod"},
+                             "QuarkW8A8Int8, QuarkW8A8Int8MoEMethod"
+                             ", CompressedTensorsW8A8Int8, CompressedTensorsW8A8Int8MoEMethod"},
     [QP_SCHEME_W4A16_INT4] = {"w4a16-int4", QP_LIN_INT4, 0, qp_bind_w4a16, qp_qw_w4a16, NULL,
                               "weight (int32 [K, N/8]), weight_scale ([K/g, N]), weight_zero_point (uint4), bias?",
-                              "QuarkW4A16Int4, QuarkW4A16Int4MoEMethod"},
+                              "QuarkW4A16Int4, QuarkW4A16Int4MoEMethod"
+                              ", CompressedTensorsWNA16, CompressedTensorsWNA16MoEMethod"},
     [QP_SCHEME_OCP_MX] = {"ocp-mx", QP_LIN_BLOCK_FLOAT, 0, qp_bind_ocp_mx, qp_qw_mx, NULL,
                           "weight (packed fp4/fp6/fp8 codes [N, K']), weight_scale (e8m0 [N, K/32]), "
                           "input_rotation?, bias?",
                           "QuarkOCP_MX, QuarkW4A4MXFP4, QuarkOCP_MX_MoEMethod, QuarkW8A8Mxfp8MoEMethod"},
     [QP_SCHEME_W4A8_MXFP4_FP8] = {"w4a8-mxfp4-fp8", QP_LIN_BLOCK_FLOAT, 0, qp_bind_w4a8_mxfp4, qp_qw_mx, NULL,
                                   "weight (fp4 codes [N, K/2]), weight_scale (e8m0 [N, K/32]), input_scale, bias?",
-                                  "QuarkW4A8_MXFP4_FP8, QuarkOCP_MX_MoEMethod (static fp8 activations)"},
+                                  "QuarkW4A8_MXFP4_FP8, QuarkOCP_MX_MoEMethod"},
     [QP_SCHEME_NVFP4] = {"nvfp4", QP_LIN_BLOCK_FLOAT, 0, qp_bind_nvfp4, qp_qw_nvfp4, NULL,
                          "weight (fp4 codes [N, K/2]), weight_scale (fp8 [N, K/16]), weight_scale_2, input_scale_2, "
                          "bias?",
-                         "QuarkNVFP4, QuarkNvfp4MoEMethod"},
+                         "QuarkNVFP4, QuarkNvfp4MoEMethod"
+                         ", CompressedTensorsW4A4Fp4, CompressedTensorsW4A4Nvfp4MoEMethod"},
     [QP_SCHEME_QQQ_W4A8] = {"qqq-w4a8", QP_LIN_INT4, 1, qp_bind_qqq, qp_qw_qqq, NO_MOE,
                             "B (int32 Marlin tiles [K/16, 2N]), s_channel (f32 [1, N]), s_group (f16 [K/128, N], "
                             "group 128), bias?",
-                            "QQQLinearMethod (vLLM 0.8.5)"},
+                            "QQQLinearMethod"},
     [QP_SCHEME_HF_FP8] = {"hf-fp8", QP_LIN_W8A8, 0, qp_bind_fp8, qp_qw_fp8, NULL,
                           "weight (fp8 [N, K]), weight_scale or weight_scale_inv (per-block), input_scale? (static), "
                           "bias?",
@@ -53,6 +61,29 @@ static const qp_scheme_row rows[] = {
     [QP_SCHEME_W4A8_INT4_FP8] = {"w4a8-int4-fp8", QP_LIN_NONE, 0, NULL, NULL,
                                  "runs only through ROCm AITER's fused MoE in vLLM", "-",
                                  "QuarkW4A8Fp8MoEMethod"},
+    /* compressed-tensors schemes qport resolves but does not bind yet */
+    [QP_SCHEME_WNA16] = CT_ROW("wna16", "weight_packed (int32), weight_shape, weight_scale, weight_zero_point?, weight_g_idx?",
+        "CompressedTensorsWNA16, CompressedTensorsWNA16MoEMethod"),
+    [QP_SCHEME_W8A16_FP8] = CT_ROW("w8a16-fp8", "weight (fp8 [N, K]), weight_scale, input_scale? (ignored)",
+        "CompressedTensorsW8A16Fp8"),
+    [QP_SCHEME_NVFP4_A16] = CT_ROW("nvfp4-a16", "weight_packed (fp4 [N, K/2]), weight_scale (fp8 [N, K/16]), weight_global_scale",
+        "CompressedTensorsW4A4Fp4, CompressedTensorsW4A4Nvfp4MoEMethod"),
+    [QP_SCHEME_W4A8_INT] = CT_ROW("w4a8-int", "weight (int8 [N, K]), weight_scale",
+        "CompressedTensorsW4A8Int, CompressedTensorsW4A8Int8MoEMethod"),
+    [QP_SCHEME_W4A8_FP8] = CT_ROW("w4a8-fp8", "weight_packed (int32), weight_shape, weight_scale (group 128), weight_chan_scale",
+        "CompressedTensorsW4A8Fp8, CompressedTensorsW4A8Fp8MoEMethod"),
+    [QP_SCHEME_CT_MXFP4] = CT_ROW("ct-mxfp4", "weight_packed (fp4 [N, K/2]), weight_scale (e8m0 [N, K/32])",
+        "CompressedTensorsW4A4Mxfp4, CompressedTensorsW4A4Mxfp4MoEMethod"),
+    [QP_SCHEME_CT_MXFP8] = CT_ROW("ct-mxfp8", "weight (fp8 [N, K]), weight_scale (e8m0 [N, K/32])",
+        "CompressedTensorsW8A8Mxfp8, CompressedTensorsW8A8Mxfp8MoEMethod"),
+    [QP_SCHEME_CT_W4A8_MXFP4] = CT_ROW("ct-w4a8-mxfp4", "weight_packed (fp4 [N, K/2]), weight_scale (e8m0 [N, K/32])",
+        "CompressedTensorsW4A8Mxfp4, CompressedTensorsW4A8Mxfp4MoEMethod"),
+    [QP_SCHEME_WNA8O8_INT] = CT_ROW("wna8o8-int", "weight_packed or weight, weight_scale, input_scale, output_scale",
+        "CompressedTensorsWNA8O8Int"),
+    [QP_SCHEME_WNA8_INT] = CT_ROW("wna8-int", "weight_packed (int32), weight_shape, weight_scale, weight_zero_point?",
+        "CompressedTensorsWNA8Int"),
+    [QP_SCHEME_WNA4_INT] = CT_ROW("wna4-int", "weight_packed (int32), weight_shape, weight_scale, weight_zero_point?",
+        "CompressedTensorsWNA4Int"),
 };
 _Static_assert(sizeof rows / sizeof *rows == QP_SCHEME_KIND_COUNT_, "one row per qp_scheme_kind");
 

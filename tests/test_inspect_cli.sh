@@ -44,12 +44,25 @@ sum=$("$Q" inspect "$C/gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json")
 check "summary method" 'printf "%s" "$sum" | grep -q "quant_method: quark"'
 check "summary global" 'printf "%s" "$sum" | grep -q "QuarkOCP_MX"'
 check "summary excludes" 'printf "%s" "$sum" | grep -q "re:.\*self_attn.\*"'
-# every shipped config resolves, except the one vLLM itself refuses (no
-# export key): the summary prints the refusal and exits 1
+# compressed-tensors: the class names, and the exact-sm_90 W4AFP8 branch
+out=$("$Q" inspect "$C/ct-w4afp8.json" --json --capability 90 --layer model.layers.0.mlp.down_proj \
+  --layer model.layers.0.mlp.experts:moe --layer lm_head)
+check "ct W4A8Fp8 at sm_90" 'printf "%s\n" "$out" | grep -q "\"method\":\"CompressedTensorsLinearMethod\",\"scheme\":\"CompressedTensorsW4A8Fp8\",\"scheme_kind\":\"w4a8-fp8\""'
+check "ct W4A8Fp8 experts" 'printf "%s\n" "$out" | grep -q "\"method\":\"CompressedTensorsW4A8Fp8MoEMethod\""'
+check "ct lm_head ignored" 'printf "%s\n" "$out" | grep -q "\"layer\":\"lm_head\",\"kind\":\"linear\",\"result\":\"ok\",\"method\":\"UnquantizedEmbeddingMethod\""'
+sum=$("$Q" inspect "$C/ct-mixed-ignore-kv.json")
+check "ct summary targets" 'printf "%s" "$sum" | grep -q "pattern re:.\*mlp.*CompressedTensorsWNA16"'
+check "ct summary ignore" 'printf "%s" "$sum" | grep -q "re:model\\\\.layers\\\\.1"'
+
+# every shipped config resolves, except those vLLM itself refuses (no
+# export key, ...): the summary prints the refusal and exits 1
 for f in "$C"/*.json; do
   "$Q" inspect "$f" >/dev/null 2>&1; rc=$?
   case "$f" in
     *nvfp4-two-stage*) check "refused config $f exits 1 (rc=$rc)" '[ $rc -eq 1 ]' ;;
+    # compressed-tensors exports vLLM refuses: act-order groups, W4AFP8
+    # off sm_90
+    *ct-w4a16-actorder-group*|*ct-w4afp8*) check "refused config $f exits 1 (rc=$rc)" '[ $rc -eq 1 ]' ;;
     *) check "summary of $f (rc=$rc)" '[ $rc -eq 0 ]' ;;
   esac
 done

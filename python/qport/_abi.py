@@ -33,7 +33,7 @@ DIALECTS = ("vllm", "sglang")
 PACK_METHODS = (None, "order", "reorder", "marlin_qqq")
 MOE_SCORING = ("softmax", "sigmoid")
 # qp_method and qp_moe_layers, in enum order
-METHODS = ("quark", "quark_online", "qqq", "fp8")
+METHODS = ("quark", "quark_online", "qqq", "fp8", "compressed-tensors")
 MOE_LAYER_RULES = ("all", "deepseek", "step")
 
 

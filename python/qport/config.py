@@ -228,7 +228,8 @@ class Config:
 
     @property
     def method(self) -> str:
-        """quant_method as written: "quark", "quark_online", "qqq", "fp8"."""
+        """quant_method as written: "quark", "quark_online", "qqq", "fp8",
+        "compressed-tensors"."""
         with self._h.use() as p:
             return _abi.s(_abi.lib.qp_method_name(_abi.lib.qp_config_method(p)))
 

@@ -136,3 +136,29 @@ def test_packed_and_dialect():
         cfg.resolve("x", kind="conv")
     assert cfg.kv_cache is not None and cfg.kv_cache.dtype == "fp8_e4m3fn"
     assert cfg.method == "quark" and isinstance(cfg.excludes, list) and isinstance(cfg.layer_patterns, list)
+
+
+def test_compressed_tensors_dict():
+    """A compressed-tensors config as a dict, as llm-compressor writes it:
+    the class names, the kind, the capability fallback and vLLM's errors."""
+    w4 = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}
+    fp8 = {"num_bits": 8, "type": "float", "strategy": "channel"}
+    tok = {"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True}
+    cfg = qport.load_config({"quant_method": "compressed-tensors", "format": "mixed-precision", "ignore": ["lm_head"],
+                             "config_groups": {
+                                 "a": {"targets": ["re:.*mlp.*"], "weights": w4, "format": "pack-quantized"},
+                                 "b": {"targets": ["Linear"], "weights": fp8, "input_activations": tok,
+                                       "format": "float-quantized"}}})
+    assert cfg.method == "compressed-tensors"
+    s = cfg.resolve("model.layers.0.mlp.down_proj")
+    assert (s.method, s.scheme_class, s.kind, s.weight_key) == (
+        "CompressedTensorsLinearMethod", "CompressedTensorsWNA16", "w4a16-int4", "kInt4Static")
+    assert cfg.resolve("model.layers.0.self_attn.qkv_proj", capability=90).scheme_class == "CompressedTensorsW8A8Fp8"
+    s = cfg.resolve("model.layers.0.self_attn.qkv_proj", capability=80)
+    assert s.scheme_class == "CompressedTensorsW8A16Fp8" and s.kind == "w8a16-fp8" and not s.kind_info.linear
+    assert cfg.resolve("lm_head").method == "UnquantizedEmbeddingMethod"
+    assert cfg.resolve("model.layers.0.mlp.experts", kind="moe").method == "CompressedTensorsWNA16MoEMethod"
+    bad = qport.load_config({"quant_method": "compressed-tensors", "format": "pack-quantized",
+                             "config_groups": {"a": {"targets": ["Linear"], "weights": {**w4, "actorder": "group"}}}})
+    with pytest.raises(ValueError, match=r"\(actorder='group'\) is no longer supported"):
+        bad.resolve("model.layers.0.mlp.down_proj")
