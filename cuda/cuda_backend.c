@@ -626,6 +626,8 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
             goto fail;
         }
         if (desc->act != QP_ACT_NONE) { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "w4a16 takes no activation quantization"); goto fail; }
+        char why[160];
+        if (qp_lin_w4_range_error(desc, why, sizeof why)) { s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, why); goto fail; }
         l->wkind = QPCU_W_Q4F;
         l->act = QPCU_ACT_NONE;
         break;

@@ -93,14 +93,13 @@ static const bh_topic cuda_topics[] = {
     {"moe", NULL, cuda_moe_run},
     {NULL, NULL, NULL},
 };
-/* CUDA: how it answers the shared probes and the bad input it takes
- * (BH_XFAIL) -- the group size is checked before the shape, so g48 is a
+/* CUDA: how it answers the shared probes -- the group size is checked before the shape, so g48 is a
  * refusal, not a bad value; a zero NVFP4 global scale is a bad value, not
  * a bad descriptor */
 static const bh_expect cuda_expect[] = {
     {"w4a16", "w4a16-no-zero-points", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "w4_zero"},
-    {"w4a16", "w4a16-zero-point-range", BH_XFAIL, QP_OK, "cuda takes W4A16 zero points outside 0..15 without a word"},
-    {"w4a16", "w4a16-code-range", BH_XFAIL, QP_OK, "cuda takes W4A16 codes outside 0..15 without a word"},
+    {"w4a16", "w4a16-zero-point-range", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "[1][6]"},
+    {"w4a16", "w4a16-code-range", BH_REFUSE, QP_ERR_INVALID_ARGUMENT, "[0][5]"},
     {"w4a16", "w4a16-g48", BH_REFUSE, QP_ERR_UNSUPPORTED, "group size 48"},
     {"w4a16", "w4a16-g16", BH_REFUSE, QP_ERR_UNSUPPORTED, "group size 16"},
     {"w4a16", "w4a16-int-dot", BH_REFUSE, QP_ERR_UNSUPPORTED, "no int-dot path"},
