@@ -60,10 +60,8 @@ typedef struct cu_lin {
 static int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
 static qp_status cuda_fail(cu_dev *d, const char *layer, const char *call, cudaError_t e) {
-    const qp_host *h = d->st->host;
-    return h->error(h->ctx, e == cudaErrorMemoryAllocation ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE,
-                    "cuda:%d: %s%s%s%s failed: %s (%d)", d->index, layer ? "layer '" : "", layer ? layer : "",
-                    layer ? "': " : "", call, cudaGetErrorString(e), (int)e);
+    return qp_cu_error(d, e == cudaErrorMemoryAllocation ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE, layer,
+                       "%s failed: %s (%d)", call, cudaGetErrorString(e), (int)e);
 }
 
 /* ---- init / devices ------------------------------------------------------ */
@@ -237,9 +235,8 @@ static qp_status stream_wait(cu_dev *d, const char *call) {
     char pend[400];
     pend_text(d, pend, sizeof pend);
     d->n_pend = 0;
-    const qp_host *h = d->st->host;
-    return h->error(h->ctx, e == cudaErrorMemoryAllocation ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE,
-                    "cuda:%d: %s failed %s: %s (%d)", d->index, call, pend, cudaGetErrorString(e), (int)e);
+    return qp_cu_error(d, e == cudaErrorMemoryAllocation ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE, NULL,
+                    "%s failed %s: %s (%d)", call, pend, cudaGetErrorString(e), (int)e);
 }
 
 qp_status qpcu_malloc(cu_dev *d, void **p, size_t bytes, const char *layer, const char *what) {
@@ -283,9 +280,8 @@ static qp_status cu_buffer_alloc(void *dev, size_t bytes, void **buf) {
     if (e != cudaSuccess) {
         cudaGetLastError();
         free(b);
-        const qp_host *h = d->st->host;
-        return h->error(h->ctx, e == cudaErrorMemoryAllocation ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE,
-                        "cuda:%d: cudaMalloc(%zu bytes) failed: %s (%d)", d->index, bytes, cudaGetErrorString(e),
+        return qp_cu_error(d, e == cudaErrorMemoryAllocation ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE, NULL,
+                        "cudaMalloc(%zu bytes) failed: %s (%d)", bytes, cudaGetErrorString(e),
                         (int)e);
     }
     b->size = bytes;
@@ -304,8 +300,8 @@ static void cu_buffer_free(void *dev, void *buf) {
 
 static qp_status buf_range(cu_dev *d, cu_buf *b, size_t off, size_t bytes, const char *what) {
     if (off > b->size || bytes > b->size - off)
-        return d->st->host->error(d->st->host->ctx, QP_ERR_INVALID_ARGUMENT,
-                                  "cuda:%d: %s of %zu bytes at offset %zu exceeds the buffer (%zu bytes)", d->index,
+        return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL,
+                                  "%s of %zu bytes at offset %zu exceeds the buffer (%zu bytes)",
                                   what, bytes, off, b->size);
     return QP_OK;
 }
@@ -376,8 +372,16 @@ static qp_status upload_new(cu_dev *d, cu_lin *l, void **dst, const void *src, s
     return qpcu_upload_new(d, dst, src, bytes, l->layer, tensor);
 }
 
+qp_status qp_cu_error(const cu_dev *d, qp_status st, const char *layer, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    qp_status r = qp_backend_verror(d->st->host, st, "cuda", d->index, layer, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
 static qp_status lin_error(cu_dev *d, qp_status s, const char *layer, const char *msg) {
-    return d->st->host->error(d->st->host->ctx, s, "cuda:%d: layer '%s': %s", d->index, layer, msg);
+    return qp_cu_error(d, s, layer, "%s", msg);
 }
 
 /* qport's own stream of a device it created (imported ones have the
@@ -936,20 +940,20 @@ typedef struct cu_rot {
 } cu_rot;
 
 static qp_status op_fail(cu_dev *d, qp_status st, const char *fmt, const char *a) {
-    return d->st->host->error(d->st->host->ctx, st, fmt, d->index, a);
+    return qp_cu_error(d, st, NULL, fmt, a);
 }
 
 static qp_status ensure_stream(cu_dev *d) { return ensure_runnable(d, "(no layer)"); }
 
 static qp_status cu_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **out) {
     cu_dev *d = dev;
-    if (!H || r <= 0 || !out) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: rotation_prepare: %s", "NULL H or r <= 0");
+    if (!H || r <= 0 || !out) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "rotation_prepare: %s", "NULL H or r <= 0");
     for (size_t i = 0; i < (size_t)r * r; i++)
-        if (H[i] != 1 && H[i] != -1) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: rotation_prepare: %s", "entries must be +1 or -1");
+        if (H[i] != 1 && H[i] != -1) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "rotation_prepare: %s", "entries must be +1 or -1");
     qp_status s = ensure_stream(d);
     if (s != QP_OK) return s;
     cu_rot *R = calloc(1, sizeof *R);
-    if (!R) return op_fail(d, QP_ERR_OUT_OF_MEMORY, "cuda:%d: %s", "out of host memory");
+    if (!R) return op_fail(d, QP_ERR_OUT_OF_MEMORY, "%s", "out of host memory");
     R->r = r;
     R->c = c;
     s = qpcu_upload_new(d, (void **)&R->H, H, (size_t)r * r, "input_rotation", "the rotation matrix");
@@ -973,7 +977,7 @@ static void cu_rotation_destroy(void *dev, void *rot) {
 
 static qp_status dt_check(cu_dev *d, qp_dtype dt, const char *op) {
     if (dt == QP_DTYPE_F16 || dt == QP_DTYPE_BF16) return QP_OK;
-    return op_fail(d, QP_ERR_UNSUPPORTED, "cuda:%d: %s: dtype must be fp16 or bf16", op);
+    return op_fail(d, QP_ERR_UNSUPPORTED, "%s: dtype must be fp16 or bf16", op);
 }
 
 /* A launch's status at enqueue (the kernel's own faults come at the next
@@ -1004,7 +1008,7 @@ static qp_status cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *xb
     qp_status s = dt_check(d, dt, "rotation_forward");
     if (s != QP_OK) return s;
     if (!R || !x || !y || M < 0 || K <= 0 || K % R->r)
-        return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: rotation_forward: %s", "bad arguments (K % r != 0 or NULL)");
+        return op_fail(d, QP_ERR_INVALID_ARGUMENT, "rotation_forward: %s", "bad arguments (K % r != 0 or NULL)");
     size_t bytes = (size_t)M * (size_t)K * 2;
     if ((s = buf_range(d, x, 0, bytes, "rotation input")) != QP_OK || (s = buf_range(d, y, 0, bytes, "rotation output")) != QP_OK) return s;
     if ((s = ensure_stream(d)) != QP_OK) return s;
@@ -1015,7 +1019,7 @@ static qp_status cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *xb
         return launched(d, "input_rotation", qpcu_rotate(x->p, y->p, M, K, R->H, R->r, R->c, bf, d->stream));
     /* in place: groups of r elements are independent; G of them at a time */
     size_t gb = (size_t)R->r * 2, groups = (size_t)M * (size_t)K / (size_t)R->r, G = d->ws_bytes / gb;
-    if (G == 0) return op_fail(d, QP_ERR_UNSUPPORTED, "cuda:%d: rotation_forward: %s", "in-place rotation: r too large for the workspace");
+    if (G == 0) return op_fail(d, QP_ERR_UNSUPPORTED, "rotation_forward: %s", "in-place rotation: r too large for the workspace");
     if (G > (size_t)1 << 20) G = (size_t)1 << 20;
     for (size_t g0 = 0; g0 < groups && s == QP_OK; g0 += G) {
         size_t n = groups - g0 < G ? groups - g0 : G;
@@ -1031,7 +1035,7 @@ static qp_status cu_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, flo
     cu_buf *a = src, *b = dst;
     qp_status s = dt_check(d, dt, "kv_quantize");
     if (s != QP_OK) return s;
-    if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: kv_quantize: %s", "scale must be finite and > 0");
+    if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "kv_quantize: %s", "scale must be finite and > 0");
     if ((s = buf_range(d, a, 0, n * 2, "kv_quantize source")) != QP_OK || (s = buf_range(d, b, 0, n, "kv_quantize destination")) != QP_OK) return s;
     if ((s = ensure_stream(d)) != QP_OK) return s;
     if (!n) return QP_OK;
@@ -1057,7 +1061,7 @@ static qp_status cu_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, f
     cu_buf *a = src, *b = dst;
     qp_status s = dt_check(d, dt, "kv_dequantize");
     if (s != QP_OK) return s;
-    if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: kv_dequantize: %s", "scale must be finite and > 0");
+    if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "kv_dequantize: %s", "scale must be finite and > 0");
     if ((s = buf_range(d, a, 0, n, "kv_dequantize source")) != QP_OK || (s = buf_range(d, b, 0, n * 2, "kv_dequantize destination")) != QP_OK) return s;
     if ((s = ensure_stream(d)) != QP_OK) return s;
     if (!n) return QP_OK;
@@ -1086,7 +1090,7 @@ static qp_status cu_buffer_copy(void *dev, void *src, size_t so, void *dst, size
     if ((s = buf_range(d, a, so, bytes, "copy source")) != QP_OK || (s = buf_range(d, b, dof, bytes, "copy destination")) != QP_OK) return s;
     if (!bytes) return QP_OK;
     if (a == b && so < dof + bytes && dof < so + bytes)
-        return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: %s", "buffer_copy: overlapping ranges in one buffer");
+        return op_fail(d, QP_ERR_INVALID_ARGUMENT, "%s", "buffer_copy: overlapping ranges in one buffer");
     if ((s = ensure_stream(d)) != QP_OK) return s;
     cudaSetDevice(d->index);
     s = d2d(d, (char *)b->p + dof, (const char *)a->p + so, bytes, "cudaMemcpyAsync(device to device)");
@@ -1150,7 +1154,7 @@ static qp_status cu_buffer_copy_time(void *dev, void *src, void *dst, size_t byt
     cu_buf *a = src, *b = dst;
     qp_status s;
     if ((s = buf_range(d, a, 0, bytes, "copy source")) != QP_OK || (s = buf_range(d, b, 0, bytes, "copy destination")) != QP_OK) return s;
-    if (reps < 0 || (reps > 0 && !ms)) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: %s", "buffer_copy_time: bad reps");
+    if (reps < 0 || (reps > 0 && !ms)) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "%s", "buffer_copy_time: bad reps");
     if ((s = ensure_stream(d)) != QP_OK) return s;
     cudaSetDevice(d->index);
     ev_pair p;
@@ -1170,24 +1174,20 @@ static qp_status cu_buffer_copy_time(void *dev, void *src, void *dst, size_t byt
 static qp_status cu_vendor_gemm_time(void *dev, qp_dtype in, int M, int N, int K, int reps, double *ms, char *name,
                                      size_t cap) {
     cu_dev *d = dev;
-    const qp_host *h = d->st->host;
     if (M <= 0 || N <= 0 || K <= 0 || reps < 0 || (reps > 0 && !ms) || !name)
-        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: vendor_gemm_time: bad shape or NULL output", d->index);
+        return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "vendor_gemm_time: bad shape or NULL output");
     int kind = in == QP_DTYPE_I8 ? QPCU_BLAS_I8 : in == QP_DTYPE_F8_E4M3FN ? QPCU_BLAS_F8 : in == QP_DTYPE_F16 ? QPCU_BLAS_F16 : -1;
     if (kind < 0)
-        return h->error(h->ctx, QP_ERR_UNSUPPORTED, "cuda:%d: vendor_gemm_time: unsupported: input dtype %d (I8, F8_E4M3FN or F16)",
-                        d->index, (int)in);
+        return qp_cu_error(d, QP_ERR_UNSUPPORTED, NULL, "vendor_gemm_time: unsupported: input dtype %d (I8, F8_E4M3FN or F16)", (int)in);
     if (kind == QPCU_BLAS_F8 && !qpcu_cap_tensor_core_fp8(d->cc))
-        return h->error(h->ctx, QP_ERR_UNSUPPORTED, "cuda:%d: vendor_gemm_time: unsupported: cuBLASLt fp8 needs compute capability >= 8.9",
-                        d->index);
+        return qp_cu_error(d, QP_ERR_UNSUPPORTED, NULL, "vendor_gemm_time: unsupported: cuBLASLt fp8 needs compute capability >= 8.9");
 #if defined(QPCU_EMULATE)
     (void)reps; (void)cap;
-    return h->error(h->ctx, QP_ERR_UNSUPPORTED, "cuda:%d: vendor_gemm_time: unsupported: cuBLASLt is not available in the CPU emulator",
-                    d->index);
+    return qp_cu_error(d, QP_ERR_UNSUPPORTED, NULL, "vendor_gemm_time: unsupported: cuBLASLt is not available in the CPU emulator");
 #else
     char why[200];
     if (!qpcu_blaslt_available(why, sizeof why))
-        return h->error(h->ctx, QP_ERR_UNSUPPORTED, "cuda:%d: vendor_gemm_time: unsupported: %s", d->index, why);
+        return qp_cu_error(d, QP_ERR_UNSUPPORTED, NULL, "vendor_gemm_time: unsupported: %s", why);
     qp_status s = ensure_stream(d);
     if (s != QP_OK) return s;
     cudaSetDevice(d->index);
@@ -1205,7 +1205,7 @@ static qp_status cu_vendor_gemm_time(void *dev, qp_dtype in, int M, int N, int K
     } else {
         char err[256];
         if (qpcu_blaslt_time(kind, M, N, K, reps, ms, X, W, D, ws, wsb, d->stream, name, cap, err, sizeof err))
-            s = h->error(h->ctx, QP_ERR_UNSUPPORTED, "cuda:%d: vendor_gemm_time %dx%dx%d: unsupported: %s", d->index, M, N, K, err);
+            s = qp_cu_error(d, QP_ERR_UNSUPPORTED, NULL, "vendor_gemm_time %dx%dx%d: unsupported: %s", M, N, K, err);
     }
     cudaFree(X); cudaFree(W); cudaFree(D); cudaFree(ws);
     return s;
@@ -1226,7 +1226,7 @@ static qp_status cu_event_record(void *dev, void **out) {
     qp_status s = make_stream(d, NULL);
     if (s != QP_OK) return s;
     cu_event *ev = calloc(1, sizeof *ev);
-    if (!ev) return op_fail(d, QP_ERR_OUT_OF_MEMORY, "cuda:%d: %s", "out of host memory");
+    if (!ev) return op_fail(d, QP_ERR_OUT_OF_MEMORY, "%s", "out of host memory");
     cudaError_t e = cudaEventCreateWithFlags(&ev->e, cudaEventDisableTiming);
     if (e == cudaSuccess) {
         e = cudaEventRecord(ev->e, d->stream);
@@ -1253,8 +1253,7 @@ static qp_status cu_event_wait(void *dev, void *evp) {
         return QP_OK;
     }
     cudaGetLastError();
-    const qp_host *h = d->st->host;
-    return h->error(h->ctx, QP_ERR_DEVICE, "cuda:%d: cudaEventSynchronize failed %s: %s (%d)", d->index, ev->pend,
+    return qp_cu_error(d, QP_ERR_DEVICE, NULL, "cudaEventSynchronize failed %s: %s (%d)", ev->pend,
                     cudaGetErrorString(e), (int)e);
 }
 
@@ -1269,8 +1268,7 @@ static qp_status cu_event_query(void *dev, void *evp, int *done) {
     }
     cudaGetLastError();
     *done = 1;
-    const qp_host *h = d->st->host;
-    return h->error(h->ctx, QP_ERR_DEVICE, "cuda:%d: cudaEventQuery failed %s: %s (%d)", d->index, ev->pend,
+    return qp_cu_error(d, QP_ERR_DEVICE, NULL, "cudaEventQuery failed %s: %s (%d)", ev->pend,
                     cudaGetErrorString(e), (int)e);
 }
 
@@ -1287,7 +1285,7 @@ static void cu_event_destroy(void *dev, void *evp) {
 static qp_status cu_sync_begin(void *dev, const qp_enqueue_sync *sy) {
     cu_dev *d = dev;
     if (sy->vk_wait_semaphore || sy->vk_signal_semaphore || sy->vk_command_buffer || sy->cl_wait_list || sy->cl_out_event)
-        return op_fail(d, QP_ERR_INVALID_ARGUMENT, "cuda:%d: %s", "qp_enqueue_sync: Vulkan or OpenCL fields for a CUDA device");
+        return op_fail(d, QP_ERR_INVALID_ARGUMENT, "%s", "qp_enqueue_sync: Vulkan or OpenCL fields for a CUDA device");
     qp_status s = make_stream(d, NULL);
     if (s != QP_OK || !sy->cuda_wait_event) return s;
     cudaError_t e = cudaStreamWaitEvent(d->stream, (cudaEvent_t)sy->cuda_wait_event, 0);
@@ -1369,17 +1367,16 @@ static qp_status cu_buffer_import(void *dev, const qp_buffer_import_desc *desc, 
     const qp_host *h = d->st->host;
     *out = NULL;
     if (!desc->cuda_ptr || desc->vk_buffer || desc->cl_mem || desc->host_ptr)
-        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: qp_buffer_import: a CUDA device takes cuda_ptr only",
-                        d->index);
+        return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "qp_buffer_import: a CUDA device takes cuda_ptr only");
     if (desc->offset)
-        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT,
-                        "cuda:%d: qp_buffer_import: offset %zu: CUDA buffers take offset 0 (pass cuda_ptr + offset "
-                        "as cuda_ptr)", d->index, desc->offset);
+        return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL,
+                        "qp_buffer_import: offset %zu: CUDA buffers take offset 0 (pass cuda_ptr + offset "
+                        "as cuda_ptr)", desc->offset);
     if ((uintptr_t)desc->cuda_ptr % 16)
-        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT,
-                        "cuda:%d: qp_buffer_import: cuda_ptr %p is not 16-byte aligned (the kernels load 16 bytes at "
-                        "a time)", d->index, desc->cuda_ptr);
-    if (!desc->size) return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: qp_buffer_import: size 0", d->index);
+        return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL,
+                        "qp_buffer_import: cuda_ptr %p is not 16-byte aligned (the kernels load 16 bytes at "
+                        "a time)", desc->cuda_ptr);
+    if (!desc->size) return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "qp_buffer_import: size 0");
     cu_buf *b = calloc(1, sizeof *b);
     if (!b) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
     b->p = desc->cuda_ptr;

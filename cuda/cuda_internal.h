@@ -42,6 +42,10 @@ typedef struct cu_dev {
     unsigned long long enq_seq; /* enqueues so far (an event's wait clears pend) */
 } cu_dev;
 
+/* An error of device d: "cuda:<i>: [layer '<layer>': ]" and the message */
+qp_status qp_cu_error(const cu_dev *d, qp_status st, const char *layer, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 struct cu_state {
     const qp_host *host;
     int n;

@@ -47,8 +47,7 @@ static int rup(int v, int m) { return (v + m - 1) / m * m; }
 static size_t al256(size_t v) { return (v + 255) & ~(size_t)255; }
 
 static qp_status moe_err(cu_dev *d, qp_status st, const char *layer, const char *why) {
-    const qp_host *h = d->st->host;
-    return h->error(h->ctx, st, "cuda:%d: MoE layer '%s': %s%s", d->index, layer,
+    return qp_cu_error(d, st, NULL, "MoE layer '%s': %s%s", layer,
                     st == QP_ERR_UNSUPPORTED ? "unsupported: " : "", why);
 }
 
@@ -209,12 +208,11 @@ static qp_status up_weight(cu_dev *d, cu_moe *m, const void *src, const float *b
 
 qp_status qpcu_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
     cu_dev *d = dev;
-    const qp_host *h = d->st->host;
-    if (!s || !out) return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: NULL MoE desc or output", d->index);
+    if (!s || !out) return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "NULL MoE desc or output");
     *out = NULL;
     const char *layer = s->layer ? s->layer : "";
     cu_moe *m = calloc(1, sizeof *m);
-    if (!m) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "cuda:%d: out of host memory", d->index);
+    if (!m) return qp_cu_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
     snprintf(m->layer, sizeof m->layer, "%s", layer);
     m->E = s->E; m->H = s->H; m->I = s->I; m->G = s->G; m->off = s->expert_offset;
     m->bf16 = s->act_dtype == QP_DTYPE_BF16;
@@ -313,9 +311,8 @@ static qp_status shape_check(cu_dev *d, const cu_moe *m, int M, int k) {
 qp_status qpcu_moe_reserve(void *dev, void *moe, int max_m, int k) {
     cu_dev *d = dev;
     cu_moe *m = moe;
-    const qp_host *h = d->st->host;
     if (!m || max_m < 0 || k <= 0)
-        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: moe_reserve: NULL layer, max_m < 0 or k <= 0", d->index);
+        return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "moe_reserve: NULL layer, max_m < 0 or k <= 0");
     if (max_m == 0) return QP_OK;
     qp_status st = shape_check(d, m, max_m, k);
     if (st != QP_OK) return st;
@@ -343,22 +340,20 @@ qp_status qpcu_moe_forward_op(void *dev, void *moe, void *xbuf, int M, int k, vo
     cu_dev *d = dev;
     cu_moe *m = moe;
     cu_buf *xb = xbuf, *ib = idsbuf, *wb = wbuf, *yb = ybuf;
-    const qp_host *h = d->st->host;
     if (!m || !xb || !ib || !wb || !yb || M < 0 || k <= 0)
-        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: MoE forward: NULL layer or buffer, M < 0 or k <= 0",
-                        d->index);
+        return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE forward: NULL layer or buffer, M < 0 or k <= 0");
     if (M == 0) return QP_OK;
     size_t H = (size_t)m->H, MKz = (size_t)M * (size_t)k;
     qp_status st = shape_check(d, m, M, k);
     if (st != QP_OK) return st;
     if (xb->size < (size_t)M * H * 2 || yb->size < (size_t)M * H * 2 || ib->size < MKz * 4 || wb->size < MKz * 4)
-        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: MoE layer '%s': x, y, ids or weights smaller than "
-                        "M = %d, k = %d, H = %d need", d->index, m->layer, M, k, m->H);
+        return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE layer '%s': x, y, ids or weights smaller than "
+                        "M = %d, k = %d, H = %d need", m->layer, M, k, m->H);
     moe_plan p;
     plan(d, m, M, k, &p);
     if (m->scratch_bytes < p.total || !d->has_stream)
-        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: MoE layer '%s': M = %d, k = %d needs %zu bytes of "
-                        "scratch, %zu reserved: reserve it first (moe_reserve; qp_moe_options.max_m)", d->index,
+        return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE layer '%s': M = %d, k = %d needs %zu bytes of "
+                        "scratch, %zu reserved: reserve it first (moe_reserve; qp_moe_options.max_m)",
                         m->layer, M, k, p.total, m->scratch_bytes);
     cudaError_t ce = cudaSetDevice(d->index);
     if (ce != cudaSuccess) return qpcu_call_failed(d, m->layer, "cudaSetDevice", ce);
@@ -425,13 +420,12 @@ void qpcu_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap
 qp_status qpcu_moe_route_op(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids,
                             void *w) {
     cu_dev *d = dev;
-    const qp_host *h = d->st->host;
     cu_buf *lb = logits, *sb = scratch, *ib = ids, *wb = w, *bb = p ? p->bias : NULL;
     if (!p || !lb || !sb || !ib || !wb || M <= 0 || p->k <= 0 || p->k > QP_ROUTE_MAX_K || p->n_group > QP_ROUTE_MAX_K ||
         p->G <= 0)
-        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: moe_route: bad routing parameters", d->index);
+        return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "moe_route: bad routing parameters");
     if (!d->has_stream)
-        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda:%d: moe_route: the device has no stream yet", d->index);
+        return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "moe_route: the device has no stream yet");
     int flags = (p->renormalize ? 1 : 0) | (p->sigmoid ? 2 : 0) | (bb ? 4 : 0);
     int ke = qpcu_moe_route(lb->p, M, p->G, p->k, flags, p->n_group, p->topk_group, p->scale, bb ? bb->p : NULL,
                             sb->p, ib->p, wb->p, d->stream);
