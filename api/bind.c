@@ -171,6 +171,26 @@ static void qqq_wrap_warning(qp_model *m, const char *layer, const qp_layer_bind
     free(q); free(s_ch); free(s_g);
 }
 
+/* A shard's compressed-tensors weight_shape: int64 or int32 [2], [N, K]. */
+static qp_status shape_pair(qp_model *m, const part *p, const char *src, int64_t *n, int64_t *k) {
+    const qp_tensor *t = &p->t;
+    if ((t->dtype != QP_DTYPE_I64 && t->dtype != QP_DTYPE_I32) || t->ndim != 1 || t->shape[0] != 2)
+        return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_shape", src, "weight_shape must be int64 or int32 [2]");
+    qp_status st = check_mapped(m);
+    if (st) return st;
+    int64_t v[2];
+    for (int i = 0; i < 2; i++) {
+        if (t->dtype == QP_DTYPE_I64) memcpy(&v[i], (const char *)t->data + 8 * i, 8);
+        else { int32_t x; memcpy(&x, (const char *)t->data + 4 * i, 4); v[i] = x; }
+    }
+    if (v[0] <= 0 || v[1] <= 0 || v[0] > QP_DIM_MAX || v[1] > QP_DIM_MAX)
+        return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_shape", src, "weight_shape [%lld, %lld] is out of range",
+                            (long long)v[0], (long long)v[1]);
+    *n = v[0];
+    *k = v[1];
+    return QP_OK;
+}
+
 QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bind_options *opts, qp_layer_binding *b) {
     if (!m || !layer || !b) return QP_ERR_INVALID_ARGUMENT;
     memset(b, 0, sizeof *b);
@@ -222,18 +242,25 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
                           b->scheme.method[0] ? b->scheme.method : "no quant method");
         goto done;
     }
-    int kmajor = kind == QP_SCHEME_QQQ_W4A8 || kind == QP_SCHEME_W4A16_INT4;
-    const char *wname = kind == QP_SCHEME_QQQ_W4A8 ? "B" : "weight";
+    /* compressed-tensors keeps integer and fp4 weights as weight_packed
+     * [N, packed K] with the true [N, K] in weight_shape (api/bind_ct.c) */
+    int ct = qp_scheme_is_ct(&b->scheme), ct_int = ct && (kind == QP_SCHEME_W4A16_INT4 || kind == QP_SCHEME_WNA16);
+    int ct_packed = ct_int || (ct && (kind == QP_SCHEME_NVFP4 || kind == QP_SCHEME_NVFP4_A16));
+    int kmajor = kind == QP_SCHEME_QQQ_W4A8 || (kind == QP_SCHEME_W4A16_INT4 && !ct);
+    const char *wname = kind == QP_SCHEME_QQQ_W4A8 ? "B" : ct_packed ? "weight_packed" : "weight";
     int row = is_row_parallel(layer), tp = o.tp_size, rank = o.tp_rank;
     int64_t Ntot = 0, K = -1;
     for (size_t s = 0; s < nsrc; s++) {
         const part *w = get(parts[s], np[s], wname);
         if (!w || w->t.ndim != 2) { st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, wname, src[s], "missing 2-D '%s'", wname); goto done; }
-        int64_t n_i = kind == QP_SCHEME_QQQ_W4A8 ? w->t.shape[1] / 2 : kind == QP_SCHEME_W4A16_INT4 ? w->t.shape[1] * 8 : w->t.shape[0];
+        int64_t n_i = kind == QP_SCHEME_QQQ_W4A8 ? w->t.shape[1] / 2 : kmajor ? w->t.shape[1] * 8 : w->t.shape[0];
         int64_t kd = kmajor ? w->t.shape[0] : w->t.shape[1];
         int64_t k_i = kind == QP_SCHEME_QQQ_W4A8 ? kd * 16
+                    : ct_int ? kd * (b->scheme.weight.dtype == QP_DTYPE_I8 || b->scheme.weight.dtype == QP_DTYPE_U8 ? 4 : 8)
                     : b->scheme.weight.dtype == QP_DTYPE_F4_E2M1 ? kd * 2
                     : b->scheme.weight.dtype == QP_DTYPE_F6_E2M3 || b->scheme.weight.dtype == QP_DTYPE_F6_E3M2 ? kd * 4 / 3 : kd;
+        const part *wsh = ct ? get(parts[s], np[s], "weight_shape") : NULL;
+        if (wsh && (st = shape_pair(m, wsh, src[s], &n_i, &k_i))) goto done;
         if (K >= 0 && k_i != K) { st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, wname, src[s], "shard input size %lld differs from %lld", (long long)k_i, (long long)K); goto done; }
         K = k_i;
         /* tensor parallel: slice each shard's tensors (spec: vLLM's weight loaders) */
@@ -250,6 +277,7 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
                 qp_tensor *t = &p->t;
                 if (row && !strcmp(p->suffix, "bias")) { if (rank) t->ndim = -1; continue; }
                 if (!strcmp(p->suffix, "input_rotation")) continue; /* acts on blocks of k, never split */
+                if (!strcmp(p->suffix, "weight_shape")) continue;   /* rewritten for the fused layer below */
                 for (int d = 0; d < t->ndim && t->ndim <= 2; d++) {
                     int is_n = t->ndim == 1 ? (t->shape[0] == n_i && n_i > 1) : (kmajor ? d == 1 : d == 0);
                     int is_k = t->ndim == 2 && !is_n;
@@ -309,6 +337,10 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
             total = qp_tensor_bytes(&p0->t);
             ns = 1;
         }
+        if (!strcmp(p0->suffix, "weight_shape") && ct) { /* the bound layer's [N, K], each shard's checked above */
+            total = 16;
+            ns = 1;
+        }
         qp_tensor *t = &b->tensors[b->n_tensors];
         char *buf = malloc(total ? total : 1);
         if (!buf) { st = qp_error_set(m->ctx, QP_ERR_OUT_OF_MEMORY, m->dir, NULL, layer, "out of memory"); goto done; }
@@ -318,6 +350,14 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
         t->name = b->names_[b->n_tensors];
         t->data = buf;
         b->n_tensors++;
+        if (!strcmp(p0->suffix, "weight_shape") && ct) {
+            int64_t nk[2] = {b->N, b->K};
+            memcpy(buf, nk, sizeof nk);
+            t->dtype = QP_DTYPE_I64;
+            t->ndim = 1;
+            t->shape[0] = 2;
+            continue;
+        }
         int cat_dim = p0->t.ndim == 2 && kmajor ? 1 : 0;
         if (ns > 1 && scalar) { t->ndim = 1; t->shape[0] = (int64_t)ns; }
         else if (ns > 1) {

@@ -199,6 +199,7 @@ QP_API int qp_format_bits(qp_dtype dtype) {
     switch (dtype) {
     case QP_DTYPE_F32:
     case QP_DTYPE_I32: return 32;
+    case QP_DTYPE_I64: return 64;
     case QP_DTYPE_F16:
     case QP_DTYPE_BF16: return 16;
     case QP_DTYPE_F8_E4M3FN:

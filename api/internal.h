@@ -324,4 +324,7 @@ qp_status qp_safetensors_prefixed(const qp_safetensors *f, const char *prefix, s
  * max_n of them (0: any number) (linear_desc.c). */
 qp_status qp_tensors_check(qp_context *ctx, const char *layer, const qp_tensor *t, size_t n, size_t max_n);
 
+/* The scheme came from a compressed-tensors config (its vLLM method class
+ * starts with CompressedTensors): its tensors follow that layout (bind_ct.c). */
+int qp_scheme_is_ct(const qp_scheme *s);
 #endif

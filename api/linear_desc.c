@@ -165,9 +165,14 @@ qp_status qp_lin_desc_build(qp_context *ctx, const qp_scheme *scheme, int N, int
     qp_status s;
     const qp_scheme_row *row = qp_scheme_row_of(d->kind);
     d->family = row->family;
-    s = row->bind ? row->bind(&b, st, o, d)
-                  : qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "scheme %s is not a linear layer qport runs",
-                                 qp_scheme_kind_name(scheme->kind));
+    bool ct = qp_scheme_is_ct(scheme);
+    qp_lin_bind_fn bind = ct ? row->bind_ct : row->bind;
+    s = bind ? bind(&b, st, o, d)
+        : ct && row->bind ? qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer,
+                                         "scheme %s is not bound from compressed-tensors checkpoints",
+                                         qp_scheme_kind_name(scheme->kind))
+        : qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, NULL, layer, "scheme %s is not a linear layer qport runs",
+                       qp_scheme_kind_name(scheme->kind));
     if (!s) s = bind_rotation(&b, d);
     if (!s) s = qp_binder_bias(&b, st, d);
     for (size_t i = 0; !s && i < n; i++)

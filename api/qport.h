@@ -231,6 +231,7 @@ typedef enum qp_dtype {
     QP_DTYPE_I4,
     QP_DTYPE_U4,
     QP_DTYPE_I32,
+    QP_DTYPE_I64,         /* compressed-tensors' weight_shape               */
     QP_DTYPE_COUNT_
 } qp_dtype;
 

@@ -10,6 +10,7 @@
 
 size_t qp_qw_elem_bytes(qp_dtype d) {
     switch (d) {
+    case QP_DTYPE_I64: return 8;
     case QP_DTYPE_F32: case QP_DTYPE_I32: return 4;
     case QP_DTYPE_F16: case QP_DTYPE_BF16: return 2;
     default: return 1;

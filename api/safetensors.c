@@ -48,9 +48,9 @@ struct qp_safetensors {
 static const struct { const char *name; qp_dtype dt; unsigned bytes; } st_dtypes[] = {
     {"F32", QP_DTYPE_F32, 4}, {"F16", QP_DTYPE_F16, 2}, {"BF16", QP_DTYPE_BF16, 2}, {"I8", QP_DTYPE_I8, 1},
     {"U8", QP_DTYPE_U8, 1}, {"I32", QP_DTYPE_I32, 4}, {"F8_E4M3", QP_DTYPE_F8_E4M3FN, 1},
-    {"F8_E5M2", QP_DTYPE_F8_E5M2, 1}, {"F8_E8M0", QP_DTYPE_E8M0, 1},
+    {"F8_E5M2", QP_DTYPE_F8_E5M2, 1}, {"F8_E8M0", QP_DTYPE_E8M0, 1}, {"I64", QP_DTYPE_I64, 8},
     /* stored and size-checked, but no qport dtype */
-    {"F64", QP_DTYPE_NONE, 8}, {"I64", QP_DTYPE_NONE, 8}, {"U64", QP_DTYPE_NONE, 8}, {"I16", QP_DTYPE_NONE, 2},
+    {"F64", QP_DTYPE_NONE, 8}, {"U64", QP_DTYPE_NONE, 8}, {"I16", QP_DTYPE_NONE, 2},
     {"U16", QP_DTYPE_NONE, 2}, {"U32", QP_DTYPE_NONE, 4}, {"BOOL", QP_DTYPE_NONE, 1},
 };
 

@@ -118,7 +118,7 @@ void qp_qtensor_from_quark(qp_qtensor *t, const qj *q) {
 QP_API const char *qp_dtype_name(qp_dtype d) {
     static const char *n[QP_DTYPE_COUNT_] = {
         "none", "f32", "f16", "bf16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "fp6_e2m3", "fp6_e3m2",
-        "fp4_e2m1", "e8m0", "int8", "uint8", "int4", "uint4", "int32"};
+        "fp4_e2m1", "e8m0", "int8", "uint8", "int4", "uint4", "int32", "int64"};
     return (unsigned)d < QP_DTYPE_COUNT_ ? n[d] : "unknown";
 }
 

@@ -11,6 +11,8 @@
 /* Resolved as vLLM resolves it; qport has no kernel for its arithmetic. */
 #define CT_NO_RUN "compressed-tensors scheme qport resolves but does not run yet"
 #define CT_ROW(name, tensors, classes) {name, QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN, tensors, classes}
+#define CT_LOWERED(name, tensors, classes, binder) \
+    {name, QP_LIN_DENSE, 0, NULL, NULL, "no fused MoE for this scheme yet", tensors, classes, binder, 1}
 
 static const qp_scheme_row rows[] = {
     [QP_SCHEME_UNQUANTIZED] = {"unquantized", QP_LIN_DENSE, 0, qp_bind_unquantized, NULL, NULL,
@@ -19,20 +21,22 @@ static const qp_scheme_row rows[] = {
     [QP_SCHEME_W8A8_FP8] = {"w8a8-fp8", QP_LIN_W8A8, 0, qp_bind_fp8, qp_qw_fp8, NULL,
                             "weight (fp8 [N, K]), weight_scale ([N] or per tensor/shard), input_scale? (static), bias?",
                             "QuarkW8A8Fp8, QuarkW8A8Fp8MoEMethod"
-                            ", CompressedTensorsW8A8Fp8, CompressedTensorsW8A8Fp8MoEMethod"},
+                            ", CompressedTensorsW8A8Fp8, CompressedTensorsW8A8Fp8MoEMethod", .bind_ct = qp_bind_fp8},
     [QP_SCHEME_W8A8_FP8_BLOCK] = {"w8a8-fp8-block", QP_LIN_W8A8, 0, qp_bind_fp8, qp_qw_fp8, NULL,
                                   "weight (fp8 [N, K]), weight_scale ([ceil(N/128), ceil(K/128)], fp32 or e8m0), bias?",
                                   "QuarkW8A8Fp8PerBlock, QuarkW8A8Fp8MoEMethod"
-                                  ", CompressedTensorsW8A8Fp8, CompressedTensorsW8A8Fp8MoEMethod"},
+                                  ", CompressedTensorsW8A8Fp8, CompressedTensorsW8A8Fp8MoEMethod", .bind_ct = qp_bind_fp8},
     [QP_SCHEME_W8A8_INT8] = {"w8a8-int8", QP_LIN_W8A8, 1, qp_bind_int8, qp_qw_int8, NULL,
                              "weight (int8 [N, K]), weight_scale ([N] or per tensor/shard), weight_zero_point?, "
                              "input_scale? and input_zero_point? (static), bias?",
                              "QuarkW8A8Int8, QuarkW8A8Int8MoEMethod"
-                             ", CompressedTensorsW8A8Int8, CompressedTensorsW8A8Int8MoEMethod"},
+                             ", CompressedTensorsW8A8Int8, CompressedTensorsW8A8Int8MoEMethod", .bind_ct = qp_bind_int8},
     [QP_SCHEME_W4A16_INT4] = {"w4a16-int4", QP_LIN_INT4, 0, qp_bind_w4a16, qp_qw_w4a16, NULL,
-                              "weight (int32 [K, N/8]), weight_scale ([K/g, N]), weight_zero_point (uint4), bias?",
+                              "Quark: weight (int32 [K, N/8]), weight_scale ([K/g, N]), weight_zero_point (uint4); "
+                              "compressed-tensors: weight_packed (int32 [N, K/8]), weight_scale ([N, K/g]), "
+                              "weight_zero_point? (int32 [N/8, K/g]), weight_shape?; bias?",
                               "QuarkW4A16Int4, QuarkW4A16Int4MoEMethod"
-                              ", CompressedTensorsWNA16, CompressedTensorsWNA16MoEMethod"},
+                              ", CompressedTensorsWNA16, CompressedTensorsWNA16MoEMethod", .bind_ct = qp_bind_ct_w4a16},
     [QP_SCHEME_OCP_MX] = {"ocp-mx", QP_LIN_BLOCK_FLOAT, 0, qp_bind_ocp_mx, qp_qw_mx, NULL,
                           "weight (packed fp4/fp6/fp8 codes [N, K']), weight_scale (e8m0 [N, K/32]), "
                           "input_rotation?, bias?",
@@ -62,12 +66,16 @@ static const qp_scheme_row rows[] = {
                                  "runs only through ROCm AITER's fused MoE in vLLM", "-",
                                  "QuarkW4A8Fp8MoEMethod"},
     /* compressed-tensors schemes qport resolves but does not bind yet */
-    [QP_SCHEME_WNA16] = CT_ROW("wna16", "weight_packed (int32), weight_shape, weight_scale, weight_zero_point?, weight_g_idx?",
-        "CompressedTensorsWNA16, CompressedTensorsWNA16MoEMethod"),
-    [QP_SCHEME_W8A16_FP8] = CT_ROW("w8a16-fp8", "weight (fp8 [N, K]), weight_scale, input_scale? (ignored)",
-        "CompressedTensorsW8A16Fp8"),
-    [QP_SCHEME_NVFP4_A16] = CT_ROW("nvfp4-a16", "weight_packed (fp4 [N, K/2]), weight_scale (fp8 [N, K/16]), weight_global_scale",
-        "CompressedTensorsW4A4Fp4, CompressedTensorsW4A4Nvfp4MoEMethod"),
+    /* compressed-tensors weight-only schemes without a kernel of their own:
+     * dequantized at bind time as vLLM's Marlin kernels dequantize them */
+    [QP_SCHEME_WNA16] = CT_LOWERED("wna16", "weight_packed (int32 [N, K*bits/32]; 8-bit runs), weight_scale ([N, K/g]), "
+        "weight_zero_point? (int32 [N*bits/32, K/g]), weight_shape?, bias?",
+        "CompressedTensorsWNA16, CompressedTensorsWNA16MoEMethod", qp_bind_ct_wna16),
+    [QP_SCHEME_W8A16_FP8] = CT_LOWERED("w8a16-fp8", "weight (fp8 [N, K]), weight_scale (per tensor/shard, [N, 1] or "
+        "[ceil(N/128), ceil(K/128)]), input_scale? (ignored), bias?", "CompressedTensorsW8A16Fp8", qp_bind_ct_w8a16_fp8),
+    [QP_SCHEME_NVFP4_A16] = CT_LOWERED("nvfp4-a16", "weight_packed (fp4 pairs uint8 [N, K/2]), weight_scale (fp8 [N, K/16]), "
+        "weight_global_scale (per shard), bias?", "CompressedTensorsW4A4Fp4, CompressedTensorsW4A4Nvfp4MoEMethod",
+        qp_bind_ct_nvfp4_a16),
     [QP_SCHEME_W4A8_INT] = CT_ROW("w4a8-int", "weight (int8 [N, K]), weight_scale",
         "CompressedTensorsW4A8Int, CompressedTensorsW4A8Int8MoEMethod"),
     [QP_SCHEME_W4A8_FP8] = CT_ROW("w4a8-fp8", "weight_packed (int32), weight_shape, weight_scale (group 128), weight_chan_scale",
@@ -91,6 +99,8 @@ const qp_scheme_row *qp_scheme_row_of(qp_scheme_kind kind) {
     return &rows[(unsigned)kind < QP_SCHEME_KIND_COUNT_ && rows[kind].name ? kind : QP_SCHEME_NONE];
 }
 
+int qp_scheme_row_runs(const qp_scheme_row *r) { return (r->bind || r->bind_ct) && !r->lowered; }
+
 const char *qp_lin_family_name(qp_lin_family f) {
     static const char *const n[] = {"none", "dense", "w8a8", "int4", "block-float"};
     return (unsigned)f <= QP_LIN_BLOCK_FLOAT ? n[f] : "unknown";
@@ -109,7 +119,7 @@ QP_API qp_status qp_scheme_kind_describe(qp_scheme_kind kind, qp_scheme_kind_inf
     out->struct_size = n;
     out->name = r->name;
     out->family = qp_lin_family_name(r->family);
-    out->linear = r->bind != NULL;
+    out->linear = r->bind != NULL || r->bind_ct != NULL;
     out->moe = r->moe_refusal == NULL;
     out->exact = r->exact;
     out->moe_refusal = r->moe_refusal;
@@ -132,7 +142,7 @@ qp_status qp_backend_kinds_check(const qp_backend_ops *ops, char *why, size_t ca
     int seen[QP_SCHEME_KIND_COUNT_] = {0};
     for (size_t i = 0; i < ops->n_linear_kinds; i++) {
         const qp_backend_kind *e = &ops->linear_kinds[i];
-        if ((unsigned)e->kind >= QP_SCHEME_KIND_COUNT_ || !rows[e->kind].bind) {
+        if ((unsigned)e->kind >= QP_SCHEME_KIND_COUNT_ || !qp_scheme_row_runs(&rows[e->kind])) {
             snprintf(why, cap, "backend %s: linear_kinds[%zu] is %s, not a linear scheme kind", ops->name, i,
                      qp_scheme_kind_name(e->kind));
             return QP_ERR_UNSUPPORTED;
@@ -147,7 +157,7 @@ qp_status qp_backend_kinds_check(const qp_backend_ops *ops, char *why, size_t ca
         }
     }
     for (int k = 0; k < QP_SCHEME_KIND_COUNT_; k++)
-        if (rows[k].bind && !seen[k]) {
+        if (qp_scheme_row_runs(&rows[k]) && !seen[k]) {
             snprintf(why, cap, "backend %s does not say whether it runs scheme kind %s (its linear_kinds table "
                      "leaves it out)", ops->name, rows[k].name);
             return QP_ERR_UNSUPPORTED;

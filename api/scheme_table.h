@@ -28,6 +28,10 @@ typedef struct qp_scheme_row {
     const char *tensors;       /* the checkpoint tensors, for docs and help  */
     const char *classes;       /* the vLLM classes the resolver answers with
                                 * for this kind (linear scheme, MoE method) */
+    qp_lin_bind_fn bind_ct;    /* the compressed-tensors layout's binder
+                                * (bind_ct.c); NULL: not bound from it      */
+    int lowered;               /* the binders hand backends a dense layer
+                                * (kind UNQUANTIZED): no backend entry      */
 } qp_scheme_row;
 
 /* The row of `kind`; an out-of-range kind gets the row of QP_SCHEME_NONE. */
@@ -43,6 +47,14 @@ qp_status qp_bind_ocp_mx(const qp_binder *b, qp_lin_desc_store *st, const qp_lin
 qp_status qp_bind_w4a8_mxfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);
 qp_status qp_bind_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);
 qp_status qp_bind_unquantized(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);
+/* compressed-tensors (bind_ct.c) */
+qp_status qp_bind_ct_w4a16(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);
+qp_status qp_bind_ct_wna16(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);
+qp_status qp_bind_ct_w8a16_fp8(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);
+qp_status qp_bind_ct_nvfp4_a16(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);
+/* A kind every backend's table must name: it has a binder and is not
+ * lowered to a dense layer. */
+int qp_scheme_row_runs(const qp_scheme_row *r);
 
 /* The registry's load-time check of a plugin's kind table: QP_OK, or
  * QP_ERR_UNSUPPORTED with what is missing or wrong in why[cap]. */

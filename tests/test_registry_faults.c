@@ -99,9 +99,11 @@ int main(int argc, char **argv) {
         qp_scheme_kind_info ki = {.struct_size = sizeof ki};
         CHECK(!qp_scheme_kind_describe((qp_scheme_kind)k, &ki) && ki.name && !strcmp(ki.name, qp_scheme_kind_name(k)),
               "kind %d described", k);
-        /* from QP_SCHEME_WNA16 on: compressed-tensors kinds resolved only */
+        /* from QP_SCHEME_WNA16 on, compressed-tensors kinds: the weight-only
+         * ones are bound (lowered to dense weights), the rest resolved only */
+        int ct_bound = k == QP_SCHEME_WNA16 || k == QP_SCHEME_W8A16_FP8 || k == QP_SCHEME_NVFP4_A16;
         CHECK(ki.linear == (k != QP_SCHEME_KV_CACHE && k != QP_SCHEME_NONE && k != QP_SCHEME_W4A8_INT4_FP8 &&
-                            k < QP_SCHEME_WNA16),
+                            (k < QP_SCHEME_WNA16 || ct_bound)),
               "kind %s linear %d", ki.name, ki.linear);
         CHECK(ki.exact == (k == QP_SCHEME_W8A8_INT8 || k == QP_SCHEME_QQQ_W4A8), "kind %s exact %d", ki.name, ki.exact);
         CHECK(ki.moe == !ki.moe_refusal, "kind %s moe %d", ki.name, ki.moe);

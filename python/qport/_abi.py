@@ -25,7 +25,7 @@ STATUS_NAMES = (
 
 # qp_dtype, in enum order; the names are qp_dtype_name's
 DTYPES = ("none", "f32", "f16", "bf16", "fp8_e4m3fn", "fp8_e4m3fnuz", "fp8_e5m2", "fp6_e2m3", "fp6_e3m2",
-          "fp4_e2m1", "e8m0", "int8", "uint8", "int4", "uint4", "int32")
+          "fp4_e2m1", "e8m0", "int8", "uint8", "int4", "uint4", "int32", "int64")
 DT = {name: i for i, name in enumerate(DTYPES)}
 
 LAYER_KINDS = ("linear", "attention", "moe")

@@ -45,16 +45,17 @@ _STORAGE: dict[str, tuple[Any, str | None]] = {
     "int8": (np.int8, None),
     "uint8": (np.uint8, None),
     "int32": (np.int32, None),
+    "int64": (np.int64, None),
 }
 
 # numpy dtype name -> qport dtype (uint16 is absent on purpose: fp16 or bf16 bits?)
 _FROM_NUMPY = {"float32": "f32", "float16": "f16", "int8": "int8", "uint8": "uint8", "int32": "int32",
-               "bfloat16": "bf16", "float8_e4m3fn": "fp8_e4m3fn", "float8_e4m3fnuz": "fp8_e4m3fnuz",
+               "int64": "int64", "bfloat16": "bf16", "float8_e4m3fn": "fp8_e4m3fn", "float8_e4m3fnuz": "fp8_e4m3fnuz",
                "float8_e5m2": "fp8_e5m2", "float8_e8m0fnu": "e8m0"}
 
 # torch dtype name (str(torch.float16) minus "torch.") -> qport dtype
 _FROM_TORCH = {"float32": "f32", "float16": "f16", "bfloat16": "bf16", "int8": "int8", "uint8": "uint8",
-               "int32": "int32", "float8_e4m3fn": "fp8_e4m3fn", "float8_e4m3fnuz": "fp8_e4m3fnuz",
+               "int32": "int32", "int64": "int64", "float8_e4m3fn": "fp8_e4m3fn", "float8_e4m3fnuz": "fp8_e4m3fnuz",
                "float8_e5m2": "fp8_e5m2", "float8_e8m0fnu": "e8m0"}
 
 

@@ -155,7 +155,7 @@ def test_compressed_tensors_dict():
         "CompressedTensorsLinearMethod", "CompressedTensorsWNA16", "w4a16-int4", "kInt4Static")
     assert cfg.resolve("model.layers.0.self_attn.qkv_proj", capability=90).scheme_class == "CompressedTensorsW8A8Fp8"
     s = cfg.resolve("model.layers.0.self_attn.qkv_proj", capability=80)
-    assert s.scheme_class == "CompressedTensorsW8A16Fp8" and s.kind == "w8a16-fp8" and not s.kind_info.linear
+    assert s.scheme_class == "CompressedTensorsW8A16Fp8" and s.kind == "w8a16-fp8" and s.kind_info.linear  # lowered to a dense weight at bind
     assert cfg.resolve("lm_head").method == "UnquantizedEmbeddingMethod"
     assert cfg.resolve("model.layers.0.mlp.experts", kind="moe").method == "CompressedTensorsWNA16MoEMethod"
     bad = qport.load_config({"quant_method": "compressed-tensors", "format": "pack-quantized",
