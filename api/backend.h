@@ -39,7 +39,7 @@
 
 #include "qport.h"
 
-#define QP_BACKEND_ABI_VERSION 4u
+#define QP_BACKEND_ABI_VERSION 5u
 
 /* Services of the core, valid from init until shutdown. */
 typedef struct qp_host {
@@ -139,9 +139,13 @@ typedef struct qp_lin_desc {
      * F6_E2M3, F8_E4M3FN); its mantissa bits and emax (docs/semantics.md §6). */
     qp_dtype act_elem;
     int act_mbits, act_emax;
-    /* QP_ACT_NVFP4_QDQ: input_global_scale (max over shards); the kernels
-     * use g = 1.0f / input_global_scale, one correctly rounded division. */
+    /* QP_ACT_NVFP4_QDQ: input_global_scale (max over shards) and the
+     * quantizing multiplier g = input_global_scale_inv the kernels use (ABI
+     * 5). Quark stores the former (g = 1.0f / it, one correctly rounded
+     * division), compressed-tensors the latter (g = its max, exactly as
+     * vLLM keeps it); the fused MoE builder reads input_global_scale. */
     float input_global_scale;
+    float input_global_scale_inv;
     /* 0: y = rnd(sum + bias) (F.linear, bias inside the fp32/fp64 sum);
      * 1: y = rnd(rnd(sum) + bias) (NVFP4's emulation adds the bias after
      * the matmul, both in act_dtype). */

@@ -117,26 +117,30 @@ qp_status qp_bind_w4a8_mxfp4(const qp_binder *b, qp_lin_desc_store *st, const qp
     return QP_OK;
 }
 
-qp_status qp_bind_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
-    (void)o;
+/* NVFP4 (QuarkNVFP4 and CompressedTensorsW4A4Fp4): fp4 codes with e4m3
+ * block scales of 16 along K; `w2` the weight global scale that multiplies
+ * them, `ig` and `g` the input global scale and its inverse as vLLM keeps
+ * them after loading (docs/semantics.md §8). */
+static qp_status nvfp4_tensors(const qp_binder *b, const qp_lin_desc *d, const char *wname, const qp_tensor **w,
+                               const qp_tensor **ws) {
     int K = d->K, N = d->N;
-    if (K % 16) /* QuarkNVFP4.create_weights (docs/semantics.md §8) */
-        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "weight", b->layer,
-                            "Input size per partition (%d) must be divisible by group size (16)", K);
-    const qp_tensor *w, *ws;
     qp_status s;
-    float w2;
-    if ((s = qp_binder_find(b, "weight", true, &w)) ||
-        (s = qp_binder_expect(b, w, QP_DTYPE_U8, (size_t)N * K / 2, "expected [N, K/2] (two fp4 codes per byte)")))
+    if (d->K % 16) /* create_weights of both scheme classes (docs/semantics.md §8) */
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, wname, b->layer,
+                            "Input size per partition (%d) must be divisible by group size (16)", d->K);
+    if ((s = qp_binder_find(b, wname, true, w)) ||
+        (s = qp_binder_expect(b, *w, QP_DTYPE_U8, (size_t)N * K / 2, "expected [N, K/2] (two fp4 codes per byte)")))
         return s;
-    if ((s = qp_binder_find(b, "weight_scale", true, &ws)) ||
-        (s = qp_binder_expect(b, ws, QP_DTYPE_F8_E4M3FN, (size_t)N * K / 16, "expected [N, K/16]")))
+    if ((s = qp_binder_find(b, "weight_scale", true, ws)) ||
+        (s = qp_binder_expect(b, *ws, QP_DTYPE_F8_E4M3FN, (size_t)N * K / 16, "expected [N, K/16]")))
         return s;
-    if ((s = qp_binder_max_scalar(b, st, "weight_scale_2", &w2)) || (s = qp_binder_max_scalar(b, st, "input_scale_2", &d->input_global_scale)))
-        return s;
-    if (isnan(w2)) return qp_binder_fail(b, "weight_scale_2", "%s", "weight_scale_2 is NaN");
-    if (!(d->input_global_scale > 0.0f) || isinf(d->input_global_scale))
-        return qp_binder_fail(b, "input_scale_2", "%s", "the input global scale (input_scale_2) must be finite and > 0");
+    return QP_OK;
+}
+
+static qp_status nvfp4_payload(const qp_binder *b, qp_lin_desc_store *st, qp_lin_desc *d, const qp_tensor *w,
+                               const qp_tensor *ws, float w2, float ig, float g) {
+    int K = d->K, N = d->N;
+    qp_status s;
     if ((s = unpack_codes(b, st, w, QP_DTYPE_F4_E2M1, d))) return s;
     size_t nb = (size_t)K / 16;
     float *f = qp_binder_keep(st, malloc(sizeof(float) * (size_t)N * nb));
@@ -146,7 +150,43 @@ qp_status qp_bind_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_line
     for (size_t i = 0; i < (size_t)N * nb; i++) f[i] = qp_format_decode(QP_DTYPE_F8_E4M3FN, sf[i]) * w2;
     d->w_blk = 16;
     d->w_blk_scale = f;
+    d->input_global_scale = ig;
+    d->input_global_scale_inv = g;
     d->act = QP_ACT_NVFP4_QDQ;
     d->bias_after_round = 1;
     return QP_OK;
+}
+
+qp_status qp_bind_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    (void)o;
+    qp_status s;
+    const qp_tensor *w, *ws;
+    float w2, ig;
+    if ((s = nvfp4_tensors(b, d, "weight", &w, &ws))) return s;
+    if ((s = qp_binder_max_scalar(b, st, "weight_scale_2", &w2)) || (s = qp_binder_max_scalar(b, st, "input_scale_2", &ig)))
+        return s;
+    if (isnan(w2)) return qp_binder_fail(b, "weight_scale_2", "%s", "weight_scale_2 is NaN");
+    if (!(ig > 0.0f) || isinf(ig))
+        return qp_binder_fail(b, "input_scale_2", "%s", "the input global scale (input_scale_2) must be finite and > 0");
+    /* Quark stores the dequantizing global scales: g = 1 / max(input_scale_2) */
+    return nvfp4_payload(b, st, d, w, ws, w2, ig, 1.0f / ig);
+}
+
+/* compressed-tensors stores the quantizing multipliers (their inverses):
+ * vLLM keeps weight_global_scale = 1 / max(ckpt), input_global_scale_inv =
+ * max(ckpt) and input_global_scale = 1 / that. */
+qp_status qp_bind_ct_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    (void)o;
+    qp_status s;
+    const qp_tensor *w, *ws;
+    float wg, g;
+    if ((s = nvfp4_tensors(b, d, "weight_packed", &w, &ws))) return s;
+    if ((s = qp_binder_max_scalar(b, st, "weight_global_scale", &wg)) ||
+        (s = qp_binder_max_scalar(b, st, "input_global_scale", &g)))
+        return s;
+    if (!(wg > 0.0f) || isinf(wg))
+        return qp_binder_fail(b, "weight_global_scale", "%s", "weight_global_scale must be finite and > 0");
+    if (!(g > 0.0f) || isinf(g))
+        return qp_binder_fail(b, "input_global_scale", "%s", "input_global_scale must be finite and > 0");
+    return nvfp4_payload(b, st, d, w, ws, 1.0f / wg, 1.0f / g, g);
 }

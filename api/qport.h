@@ -567,6 +567,10 @@ typedef struct qp_ref_nvfp4_args {
     float weight_scale_2;         /* weight_global_scale = max(weight_scale_2) */
     float input_scale_2;          /* input_global_scale = max(input_scale_2) */
     const void *bias;             /* [N] in dtype, or NULL */
+    /* The quantizing multiplier g itself where the checkpoint stores it
+     * (compressed-tensors' input_global_scale, max over shards); 0: g =
+     * 1 / input_scale_2 (Quark), and input_scale_2 is then ignored when set. */
+    float input_global_scale_inv;
 } qp_ref_nvfp4_args;
 /* y [M][N] in dtype; with F32 every "to x.dtype" cast is the identity. */
 QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *args, void *y);

@@ -45,10 +45,11 @@ static const qp_scheme_row rows[] = {
                                   "weight (fp4 codes [N, K/2]), weight_scale (e8m0 [N, K/32]), input_scale, bias?",
                                   "QuarkW4A8_MXFP4_FP8, QuarkOCP_MX_MoEMethod"},
     [QP_SCHEME_NVFP4] = {"nvfp4", QP_LIN_BLOCK_FLOAT, 0, qp_bind_nvfp4, qp_qw_nvfp4, NULL,
-                         "weight (fp4 codes [N, K/2]), weight_scale (fp8 [N, K/16]), weight_scale_2, input_scale_2, "
-                         "bias?",
+                         "Quark: weight (fp4 codes [N, K/2]), weight_scale (fp8 [N, K/16]), weight_scale_2, "
+                         "input_scale_2; compressed-tensors: weight_packed, weight_scale, weight_global_scale, "
+                         "input_global_scale (the inverses, per shard); bias?",
                          "QuarkNVFP4, QuarkNvfp4MoEMethod"
-                         ", CompressedTensorsW4A4Fp4, CompressedTensorsW4A4Nvfp4MoEMethod"},
+                         ", CompressedTensorsW4A4Fp4, CompressedTensorsW4A4Nvfp4MoEMethod", .bind_ct = qp_bind_ct_nvfp4},
     [QP_SCHEME_QQQ_W4A8] = {"qqq-w4a8", QP_LIN_INT4, 1, qp_bind_qqq, qp_qw_qqq, NO_MOE,
                             "B (int32 Marlin tiles [K/16, 2N]), s_channel (f32 [1, N]), s_group (f16 [K/128, N], "
                             "group 128), bias?",

@@ -201,8 +201,8 @@ static qp_status check_fw(qp_cl_device *d, const qp_lin_desc *s, const char *lay
             return bad_desc(d, layer, "QP_ACT_FP8_STATIC_QDQ needs a finite input_scale > 0");
         return QP_OK;
     case QP_ACT_NVFP4_QDQ:
-        if (!(s->input_global_scale > 0.0f) || s->input_global_scale > 3.4e38f)
-            return bad_desc(d, layer, "QP_ACT_NVFP4_QDQ needs a finite input_global_scale > 0");
+        if (!(s->input_global_scale_inv > 0.0f) || s->input_global_scale_inv > 3.4e38f)
+            return bad_desc(d, layer, "QP_ACT_NVFP4_QDQ needs a finite input_global_scale_inv > 0");
         if (s->K % 16)
             return qp_cl_error(d, QP_ERR_VALUE, layer, "NVFP4 activations need K (%d) to be a multiple "
                              "of 16", s->K);
@@ -467,7 +467,7 @@ static qp_status fw_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s,
     l->mbits = s->act_mbits;
     l->emax = s->act_emax;
     if (l->qmode == 3) {
-        l->g = 1.0f / s->input_global_scale; /* docs/semantics.md §8, one correctly rounded division */
+        l->g = s->input_global_scale_inv; /* docs/semantics.md §8 */
         l->inv_g = 1.0f / l->g;
     }
     if (s->kind == QP_SCHEME_UNQUANTIZED) {

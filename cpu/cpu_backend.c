@@ -23,6 +23,7 @@ typedef struct cpu_lin {
     float input_scale, weight_scale_2; /* NVFP4 reuses input_scale for input_scale_2 */
     int32_t input_zp;
     void *blob[8]; /* owned copies: weight, scales, bias, ... */
+    float nv_g;    /* NVFP4 from compressed-tensors: g as stored, else 0 */
 } cpu_lin;
 
 static qp_status cpu_init(const qp_host *host, void **state) {
@@ -153,6 +154,37 @@ static qp_status take_w4a16_scale(void *dev, const qp_lin_desc *d, cpu_lin *l, s
     return QP_OK;
 }
 
+/* A compressed-tensors W4A16 layer has no Quark tensors: the reference
+ * reads the codes, zero points and params-dtype scales the binder unpacked
+ * from weight_packed / weight_zero_point / weight_scale (api/bind_ct.c),
+ * repacked into the Quark layout it takes (natural nibble order). The
+ * exporter fixtures (tests/ct_exports) check that unpacking independently. */
+static qp_status take_ct_w4a16(void *dev, const qp_lin_desc *d, cpu_lin *l) {
+    const qp_host *h = host_of(dev);
+    size_t N = (size_t)d->N, K = (size_t)d->K, nc = (N + 7) / 8;
+    int g = d->group_size > 0 ? d->group_size : d->K;
+    size_t G = K / (size_t)g, es = qp_num_elem_size(d->act_dtype);
+    if (!d->q4 || !d->w4_scale || (!d->w4_signed && !d->w4_zero))
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "layer '%s': the W4A16 payload is incomplete", d->layer);
+    l->group = d->group_size > 0 ? g : -1;
+    l->symmetric = d->w4_signed;
+    l->pack = QP_PACK_ORDER;
+    uint8_t *kn = malloc(K * N > G * N ? K * N : G * N + 1);
+    l->blob[0] = malloc(K * nc * 4);
+    l->blob[1] = calloc(G * 8 * nc, es);
+    l->blob[2] = d->w4_signed ? NULL : malloc(G * nc * 4 + 1);
+    qp_status st = kn && l->blob[0] && l->blob[1] && (d->w4_signed || l->blob[2]) ? QP_OK
+                 : h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
+    for (size_t n = 0; !st && n < N; n++)
+        for (size_t k = 0; k < K; k++) kn[k * N + n] = (uint8_t)d->q4[n * K + k] & 15u;
+    if (!st) st = qp_pack_int4_quark(kn, (int)K, (int)N, QP_PACK_ORDER, l->blob[0]);
+    if (!st && !d->w4_signed) st = qp_pack_int4_quark(d->w4_zero, (int)G, (int)N, QP_PACK_ORDER, l->blob[2]);
+    for (size_t gi = 0; !st && gi < G; gi++)
+        for (size_t n = 0; n < N; n++) qp_num_store(d->act_dtype, l->blob[1], gi * 8 * nc + n, d->w4_scale[gi * N + n]);
+    free(kn);
+    return st;
+}
+
 static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned path, void **out) {
     const qp_host *h = host_of(dev);
     if (path & (QP_PATH_GEMV | QP_PATH_TILED | QP_PATH_INT_DOT))
@@ -163,7 +195,7 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
     if (!l) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "out of memory");
     *l = (cpu_lin){d->kind, d->act_dtype, d->N, d->K, d->group_size, d->act, d->act_symmetric, d->ue8m0,
                    d->w_per_channel, d->scheme.pack_method, d->kind == QP_SCHEME_W8A8_FP8_BLOCK,
-                   0, 0, 0, d->input_scale, 0, d->input_zp, {0}};
+                   0, 0, 0, d->input_scale, 0, d->input_zp, {0}, 0.0f};
     size_t N = (size_t)d->N, K = (size_t)d->K, nb = (N + 127) / 128 * ((K + 127) / 128);
     bool ok = true;
     qp_status st = QP_OK;
@@ -184,6 +216,7 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
              (d->group_size != 128 || (l->blob[2] = dup_mem(d->marlin_s_group, K / 128 * N * 2)));
         break;
     case QP_SCHEME_W4A16_INT4: {
+        if (!strncmp(d->scheme.method, "CompressedTensors", 17)) { st = take_ct_w4a16(dev, d, l); break; }
         int g = d->scheme.weight.group_size > 0 ? d->scheme.weight.group_size : (int)K;
         l->group = d->scheme.weight.group_size > 0 ? g : -1;
         l->symmetric = d->scheme.weight.symmetric;
@@ -228,6 +261,19 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
     case QP_SCHEME_NVFP4: {
         /* docs/semantics.md §8: global scales are the max over shards */
         if (K % 16) { st = h->error(h->ctx, QP_ERR_VALUE, "Input size per partition (%zu) must be divisible by group size (16)", K); break; }
+        if (!strncmp(d->scheme.method, "CompressedTensors", 17)) {
+            /* the inverses (quantizing multipliers), max over shards as
+             * vLLM's CompressedTensorsW4A4Fp4 keeps them */
+            float wg = 0.0f;
+            st = take(dev, d, l, 0, "weight_packed", QP_DTYPE_U8, N * K / 2);
+            if (!st) st = take(dev, d, l, 1, "weight_scale", QP_DTYPE_F8_E4M3FN, N * K / 16);
+            if (!st) st = max_scale(dev, d, "weight_global_scale", &wg);
+            if (!st) st = max_scale(dev, d, "input_global_scale", &l->nv_g);
+            if (!st && (!(wg > 0.0f) || !(l->nv_g > 0.0f)))
+                st = h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "layer '%s': NVFP4 global scales must be > 0", d->layer);
+            l->weight_scale_2 = 1.0f / wg;
+            break;
+        }
         st = take(dev, d, l, 0, "weight", QP_DTYPE_U8, N * K / 2);
         if (!st) st = take(dev, d, l, 1, "weight_scale", QP_DTYPE_F8_E4M3FN, N * K / 16);
         const char *gname[2] = {"weight_scale_2", "input_scale_2"};
@@ -281,7 +327,8 @@ static qp_status cpu_linear_forward(void *dev, void *lin, void *x, int M, void *
         return qp_ref_ocp_mx_forward(ctx, &a, y);
     }
     case QP_SCHEME_NVFP4: {
-        qp_ref_nvfp4_args a = {l->dtype, x, M, l->K, l->N, l->blob[0], l->blob[1], l->weight_scale_2, l->input_scale, bias};
+        qp_ref_nvfp4_args a = {l->dtype, x, M, l->K, l->N, l->blob[0], l->blob[1], l->weight_scale_2, l->input_scale, bias,
+                               l->nv_g};
         return qp_ref_nvfp4_forward(ctx, &a, y);
     }
     case QP_SCHEME_UNQUANTIZED:

@@ -18,7 +18,11 @@ QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *
     if (K % NVFP4_BLOCK) /* QuarkNVFP4.create_weights (docs/semantics.md §8) */
         return qp_error_set(ctx, QP_ERR_VALUE, NULL, "weight", NULL,
                             "Input size per partition (%d) must be divisible by group size (16)", K);
-    if (!(a->input_scale_2 > 0.0f) || isinf(a->input_scale_2))
+    if (a->input_global_scale_inv != 0.0f) {
+        if (!(a->input_global_scale_inv > 0.0f) || isinf(a->input_global_scale_inv))
+            return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_global_scale", NULL,
+                                "the input global scale must be finite and > 0 (got %g)", (double)a->input_global_scale_inv);
+    } else if (!(a->input_scale_2 > 0.0f) || isinf(a->input_scale_2))
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "input_scale_2", NULL,
                             "the input global scale must be finite and > 0 (got %g)", (double)a->input_scale_2);
     if (isnan(a->weight_scale_2))
@@ -26,7 +30,7 @@ QP_API qp_status qp_ref_nvfp4_forward(qp_context *ctx, const qp_ref_nvfp4_args *
     qp_dtype d = a->dtype;
     /* docs/semantics.md §8: input_global_scale_inv = 1 / input_global_scale (fp32), the
      * quantization multiplier g of §8 */
-    const float g = 1.0f / a->input_scale_2;
+    const float g = a->input_global_scale_inv != 0.0f ? a->input_global_scale_inv : 1.0f / a->input_scale_2;
     int nb = K / NVFP4_BLOCK;
     size_t nk = (size_t)N * K;
     float *wd = malloc(sizeof(float) * nk), *xr = malloc(sizeof(float) * (size_t)K),

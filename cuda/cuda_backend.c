@@ -11,6 +11,7 @@
  * Paths: GEMV (M <= 16 by default; dp4a or plain int multiply-add; fp32
  * decode for fp8) and TILED (mma.sync tensor cores with split-K).
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -662,12 +663,12 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
             l->act = QPCU_ACT_F8S_QDQ;
             break;
         case QP_ACT_NVFP4_QDQ:
-            if (!(desc->input_global_scale > 0.0f) || desc->K % 16) {
-                s = lin_error(d, QP_ERR_VALUE, layer, "nvfp4 qdq needs input_global_scale > 0 and K % 16 == 0");
+            if (!(desc->input_global_scale_inv > 0.0f) || isinf(desc->input_global_scale_inv) || desc->K % 16) {
+                s = lin_error(d, QP_ERR_VALUE, layer, "nvfp4 qdq needs a finite input_global_scale_inv > 0 and K % 16 == 0");
                 goto fail;
             }
             l->act = QPCU_ACT_NVFP4_QDQ;
-            l->nv_g = 1.0f / desc->input_global_scale; /* correctly rounded (SSE) */
+            l->nv_g = desc->input_global_scale_inv;
             break;
         case QP_ACT_MX_QDQ:
             l->act = QPCU_ACT_MX_QDQ;

@@ -375,7 +375,7 @@ qp_status bh_layer_ref(const bh_layer *L, const uint16_t *x, int M, uint16_t *y)
         return qp_ref_w4a8_mxfp4_fp8_forward(NULL, &a, y);
     }
     case QP_SCHEME_NVFP4: {
-        qp_ref_nvfp4_args a = {L->dt, x, M, K, N, L->packed, L->bsc, L->w2, L->fw.in_gscale, b};
+        qp_ref_nvfp4_args a = {L->dt, x, M, K, N, L->packed, L->bsc, L->w2, L->fw.in_gscale, b, 0.0f};
         return qp_ref_nvfp4_forward(NULL, &a, y);
     }
     case QP_SCHEME_UNQUANTIZED: return qp_ref_unquantized_forward(NULL, L->dt, x, M, K, N, L->wact, b, y);

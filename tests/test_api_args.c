@@ -42,7 +42,7 @@ static void reference_forwards(void) {
     WANT(qp_ref_w4a16_forward(ctx, &w4, buf), QP_ERR_VALUE, "group size -7");
     w4.group_size = 0;
     WANT(qp_ref_w4a16_forward(ctx, &w4, buf), QP_ERR_VALUE, "group size 0");
-    qp_ref_nvfp4_args nv = {QP_DTYPE_F16, buf, 1, 32, 1 << 29, buf, buf, 1.0f, 1.0f, NULL};
+    qp_ref_nvfp4_args nv = {QP_DTYPE_F16, buf, 1, 32, 1 << 29, buf, buf, 1.0f, 1.0f, NULL, 0.0f};
     BADARG(qp_ref_nvfp4_forward(ctx, &nv, buf), "N = 536870912");
     qp_ref_ocp_mx_args mx = {QP_DTYPE_F16, buf, 1, 32, 16, QP_DTYPE_F4_E2M1, buf, buf, 4, QP_OCP_MX_ACT_NONE, NULL};
     BADARG(qp_ref_ocp_mx_forward(ctx, &mx, buf), "scale_rows 4 > 1 needs mxfp8_e4m3 weights");

@@ -165,7 +165,7 @@ static void fp32_layers(void) {
             st = qp_ref_w4a16_forward(ctx, &a, y2);
         } else {
             qp_ref_nvfp4_args a = {QP_DTYPE_F32, x, M, K, N, t[0].data, t[1].data, *(const float *)t[2].data,
-                                   *(const float *)t[3].data, bias};
+                                   *(const float *)t[3].data, bias, 0.0f};
             st = qp_ref_nvfp4_forward(ctx, &a, y2);
         }
         CHECK(st == QP_OK, "direct %d: %s", which, qp_last_error(ctx));

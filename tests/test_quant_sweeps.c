@@ -177,7 +177,7 @@ static qp_status forward(const qp_scheme *s, const qp_qweights *q, qp_dtype d, c
     }
     case QP_SCHEME_NVFP4: {
         qp_ref_nvfp4_args a = {d, x, M, K, N, T(q, "weight"), T(q, "weight_scale"), *(const float *)T(q, "weight_scale_2"),
-                               *(const float *)T(q, "input_scale_2"), NULL};
+                               *(const float *)T(q, "input_scale_2"), NULL, 0.0f};
         return qp_ref_nvfp4_forward(NULL, &a, y);
     }
     case QP_SCHEME_QQQ_W4A8:

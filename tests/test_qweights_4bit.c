@@ -195,7 +195,7 @@ static void nvfp4_case(qp_dtype d) {
     const float *i2 = EXPECT_T(q, 3, "input_scale_2", QP_DTYPE_F32, 1, 1, 0);
     if (w && sf && w2 && i2) {
         uint16_t *y = malloc(2 * D.M * D.N);
-        qp_ref_nvfp4_args a = {d, D.x, D.M, D.K, D.N, w, sf, w2[0], i2[0], NULL};
+        qp_ref_nvfp4_args a = {d, D.x, D.M, D.K, D.N, w, sf, w2[0], i2[0], NULL, 0.0f};
         CHECK(qp_ref_nvfp4_forward(NULL, &a, y) == QP_OK, "nvfp4 forward");
         nv_ctx c = {sf, w2[0]};
         CHECK(compare(&D, y, nv_err, &c, nv_xerr, i2, 2) == 0, "nvfp4 %s", qp_dtype_name(d));

@@ -36,7 +36,7 @@ static int run(qp_dtype d, int M, int K, int N, int with_bias) {
     qp_quant_nvfp4(NULL, wf, N, K, gw, codes, sf);
     qp_pack_fp4(codes, (size_t)N * K, packed);
     float ws2 = 1.0f / gw, is2 = absmax(xf, (size_t)M * K) / (448.0f * 6.0f);
-    qp_ref_nvfp4_args a = {d, x, M, K, N, packed, sf, ws2, is2, with_bias ? bias : NULL};
+    qp_ref_nvfp4_args a = {d, x, M, K, N, packed, sf, ws2, is2, with_bias ? bias : NULL, 0.0f};
     int bad = 0;
     if (qp_ref_nvfp4_forward(NULL, &a, y) != QP_OK) { bad = -1; goto out; }
     double u = tu_unit(d);
@@ -83,7 +83,7 @@ int main(int argc, char **argv) {
     uint16_t x[16], y[1], bias[1] = {0x3800};
     for (int i = 0; i < 8; i++) w[i] = 0x22;
     for (int i = 0; i < 16; i++) x[i] = 0x3C00;
-    qp_ref_nvfp4_args a = {QP_DTYPE_F16, x, 1, 16, 1, w, s, 1.0f, 1.0f, NULL};
+    qp_ref_nvfp4_args a = {QP_DTYPE_F16, x, 1, 16, 1, w, s, 1.0f, 1.0f, NULL, 0.0f};
     CHECK(qp_ref_nvfp4_forward(NULL, &a, y) == QP_OK && y[0] == 0x4C20, "16.5: %04x", y[0]);
     a.bias = bias;
     CHECK(qp_ref_nvfp4_forward(NULL, &a, y) == QP_OK && y[0] == 0x4C40, "17.0: %04x", y[0]);
@@ -102,7 +102,7 @@ int main(int argc, char **argv) {
      * the fp32 sum, not rounded to fp16 (16.59375) */
     float xf[16], yf[1], bf[1] = {0.1f};
     for (int i = 0; i < 16; i++) xf[i] = 1.0f;
-    qp_ref_nvfp4_args f = {QP_DTYPE_F32, xf, 1, 16, 1, w, s, 1.0f, 1.0f, bf};
+    qp_ref_nvfp4_args f = {QP_DTYPE_F32, xf, 1, 16, 1, w, s, 1.0f, 1.0f, bf, 0.0f};
     CHECK(qp_ref_nvfp4_forward(ctx, &f, yf) == QP_OK && yf[0] == 16.5f + 0.1f, "f32 16.6: %a", yf[0]);
     a.dtype = QP_DTYPE_F8_E4M3FN;
     CHECK(qp_ref_nvfp4_forward(ctx, &a, y) == QP_ERR_INVALID_ARGUMENT, "fp8 activations");

@@ -26,7 +26,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; !qp_backend_get_status(ctx, i, &bs); i++) {
         if (!strcmp(bs.name, "vulkan")) {
             seen++;
-            CHECK(!bs.loaded && strstr(bs.note, "not a qport vulkan backend of ABI 4"), "vulkan: %s", bs.note);
+            CHECK(!bs.loaded && strstr(bs.note, "not a qport vulkan backend of ABI 5"), "vulkan: %s", bs.note);
         } else if (!strcmp(bs.name, "opencl")) {
             seen++;
             CHECK(bs.loaded && bs.n_devices == 0 && strstr(bs.note, "fake: no driver here"), "opencl: %s", bs.note);

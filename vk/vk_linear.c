@@ -337,12 +337,12 @@ static qp_status prepare_wf(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc 
         l->qdq = QDQ_FP8_STATIC;
         break;
     case QP_ACT_NVFP4_QDQ: {
-        if (!(s->input_global_scale > 0.0f) || isinf(s->input_global_scale))
-            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, layer, "input_global_scale must be finite and > 0");
+        if (!(s->input_global_scale_inv > 0.0f) || isinf(s->input_global_scale_inv))
+            return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, layer, "input_global_scale_inv must be finite and > 0");
         if (K % 16)
             return qp_vk_error(d, QP_ERR_VALUE, layer, "NVFP4 input size %d not a multiple of 16", K);
         volatile float one = 1.0f, six = 6.0f; /* correctly rounded fp32 divisions at run time */
-        float g = one / s->input_global_scale;
+        float g = s->input_global_scale_inv;
         l->qdq = QDQ_NVFP4;
         l->input_scale = g;
         l->aux2 = one / g;

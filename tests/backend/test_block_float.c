@@ -38,7 +38,7 @@ static void block_float_probes(void) {
     if (probe_layer(&L, BH_FW_NVFP4, QP_DTYPE_F4_E2M1, QP_OCP_MX_ACT_NONE)) {
         qp_lin_desc d = L.d;
         d.layer = "probe.nvfp4";
-        d.input_global_scale = 0.0f;
+        d.input_global_scale = d.input_global_scale_inv = 0.0f;
         bh_probe("nvfp4-no-global-scale", &d, QP_PATH_AUTO);
         bh_layer_free(&L);
     }

@@ -31,7 +31,7 @@ static void host_xq(const bh_layer *L, const uint16_t *x, int M, float *xq) {
                 o[k] = bh_dec(dt, bh_enc(dt, bh_dec(dt, bh_enc(dt, q)) * d->input_scale));
             }
         } else if (L->fw.kind == BH_FW_NVFP4) {
-            float g = 1.0f / d->input_global_scale;
+            float g = d->input_global_scale_inv;
             qp_quant_nvfp4(NULL, xr, 1, (size_t)K, g, codes, sc);
             for (int k = 0; k < K; k++) {
                 float s = qp_format_decode(QP_DTYPE_F8_E4M3FN, sc[k / 16]) / g;

@@ -70,6 +70,7 @@ static void timings(void) {
         v.w_blk = 16;
         v.w_blk_scale = bs;
         v.input_global_scale = 100.0f;
+        v.input_global_scale_inv = 1.0f / 100.0f;
         v.bias_after_round = 1;
         cl_time_forward(&v, 0, 1, "nvfp4");
         cl_time_forward(&v, 0, 16, "nvfp4");

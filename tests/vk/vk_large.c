@@ -105,7 +105,7 @@ static void fl_timings(void) {
     nv.layer = "timing-nvfp4";
     nv.act = QP_ACT_NVFP4_QDQ;
     nv.w_blk = 16;
-    nv.input_global_scale = 1.0f;
+    nv.input_global_scale = nv.input_global_scale_inv = 1.0f;
     nv.bias_after_round = 1;
     qp_lin_desc fb = {.struct_size = sizeof fb, .kind = QP_SCHEME_W8A8_FP8_BLOCK, .act_dtype = QP_DTYPE_F16, .N = N,
                       .K = K, .layer = "timing-fp8b", .act = QP_ACT_FP8_GROUP128, .w_u8 = w8, .w_scale = bs,
