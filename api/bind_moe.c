@@ -33,6 +33,8 @@ static const struct arch *arch_of(const qp_model *m, const char *prefix) {
         qp_tensor t;
         snprintf(nm, sizeof nm, "%s.0.%s.weight", prefix, arches[i].gate);
         if (lookup(m, nm, &t)) return &arches[i];
+        snprintf(nm, sizeof nm, "%s.0.%s.weight_packed", prefix, arches[i].gate); /* compressed-tensors */
+        if (lookup(m, nm, &t)) return &arches[i];
     }
     return &arches[0];
 }
@@ -165,10 +167,11 @@ static qp_status stack_blocked(qp_model *m, qp_moe_binding *b, const qp_layer_bi
 }
 
 /* Whether `s` is one of the suffixes the fused MoE of `kind` consumes
- * (zero points: Quark writes them for symmetric schemes, all zero). */
-static int known_suffix(const char *s, qp_scheme_kind kind, bool blocked) {
+ * (zero points: Quark writes them for symmetric schemes, all zero;
+ * compressed-tensors W4A16 experts hold weight_packed and weight_shape). */
+static int known_suffix(const char *s, qp_scheme_kind kind, bool blocked, const char *wname) {
     static const char *const q[] = {"weight_scale", "input_scale", "weight_zero_point", "input_zero_point"};
-    if (!strcmp(s, "weight")) return 1;
+    if (!strcmp(s, wname) || (strcmp(wname, "weight") && !strcmp(s, "weight_shape"))) return 1;
     if (kind == QP_SCHEME_UNQUANTIZED) return 0;
     for (size_t i = 0; i < sizeof q / sizeof *q; i++)
         if (!strcmp(s, q[i])) return 1;
@@ -182,7 +185,8 @@ static int known_suffix(const char *s, qp_scheme_kind kind, bool blocked) {
  * initialized from checkpoint"). Anything else is an error naming the
  * tensor: an extra, negative or huge expert index would otherwise be
  * dropped, and a missing expert shrink the block. */
-static qp_status check_block(qp_model *m, const char *prefix, const struct arch *a, int E, qp_scheme_kind kind, bool blocked) {
+static qp_status check_block(qp_model *m, const char *prefix, const struct arch *a, int E, qp_scheme_kind kind, bool blocked,
+                             const char *wname) {
     size_t pl = strlen(prefix);
     const char *proj[3] = {a->gate, a->up, a->down};
     unsigned char *seen = calloc((size_t)E * 3, 1);
@@ -222,7 +226,7 @@ static qp_status check_block(qp_model *m, const char *prefix, const struct arch 
             int pi = -1;
             for (int k = 0; k < 3 && d2; k++)
                 if (strlen(proj[k]) == (size_t)(d2 - pn) && !strncmp(pn, proj[k], (size_t)(d2 - pn))) pi = k;
-            if (pi < 0 || strchr(d2 + 1, '.') || !known_suffix(d2 + 1, kind, blocked)) {
+            if (pi < 0 || strchr(d2 + 1, '.') || !known_suffix(d2 + 1, kind, blocked, wname)) {
                 st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, t.name, prefix,
                                   pi < 0 ? "tensor '%s' is not one of expert %lld's projections (%s, %s, %s): no layer binds it"
                                          : "tensor '%s' of expert %lld (%s, %s, %s) is not a tensor the fused MoE of this "
@@ -230,7 +234,7 @@ static qp_status check_block(qp_model *m, const char *prefix, const struct arch 
                                   t.name, e, a->gate, a->up, a->down);
                 break;
             }
-            if (!strcmp(d2 + 1, "weight")) seen[e * 3 + pi] = 1;
+            if (!strcmp(d2 + 1, wname)) seen[e * 3 + pi] = 1;
         }
         free(idx);
     }
@@ -240,9 +244,9 @@ static qp_status check_block(qp_model *m, const char *prefix, const struct arch 
                 int more = 0;
                 for (int f = e * 3 + k + 1; f < E * 3; f++) more += !seen[f];
                 st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, NULL, prefix,
-                                  "Following weights were not initialized from checkpoint: {'%s.%d.%s.weight'%s} "
+                                  "Following weights were not initialized from checkpoint: {'%s.%d.%s.%s'%s} "
                                   "(config.json's %s is %d; %d more missing)",
-                                  prefix, e, proj[k], more ? ", ..." : "", m->moe_experts_key ? m->moe_experts_key : "num_experts",
+                                  prefix, e, proj[k], wname, more ? ", ..." : "", m->moe_experts_key ? m->moe_experts_key : "num_experts",
                                   E, more);
                 break;
             }
@@ -296,6 +300,37 @@ static qp_status check_router(qp_model *m, const char *prefix, int G, int H, cha
  * transposed and packed two per byte along N: w13_weight_zero_point
  * [E, I, H/g] (gate's rows, then up's), w2_weight_zero_point [E, H/2, I/g]
  * (asymmetric only; vLLM ignores them otherwise). */
+/* One compressed-tensors W4A16 shard into the stacked layout of
+ * stack_w4a16: weight_packed [N, K/8] holds u = code + 8 along K (value i
+ * of a word at bits 4i), which is the uint4b8 code itself; weight_scale is
+ * already [N, K/g]; weight_zero_point [N/8, K/g] words packed along N. */
+static qp_status ct_w4a16_shard(qp_model *m, const qp_layer_binding *l, bool sym, size_t N, size_t K, size_t G, qp_dtype sdt,
+                                size_t r0, uint8_t *we, uint8_t *se, uint8_t *ze) {
+    const qp_tensor *t = find(l, "weight_packed"), *ts = find(l, "weight_scale"), *tz = find(l, "weight_zero_point");
+    size_t kw = K / 8, nw = (N + 7) / 8, ses = ebytes(sdt);
+    if (K % 8 || !t || t->dtype != QP_DTYPE_I32 || nel(t) != N * kw || !ts || ts->dtype != sdt || nel(ts) != N * G ||
+        (!sym && (!tz || tz->dtype != QP_DTYPE_I32 || nel(tz) != nw * G)))
+        return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_packed", l->layer,
+                            "compressed-tensors W4A16 expert tensors must be weight_packed I32 [%zu, %zu], weight_scale "
+                            "[%zu, %zu]%s as expert 0's", N, kw, N, G, sym ? "" : " and weight_zero_point I32 [N/8, K/g]");
+    /* the layer binding's tensors are its own heap copies */
+    const uint8_t *wp = t->data, *zw = sym ? NULL : tz->data;
+    for (size_t n = 0; n < N; n++)
+        for (size_t k = 0; k < K; k++) {
+            uint32_t w;
+            memcpy(&w, wp + (n * kw + k / 8) * 4, 4);
+            we[(r0 + n) * K / 2 + k / 2] |= (uint8_t)(((w >> (4 * (k % 8))) & 15u) << (4 * (k % 2)));
+        }
+    memcpy(se + r0 * G * ses, ts->data, N * G * ses);
+    for (size_t gi = 0; !sym && gi < G; gi++)
+        for (size_t n = 0; n < N; n++) {
+            uint32_t z;
+            memcpy(&z, zw + ((n / 8) * G + gi) * 4, 4);
+            ze[((r0 + n) / 2) * G + gi] |= (uint8_t)(((z >> (4 * (n % 8))) & 15u) << (4 * ((r0 + n) % 2)));
+        }
+    return QP_OK;
+}
+
 static qp_status stack_w4a16(qp_model *m, qp_moe_binding *b, const qp_layer_binding *lb, int E, int H, int I) {
     qp_pack_method pk = b->scheme.pack_method;
     bool sym = b->scheme.weight.symmetric;
@@ -309,6 +344,7 @@ static qp_status stack_w4a16(qp_model *m, qp_moe_binding *b, const qp_layer_bind
         const qp_tensor *s0 = find(&lb[pass ? 2 : 0], "weight_scale");
         if (!s0) return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, "weight_scale", lb[pass ? 2 : 0].layer, "missing weight_scale");
         size_t ses = ebytes(s0->dtype);
+        bool ct = qp_scheme_is_ct(&b->scheme);
         uint8_t *w = add(b, pass ? "w2_weight" : "w13_weight", QP_DTYPE_U8, 3, E, (int64_t)rows, (int64_t)K / 2,
                          (size_t)E * rows * K / 2);
         uint8_t *sc = add(b, pass ? "w2_weight_scale" : "w13_weight_scale", s0->dtype, 3, E, (int64_t)rows, (int64_t)G,
@@ -323,6 +359,12 @@ static qp_status stack_w4a16(qp_model *m, qp_moe_binding *b, const qp_layer_bind
                 const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : s)];
                 const qp_tensor *t = find(l, "weight"), *ts = find(l, "weight_scale"), *tz = find(l, "weight_zero_point");
                 size_t r0 = (size_t)s * N; /* first row of this shard */
+                if (ct) {
+                    qp_status cs = ct_w4a16_shard(m, l, sym, N, K, G, s0->dtype, r0, w + (size_t)e * rows * K / 2,
+                                                  sc + (size_t)e * rows * G * ses, sym ? NULL : zp + (size_t)e * rows / 2 * G);
+                    if (cs) { free(kn); return cs; }
+                    continue;
+                }
                 if (!t || t->dtype != QP_DTYPE_I32 || nel(t) != K * nc || !ts || ts->dtype != s0->dtype ||
                     (nel(ts) != G * N && nel(ts) != G * 8 * nc) || (!sym && (!tz || tz->dtype != QP_DTYPE_I32 || nel(tz) != G * nc))) {
                     free(kn);
@@ -424,7 +466,14 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
         return qp_error_set(m->ctx, QP_ERR_PARSE, m->dir, "num_experts", prefix,
                             "config.json gives no expert count (num_experts, num_local_experts or n_routed_experts) for "
                             "the experts of '%s'", prefix);
-    if ((st = check_block(m, prefix, a, E, kind, blocked))) return st;
+    /* compressed-tensors experts: the integer ones are weight_packed; the
+     * block-float ones (NVFP4's inverted global scales) are not bound yet */
+    bool ct = qp_scheme_is_ct(&b->scheme);
+    if (ct && blocked)
+        return qp_error_set(m->ctx, QP_ERR_UNSUPPORTED, m->dir, NULL, prefix,
+                            "compressed-tensors %s experts (%s) are resolved but not bound yet", qp_scheme_kind_name(kind),
+                            b->scheme.scheme_class);
+    if ((st = check_block(m, prefix, a, E, kind, blocked, ct && w4 ? "weight_packed" : "weight"))) return st;
     /* expert parallelism: this rank's contiguous experts, unsliced */
     int base = E / o.ep_size, rem = E % o.ep_size, first = o.ep_rank * base + (o.ep_rank < rem ? o.ep_rank : rem);
     int local = base + (o.ep_rank < rem);

@@ -517,10 +517,17 @@ static qp_status moe(const qp_resolve_ctx *rc, qp_scheme *out) {
         MOE(in ? QP_SCHEME_NVFP4 : QP_SCHEME_NVFP4_A16, "CompressedTensorsW4A4Nvfp4MoEMethod", "kNvfp4Static",
             in ? "kNvfp4Dynamic" : NULL);
     } else if (is_fp8_w8a8(w, in)) {
+        /* vLLM's method names no QuantKey; qport states the arithmetic with
+         * the keys its linear scheme would carry (the fused MoE reads them) */
+        const char *wk = NULL, *ak = NULL;
+        qp_status st = fp8_keys(rc, w, in && !in->dynamic, &wk, &ak);
+        if (st) return st;
         MOE(w->strategy == QP_CT_BLOCK ? QP_SCHEME_W8A8_FP8_BLOCK : QP_SCHEME_W8A8_FP8, "CompressedTensorsW8A8Fp8MoEMethod",
-            NULL, NULL);
+            wk, ak);
     } else if (in && is_dynamic_token_w8a8(w, in)) {
-        MOE(QP_SCHEME_W8A8_INT8, "CompressedTensorsW8A8Int8MoEMethod", NULL, NULL);
+        MOE(QP_SCHEME_W8A8_INT8, "CompressedTensorsW8A8Int8MoEMethod",
+            w->strategy == QP_CT_CHANNEL ? "kInt8StaticChannelSym" : "kInt8StaticTensorSym",
+            in->symmetric ? "kInt8DynamicTokenSym" : "kInt8DynamicTokenAsym");
     } else if (is_fp8_w4a8(w, in)) {
         MOE(QP_SCHEME_W4A8_FP8, "CompressedTensorsW4A8Fp8MoEMethod", NULL, "kFp8DynamicTokenSym");
     } else if (is_dynamic_token_w4a8_int(w, in)) {

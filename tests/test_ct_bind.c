@@ -17,11 +17,17 @@
  *    for bit the Quark-named layer on every device; with any scales the
  *    cpu equals qp_ref_nvfp4_forward given g = max(input_global_scale)
  *    itself, not 1 / (1 / g).
+ *  - MoE experts of a compressed-tensors Mixtral written to a temporary
+ *    folder (W4A16 sym / asym, FP8_DYNAMIC): qp_model_bind_moe's FusedMoE
+ *    parameters byte for byte this file's own stacking, and the block bit
+ *    for bit the cpu's on every device.
  *  - Bad tensors: weight_shape disagreeing with the layer, a missing
  *    zero point of an asymmetric layer, a weight_packed of the wrong
  *    shape, a scale of the wrong shape: clear errors naming the tensor. */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -399,6 +405,222 @@ static void nvfp4_w4a4(void) {
     free(p); free(sf); free(x); free(y); free(yr);
 }
 
+/* A compressed-tensors Mixtral with one MoE block written to a temporary
+ * folder: E experts w1 / w3 [I, H] and w2 [H, I] (their tensors `t`, named
+ * by suffix) and the router; `group` the config group's JSON. */
+enum { E = 4, H = 128, I = 128, MT = 5, TOPK = 2 };
+static const char *const moe_proj[3] = {"w1", "w3", "w2"};
+static const char *const moe_prefix = "model.layers.0.block_sparse_moe.experts";
+
+static qp_model *moe_model(char *dir, const char *format, const char *group, qp_tensor *t, size_t n) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "config.json");
+    if (!f) return NULL;
+    fprintf(f, "{\"architectures\": [\"MixtralForCausalLM\"], \"model_type\": \"mixtral\", \"hidden_size\": %d, "
+               "\"intermediate_size\": %d, \"num_local_experts\": %d, \"num_experts_per_tok\": %d, "
+               "\"num_hidden_layers\": 1, \"torch_dtype\": \"float16\", \"quantization_config\": {\"quant_method\": "
+               "\"compressed-tensors\", \"format\": \"%s\", \"ignore\": [\"lm_head\", \"re:.*block_sparse_moe.gate$\"], "
+               "\"config_groups\": {\"group_0\": {\"targets\": [\"Linear\"], \"format\": \"%s\", %s}}}}\n",
+            H, I, E, TOPK, format, format, group);
+    fclose(f);
+    static uint16_t router[E * H];
+    for (int i = 0; i < E * H; i++) tu_put(QP_DTYPE_F16, router, (size_t)i, urand(-1, 1));
+    t[n++] = (qp_tensor){"model.layers.0.block_sparse_moe.gate.weight", QP_DTYPE_F16, 2, {E, H}, router};
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK(!qp_safetensors_write(ctx, path, t, n, NULL, 0), "write: %s", qp_last_error(ctx));
+    qp_model *m = NULL;
+    CHECK(!qp_model_open(ctx, dir, &m), "open: %s", qp_last_error(ctx));
+    return m;
+}
+
+static void moe_model_remove(qp_model *m, const char *dir) {
+    qp_model_close(m);
+    char path[300];
+    const char *files[2] = {"config.json", "model.safetensors"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+/* The bound block on every device: bit for bit the cpu's output (the
+ * expert kernels decode codes and scales exactly and keep the
+ * reference's order of the fp32 sums; one rounding). */
+static void moe_everywhere(const char *what, const qp_moe_binding *b) {
+    uint16_t *x = rand_x(MT, H), *y = calloc((size_t)MT * H, 2), *ycpu = calloc((size_t)MT * H, 2);
+    int32_t ids[MT * TOPK];
+    float wts[MT * TOPK];
+    for (int i = 0; i < MT * TOPK; i++) {
+        ids[i] = (int32_t)((i / TOPK + i % TOPK * 3) % E);
+        wts[i] = urand(0.1f, 0.9f);
+    }
+    qp_device *cpu = cpu_device();
+    qp_moe_options mo;
+    qp_moe_options_init(&mo);
+    mo.act_dtype = QP_DTYPE_F16;
+    mo.top_k = TOPK;
+    qp_moe *moe = NULL;
+    CHECK(!qp_moe_create(cpu, &b->scheme, b->E, b->H, b->I, b->tensors, b->n_tensors, &mo, &moe) &&
+              !qp_moe_forward_topk(moe, x, MT, ids, wts, ycpu),
+          "%s on the cpu: %s", what, qp_last_error(ctx));
+    qp_moe_destroy(moe);
+    size_t nd = 0;
+    qp_device_count(ctx, &nd);
+    for (size_t di = 0; di < nd; di++) {
+        qp_device *dev = NULL;
+        qp_device_info info = {.struct_size = sizeof info};
+        if (qp_device_get(ctx, di, &dev) || qp_device_get_info(dev, &info) || dev == cpu) continue;
+        moe = NULL;
+        qp_status st = qp_moe_create(dev, &b->scheme, b->E, b->H, b->I, b->tensors, b->n_tensors, &mo, &moe);
+        CHECK(!st && !qp_moe_forward_topk(moe, x, MT, ids, wts, y), "%s on %s: %s", what, info.backend, qp_last_error(ctx));
+        size_t differ = 0;
+        for (size_t i = 0; i < (size_t)MT * H; i++) differ += y[i] != ycpu[i];
+        CHECK(differ == 0, "%s on %s:%d: %zu of %d outputs differ from the cpu", what, info.backend, info.index, differ,
+              MT * H);
+        printf("%s: %s:%d equals the cpu\n", what, info.backend, info.index);
+        n_compared++;
+        qp_moe_destroy(moe);
+    }
+    free(x); free(y); free(ycpu);
+}
+
+/* W4A16 experts (CompressedTensorsWNA16MoEMethod): qp_model_bind_moe
+ * stacks each expert's weight_packed / weight_scale / weight_zero_point
+ * into FusedMoE's parameters: codes u (uint4b8 when symmetric) two per
+ * byte along K, gate rows then up rows; scales [E, 2I, K/g] as stored;
+ * zero points two per byte along N. Checked byte for byte against this
+ * file's own layout. */
+static void w4a16_moe(bool sym) {
+    char dir[] = "/tmp/qport-ct-moe-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    static unsigned u[E][3][H * I], z[E][3][128]; /* one group: K = 128 = g */
+    static int32_t wp[E][3][H * I / 8], zp[E][3][128 / 8];
+    static uint16_t sc[E][3][128];
+    static int64_t shape[3][2] = {{I, H}, {I, H}, {H, I}};
+    static char names[E * 3 * 4][96];
+    qp_tensor t[E * 3 * 4 + 1];
+    size_t n = 0;
+    for (int e = 0; e < E; e++)
+        for (int p = 0; p < 3; p++) {
+            int N = p == 2 ? H : I, K = p == 2 ? I : H;
+            for (int i = 0; i < N * K; i++) u[e][p][i] = rnd() & 15u;
+            for (int r = 0; r < N; r++) {
+                z[e][p][r] = sym ? 8u : rnd() & 15u;
+                tu_put(QP_DTYPE_F16, sc[e][p], (size_t)r, urand(0.001f, 0.02f));
+            }
+            ct_pack_rows(u[e][p], N, K, 4, wp[e][p]);
+            ct_pack_zp(z[e][p], N, 1, 4, zp[e][p]);
+            const char *sfx[4] = {"weight_packed", "weight_scale", "weight_shape", "weight_zero_point"};
+            for (int k = 0; k < (sym ? 3 : 4); k++) {
+                snprintf(names[n], sizeof names[n], "%s.%d.%s.%s", moe_prefix, e, moe_proj[p], sfx[k]);
+                t[n] = k == 0 ? (qp_tensor){names[n], QP_DTYPE_I32, 2, {N, K / 8}, wp[e][p]}
+                     : k == 1 ? (qp_tensor){names[n], QP_DTYPE_F16, 2, {N, 1}, sc[e][p]}
+                     : k == 2 ? (qp_tensor){names[n], QP_DTYPE_I64, 1, {2}, shape[p]}
+                              : (qp_tensor){names[n], QP_DTYPE_I32, 2, {N / 8, 1}, zp[e][p]};
+                n++;
+            }
+        }
+    char group[300];
+    snprintf(group, sizeof group, "\"input_activations\": null, \"weights\": {\"num_bits\": 4, \"type\": \"int\", "
+             "\"strategy\": \"group\", \"group_size\": 128, \"symmetric\": %s, \"dynamic\": false, \"actorder\": null}",
+             sym ? "true" : "false");
+    qp_model *m = moe_model(dir, "pack-quantized", group, t, n);
+    qp_moe_binding b;
+    qp_status st = m ? qp_model_bind_moe(m, moe_prefix, NULL, &b) : QP_ERR_INVALID_ARGUMENT;
+    CHECK(!st && !strcmp(b.scheme.method, "CompressedTensorsWNA16MoEMethod") && b.E == E && b.H == H && b.I == I,
+          "bind moe: %s", qp_last_error(ctx));
+    if (!st) {
+        size_t bad = 0;
+        for (size_t i = 0; i < b.n_tensors; i++) {
+            const qp_tensor *bt = &b.tensors[i];
+            const uint8_t *d = bt->data;
+            int w2 = !strncmp(bt->name, "w2", 2), rows = w2 ? H : 2 * I, K = w2 ? I : H;
+            for (int e = 0; e < E; e++)
+                for (int r = 0; r < rows; r++) {
+                    int p = w2 ? 2 : r / I, rr = w2 ? r : r % I;
+                    if (strstr(bt->name, "_weight_scale"))
+                        bad += memcmp(d + ((size_t)e * rows + r) * 2, &sc[e][p][rr], 2) != 0;
+                    else if (strstr(bt->name, "_weight_zero_point")) {
+                        if (r % 2) continue;
+                        int pn = w2 ? 2 : (r + 1) / I, rn = w2 ? r + 1 : (r + 1) % I;
+                        bad += d[(size_t)e * rows / 2 + r / 2] != (uint8_t)(z[e][p][rr] | z[e][pn][rn] << 4);
+                    } else
+                        for (int k = 0; k < K; k += 2)
+                            bad += d[((size_t)e * rows + r) * K / 2 + k / 2] !=
+                                   (uint8_t)(u[e][p][(size_t)rr * K + k] | u[e][p][(size_t)rr * K + k + 1] << 4);
+                }
+        }
+        CHECK(bad == 0 && b.n_tensors == (sym ? 4u : 6u), "ct moe w4a16 %s: %zu stacked bytes differ (%zu tensors)",
+              sym ? "sym" : "asym", bad, b.n_tensors);
+        moe_everywhere(sym ? "ct moe w4a16 sym" : "ct moe w4a16 asym", &b);
+        qp_moe_binding_free(&b);
+    }
+    moe_model_remove(m, dir);
+}
+
+/* FP8_DYNAMIC experts (CompressedTensorsW8A8Fp8MoEMethod): per-channel fp8
+ * weights under Quark's names; the stacked weight is the experts' bytes
+ * and the scale [E, 2I] / [E, H] their channels. */
+static void fp8_moe(void) {
+    char dir[] = "/tmp/qport-ct-moe-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    static uint8_t w[E][3][H * I];
+    static float sc[E][3][128];
+    static char names[E * 3 * 2][96];
+    qp_tensor t[E * 3 * 2 + 1];
+    size_t n = 0;
+    for (int e = 0; e < E; e++)
+        for (int p = 0; p < 3; p++) {
+            int N = p == 2 ? H : I, K = p == 2 ? I : H;
+            for (int i = 0; i < N * K; i++) {
+                w[e][p][i] = (uint8_t)(rnd() & 0xff);
+                if ((w[e][p][i] & 0x7f) == 0x7f) w[e][p][i] = 0x38;
+            }
+            for (int r = 0; r < N; r++) sc[e][p][r] = urand(0.0005f, 0.005f);
+            snprintf(names[n], sizeof names[n], "%s.%d.%s.weight", moe_prefix, e, moe_proj[p]);
+            t[n] = (qp_tensor){names[n], QP_DTYPE_F8_E4M3FN, 2, {N, K}, w[e][p]};
+            n++;
+            snprintf(names[n], sizeof names[n], "%s.%d.%s.weight_scale", moe_prefix, e, moe_proj[p]);
+            t[n] = (qp_tensor){names[n], QP_DTYPE_F32, 2, {N, 1}, sc[e][p]};
+            n++;
+        }
+    qp_model *m = moe_model(dir, "float-quantized",
+                            "\"weights\": {\"num_bits\": 8, \"type\": \"float\", \"strategy\": \"channel\", "
+                            "\"symmetric\": true, \"dynamic\": false}, \"input_activations\": {\"num_bits\": 8, "
+                            "\"type\": \"float\", \"strategy\": \"token\", \"symmetric\": true, \"dynamic\": true}",
+                            t, n);
+    qp_bind_options bo;
+    qp_bind_options_init(&bo);
+    qp_resolve_options ro;
+    qp_resolve_options_init(&ro);
+    ro.capability = 90;
+    bo.resolve = &ro;
+    qp_moe_binding b;
+    qp_status st = m ? qp_model_bind_moe(m, moe_prefix, &bo, &b) : QP_ERR_INVALID_ARGUMENT;
+    CHECK(!st && !strcmp(b.scheme.method, "CompressedTensorsW8A8Fp8MoEMethod"), "bind fp8 moe: %s", qp_last_error(ctx));
+    if (!st) {
+        size_t bad = 0;
+        for (size_t i = 0; i < b.n_tensors; i++) {
+            const qp_tensor *bt = &b.tensors[i];
+            int w2 = !strncmp(bt->name, "w2", 2), rows = w2 ? H : 2 * I, K = w2 ? I : H;
+            bool scale = strstr(bt->name, "_weight_scale") != NULL;
+            for (int e = 0; e < E; e++)
+                for (int r = 0; r < rows; r++) {
+                    int p = w2 ? 2 : r / I, rr = w2 ? r : r % I;
+                    if (scale) bad += ((const float *)bt->data)[(size_t)e * rows + r] != sc[e][p][rr];
+                    else bad += memcmp((const uint8_t *)bt->data + ((size_t)e * rows + r) * K, &w[e][p][(size_t)rr * K], (size_t)K) != 0;
+                }
+        }
+        CHECK(bad == 0 && b.n_tensors == 4, "ct moe fp8: %zu stacked rows differ (%zu tensors)", bad, b.n_tensors);
+        moe_everywhere("ct moe fp8-dynamic", &b);
+        qp_moe_binding_free(&b);
+    }
+    moe_model_remove(m, dir);
+}
+
 int main(int argc, char **argv) {
     configs = argc > 1 ? argv[1] : "tests/configs";
     want_backend = argc > 2 ? argv[2] : NULL;
@@ -409,6 +631,9 @@ int main(int argc, char **argv) {
     w8a16_fp8();
     nvfp4_a16();
     nvfp4_w4a4();
+    w4a16_moe(true);
+    w4a16_moe(false);
+    fp8_moe();
     printf("ct-bind: %d layer pairs compared on the devices of this build\n", n_compared);
     if (want_backend)
         CHECK(n_on_want == n_cases, "%d of %d cases ran on %s", n_on_want, n_cases, want_backend);

@@ -279,12 +279,14 @@ static const ct_case cases[] = {
     {CT(I4G(128), "null", "marlin-24"), EXPERTS, M, NOCAP, QP_ERR_VALUE,
      "For Fused MoE layers, only format: pack-quantized and bits: [2, 3, 4, 5, 6, 7, 8] is supported but got format: "
      "pack-quantized and bits: 4", NULL, NULL, 0, 0},
-    {CT(F8CH, F8TOK, "float-quantized"), EXPERTS, M, 80, QP_OK, "CompressedTensorsW8A8Fp8MoEMethod", "", "",
-     QP_SCHEME_W8A8_FP8, 0},
-    {CT(F8BLK, F8G128, "float-quantized"), EXPERTS, M, NOCAP, QP_OK, "CompressedTensorsW8A8Fp8MoEMethod", "", "",
-     QP_SCHEME_W8A8_FP8_BLOCK, 0},
-    {CT(I8CH, I8TOK, "int-quantized"), EXPERTS, M, NOCAP, QP_OK, "CompressedTensorsW8A8Int8MoEMethod", "", "",
-     QP_SCHEME_W8A8_INT8, 0},
+    /* (vLLM's fp8 / int8 MoE methods name no QuantKey: qport gives its
+     * linear scheme's, which the fused MoE reads) */
+    {CT(F8CH, F8TOK, "float-quantized"), EXPERTS, M, 80, QP_OK, "CompressedTensorsW8A8Fp8MoEMethod",
+     "kFp8StaticChannelSym", "kFp8DynamicTokenSym", QP_SCHEME_W8A8_FP8, 0},
+    {CT(F8BLK, F8G128, "float-quantized"), EXPERTS, M, NOCAP, QP_OK, "CompressedTensorsW8A8Fp8MoEMethod",
+     "kFp8Static128BlockSym", "kFp8Dynamic128Sym", QP_SCHEME_W8A8_FP8_BLOCK, 0},
+    {CT(I8CH, I8TOK, "int-quantized"), EXPERTS, M, NOCAP, QP_OK, "CompressedTensorsW8A8Int8MoEMethod",
+     "kInt8StaticChannelSym", "kInt8DynamicTokenSym", QP_SCHEME_W8A8_INT8, 0},
     {CT(NV("false"), NV("\"local\""), "nvfp4-pack-quantized"), EXPERTS, M, NOCAP, QP_OK,
      "CompressedTensorsW4A4Nvfp4MoEMethod", "kNvfp4Static", "kNvfp4Dynamic", QP_SCHEME_NVFP4, 0},
     {CT(NV("false"), "null", "nvfp4-pack-quantized"), EXPERTS, M, NOCAP, QP_OK, "CompressedTensorsW4A4Nvfp4MoEMethod",
@@ -561,7 +563,7 @@ static void presets(void) {
         {"ct-moe-w4a16.json", "model.layers.1.block_sparse_moe.gate", L, UNQ, "", "", ""},
         {"ct-moe-w4a16.json", "model.layers.1.self_attn.qkv_proj", L, LIN, "CompressedTensorsWNA16", "kInt4Static", ""},
         {"ct-moe-fp8-dynamic.json", "model.layers.0.block_sparse_moe.experts", M, "CompressedTensorsW8A8Fp8MoEMethod",
-         "", "", ""},
+         "", "kFp8StaticChannelSym", "kFp8DynamicTokenSym"},
     };
     const char *dir = getenv("QPORT_CONFIGS");
     for (size_t i = 0; i < sizeof p / sizeof *p; i++) {
