@@ -1517,6 +1517,14 @@ QP_API qp_status qp_unpack_int4_quark(const int32_t *in, int K, int N, qp_pack_m
  *              weight_scale_2 f32 [1], input_scale_2 f32 [1]
  *  QQQ         B i32 [K/16][2N], s_channel f32 [1][N], group 128: s_group
  *              f16 [K/128][N] (Marlin order)
+ * A compressed-tensors scheme (llm-compressor's layout, the same
+ * arithmetic): W8A8 as above without weight_zero_point, per-channel
+ * weight_scale [N][1]; W4A16 weight_packed i32 [N][K/8] (value i of a word
+ * at bits 4i, stored + 8), weight_scale [N][K/g], asymmetric
+ * weight_zero_point i32 [ceil(N/8)][K/g] (packed along N), weight_shape i64
+ * [2]; NVFP4 weight_packed, weight_scale, weight_global_scale and
+ * input_global_scale f32 [1] (the inverses of weight_scale_2 and
+ * input_scale_2). Other compressed-tensors kinds: QP_ERR_UNSUPPORTED.
  * One layer, one shard: fused layers are quantized shard by shard (their
  * per-shard scales are what process-after-loading merges). Weight scales
  * are max|w| over the scale's block divided by the format's maximum (the
@@ -1530,7 +1538,8 @@ QP_API qp_status qp_unpack_int4_quark(const int32_t *in, int K, int N, qp_pack_m
 typedef struct qp_qweights qp_qweights;
 
 /* The tensors are qp_tensor values (name, dtype as stored: F32, F16/BF16
- * bits, F8_E4M3FN, E8M0, U8 for packed fp4/fp6 and e8m0 MX scales, I8, I32;
+ * bits, F8_E4M3FN, E8M0, U8 for packed fp4/fp6 and e8m0 MX scales, I8, I32,
+ * I64;
  * shape; data valid until qp_qweights_destroy), ready for qp_linear_create
  * and qp_safetensors_write. */
 

@@ -85,7 +85,9 @@ QP_API qp_status qp_quantize_weights(qp_context *ctx, const qp_scheme *scheme, c
     if (!q) return qp_error_set(ctx, QP_ERR_OUT_OF_MEMORY, NULL, "weight", NULL, "out of memory");
     qp_qw_job j = {ctx, scheme, w, N, K, opts, q};
     qp_status (*quantize)(qp_qw_job *) = qp_scheme_row_of(scheme->kind)->quantize;
-    qp_status st = quantize ? quantize(&j)
+    /* compressed-tensors: the same arithmetic, llm-compressor's layout */
+    qp_status st = quantize && qp_scheme_is_ct(scheme) ? qp_qw_ct(&j, quantize)
+                 : quantize ? quantize(&j)
                             : qp_error_set(ctx, QP_ERR_UNSUPPORTED, NULL, "weight", NULL,
                                            "scheme %s has no quantized weights", qp_scheme_kind_name(scheme->kind));
     if (st != QP_OK) { qp_qweights_destroy(q); return st; }

@@ -57,5 +57,8 @@ qp_status qp_qw_w4a16(qp_qw_job *j);
 qp_status qp_qw_mx(qp_qw_job *j);       /* OCP-MX and W4A8-MXFP4-FP8 */
 qp_status qp_qw_nvfp4(qp_qw_job *j);
 qp_status qp_qw_qqq(qp_qw_job *j);
+/* compressed-tensors schemes: `quantize` (the kind's quantizer) into a
+ * Quark layout, rewritten as llm-compressor writes it (api/quantize_weights_ct.c). */
+qp_status qp_qw_ct(qp_qw_job *j, qp_status (*quantize)(qp_qw_job *));
 
 #endif

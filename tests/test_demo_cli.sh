@@ -13,7 +13,7 @@ out=$("$Q" demo-model "$T/fp16" --layers 2 2>&1); rc=$?
 [ "$(cksum < "$T/fp16/model.safetensors")" = "$sum0" ] || fail "demo-model changed the model it refused to overwrite"
 "$Q" demo-model "$T/fp16" --layers 1 --force >/dev/null || fail "demo-model --force"
 [ "$(cksum < "$T/fp16/model.safetensors")" = "$sum0" ] || fail "demo-model --force: not the same deterministic model"
-for s in int8-dyn-sym int8-static-asym fp8-static qqq qqq-channel w4a16-uint4 nvfp4; do
+for s in int8-dyn-sym int8-static-asym fp8-static qqq qqq-channel w4a16-uint4 nvfp4 ct-w8a8-int8 ct-w4a16-asym ct-nvfp4; do
   "$Q" quantize "$T/fp16" "$T/$s" --scheme "$s" >/dev/null || fail "quantize $s"
   grep -q '"quantization_config"' "$T/$s/config.json" || fail "$s: no quantization_config"
   out=$("$Q" run "$T/$s" --tokens 3 --output "$T/$s.out.safetensors" 2>&1) || { echo "$out"; fail "run $s"; }

@@ -52,6 +52,23 @@ const case_scheme case_schemes[] = {
     {"nvfp4", "nvfp4", QUARK(QC_NVFP4_W, QC_NVFP4_A), 0, 0, 16, 1, 0, 0},
     /* MXFP4 with Quark's online input rotation (a 32x32 Hadamard) */
     {"mxfp4-rotated", NULL, QUARK(MX("fp4", "false"), MX("fp4", "true")), 0, 0, 32, 1, 0, 0},
+    /* compressed-tensors presets (llm-compressor's W8A8, FP8, FP8_DYNAMIC,
+     * FP8_BLOCK, W4A16, W4A16_ASYM, NVFP4): the Quark twin's arithmetic in
+     * llm-compressor's layout (to_ct) */
+    {"ct-w8a8-int8", "ct-w8a8-int8", QC_CT("int-quantized", QC_CTA("int", "8", "channel", "null", "true", "false", "null"),
+                                           QC_CTA("int", "8", "token", "null", "true", "true", "null")), 1, 0, 1, 1, 0, 0},
+    {"ct-fp8", "ct-fp8", QC_CT("float-quantized", QC_CTA("float", "8", "tensor", "null", "true", "false", "null"),
+                               QC_CTA("float", "8", "tensor", "null", "true", "false", "null")), 0, 0, 1, 1, 0, 0},
+    {"ct-fp8-dynamic", "ct-fp8-dynamic", QC_CT("float-quantized", QC_CTA("float", "8", "channel", "null", "true", "false", "null"),
+                                               QC_CTA("float", "8", "token", "null", "true", "true", "null")), 0, 0, 1, 1, 0, 0},
+    {"ct-fp8-block", "ct-fp8-block", QC_CT("float-quantized", QC_CTA("float", "8", "block", "null", "true", "false", "[128, 128]"),
+                                           QC_CTA("float", "8", "group", "128", "true", "true", "null")), 0, 0, 128, 1, 0, 0},
+    {"ct-w4a16", "ct-w4a16", QC_CT("pack-quantized", QC_CTA("int", "4", "group", "128", "true", "false", "null"), "null"), 0, 0,
+     128, 8, 0, 0},
+    {"ct-w4a16-asym", "ct-w4a16-asym", QC_CT("pack-quantized", QC_CTA("int", "4", "group", "128", "false", "false", "null"), "null"),
+     0, 0, 128, 8, 0, 0},
+    {"ct-nvfp4", "ct-nvfp4", QC_CT("nvfp4-pack-quantized", QC_CTA("float", "4", "tensor_group", "16", "true", "false", "null"),
+                                   QC_CTA("float", "4", "tensor_group", "16", "true", "\"local\"", "null")), 0, 0, 16, 1, 0, 0},
     /* an excluded layer: vLLM's UnquantizedLinearMethod */
     {"unquantized", NULL, "{\"quant_method\":\"fp8\",\"activation_scheme\":\"dynamic\",\"ignored_layers\":[\"model.layers.0.mlp.down_proj\"]}", 0, 0, 1, 1, 0, 0},
 };
@@ -266,6 +283,84 @@ static int make_block_float(qp_context *ctx, case_layer *l, const float *w, cons
     return rc;
 }
 
+/* A compressed-tensors case is made as its Quark twin (the same
+ * arithmetic: docs/loading.md "compressed-tensors") and its tensors then
+ * rewritten here as llm-compressor stores them, with this file's own
+ * packing (independent of the library's writer): W4A16 weight_packed
+ * [N][K/8] (value i of a word at bits 4i, stored + 8), weight_scale
+ * [N][K/g], asymmetric weight_zero_point [N/8][K/g] packed along N,
+ * weight_shape; NVFP4 weight_packed and the inverted global scales; W8A8
+ * without weight zero points. */
+static qp_scheme quark_twin(const qp_scheme *ct) {
+    qp_scheme q = *ct;
+    snprintf(q.method, sizeof q.method, "QuarkLinearMethod");
+    if (q.kind == QP_SCHEME_W4A16_INT4) {
+        q.pack_method = QP_PACK_ORDER;
+        q.weight.dtype = q.weight.symmetric ? QP_DTYPE_I4 : QP_DTYPE_U4;
+    }
+    return q;
+}
+
+static int to_ct(case_layer *l, char *err, size_t errcap) {
+    int N = l->N, K = l->K;
+    for (size_t i = 0; i < l->n_tensors; i++) {
+        qp_tensor *t = &l->tensors[i];
+        if (!strcmp(t->name, "weight_zero_point") && l->scheme.kind != QP_SCHEME_W4A16_INT4) {
+            memmove(t, t + 1, sizeof *t * (l->n_tensors - i - 1));
+            l->n_tensors--;
+            i--;
+        } else if (!strcmp(t->name, "weight_scale_2") || !strcmp(t->name, "input_scale_2")) {
+            float *v = (float *)t->data; /* the case's own buffer */
+            v[0] = 1.0f / v[0];
+            t->name = t->name[0] == 'w' ? "weight_global_scale" : "input_global_scale";
+        } else if (!strcmp(t->name, "weight") && l->scheme.kind == QP_SCHEME_NVFP4) {
+            t->name = "weight_packed";
+        }
+    }
+    if (l->scheme.kind != QP_SCHEME_W4A16_INT4) return 0;
+    const qp_tensor *tw = tensor_named(l, "weight"), *ts = tensor_named(l, "weight_scale"), *tz = tensor_named(l, "weight_zero_point");
+    int g = l->scheme.weight.group_size > 0 ? l->scheme.weight.group_size : K, G = K / g, sym = l->scheme.weight.symmetric;
+    if (N % 8 || K % 8 || !tw || !ts || (!sym && !tz)) { snprintf(err, errcap, "compressed-tensors W4A16 case needs N, K multiples of 8"); return -1; }
+    size_t NK = (size_t)N * K, es = ts->dtype == QP_DTYPE_F32 ? 4 : 2;
+    uint8_t *codes = malloc(NK), *zc = malloc((size_t)G * N), *tmp = malloc((size_t)G * N * es);
+    int64_t *shape = own(l, 16);
+    int rc = !codes || !zc || !tmp || !shape || qp_unpack_int4_quark(tw->data, K, N, QP_PACK_ORDER, codes) ||
+             (!sym && qp_unpack_int4_quark(tz->data, G, N, QP_PACK_ORDER, zc));
+    if (rc) snprintf(err, errcap, "out of memory or bad int4 words");
+    for (size_t i = 0; !rc && i < l->n_tensors; i++) {
+        qp_tensor *t = &l->tensors[i];
+        if (!strcmp(t->name, "weight")) { /* [K][N/8] -> [N][K/8], the same bytes */
+            uint32_t *w = (uint32_t *)t->data;
+            memset(w, 0, NK / 2);
+            for (int n = 0; n < N; n++)
+                for (int k = 0; k < K; k++)
+                    w[(size_t)n * (K / 8) + k / 8] |= (uint32_t)(codes[(size_t)k * N + n] ^ (sym ? 8 : 0)) << (4 * (k % 8));
+            *t = (qp_tensor){"weight_packed", QP_DTYPE_I32, 2, {N, K / 8, 0, 0}, w};
+        } else if (!strcmp(t->name, "weight_scale")) { /* [G][N] -> [N][G] */
+            memcpy(tmp, t->data, (size_t)G * N * es);
+            for (int gi = 0; gi < G; gi++)
+                for (int n = 0; n < N; n++)
+                    memcpy((uint8_t *)t->data + ((size_t)n * G + gi) * es, tmp + ((size_t)gi * N + n) * es, es);
+            t->shape[0] = N;
+            t->shape[1] = G;
+        } else if (!strcmp(t->name, "weight_zero_point")) { /* [G][N/8] -> [N/8][G] along N */
+            uint32_t *z = (uint32_t *)t->data;
+            memset(z, 0, (size_t)G * N / 2);
+            for (int gi = 0; gi < G; gi++)
+                for (int n = 0; n < N; n++) z[(size_t)(n / 8) * G + gi] |= (uint32_t)zc[(size_t)gi * N + n] << (4 * (n % 8));
+            t->shape[0] = N / 8;
+            t->shape[1] = G;
+        }
+    }
+    if (!rc) {
+        shape[0] = N;
+        shape[1] = K;
+        add(l, "weight_shape", QP_DTYPE_I64, 1, 2, 0, shape);
+    }
+    free(codes); free(zc); free(tmp);
+    return rc ? -1 : 0;
+}
+
 int case_layer_make(qp_context *ctx, const case_scheme *cs, int N, int K, qp_dtype dt, uint64_t seed,
                     const uint16_t *calib, int calib_m, case_layer *l, char *err, size_t errcap) {
     memset(l, 0, sizeof *l);
@@ -278,6 +373,9 @@ int case_layer_make(qp_context *ctx, const case_scheme *cs, int N, int K, qp_dty
         return -1;
     }
     qp_config_destroy(cfg);
+    qp_scheme ct = l->scheme;
+    int is_ct = !strncmp(ct.method, "CompressedTensors", 17);
+    if (is_ct) l->scheme = quark_twin(&ct);
     size_t NK = (size_t)N * K;
     float *w = malloc(sizeof(float) * NK);
     l->w_deq = own(l, sizeof(float) * NK);
@@ -404,6 +502,10 @@ int case_layer_make(qp_context *ctx, const case_scheme *cs, int N, int K, qp_dty
         snprintf(err, errcap, "no case generator for %s", qp_scheme_kind_name(kind));
         rc = -1;
     }
+    if (!rc && is_ct) {
+        rc = to_ct(l, err, errcap);
+        l->scheme = ct;
+    }
     /* a bias on every layer: the epilogue path with the bias term */
     if (!rc) {
         uint16_t *b = own(l, sizeof(uint16_t) * N);
@@ -490,8 +592,9 @@ static const float *qdq_row(const case_layer *cl, const uint16_t *x, int m) {
         qp_quant_mx(NULL, ae, xr, 1, (size_t)K, codes, sc);
         qp_dequant_mx(NULL, ae, codes, sc, 1, (size_t)K, l->xq);
     } else if (kind == QP_SCHEME_NVFP4) {
-        const qp_tensor *t = tensor_named(l, "input_scale_2");
-        float g = 1.0f / (t ? ((const float *)t->data)[0] : 1.0f);
+        /* Quark's input_scale_2 is 1 / g; compressed-tensors stores g */
+        const qp_tensor *t = tensor_named(l, "input_scale_2"), *tg = tensor_named(l, "input_global_scale");
+        float g = tg ? ((const float *)tg->data)[0] : 1.0f / (t ? ((const float *)t->data)[0] : 1.0f);
         qp_quant_nvfp4(NULL, xr, 1, (size_t)K, g, codes, sc);
         for (int k = 0; k < K; k++)
             l->xq[k] = qp_format_decode(QP_DTYPE_F4_E2M1, codes[k]) * (qp_format_decode(QP_DTYPE_F8_E4M3FN, sc[k / 16]) / g);

@@ -32,5 +32,18 @@
 #define QC_NVFP4_A                                                                                                 \
     "[{\"dtype\":\"fp4\",\"qscheme\":\"per_group\",\"group_size\":16,\"scale_format\":\"fp8_e4m3\",\"is_dynamic\":true}," \
     "{\"dtype\":\"fp8_e4m3\",\"qscheme\":\"per_tensor\",\"is_dynamic\":false}]"
+/* compressed-tensors (llm-compressor): one config group over every
+ * Linear with weights W and input_activations I (JSON or null), format F,
+ * lm_head ignored, as compressed-tensors 0.17 serializes a preset. */
+#define QC_CT(F, W, I)                                                                                              \
+    "{\"quant_method\":\"compressed-tensors\",\"format\":\"" F "\",\"quantization_status\":\"compressed\","         \
+    "\"version\":\"0.17.0\",\"ignore\":[\"lm_head\"],\"kv_cache_scheme\":null,\"sparsity_config\":{},"                \
+    "\"config_groups\":{\"group_0\":{\"targets\":[\"Linear\"],\"format\":\"" F "\",\"weights\":" W ","                \
+    "\"input_activations\":" I ",\"output_activations\":null}}}"
+/* QuantizationArgs: type, num_bits, strategy, group_size (JSON), symmetric,
+ * dynamic (JSON: false, true or "local"), block_structure (JSON). */
+#define QC_CTA(T, B, S, G, SYM, DYN, BLK)                                                                         \
+    "{\"num_bits\":" B ",\"type\":\"" T "\",\"strategy\":\"" S "\",\"group_size\":" G ",\"symmetric\":" SYM      \
+    ",\"dynamic\":" DYN ",\"actorder\":null,\"block_structure\":" BLK ",\"observer\":\"minmax\",\"observer_kwargs\":{}}"
 #define QC_QQQ(G) "{\"quant_method\":\"qqq\",\"wbits\":4,\"group_size\":" G "}"
 #endif
