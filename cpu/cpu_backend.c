@@ -153,6 +153,34 @@ static qp_status take_w4a16_scale(void *dev, const qp_lin_desc *d, cpu_lin *l, s
     return QP_OK;
 }
 
+/* A compressed-tensors W4A16 layer has no Quark-packed 'weight': its
+ * binder (api/bind_ct.c) leaves the canonical payload every backend reads
+ * (q4 [N][K] stored codes, w4_signed, w4_zero [G][N], w4_scale [G][N] fp32
+ * exact in act_dtype), which is repacked here into the blobs the reference
+ * takes (QP_PACK_ORDER words [K][nc], scales [G][8 nc] in act_dtype). */
+static qp_status take_w4a16_canonical(void *dev, const qp_lin_desc *d, cpu_lin *l, size_t ng, size_t nc) {
+    const qp_host *h = host_of(dev);
+    size_t N = (size_t)d->N, K = (size_t)d->K;
+    if (!d->q4 || !d->w4_scale || (!d->w4_signed && !d->w4_zero))
+        return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "layer '%s': W4A16 needs q4, w4_scale and (uint4) w4_zero", d->layer);
+    uint8_t *codes = malloc(K * N);
+    l->blob[0] = malloc(K * nc * 4);
+    l->blob[1] = calloc(ng * 8 * nc, qp_num_elem_size(d->act_dtype));
+    l->blob[2] = d->w4_signed ? NULL : malloc(ng * nc * 4);
+    qp_status st = codes && l->blob[0] && l->blob[1] && (d->w4_signed || l->blob[2]) ? QP_OK : QP_ERR_OUT_OF_MEMORY;
+    for (size_t k = 0; !st && k < K; k++)
+        for (size_t n = 0; n < N; n++) codes[k * N + n] = (uint8_t)(d->q4[n * K + k] & 15);
+    if (!st) st = qp_pack_int4_quark(codes, (int)K, (int)N, QP_PACK_ORDER, l->blob[0]);
+    if (!st && !d->w4_signed) st = qp_pack_int4_quark(d->w4_zero, (int)ng, (int)N, QP_PACK_ORDER, l->blob[2]);
+    for (size_t gi = 0; !st && gi < ng; gi++)
+        for (size_t n = 0; n < N; n++) qp_num_store(d->act_dtype, l->blob[1], gi * 8 * nc + n, d->w4_scale[gi * N + n]);
+    free(codes);
+    l->symmetric = d->w4_signed;
+    l->pack = QP_PACK_ORDER;
+    if (st == QP_ERR_OUT_OF_MEMORY) return h->error(h->ctx, st, "out of memory");
+    return st ? h->error(h->ctx, st, "layer '%s': W4A16 codes out of range", d->layer) : QP_OK;
+}
+
 static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned path, void **out) {
     const qp_host *h = host_of(dev);
     if (path & (QP_PATH_GEMV | QP_PATH_TILED | QP_PATH_INT_DOT))
@@ -189,6 +217,7 @@ static qp_status cpu_linear_prepare(void *dev, const qp_lin_desc *d, unsigned pa
         l->symmetric = d->scheme.weight.symmetric;
         if (K % (size_t)g) { st = h->error(h->ctx, QP_ERR_VALUE, "layer '%s': K = %zu is not a multiple of group_size %d", d->layer, K, g); break; }
         size_t nc = (N + 7) / 8, ng = K / (size_t)g;
+        if (qp_scheme_is_ct(&d->scheme)) { st = take_w4a16_canonical(dev, d, l, ng, nc); break; }
         st = take(dev, d, l, 0, "weight", QP_DTYPE_I32, K * nc * 4);
         if (!st) st = take_w4a16_scale(dev, d, l, ng, nc);
         if (!st && !l->symmetric) st = take(dev, d, l, 2, "weight_zero_point", QP_DTYPE_I32, ng * nc * 4);
