@@ -37,7 +37,10 @@ ignore=["lm_head"]) -- GPTQModifier for the act-order exports -- then
     L.x      a seeded input [4, K] in the model dtype
     L.xq     L's own input quantize-dequantize of x (compressed-tensors'
              forward_quantize with the calibrated / dynamic input qparams,
-             in the model dtype)
+             in the model dtype; x is passed as [1, 4, K], the shape the
+             model gives a module: compressed-tensors' dynamic per-token
+             scales reduce every dim but the first two, so a 2-D [4, K]
+             input would be quantized per tensor)
     L.y      L(x): llm-compressor's fake-quantized forward as it runs after
              calibration (status FROZEN: F.linear(xq, qdq(weight))), taken
              before saving. This is what the exporter itself computes, and
@@ -180,10 +183,14 @@ def reference(model, dtype):
         x = (torch.randn(M, K, generator=g) * (1 + 7 * (torch.rand(M, K, generator=g) < 0.02))).to(dtype)
         scheme = getattr(mod, "quantization_scheme", None)
         with torch.no_grad():
-            y = mod(x)
+            # [1, M, K], as the model runs a module (batch, sequence,
+            # hidden): compressed-tensors' dynamic "token" strategy keeps
+            # dims 0 and 1 and reduces the rest, so a 2-D input would get
+            # one scale for the whole tensor
+            y = mod(x[None])[0]
             if scheme is not None:
                 quantized.append(name)
-                xq = forward_quantize(mod, x, "input", scheme.input_activations) if scheme.input_activations else x
+                xq = forward_quantize(mod, x[None], "input", scheme.input_activations)[0] if scheme.input_activations else x
                 w = forward_quantize(mod, mod.weight.data, "weight", scheme.weights)
             else:
                 xq, w = x, mod.weight.data
