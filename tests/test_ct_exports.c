@@ -65,6 +65,15 @@
  *    such code among a row's largest dominates a 4-row NMSE) and rounds
  *    its dynamic scales to the model dtype: ceiling 2^-10 (measured
  *    <= 4.3e-4).
+ *  - vLLM's packed modules (check_fused): qkv_proj and gate_up_proj bound
+ *    from their parts' tensors (weight_packed, weight_zero_point packed
+ *    along N, weight_scale [N, groups] concatenated, weight_shape
+ *    rewritten) equal, on the cpu, the parts' outputs side by side bit for
+ *    bit, and every other device the cpu's (bit for bit on the integer
+ *    path, NMSE <= 2^-20 on float paths, `qport run`'s criterion), for the
+ *    schemes whose columns keep their parts' arithmetic; FP8_BLOCK's
+ *    qkv_proj (64-row k/v shards under 128-row blocks, which vLLM's
+ *    validate_fp8_block_shape refuses) must be refused.
  *  - REFUSED rows (qport does not bind them yet; each row names the message
  *    qp_linear_create must give with the layer's name): NVFP4 W4A4 (input
  *    quantization), W4A8 int (CompressedTensorsW4A8Int). Give such a row
@@ -86,7 +95,7 @@
 
 static qp_context *ctx;
 static const char *want_backend;
-static int n_run, n_refused, n_ignored, n_exports, n_devices_max, n_on_backend, n_backend_unsupported;
+static int n_fused, n_run, n_refused, n_ignored, n_exports, n_devices_max, n_on_backend, n_backend_unsupported;
 static size_t n_dev_out, n_dev_exact;
 
 enum fam { F_REFUSED, F_INT8, F_FP8, F_FP8_BLOCK, F_W4A16, F_DENSE8, F_NVFP4_DENSE };
@@ -99,7 +108,16 @@ typedef struct preset {
     double nmse_x;          /* ceiling of NMSE(cpu(x), y_e)            */
     const char *refusal;    /* F_REFUSED: qp_linear_create's message     */
     const char *ignored[3]; /* layers that must stay unquantized         */
+    int fused;              /* FUSED_*: packed modules that equal their parts */
 } preset;
+
+/* vLLM's packed modules whose output equals their parts' side by side:
+ * per-channel / per-group weights and per-token (or per-K-group) dynamic
+ * activations keep every column's arithmetic. Per-tensor FP8 (max weight
+ * and input scale over the shards, requantized) and NVFP4A16 (1 / max of
+ * the global scales) change the parts, and FP8_BLOCK's qkv_proj (k/v
+ * shards of 64 rows under 128-row blocks) vLLM refuses (FUSED_QKV_REFUSED). */
+enum { FUSED_QKV = 1, FUSED_GATE_UP = 2, FUSED_QKV_REFUSED = 4 };
 
 /* NMSE ceilings on x (the header): weight-only schemes run x itself, and
  * every output is within ~2u |y| of the exporter's: (2u)^2 of the model
@@ -107,27 +125,27 @@ typedef struct preset {
 #define ONLY_W (-1.0)
 #define ACT_Q 0x1p-10
 static const preset presets[] = {
-    {"fp16/W8A8", QP_SCHEME_W8A8_INT8, "CompressedTensorsW8A8Int8", F_INT8, ACT_Q, NULL, {0}},
+    {"fp16/W8A8", QP_SCHEME_W8A8_INT8, "CompressedTensorsW8A8Int8", F_INT8, ACT_Q, NULL, {0}, FUSED_QKV | FUSED_GATE_UP},
     {"fp16/W8A8_ignore", QP_SCHEME_W8A8_INT8, "CompressedTensorsW8A8Int8", F_INT8, ACT_Q, NULL,
-     {"model.layers.0.self_attn.o_proj", "model.layers.0.mlp.down_proj"}},
-    {"fp16/FP8", QP_SCHEME_W8A8_FP8, "CompressedTensorsW8A8Fp8", F_FP8, ACT_Q, NULL, {0}},
-    {"fp16/FP8_DYNAMIC", QP_SCHEME_W8A8_FP8, "CompressedTensorsW8A8Fp8", F_FP8, ACT_Q, NULL, {0}},
-    {"fp16/FP8_BLOCK", QP_SCHEME_W8A8_FP8_BLOCK, "CompressedTensorsW8A8Fp8", F_FP8_BLOCK, ACT_Q, NULL, {0}},
-    {"fp16/W4A16", QP_SCHEME_W4A16_INT4, "CompressedTensorsWNA16", F_W4A16, ONLY_W, NULL, {0}},
-    {"fp16/W4A16_ASYM", QP_SCHEME_W4A16_INT4, "CompressedTensorsWNA16", F_W4A16, ONLY_W, NULL, {0}},
-    {"fp16/W4A16_actorder_weight", QP_SCHEME_W4A16_INT4, "CompressedTensorsWNA16", F_W4A16, ONLY_W, NULL, {0}},
-    {"fp16/W4A16_actorder_static", QP_SCHEME_W4A16_INT4, "CompressedTensorsWNA16", F_W4A16, ONLY_W, NULL, {0}},
-    {"fp16/W8A16", QP_SCHEME_WNA16, "CompressedTensorsWNA16", F_DENSE8, ONLY_W, NULL, {0}},
-    {"fp16/NVFP4A16", QP_SCHEME_NVFP4_A16, "CompressedTensorsW4A4Fp4", F_NVFP4_DENSE, ONLY_W, NULL, {0}},
+     {"model.layers.0.self_attn.o_proj", "model.layers.0.mlp.down_proj"}, FUSED_QKV | FUSED_GATE_UP},
+    {"fp16/FP8", QP_SCHEME_W8A8_FP8, "CompressedTensorsW8A8Fp8", F_FP8, ACT_Q, NULL, {0}, 0},
+    {"fp16/FP8_DYNAMIC", QP_SCHEME_W8A8_FP8, "CompressedTensorsW8A8Fp8", F_FP8, ACT_Q, NULL, {0}, FUSED_QKV | FUSED_GATE_UP},
+    {"fp16/FP8_BLOCK", QP_SCHEME_W8A8_FP8_BLOCK, "CompressedTensorsW8A8Fp8", F_FP8_BLOCK, ACT_Q, NULL, {0}, FUSED_GATE_UP | FUSED_QKV_REFUSED},
+    {"fp16/W4A16", QP_SCHEME_W4A16_INT4, "CompressedTensorsWNA16", F_W4A16, ONLY_W, NULL, {0}, FUSED_QKV | FUSED_GATE_UP},
+    {"fp16/W4A16_ASYM", QP_SCHEME_W4A16_INT4, "CompressedTensorsWNA16", F_W4A16, ONLY_W, NULL, {0}, FUSED_QKV | FUSED_GATE_UP},
+    {"fp16/W4A16_actorder_weight", QP_SCHEME_W4A16_INT4, "CompressedTensorsWNA16", F_W4A16, ONLY_W, NULL, {0}, FUSED_QKV | FUSED_GATE_UP},
+    {"fp16/W4A16_actorder_static", QP_SCHEME_W4A16_INT4, "CompressedTensorsWNA16", F_W4A16, ONLY_W, NULL, {0}, FUSED_QKV | FUSED_GATE_UP},
+    {"fp16/W8A16", QP_SCHEME_WNA16, "CompressedTensorsWNA16", F_DENSE8, ONLY_W, NULL, {0}, FUSED_QKV | FUSED_GATE_UP},
+    {"fp16/NVFP4A16", QP_SCHEME_NVFP4_A16, "CompressedTensorsW4A4Fp4", F_NVFP4_DENSE, ONLY_W, NULL, {0}, 0},
     /* REFUSED: NVFP4 with NVFP4 input quantization */
     {"fp16/NVFP4", QP_SCHEME_NVFP4, "CompressedTensorsW4A4Fp4", F_REFUSED, 0,
-     "scheme nvfp4 is not bound from compressed-tensors checkpoints", {0}},
+     "scheme nvfp4 is not bound from compressed-tensors checkpoints", {0}, 0},
     /* REFUSED: int4 weights with dynamic int8 token activations */
     {"fp16/W4A8", QP_SCHEME_W4A8_INT, "CompressedTensorsW4A8Int", F_REFUSED, 0,
-     "scheme w4a8-int is not a linear layer qport runs", {0}},
-    {"bf16/W8A8", QP_SCHEME_W8A8_INT8, "CompressedTensorsW8A8Int8", F_INT8, ACT_Q, NULL, {0}},
-    {"bf16/FP8_DYNAMIC", QP_SCHEME_W8A8_FP8, "CompressedTensorsW8A8Fp8", F_FP8, ACT_Q, NULL, {0}},
-    {"bf16/W4A16", QP_SCHEME_W4A16_INT4, "CompressedTensorsWNA16", F_W4A16, ONLY_W, NULL, {0}},
+     "scheme w4a8-int is not a linear layer qport runs", {0}, 0},
+    {"bf16/W8A8", QP_SCHEME_W8A8_INT8, "CompressedTensorsW8A8Int8", F_INT8, ACT_Q, NULL, {0}, FUSED_QKV | FUSED_GATE_UP},
+    {"bf16/FP8_DYNAMIC", QP_SCHEME_W8A8_FP8, "CompressedTensorsW8A8Fp8", F_FP8, ACT_Q, NULL, {0}, FUSED_QKV | FUSED_GATE_UP},
+    {"bf16/W4A16", QP_SCHEME_W4A16_INT4, "CompressedTensorsWNA16", F_W4A16, ONLY_W, NULL, {0}, FUSED_QKV | FUSED_GATE_UP},
 };
 
 /* per-export statistics, printed */
@@ -399,6 +417,88 @@ static void check_g_idx(qp_model *m, const char *where) {
     qp_layer_binding_free(&b);
 }
 
+/* A packed module (qkv_proj, gate_up_proj) bound from the parts' tensors
+ * (weight_packed / weight_zero_point concatenated along N, weight_shape
+ * rewritten): on the first part's x, the cpu's output equals the parts'
+ * outputs side by side bit for bit; every other device's equals the cpu's
+ * bit for bit on the integer path, within NMSE 2^-20 on float paths
+ * (`qport run`'s criterion). */
+static void check_fused(qp_model *m, qp_safetensors *ref, const preset *p, qp_dtype dt, const char *fused,
+                        const char *const *parts, int np, int refused) {
+    const char *where = p->dir;
+    qp_tensor x;
+    if (!find(ref, parts[0], "x", &x)) { CHECK(0, "%s: %s.x", where, parts[0]); return; }
+    int M = (int)x.shape[0];
+    qp_layer_binding fb;
+    qp_status st = qp_model_bind_layer(m, fused, NULL, &fb);
+    qp_device *cpu;
+    qp_device_find(ctx, "cpu", &cpu);
+    if (refused) {
+        qp_linear *l = st ? NULL : make(cpu, &fb, fused, dt, &st);
+        CHECK(st != QP_OK && strstr(qp_last_error(ctx), fused), "%s: %s must be refused (vLLM: shards of 64 rows "
+              "under 128-row blocks): %s", where, fused, st ? qp_last_error(ctx) : "it was created");
+        printf("  %-28s %-34s refused: %s\n", where, fused, qp_last_error(ctx));
+        qp_linear_destroy(l);
+        if (!st) qp_layer_binding_free(&fb);
+        return;
+    }
+    CHECK(!st && fb.n_shards == (size_t)np, "%s: bind %s: %s (%zu shards)", where, fused, qp_last_error(ctx), fb.n_shards);
+    if (st) return;
+    size_t n = (size_t)M * fb.N, nd = 0;
+    uint16_t *want = calloc(n, 2), *got = calloc(n, 2), *ref_y = calloc(n, 2);
+    int off = 0, ok = want && got && ref_y;
+    for (int i = 0; i < np && ok; i++) {
+        qp_layer_binding pb;
+        st = qp_model_bind_layer(m, parts[i], NULL, &pb);
+        qp_linear *l = st ? NULL : make(cpu, &pb, parts[i], dt, &st);
+        uint16_t *yp = st ? NULL : calloc((size_t)M * pb.N, 2);
+        CHECK(yp && !qp_linear_forward(l, x.data, M, yp), "%s: %s: %s", where, parts[i], qp_last_error(ctx));
+        for (int r = 0; yp && r < M; r++)
+            memcpy(want + (size_t)r * fb.N + off, yp + (size_t)r * pb.N, (size_t)pb.N * 2);
+        off += st ? 0 : pb.N;
+        ok = yp != NULL;
+        free(yp);
+        qp_linear_destroy(l);
+        if (!st) qp_layer_binding_free(&pb);
+    }
+    CHECK(!ok || off == fb.N, "%s: %s: parts' N sum %d, fused N %d", where, fused, off, fb.N);
+    qp_device_count(ctx, &nd);
+    int ran = 0;
+    for (int pass = 0; pass < 2 && ok && off == fb.N; pass++)
+        for (size_t d = 0; d < nd; d++) {
+            qp_device *dev;
+            qp_device_get(ctx, d, &dev);
+            qp_device_info info = {.struct_size = sizeof info};
+            qp_device_get_info(dev, &info);
+            int is_cpu = !strcmp(info.backend, "cpu");
+            if (is_cpu != (pass == 0)) continue;
+            qp_linear *l = make(dev, &fb, fused, dt, &st);
+            if (st == QP_ERR_UNSUPPORTED && !is_cpu) continue;
+            CHECK(!st && !qp_linear_forward(l, x.data, M, got), "%s: %s:%d: fused %s: %s", where, info.backend,
+                  info.index, fused, qp_last_error(ctx));
+            qp_linear_destroy(l);
+            if (st) continue;
+            ran++;
+            if (is_cpu) {
+                CHECK(!memcmp(got, want, n * 2), "%s: cpu: fused %s != its parts", where, fused);
+                memcpy(ref_y, got, n * 2);
+            } else if (p->fam == F_INT8) {
+                CHECK(!memcmp(got, ref_y, n * 2), "%s: %s:%d: fused %s != the cpu's", where, info.backend, info.index,
+                      fused);
+            } else {
+                double mx = 0, e = nmse(dt, n, got, ref_y, &mx);
+                CHECK(e <= 0x1p-20, "%s: %s:%d: fused %s: NMSE %.3g against the cpu", where, info.backend, info.index,
+                      fused, e);
+            }
+        }
+    printf("  %-28s %-34s = its %d parts; %d device(s)\n", where, fused, np, ran);
+    n_fused += ran > 0;
+    free(want);
+    free(got);
+    free(ref_y);
+    qp_layer_binding_free(&fb);
+}
+
 static void run_export(const char *root, const preset *p) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", root, p->dir);
@@ -423,6 +523,12 @@ static void run_export(const char *root, const preset *p) {
     }
     CHECK(nl == 7, "%s: %d modules in the exporter's outputs (7 in one decoder layer)", p->dir, nl);
     if (!strcmp(p->dir, "fp16/W4A16_actorder_static")) check_g_idx(m, p->dir);
+    const char *qkv[3] = {"model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
+                          "model.layers.0.self_attn.v_proj"},
+               *gu[2] = {"model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"};
+    if (p->fused & (FUSED_QKV | FUSED_QKV_REFUSED))
+        check_fused(m, ref, p, dt, "model.layers.0.self_attn.qkv_proj", qkv, 3, p->fused & FUSED_QKV_REFUSED);
+    if (p->fused & FUSED_GATE_UP) check_fused(m, ref, p, dt, "model.layers.0.mlp.gate_up_proj", gu, 2, 0);
     if (p->fam == F_REFUSED)
         printf("%-28s REFUSED %d of %d layers: %s\n", p->dir, n_refused - r0, nl, p->refusal);
     else
@@ -443,11 +549,13 @@ int main(int argc, char **argv) {
     int want_refused = 2 * 7; /* NVFP4 and W4A8: every layer */
     CHECK(n_exports == 16 && n_refused == want_refused && n_run == 14 * 7 && n_ignored == 2,
           "%d exports, %d layers run (%d ignored), %d refused", n_exports, n_run, n_ignored, n_refused);
+    CHECK(n_fused == 11 * 2 + 1, "%d packed modules equal their parts", n_fused);
     CHECK(!want_backend || (n_on_backend == n_run && !n_backend_unsupported), "%d of %d modules ran on %s (%d not "
           "supported)", n_on_backend, n_run, want_backend ? want_backend : "", n_backend_unsupported);
     printf("%d llm-compressor exports: %d modules run on up to %d device(s) each (%d unquantized by ignore), %d "
-           "refused; %zu of %zu device outputs bit for bit the cpu's%s",
-           n_exports, n_run, n_devices_max, n_ignored, n_refused, n_dev_exact, n_dev_out, want_backend ? "" : "\n");
+           "refused; %zu of %zu device outputs bit for bit the cpu's; %d packed modules equal their parts%s",
+           n_exports, n_run, n_devices_max, n_ignored, n_refused, n_dev_exact, n_dev_out, n_fused,
+           want_backend ? "" : "\n");
     if (want_backend)
         printf("; on %s: %d modules ran, %d not supported there\n", want_backend, n_on_backend, n_backend_unsupported);
     qp_context_destroy(ctx);
