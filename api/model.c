@@ -284,7 +284,8 @@ static qp_status push_name(qp_model *m, name_set *set, char ***list, size_t *n, 
     return QP_OK;
 }
 
-/* Linear layers: prefixes of 2-D `.weight` (or QQQ `.B`) tensors, except
+/* Linear layers: prefixes of 2-D `.weight` (QQQ `.B`, compressed-tensors
+ * `.weight_packed`) tensors, except
  * embeddings and routed experts ("<block>.experts.<e>.<proj>"), whose
  * blocks are listed apart. Listed once, in checkpoint order. */
 static qp_status list_layers(qp_model *m) {
@@ -298,6 +299,8 @@ static qp_status list_layers(qp_model *m) {
             size_t l = strlen(t.name), cut;
             if (l > 7 && !strcmp(t.name + l - 7, ".weight") && t.ndim == 2) cut = l - 7;
             else if (l > 2 && !strcmp(t.name + l - 2, ".B") && t.ndim == 2) cut = l - 2;
+            /* compressed-tensors packed int / fp4 weights (api/bind_ct.c) */
+            else if (l > 14 && !strcmp(t.name + l - 14, ".weight_packed") && t.ndim == 2) cut = l - 14;
             else continue;
             if (strstr(t.name, "embed")) continue;
             /* any "<block>.experts.<x>" is the block's (qp_model_bind_moe

@@ -6,7 +6,8 @@
  * module computes, on every device of this build.
  *
  * Per export (the table `presets` below):
- *  - every layer of ct_reference/outputs.safetensors resolves to the scheme
+ *  - the model lists its 8 linear layers (weight or weight_packed);
+ *    every layer of ct_reference/outputs.safetensors resolves to the scheme
  *    class vLLM picks (CompressedTensorsW8A8Int8 / W8A8Fp8 / WNA16 /
  *    W4A4Fp4 / W4A8Int), ignored layers (W8A8_ignore: the regex targets
  *    leave them out and llm-compressor lists them in `ignore`) to
@@ -509,6 +510,8 @@ static void run_export(const char *root, const preset *p) {
     if (st) return;
     CHECK(qp_model_dtype(m) == dt, "%s: model dtype %s", p->dir, qp_dtype_name(qp_model_dtype(m)));
     check_lm_head(m, dt, p->dir);
+    /* the model lists its linear layers from weight / weight_packed */
+    CHECK(qp_model_layer_count(m) == 8, "%s: %zu linear layers listed (7 and lm_head)", p->dir, qp_model_layer_count(m));
     snprintf(path, sizeof path, "%s/%s/ct_reference/outputs.safetensors", root, p->dir);
     qp_safetensors *ref = NULL;
     st = qp_safetensors_open(ctx, path, &ref);
