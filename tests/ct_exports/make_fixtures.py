@@ -73,7 +73,8 @@ Exports (fp16 unless said):
   config.json but writes the ignore list as the module names the patterns
   matched); bf16/{W8A8, FP8_DYNAMIC, W4A16}.
 
-versions.json records the versions, the seed, per export the file sizes
+versions.json records the versions, the seed, notes on what was measured
+about the exporter (NOTES below), per export the file sizes
 and which layers are quantized, and the checks above.
 """
 import json
@@ -115,6 +116,19 @@ EXPORTS = [
     ("bf16/W8A8", torch.bfloat16, "qm", "W8A8", {}),
     ("bf16/FP8_DYNAMIC", torch.bfloat16, "qm", "FP8_DYNAMIC", {}),
     ("bf16/W4A16", torch.bfloat16, "qm", "W4A16", {}),
+]
+
+
+NOTES = [
+    "L.y is the module's fake-quantized forward, F.linear(xq, qdq(weight)), asserted equal here bit for bit",
+    "inputs are given as [1, M, K]: compressed-tensors 0.19's dynamic 'token' strategy keeps dims 0 and 1 and "
+    "reduces the rest, so a 2-D [M, K] input gets one scale for the whole tensor",
+    "int8 symmetric steps are amax/127.5 (bit range 255 / 2; codes may reach -128), fp8 amax/448, int4 amax/7.5",
+    "GPTQModifier(actorder='group') raises 'Invalid activation ordering group. Only 'weight' and 'static' are "
+    "supported for GPTQ.'; weight / static write no weight_g_idx",
+    "the ignore list is saved as the module names the re: patterns matched; re: targets are kept",
+    "NVFP4 / NVFP4A16: ModelCompressor.decompress_model returns bfloat16 weights (max_abs_diff: that rounding)",
+    "W4A8 is saved int-quantized: int4 values in an int8 'weight' [N, K]",
 ]
 
 
@@ -260,7 +274,8 @@ def main():
     import llmcompressor
     import transformers
     info = {"llmcompressor": llmcompressor.__version__, "compressed-tensors": compressed_tensors.__version__,
-            "torch": torch.__version__, "transformers": transformers.__version__, "seed": SEED, "exports": {}}
+            "torch": torch.__version__, "transformers": transformers.__version__, "seed": SEED, "exports": {},
+            "notes": NOTES}
     vpath = os.path.join(root, "versions.json")
     if only and os.path.exists(vpath):
         with open(vpath) as f:
