@@ -84,6 +84,13 @@ QP_API qp_status qp_device_supports(qp_device *dev, const qp_scheme *scheme, int
         snprintf(out->reason, sizeof out->reason, "%s is not a linear layer scheme", qp_scheme_kind_name(scheme->kind));
         return QP_OK;
     }
+    /* kinds lowered to a dense weight at bind (api/bind_ct.c) reach the
+     * backend as unquantized layers: they run where those run */
+    qp_scheme dense;
+    if (qp_scheme_row_of(scheme->kind)->lowered) {
+        qp_scheme_init(&dense, QP_SCHEME_UNQUANTIZED);
+        scheme = &dense;
+    }
     const qp_backend_kind *bk = qp_backend_kind_of(dev->backend->ops, scheme->kind);
     if (bk && !bk->runs) {
         out->level = QP_SUPPORT_UNSUPPORTED;

@@ -300,6 +300,8 @@ static qp_status list_layers(qp_model *m) {
             if (l > 7 && !strcmp(t.name + l - 7, ".weight") && t.ndim == 2) cut = l - 7;
             else if (l > 14 && !strcmp(t.name + l - 14, ".weight_packed") && t.ndim == 2) cut = l - 14; /* compressed-tensors */
             else if (l > 2 && !strcmp(t.name + l - 2, ".B") && t.ndim == 2) cut = l - 2;
+            /* compressed-tensors packed int / fp4 weights (api/bind_ct.c) */
+            else if (l > 14 && !strcmp(t.name + l - 14, ".weight_packed") && t.ndim == 2) cut = l - 14;
             else continue;
             if (strstr(t.name, "embed")) continue;
             /* any "<block>.experts.<x>" is the block's (qp_model_bind_moe

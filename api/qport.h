@@ -1231,8 +1231,9 @@ QP_API qp_status qp_model_tensor_get(const qp_model *m, size_t i, qp_tensor *out
  * than one element: "Only support per-tensor scaling factor for fp8 KV
  * cache". QP_ERR_NOT_FOUND when the config does not quantize the cache. */
 QP_API qp_status qp_model_kv_scales(const qp_model *m, const char *prefix, float *k_scale, float *v_scale);
-/* Linear layers of the checkpoint (prefixes of 2-D ".weight" / ".B"
- * tensors, embeddings and routed experts left out), in checkpoint order. */
+/* Linear layers of the checkpoint (prefixes of 2-D ".weight" / ".B" /
+ * ".weight_packed" tensors, embeddings and routed experts left out), in
+ * checkpoint order. */
 QP_API size_t qp_model_layer_count(qp_model *m);
 QP_API const char *qp_model_layer_name(qp_model *m, size_t i);
 /* Routed-expert blocks ("model.layers.3.mlp.experts": the prefixes of
