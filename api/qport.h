@@ -194,8 +194,9 @@ typedef enum qp_scheme_kind {
     QP_SCHEME_W4A8_INT4_FP8, /* MoE only: int4 per-channel weights with an fp8
                               * per-tensor stage, fp8 activations
                               * (QuarkW4A8Fp8MoEMethod, ROCm AITER only)   */
-    /* compressed-tensors schemes whose arithmetic qport does not run yet:
-     * resolution only (docs/semantics.md §21)            */
+    /* compressed-tensors schemes of their own: WNA16 (8-bit), W8A16_FP8 and
+     * NVFP4_A16 are lowered to dense weights at bind; the rest are
+     * resolution only (docs/loading.md "compressed-tensors") */
     QP_SCHEME_WNA16,         /* int weights of 2..8 bits other than the 4-bit
                               * case W4A16_INT4 covers, model-dtype acts   */
     QP_SCHEME_W8A16_FP8,     /* fp8 weights, model-dtype activations       */
