@@ -121,8 +121,8 @@ qp_status qp_bind_w4a8_mxfp4(const qp_binder *b, qp_lin_desc_store *st, const qp
  * block scales of 16 along K; `w2` the weight global scale that multiplies
  * them, `ig` and `g` the input global scale and its inverse as vLLM keeps
  * them after loading (docs/semantics.md §8). */
-static qp_status nvfp4_tensors(const qp_binder *b, const qp_lin_desc *d, const char *wname, const qp_tensor **w,
-                               const qp_tensor **ws) {
+qp_status qp_bind_nvfp4_tensors(const qp_binder *b, const qp_lin_desc *d, const char *wname, const qp_tensor **w,
+                                const qp_tensor **ws) {
     int K = d->K, N = d->N;
     qp_status s;
     if (d->K % 16) /* create_weights of both scheme classes (docs/semantics.md §8) */
@@ -162,7 +162,7 @@ qp_status qp_bind_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_line
     qp_status s;
     const qp_tensor *w, *ws;
     float w2, ig;
-    if ((s = nvfp4_tensors(b, d, "weight", &w, &ws))) return s;
+    if ((s = qp_bind_nvfp4_tensors(b, d, "weight", &w, &ws))) return s;
     if ((s = qp_binder_max_scalar(b, st, "weight_scale_2", &w2)) || (s = qp_binder_max_scalar(b, st, "input_scale_2", &ig)))
         return s;
     if (isnan(w2)) return qp_binder_fail(b, "weight_scale_2", "%s", "weight_scale_2 is NaN");
@@ -180,13 +180,9 @@ qp_status qp_bind_ct_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_l
     qp_status s;
     const qp_tensor *w, *ws;
     float wg, g;
-    if ((s = nvfp4_tensors(b, d, "weight_packed", &w, &ws))) return s;
-    if ((s = qp_binder_max_scalar(b, st, "weight_global_scale", &wg)) ||
-        (s = qp_binder_max_scalar(b, st, "input_global_scale", &g)))
+    if ((s = qp_bind_nvfp4_tensors(b, d, "weight_packed", &w, &ws))) return s;
+    if ((s = qp_binder_positive_scalar(b, st, "weight_global_scale", &wg)) ||
+        (s = qp_binder_positive_scalar(b, st, "input_global_scale", &g)))
         return s;
-    if (!(wg > 0.0f) || isinf(wg))
-        return qp_binder_fail(b, "weight_global_scale", "%s", "weight_global_scale must be finite and > 0");
-    if (!(g > 0.0f) || isinf(g))
-        return qp_binder_fail(b, "input_global_scale", "%s", "input_global_scale must be finite and > 0");
     return nvfp4_payload(b, st, d, w, ws, 1.0f / wg, 1.0f / g, g);
 }

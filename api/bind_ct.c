@@ -221,21 +221,12 @@ qp_status qp_bind_ct_w8a16_fp8(const qp_binder *b, qp_lin_desc_store *st, const 
 qp_status qp_bind_ct_nvfp4_a16(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
     (void)o;
     int K = d->K, N = d->N;
-    if (K % 16)
-        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "weight_packed", b->layer,
-                            "Input size per partition (%d) must be divisible by group size (16)", K);
     const qp_tensor *w, *ws;
     float gmax, *dw;
     qp_status s;
-    if ((s = qp_binder_find(b, "weight_packed", true, &w)) ||
-        (s = qp_binder_expect(b, w, QP_DTYPE_U8, (size_t)N * K / 2, "expected [N, K/2] (two fp4 codes per byte)")) ||
-        (s = qp_binder_find(b, "weight_scale", true, &ws)) ||
-        (s = qp_binder_expect(b, ws, QP_DTYPE_F8_E4M3FN, (size_t)N * K / 16, "expected [N, K/16]")) ||
-        (s = qp_binder_max_scalar(b, st, "weight_global_scale", &gmax)))
+    if ((s = qp_bind_nvfp4_tensors(b, d, "weight_packed", &w, &ws)) ||
+        (s = qp_binder_positive_scalar(b, st, "weight_global_scale", &gmax)) || (s = lower_dense(b, st, d, &dw)))
         return s;
-    if (!(gmax > 0.0f) || isinf(gmax))
-        return qp_binder_fail(b, "weight_global_scale", "%s", "weight_global_scale must be finite and > 0");
-    if ((s = lower_dense(b, st, d, &dw))) return s;
     float wgs = 1.0f / gmax;
     const uint8_t *p = w->data, *sf = ws->data;
     for (int n = 0; n < N; n++)

@@ -194,3 +194,11 @@ qp_status qp_binder_max_scalar(const qp_binder *b, qp_lin_desc_store *st, const 
     return QP_OK;
 }
 qp_lin_desc_store *qp_lin_desc_store_new(void) { return calloc(1, sizeof(qp_lin_desc_store)); }
+
+qp_status qp_binder_positive_scalar(const qp_binder *b, qp_lin_desc_store *st, const char *name, float *out) {
+    qp_status s = qp_binder_max_scalar(b, st, name, out);
+    if (s || (*out > 0.0f && !isinf(*out))) return s;
+    char m[96];
+    snprintf(m, sizeof m, "%s must be finite and > 0", name);
+    return qp_binder_fail(b, name, "%s", m);
+}

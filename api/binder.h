@@ -49,6 +49,12 @@ qp_status qp_binder_channelwise(const qp_binder *b, qp_lin_desc_store *st, const
                                 const qp_linear_options *o, const float **out, int *per_channel);
 /* The largest of a scalar-per-shard tensor (the max over fused shards). */
 qp_status qp_binder_max_scalar(const qp_binder *b, qp_lin_desc_store *st, const char *name, float *out);
+/* NVFP4's fp4 codes `wname` [N, K/2] and e4m3 block scales weight_scale
+ * [N, K/16], K a multiple of 16 (QuarkNVFP4 / CompressedTensorsW4A4Fp4). */
+qp_status qp_bind_nvfp4_tensors(const qp_binder *b, const qp_lin_desc *d, const char *wname, const qp_tensor **w,
+                                const qp_tensor **ws);
+/* The same, refused unless finite and > 0 ("<name> must be finite and > 0"). */
+qp_status qp_binder_positive_scalar(const qp_binder *b, qp_lin_desc_store *st, const char *name, float *out);
 /* The optional `bias`, in act_dtype. */
 qp_status qp_binder_bias(const qp_binder *b, qp_lin_desc_store *st, qp_lin_desc *d);
 #endif
