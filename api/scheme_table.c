@@ -10,14 +10,14 @@
 #define NO_MOE "no fused MoE for this scheme"
 /* Resolved as vLLM resolves it; qport has no kernel for its arithmetic. */
 #define CT_NO_RUN "compressed-tensors scheme qport resolves but does not run yet"
-#define CT_ROW(name, tensors, classes) {name, QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN, tensors, classes}
+#define CT_ROW(name, tensors, classes) {name, QP_LIN_NONE, 0, NULL, NULL, CT_NO_RUN, tensors, classes, NULL, 0}
 #define CT_LOWERED(name, tensors, classes, binder) \
     {name, QP_LIN_DENSE, 0, NULL, NULL, "no fused MoE for this scheme yet", tensors, classes, binder, 1}
 
 static const qp_scheme_row rows[] = {
     [QP_SCHEME_UNQUANTIZED] = {"unquantized", QP_LIN_DENSE, 0, qp_bind_unquantized, NULL, NULL,
                                "weight (model dtype [N, K]), bias?",
-                               "UnquantizedLinearMethod, UnquantizedFusedMoEMethod"},
+                               "UnquantizedLinearMethod, UnquantizedFusedMoEMethod", NULL, 0},
     [QP_SCHEME_W8A8_FP8] = {"w8a8-fp8", QP_LIN_W8A8, 0, qp_bind_fp8, qp_qw_fp8, NULL,
                             "weight (fp8 [N, K]), weight_scale ([N] or per tensor/shard), input_scale? (static), bias?",
                             "QuarkW8A8Fp8, QuarkW8A8Fp8MoEMethod"
@@ -40,10 +40,10 @@ static const qp_scheme_row rows[] = {
     [QP_SCHEME_OCP_MX] = {"ocp-mx", QP_LIN_BLOCK_FLOAT, 0, qp_bind_ocp_mx, qp_qw_mx, NULL,
                           "weight (packed fp4/fp6/fp8 codes [N, K']), weight_scale (e8m0 [N, K/32]), "
                           "input_rotation?, bias?",
-                          "QuarkOCP_MX, QuarkW4A4MXFP4, QuarkOCP_MX_MoEMethod, QuarkW8A8Mxfp8MoEMethod"},
+                          "QuarkOCP_MX, QuarkW4A4MXFP4, QuarkOCP_MX_MoEMethod, QuarkW8A8Mxfp8MoEMethod", NULL, 0},
     [QP_SCHEME_W4A8_MXFP4_FP8] = {"w4a8-mxfp4-fp8", QP_LIN_BLOCK_FLOAT, 0, qp_bind_w4a8_mxfp4, qp_qw_mx, NULL,
                                   "weight (fp4 codes [N, K/2]), weight_scale (e8m0 [N, K/32]), input_scale, bias?",
-                                  "QuarkW4A8_MXFP4_FP8, QuarkOCP_MX_MoEMethod"},
+                                  "QuarkW4A8_MXFP4_FP8, QuarkOCP_MX_MoEMethod", NULL, 0},
     [QP_SCHEME_NVFP4] = {"nvfp4", QP_LIN_BLOCK_FLOAT, 0, qp_bind_nvfp4, qp_qw_nvfp4, NULL,
                          "Quark: weight (fp4 codes [N, K/2]), weight_scale (fp8 [N, K/16]), weight_scale_2, "
                          "input_scale_2; compressed-tensors: weight_packed, weight_scale, weight_global_scale, "
@@ -53,20 +53,19 @@ static const qp_scheme_row rows[] = {
     [QP_SCHEME_QQQ_W4A8] = {"qqq-w4a8", QP_LIN_INT4, 1, qp_bind_qqq, qp_qw_qqq, NO_MOE,
                             "B (int32 Marlin tiles [K/16, 2N]), s_channel (f32 [1, N]), s_group (f16 [K/128, N], "
                             "group 128), bias?",
-                            "QQQLinearMethod"},
+                            "QQQLinearMethod", NULL, 0},
     [QP_SCHEME_HF_FP8] = {"hf-fp8", QP_LIN_W8A8, 0, qp_bind_fp8, qp_qw_fp8, NULL,
                           "weight (fp8 [N, K]), weight_scale or weight_scale_inv (per-block), input_scale? (static), "
                           "bias?",
-                          "Fp8LinearMethod, Fp8MoEMethod"},
+                          "Fp8LinearMethod, Fp8MoEMethod", NULL, 0},
     [QP_SCHEME_KV_CACHE] = {"kv-cache", QP_LIN_NONE, 0, NULL, NULL, "an attention layer, not experts",
                             "k_scale, v_scale (QuarkKVCacheMethod)",
-                            "QuarkKVCacheMethod, Fp8KVCacheMethod"},
+                            "QuarkKVCacheMethod, Fp8KVCacheMethod", NULL, 0},
     [QP_SCHEME_NONE] = {"none", QP_LIN_NONE, 0, NULL, NULL, "vLLM assigns no quant method to this layer", "-",
-                        "-"},
+                        "-", NULL, 0},
     [QP_SCHEME_W4A8_INT4_FP8] = {"w4a8-int4-fp8", QP_LIN_NONE, 0, NULL, NULL,
                                  "runs only through ROCm AITER's fused MoE in vLLM", "-",
-                                 "QuarkW4A8Fp8MoEMethod"},
-    /* compressed-tensors schemes qport resolves but does not bind yet */
+                                 "QuarkW4A8Fp8MoEMethod", NULL, 0},
     /* compressed-tensors weight-only schemes without a kernel of their own:
      * dequantized at bind time as vLLM's Marlin kernels dequantize them */
     [QP_SCHEME_WNA16] = CT_LOWERED("wna16", "weight_packed (int32 [N, K*bits/32]; 8-bit runs), weight_scale ([N, K/g]), "

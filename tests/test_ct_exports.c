@@ -442,12 +442,13 @@ static void check_fused(qp_model *m, qp_safetensors *ref, const preset *p, qp_dt
     qp_device *cpu;
     qp_device_find(ctx, "cpu", &cpu);
     if (refused) {
+        qp_status bound = st; /* the binding is freed whatever the create says */
         qp_linear *l = st ? NULL : make(cpu, &fb, fused, dt, &st);
         CHECK(st != QP_OK && strstr(qp_last_error(ctx), fused), "%s: %s must be refused (vLLM: shards of 64 rows "
               "under 128-row blocks): %s", where, fused, st ? qp_last_error(ctx) : "it was created");
         printf("  %-28s %-34s refused: %s\n", where, fused, qp_last_error(ctx));
         qp_linear_destroy(l);
-        if (!st) qp_layer_binding_free(&fb);
+        if (!bound) qp_layer_binding_free(&fb);
         return;
     }
     CHECK(!st && fb.n_shards == (size_t)np, "%s: bind %s: %s (%zu shards)", where, fused, qp_last_error(ctx), fb.n_shards);
