@@ -9,7 +9,8 @@
  * a model directory written from the input -- experts present,
  * missing, extra, at negative, huge or zero-padded indices, weights of
  * the wrong shape or rank, a router missing or mis-shaped, and config.json
- * MoE keys given values of every JSON type -- then qp_model_open,
+ * MoE keys given values of every JSON type, experts in int8 (Quark) or in
+ * compressed-tensors' weight_packed with a weight_shape that may lie -- then qp_model_open,
  * qp_model_bind_moe, qp_model_moe_options, the fused MoE and every linear
  * layer's binding: each must be a status. */
 #include <stdio.h>
@@ -51,6 +52,11 @@ static const char *const qcfgs[] = {
     "\"weight\":{\"dtype\":\"int8\",\"qscheme\":\"per_channel\",\"symmetric\":true,\"is_dynamic\":false},"
     "\"input_tensors\":{\"dtype\":\"int8\",\"qscheme\":\"per_channel\",\"symmetric\":true,\"is_dynamic\":true},"
     "\"output_tensors\":null,\"bias\":null},\"layer_quant_config\":{},\"layer_type_quant_config\":{},\"exclude\":[\"re:.*experts.*\"]}",
+    /* compressed-tensors W4A16 per channel: weight_packed / weight_shape experts */
+    "{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\",\"ignore\":[\"re:.*mlp.gate$\"],"
+    "\"config_groups\":{\"g\":{\"targets\":[\"Linear\"],\"format\":\"pack-quantized\",\"input_activations\":null,"
+    "\"weights\":{\"num_bits\":4,\"type\":\"int\",\"strategy\":\"channel\",\"group_size\":null,"
+    "\"symmetric\":true,\"dynamic\":false,\"actorder\":null}}}}",
 };
 
 static int fuzz_checkpoint(qp_context *ctx, qp_device *cpu, const uint8_t *d, size_t n) {
@@ -62,7 +68,7 @@ static int fuzz_checkpoint(qp_context *ctx, qp_device *cpu, const uint8_t *d, si
     }
     size_t pos = 1;
 #define B() at(d, n, pos++)
-    int E = 1 + B() % 4, H = 8 * (1 + B() % 3), I = 8 * (1 + B() % 3), qc = B() % 2;
+    int E = 1 + B() % 4, H = 8 * (1 + B() % 3), I = 8 * (1 + B() % 3), qc = B() % 3, ct = qc == 2;
     char path[128];
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *f = fopen(path, "w");
@@ -86,8 +92,8 @@ static int fuzz_checkpoint(qp_context *ctx, qp_device *cpu, const uint8_t *d, si
     static const char *const proj[] = {"gate_proj", "up_proj", "down_proj", "foo_proj"};
     static const char *const idx_fmt[] = {"%d", "%d", "%d", "%d", "%d", "-%d", "0%d", "9999999999%d"};
     uint8_t seed = B();
-    for (int e = 0; e < E + 1 && nt + 2 < MAXT; e++)
-        for (int p = 0; p < 3 && nt + 2 < MAXT; p++) {
+    for (int e = 0; e < E + 1 && nt + 3 < MAXT; e++)
+        for (int p = 0; p < 3 && nt + 3 < MAXT; p++) {
             uint8_t c = B();
             if (e == E && !(c & 0x80)) continue;     /* an extra expert now and then */
             if ((c & 0x07) == 0x07) continue;        /* a missing projection */
@@ -103,9 +109,24 @@ static int fuzz_checkpoint(qp_context *ctx, qp_device *cpu, const uint8_t *d, si
             if (!w || !sc) { free(w); free(sc); break; }
             for (size_t i = 0; i < cnt; i++) w[i] = (int8_t)(seed + i * 31);
             for (int64_t i = 0; i < rows; i++) sc[i] = 0.01f * (float)(1 + (seed + i) % 7);
-            snprintf(names[nt], sizeof names[nt], "model.layers.0.mlp.experts.%s.%s.weight", idx, proj[pi]);
-            t[nt] = (qp_tensor){names[nt], QP_DTYPE_I8, nd, {rows, nd == 2 ? cols : 0, 0, 0}, w};
-            bufs[nt++] = w;
+            if (ct) {
+                /* int32 words of 8 codes along K (cnt / 4 of them) and a
+                 * weight_shape that may lie */
+                int64_t *shape = malloc(16);
+                if (!shape) { free(w); free(sc); break; }
+                shape[0] = (c & 0x04) ? (int64_t)seed - 100 : rows;
+                shape[1] = (c & 0x20) ? (int64_t)cols * 8 + 1 : cols;
+                snprintf(names[nt], sizeof names[nt], "model.layers.0.mlp.experts.%s.%s.weight_packed", idx, proj[pi]);
+                t[nt] = (qp_tensor){names[nt], QP_DTYPE_I32, nd, {nd == 2 ? rows : (int64_t)cnt / 4, nd == 2 ? cols / 8 : 0, 0, 0}, w};
+                bufs[nt++] = w;
+                snprintf(names[nt], sizeof names[nt], "model.layers.0.mlp.experts.%s.%s.weight_shape", idx, proj[pi]);
+                t[nt] = (qp_tensor){names[nt], QP_DTYPE_I64, 1, {2, 0, 0, 0}, shape};
+                bufs[nt++] = shape;
+            } else {
+                snprintf(names[nt], sizeof names[nt], "model.layers.0.mlp.experts.%s.%s.weight", idx, proj[pi]);
+                t[nt] = (qp_tensor){names[nt], QP_DTYPE_I8, nd, {rows, nd == 2 ? cols : 0, 0, 0}, w};
+                bufs[nt++] = w;
+            }
             snprintf(names[nt], sizeof names[nt], "model.layers.0.mlp.experts.%s.%s.weight_scale", idx, proj[pi]);
             t[nt] = (qp_tensor){names[nt], QP_DTYPE_F32, 1, {rows, 0, 0, 0}, sc};
             bufs[nt++] = sc;
