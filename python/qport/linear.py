@@ -299,6 +299,17 @@ def _infer_nk(scheme: Scheme, tensors: Mapping[str, Any]) -> tuple[int, int]:
     b = shape("B")
     if kind == "qqq-w4a8" and b and len(b) == 2:
         return b[1] // 2, b[0] * 16
+    ws = tensors.get("weight_shape")  # compressed-tensors: [N, K] itself
+    if ws is not None and hasattr(ws, "shape") and tuple(ws.shape) == (2,):
+        n, k = (int(v) for v in np.asarray(ws.numpy() if hasattr(ws, "numpy") else ws).reshape(-1))
+        return n, k
+    wp = shape("weight_packed")  # compressed-tensors without weight_shape
+    if wp and len(wp) == 2:
+        elem = scheme.weight.dtype if scheme.weight else None
+        if kind == "nvfp4" or kind == "nvfp4-a16" or elem == "fp4_e2m1":
+            return wp[0], wp[1] * 2
+        bits = 8 if elem in ("int8", "uint8") else 4
+        return wp[0], wp[1] * (32 // bits)
     w = shape("weight")
     if not w or len(w) != 2:
         raise ValueError("cannot tell N and K from the tensors (no 2-D 'weight'): pass N= and K=")
