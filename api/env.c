@@ -102,11 +102,14 @@ static const struct {
     {"QPORT_VK_MAX_BINDING", K_BYTES, NULL},
     {"QPORT_VK_NO_INT_DOT", K_BOOL, NULL},
     {"QPORT_VK_SYNC_VALIDATION", K_BOOL, NULL},
+    {"QPORT_VK_GEMV_WG", K_ENUM, "16|32|64|128|256"},
+    {"QPORT_VK_GEMV_MAX_M", K_ENUM, "1|2|4|8|16"},
     {"QPORT_CL_LIBRARY", K_PATH, NULL},
     {"QPORT_CL_DIV", K_ENUM, "native|fp64|fma|fma-test"},
     {"QPORT_CL_FAKE_INT_DOT", K_ENUM, "0|1|ext"},
     {"QPORT_CL_WEIGHT_CHUNK", K_BYTES, NULL},
     {"QPORT_CL_BREAK_SOURCE", K_BOOL, NULL},
+    {"QPORT_CL_GEMV_MAX_M", K_ENUM, "1|2|4|8|16"},
     {"QPORT_CUDA_QQQ_W8", K_BOOL, NULL},
 };
 #define N_KNOBS (sizeof knobs / sizeof *knobs)

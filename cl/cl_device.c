@@ -78,6 +78,9 @@ void qp_cl_fill_device(qp_cl_backend *be, qp_cl_device *d) {
     cl_bool unified = CL_FALSE;
     api->clGetDeviceInfo(d->id, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL);
     /* Any OpenCL CPU device (PoCL, Intel's CPU runtime) is CPU-class. */
+    cl_uint vendor_id = 0;
+    api->clGetDeviceInfo(d->id, CL_DEVICE_VENDOR_ID, sizeof vendor_id, &vendor_id, NULL);
+    qp_cl_tuning_pick(be->host, type, vendor_id, &d->tuning);
     if (type & CL_DEVICE_TYPE_CPU) in->kind = QP_DEVICE_CPU_CLASS;
     else if (unified) in->kind = QP_DEVICE_INTEGRATED_GPU;
     else in->kind = QP_DEVICE_DISCRETE_GPU;

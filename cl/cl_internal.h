@@ -66,6 +66,13 @@ enum {
 
 typedef struct qp_cl_backend qp_cl_backend;
 
+/* The per-device tuning row (cl_tuning.c). */
+#define QP_CL_GEMV_MAX_M 16 /* rows per GEMV launch (the kernels' limit) */
+typedef struct qp_cl_tuning {
+    int gemv_max_m; /* the largest M the GEMV path takes */
+    const char *row;
+} qp_cl_tuning;
+
 typedef struct qp_cl_device {
     qp_cl_backend *be;
     int index;
@@ -79,6 +86,7 @@ typedef struct qp_cl_device {
     int has_fp16, has_fp64, has_int_dot, has_cr_div, has_subgroups;
     int int_dot_ext;            /* cl_khr_integer_dot_product with 4x8-bit input */
     int int_dot_emulated;       /* QPORT_CL_FAKE_INT_DOT: *_dot kernels with a plain dot (tests) */
+    qp_cl_tuning tuning;        /* cl_tuning.c's row for this device      */
     size_t max_wg;
     uint64_t max_alloc;
     uint64_t weight_chunk_max;  /* largest weight buffer: max_alloc, or QPORT_CL_WEIGHT_CHUNK (tests) */
@@ -193,4 +201,6 @@ qp_status qp_cl_error(const qp_cl_device *d, qp_status st, const char *layer, co
     __attribute__((format(printf, 4, 5)));
 #define QP_CL_LOG(be, lvl, ...) ((be)->host->log((be)->host->ctx, (lvl), __VA_ARGS__))
 
+/* The tuning row of a device, QPORT_CL_GEMV_MAX_M applied. */
+void qp_cl_tuning_pick(const qp_host *h, cl_device_type type, cl_uint vendor, qp_cl_tuning *out);
 #endif

@@ -30,7 +30,7 @@
 #define EPI_QQQ 16
 #define EPI_BIAS_RND 32 /* shaders/cl_gemm_fw.cl: y = rnd(rnd(sum) + bias) */
 
-#define GEMV_MAX_M 16
+#define GEMV_MAX_M QP_CL_GEMV_MAX_M
 #define MAX_CHUNKS 64
 #define WG 64
 #define TILE 32
@@ -62,6 +62,7 @@ typedef struct qp_cl_linear {
     cl_mem xq, sx, szp, rowmax;
     int cap_m;
     char layer[96];
+    int gemv_max_m;      /* the device's tuning row (cl_tuning.c)        */
 } qp_cl_linear;
 
 static qp_status qqq_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s, const char *layer);
@@ -310,6 +311,7 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     l->input_scale = s->input_scale;
     l->input_zp = s->input_zp;
     l->path = path;
+    l->gemv_max_m = d->tuning.gemv_max_m;
     l->use_dot = !float_kind(s->kind) && d->has_int_dot && !(path & QP_PATH_NO_INT_DOT);
     size_t n = (size_t)s->N;
     if (s->act_dtype == QP_DTYPE_BF16) l->flags |= EPI_BF16;
@@ -512,7 +514,7 @@ static qp_status fw_pack(qp_cl_device *d, qp_cl_linear *l, const qp_lin_desc *s,
 static int use_gemv(const qp_cl_linear *l, int M) {
     if (l->path & QP_PATH_GEMV) return 1;
     if (l->path & QP_PATH_TILED) return 0;
-    return M <= GEMV_MAX_M;
+    return M <= l->gemv_max_m;
 }
 
 static qp_status ensure_scratch(qp_cl_device *d, qp_cl_linear *l, int M) {

@@ -341,6 +341,7 @@ static qp_vk_device *device_setup(qp_vk_backend *be, qp_vk_fns *f, VkPhysicalDev
     d->weight_range = knob && knob < d->max_range ? knob & ~(uint64_t)15 : d->max_range;
     d->max_alloc = m3.maxMemoryAllocationSize;
     d->max_wg_invocations = props.limits.maxComputeWorkGroupInvocations;
+    qp_vk_tuning_pick(be->host, &props, &d->tuning);
 
     VkPhysicalDeviceMemoryProperties mp;
     f->vkGetPhysicalDeviceMemoryProperties(phys, &mp);

@@ -108,6 +108,15 @@ typedef struct qp_vk_push {
 #define QP_VK_GEMV_MAX_M 16
 #define QP_VK_GEMV_COLS 4 /* NC of vk_gemv_*.comp */
 #define QP_VK_GEMV_WG 64
+
+/* The per-device tuning row (vk_tuning.c): the GEMV work-group size and
+ * the largest M the GEMV path takes (<= QP_VK_GEMV_MAX_M, the shaders'
+ * MMAX). */
+typedef struct qp_vk_tuning {
+    uint32_t gemv_wg;
+    int gemv_max_m;
+    const char *row;
+} qp_vk_tuning;
 #define QP_VK_TILE 64
 
 typedef struct qp_vk_pipe {
@@ -155,6 +164,7 @@ typedef struct qp_vk_device {
     uint64_t max_alloc;
     uint64_t local_bytes;
     uint32_t max_wg_invocations;
+    qp_vk_tuning tuning;   /* vk_tuning.c's row for this device            */
     uint32_t mem_local, mem_host; /* memory type indices                     */
     bool host_coherent;
     /* submission: a ring of command buffers that enqueued work is recorded
@@ -300,4 +310,6 @@ void qp_vk_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t ca
 qp_status qp_vk_moe_reserve(void *dev, void *moe, int max_m, int k);
 qp_status qp_vk_moe_route(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids, void *w);
 
+/* The tuning row of a device, QPORT_VK_GEMV_* applied. */
+void qp_vk_tuning_pick(const qp_host *h, const VkPhysicalDeviceProperties *p, qp_vk_tuning *out);
 #endif

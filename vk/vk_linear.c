@@ -67,7 +67,6 @@ typedef struct vk_binds {
     const qp_vk_buf *x, *y;
 } vk_binds;
 
-#define GEMV_SHARED_BYTES (QP_VK_GEMV_MAX_M * QP_VK_GEMV_COLS * 4 * QP_VK_GEMV_WG + 1024)
 #define TILED_SHARED_BYTES (2 * 32 * QP_VK_TILE * 4 + 1024)
 
 static bool act_is_dynamic(uint32_t act) {
@@ -488,7 +487,11 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     } else if (!(path & QP_PATH_NO_INT_DOT)) {
         l->use_dot = !l->fp8 && have_dot && d->int_dot_accel;
     }
-    l->gemv_wg = d->props.limits.maxComputeSharedMemorySize >= GEMV_SHARED_BYTES ? QP_VK_GEMV_WG : QP_VK_GEMV_WG / 2;
+    /* the tuning row's size, halved while the GEMV's shared rows do not fit */
+    l->gemv_wg = d->tuning.gemv_wg;
+    while (l->gemv_wg > 16 && (uint64_t)QP_VK_GEMV_MAX_M * QP_VK_GEMV_COLS * 4 * l->gemv_wg + 1024 >
+                                  d->props.limits.maxComputeSharedMemorySize)
+        l->gemv_wg /= 2;
 
     /* uploads */
     st = upload_weights(d, l, desc, weights, wname);
@@ -548,7 +551,7 @@ void qp_vk_barrier(qp_vk_device *d) {
 static bool use_gemv(const qp_vk_device *d, const qp_vk_linear *l, int M) {
     if (l->force_gemv) return true;
     if (l->force_tiled) return false;
-    return M <= QP_VK_GEMV_MAX_M || !tiled_ok(d);
+    return M <= d->tuning.gemv_max_m || !tiled_ok(d);
 }
 
 static qp_vk_shader gemm_shader(const qp_vk_linear *l, bool gemv) {
