@@ -238,3 +238,36 @@ qp_status qp_bind_ct_nvfp4_a16(const qp_binder *b, qp_lin_desc_store *st, const 
         }
     return finish_dense(b, st, d, dw);
 }
+
+/* CompressedTensorsW4A4Mxfp4 as vLLM runs it below capability 100: the
+ * Marlin W4A16 path (weight-only; FlashInfer's W4A4 path of sm_100 is not
+ * modelled). A weight is e2m1 * 2^(e - 127), rounded once into the params
+ * dtype, as Marlin dequantizes it before its fp16/bf16 MMA. */
+qp_status qp_bind_ct_mxfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    (void)o;
+    int K = d->K, N = d->N;
+    if (K % 32)
+        return qp_error_set(b->ctx, QP_ERR_VALUE, NULL, "weight_packed", b->layer,
+                            "Input size per partition (%d) must be divisible by group size (32)", K);
+    const qp_tensor *w, *ws;
+    float *dw;
+    qp_status s;
+    if ((s = qp_binder_find(b, "weight_packed", true, &w)) ||
+        (s = qp_binder_expect(b, w, QP_DTYPE_U8, (size_t)N * K / 2, "expected [N, K/2] (two fp4 codes per byte)")) ||
+        (s = qp_binder_find(b, "weight_scale", true, &ws)))
+        return s;
+    if ((ws->dtype != QP_DTYPE_U8 && ws->dtype != QP_DTYPE_E8M0) || qp_tensor_count(ws) != (size_t)N * K / 32)
+        return qp_binder_fail(b, "weight_scale", "%s", "tensor 'weight_scale' must be uint8 (e8m0) [N, K/32]");
+    const uint8_t *p = w->data, *sc = ws->data;
+    for (size_t i = 0; i < (size_t)N * K / 32; i++)
+        if (sc[i] == 255) return qp_binder_fail(b, "weight_scale", "%s", "weight_scale holds the e8m0 NaN code 255");
+    if ((s = lower_dense(b, st, d, &dw))) return s;
+    for (int n = 0; n < N; n++)
+        for (int k = 0; k < K; k++) {
+            uint8_t byte = p[(size_t)n * (K / 2) + (size_t)(k / 2)];
+            float e = qp_format_decode(QP_DTYPE_F4_E2M1, k % 2 ? byte >> 4 : byte & 15);
+            dw[(size_t)n * K + k] =
+                qp_num_round(d->act_dtype, e * qp_format_decode(QP_DTYPE_E8M0, sc[(size_t)n * (K / 32) + (size_t)(k / 32)]));
+        }
+    return finish_dense(b, st, d, dw);
+}

@@ -80,8 +80,9 @@ static const qp_scheme_row rows[] = {
         "CompressedTensorsW4A8Int, CompressedTensorsW4A8Int8MoEMethod"),
     [QP_SCHEME_W4A8_FP8] = CT_ROW("w4a8-fp8", "weight_packed (int32), weight_shape, weight_scale (group 128), weight_chan_scale",
         "CompressedTensorsW4A8Fp8, CompressedTensorsW4A8Fp8MoEMethod"),
-    [QP_SCHEME_CT_MXFP4] = CT_ROW("ct-mxfp4", "weight_packed (fp4 [N, K/2]), weight_scale (e8m0 [N, K/32])",
-        "CompressedTensorsW4A4Mxfp4, CompressedTensorsW4A4Mxfp4MoEMethod"),
+    /* (vLLM's Marlin W4A16 path, which every capability below 100 takes) */
+    [QP_SCHEME_CT_MXFP4] = CT_LOWERED("ct-mxfp4", "weight_packed (fp4 pairs uint8 [N, K/2]), weight_scale (e8m0 uint8 "
+        "[N, K/32]), bias?", "CompressedTensorsW4A4Mxfp4, CompressedTensorsW4A4Mxfp4MoEMethod", qp_bind_ct_mxfp4),
     [QP_SCHEME_CT_MXFP8] = CT_ROW("ct-mxfp8", "weight (fp8 [N, K]), weight_scale (e8m0 [N, K/32])",
         "CompressedTensorsW8A8Mxfp8, CompressedTensorsW8A8Mxfp8MoEMethod"),
     [QP_SCHEME_CT_W4A8_MXFP4] = CT_ROW("ct-w4a8-mxfp4", "weight_packed (fp4 [N, K/2]), weight_scale (e8m0 [N, K/32])",

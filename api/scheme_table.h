@@ -49,6 +49,7 @@ qp_status qp_bind_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_line
 qp_status qp_bind_unquantized(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);
 /* compressed-tensors (bind_ct.c) */
 qp_status qp_bind_ct_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);
+qp_status qp_bind_ct_mxfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);
 qp_status qp_bind_ct_w4a16(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);
 qp_status qp_bind_ct_wna16(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);
 qp_status qp_bind_ct_w8a16_fp8(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d);

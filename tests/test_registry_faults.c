@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
               "kind %d described", k);
         /* from QP_SCHEME_WNA16 on, compressed-tensors kinds: the weight-only
          * ones are bound (lowered to dense weights), the rest resolved only */
-        int ct_bound = k == QP_SCHEME_WNA16 || k == QP_SCHEME_W8A16_FP8 || k == QP_SCHEME_NVFP4_A16;
+        int ct_bound = k == QP_SCHEME_WNA16 || k == QP_SCHEME_W8A16_FP8 || k == QP_SCHEME_NVFP4_A16 || k == QP_SCHEME_CT_MXFP4;
         CHECK(ki.linear == (k != QP_SCHEME_KV_CACHE && k != QP_SCHEME_NONE && k != QP_SCHEME_W4A8_INT4_FP8 &&
                             (k < QP_SCHEME_WNA16 || ct_bound)),
               "kind %s linear %d", ki.name, ki.linear);
