@@ -40,35 +40,21 @@
 #define QP_CU_I2F(a) ((float)(a))
 #endif
 
-QP_CU_HD uint32_t qp_cu_f2u(float x) {
+/* bit casts: NAME(FROM x) gives x's bits as TO (DEV: the device intrinsic) */
 #if defined(__CUDA_ARCH__)
-    return __float_as_uint(x);
+#define QP_CU_BITCAST(NAME, TO, FROM, DEV) QP_CU_HD TO NAME(FROM x) { return (TO)DEV(x); }
 #else
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return u;
+#define QP_CU_BITCAST(NAME, TO, FROM, DEV)                                                                             \
+    QP_CU_HD TO NAME(FROM x) {                                                                                         \
+        TO u;                                                                                                          \
+        memcpy(&u, &x, sizeof u);                                                                                      \
+        return u;                                                                                                      \
+    }
 #endif
-}
-
-QP_CU_HD float qp_cu_u2f(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-    return __uint_as_float(u);
-#else
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-#endif
-}
-
-QP_CU_HD uint64_t qp_cu_d2u(double x) {
-#if defined(__CUDA_ARCH__)
-    return (uint64_t)__double_as_longlong(x);
-#else
-    uint64_t u;
-    memcpy(&u, &x, 8);
-    return u;
-#endif
-}
+QP_CU_BITCAST(qp_cu_f2u, uint32_t, float, __float_as_uint)
+QP_CU_BITCAST(qp_cu_u2f, float, uint32_t, __uint_as_float)
+QP_CU_BITCAST(qp_cu_d2u, uint64_t, double, __double_as_longlong)
+#undef QP_CU_BITCAST
 
 QP_CU_HD int qp_cu_isnan(float x) { return (qp_cu_f2u(x) & 0x7FFFFFFFu) > 0x7F800000u; }
 

@@ -41,23 +41,29 @@
  * m8n8k16 (sm_75) has A = one row-g word, B = one n-g word, C = c0,c1, so
  * one m16n8k32 is four m8n8k16: (a0,b0),(a2,b1) -> c0,c1; (a1,b0),(a3,b1)
  * -> c2,c3. */
+/* one mma with the four-register A and C fragments (CC: "+r" int32 or "+f"
+ * fp32 accumulators), and the two-register m8n8k16 int8 one (sm_75) */
+#define QP_CU_MMA_A4(INSTR, CC, c, a, b0, b1)                                                                          \
+    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                                     \
+                 : CC(c[0]), CC(c[1]), CC(c[2]), CC(c[3])                                                              \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+#define QP_CU_MMA_8816(c0, c1, a, b)                                                                                   \
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"                      \
+                 : "+r"(c0), "+r"(c1) : "r"(a), "r"(b))
+#define QP_CU_MMA_1688(c, a0, a1, b)                                                                                   \
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"     \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a0), "r"(a1), "r"(b))
+
 __device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
 #if defined(QP_CU_EMULATE)
     emu_mma_s8(c, a, b0, b1);
 #elif __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    QP_CU_MMA_A4("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "+r", c, a, b0, b1);
 #elif __CUDA_ARCH__ >= 750
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+r"(c[0]), "+r"(c[1]) : "r"(a[0]), "r"(b0));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+r"(c[0]), "+r"(c[1]) : "r"(a[2]), "r"(b1));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+r"(c[2]), "+r"(c[3]) : "r"(a[1]), "r"(b0));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+r"(c[2]), "+r"(c[3]) : "r"(a[3]), "r"(b1));
+    QP_CU_MMA_8816(c[0], c[1], a[0], b0);
+    QP_CU_MMA_8816(c[0], c[1], a[2], b1);
+    QP_CU_MMA_8816(c[2], c[3], a[1], b0);
+    QP_CU_MMA_8816(c[2], c[3], a[3], b1);
 #endif
 }
 
@@ -65,10 +71,7 @@ __device__ __forceinline__ void mma_e4m3(float (&c)[4], const uint32_t (&a)[4], 
 #if defined(QP_CU_EMULATE)
     emu_mma_e4m3(c, a, b0, b1);
 #elif __CUDA_ARCH__ >= 890
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    QP_CU_MMA_A4("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", "+f", c, a, b0, b1);
 #endif
     /* below sm_89 the host never launches an fp8 tiled kernel */
 }
@@ -84,21 +87,13 @@ __device__ __forceinline__ void mma_h(float (&c)[4], const uint32_t (&a)[4], uin
     emu_mma_h(c, a, b0, b1, BF16);
 #elif __CUDA_ARCH__ >= 800
     if constexpr (BF16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        QP_CU_MMA_A4("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "+f", c, a, b0, b1);
     else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        QP_CU_MMA_A4("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "+f", c, a, b0, b1);
 #elif __CUDA_ARCH__ >= 750
     if constexpr (!BF16) {
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(b0));
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[2]), "r"(a[3]), "r"(b1));
+        QP_CU_MMA_1688(c, a[0], a[1], b0);
+        QP_CU_MMA_1688(c, a[2], a[3], b1);
     }
     /* bf16 below sm_80: the host never launches a bf16 tiled kernel */
 #endif

@@ -1031,15 +1031,25 @@ static qp_status qp_cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void 
     return s;
 }
 
+/* kv_quantize's and kv_dequantize's checks (OP names the call): source a
+ * of a_bytes, destination b of b_bytes, the stream ready */
+static qp_status kv_check(qp_cu_dev *d, const char *op, qp_dtype dt, float scale, qp_cu_buf *a, size_t a_bytes,
+                          qp_cu_buf *b, size_t b_bytes) {
+    char src[32], dst[32];
+    qp_status s = dt_check(d, dt, op);
+    if (s != QP_OK) return s;
+    if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "%s: scale must be finite and > 0", op);
+    snprintf(src, sizeof src, "%s source", op);
+    snprintf(dst, sizeof dst, "%s destination", op);
+    if ((s = buf_range(d, a, 0, a_bytes, src)) != QP_OK || (s = buf_range(d, b, 0, b_bytes, dst)) != QP_OK) return s;
+    return ensure_stream(d);
+}
+
 static qp_status qp_cu_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
     qp_cu_dev *d = dev;
     qp_cu_buf *a = src, *b = dst;
-    qp_status s = dt_check(d, dt, "kv_quantize");
-    if (s != QP_OK) return s;
-    if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "kv_quantize: %s", "scale must be finite and > 0");
-    if ((s = buf_range(d, a, 0, n * 2, "kv_quantize source")) != QP_OK || (s = buf_range(d, b, 0, n, "kv_quantize destination")) != QP_OK) return s;
-    if ((s = ensure_stream(d)) != QP_OK) return s;
-    if (!n) return QP_OK;
+    qp_status s = kv_check(d, "kv_quantize", dt, scale, a, n * 2, b, n);
+    if (s != QP_OK || !n) return s;
     cudaSetDevice(d->index);
     int bf = dt == QP_DTYPE_BF16;
     char *sp = a->p;
@@ -1060,12 +1070,8 @@ static qp_status qp_cu_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, 
 static qp_status qp_cu_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
     qp_cu_dev *d = dev;
     qp_cu_buf *a = src, *b = dst;
-    qp_status s = dt_check(d, dt, "kv_dequantize");
-    if (s != QP_OK) return s;
-    if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "kv_dequantize: %s", "scale must be finite and > 0");
-    if ((s = buf_range(d, a, 0, n, "kv_dequantize source")) != QP_OK || (s = buf_range(d, b, 0, n * 2, "kv_dequantize destination")) != QP_OK) return s;
-    if ((s = ensure_stream(d)) != QP_OK) return s;
-    if (!n) return QP_OK;
+    qp_status s = kv_check(d, "kv_dequantize", dt, scale, a, n, b, n * 2);
+    if (s != QP_OK || !n) return s;
     cudaSetDevice(d->index);
     int bf = dt == QP_DTYPE_BF16;
     const uint8_t *sp = a->p;

@@ -32,36 +32,44 @@
 
 #define QT 256
 
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+struct qp_cu_fmax {
+    __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct qp_cu_fmin {
+    __device__ __forceinline__ float operator()(float a, float b) const { return fminf(a, b); }
+};
+
+/* xor butterfly over the warp: every lane gets the same result */
+template <class F>
+__device__ __forceinline__ float warp_reduce(float v, F f) {
+    for (int o = 16; o; o >>= 1) v = f(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
     return v;
 }
-__device__ __forceinline__ float warp_min(float v) {
-    for (int o = 16; o; o >>= 1) v = fminf(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
+/* the butterfly sums: fp32 in a fixed order; int32 wrapping, exact */
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
     return v;
+}
+__device__ __forceinline__ int warp_sum(int v) {
+    uint32_t u = (uint32_t)v;
+    for (int o = 16; o; o >>= 1) u += (uint32_t)__shfl_xor_sync(0xFFFFFFFFu, (int)u, o);
+    return (int)u;
 }
 
 /* Block-wide max/min (exact: max and min do not round). */
-__device__ float block_max(float v, float *sh) {
-    v = warp_max(v);
+template <class F>
+__device__ __forceinline__ float block_reduce(float v, float *sh, F f) {
+    v = warp_reduce(v, f);
     int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
     __syncthreads();
     if (l == 0) sh[w] = v;
     __syncthreads();
     float r = sh[0];
-    for (int i = 1; i < QT / WARP; i++) r = fmaxf(r, sh[i]);
+    for (int i = 1; i < QT / WARP; i++) r = f(r, sh[i]);
     return r;
 }
-__device__ float block_min(float v, float *sh) {
-    v = warp_min(v);
-    int w = threadIdx.x / WARP, l = threadIdx.x % WARP;
-    __syncthreads();
-    if (l == 0) sh[w] = v;
-    __syncthreads();
-    float r = sh[0];
-    for (int i = 1; i < QT / WARP; i++) r = fminf(r, sh[i]);
-    return r;
-}
+__device__ float block_max(float v, float *sh) { return block_reduce(v, sh, qp_cu_fmax{}); }
+__device__ float block_min(float v, float *sh) { return block_reduce(v, sh, qp_cu_fmin{}); }
 
 __device__ __forceinline__ float load_act(const uint16_t *x, size_t i, int bf16) {
     return qp_cu_act_to_f32(x[i], bf16);
@@ -213,6 +221,16 @@ __device__ __forceinline__ void expand_g(uint32_t w, __half s, uint32_t &lo, uin
 
 #define GV_WARPS 8
 
+/* rows m0 + i's warp sums of column n into partial [Mp][Np] (lane 0 writes) */
+template <int MR, class T>
+__device__ __forceinline__ void gemv_store(const T (&acc)[MR], int lane, int M, int m0, int Np, int n, T *partial) {
+#pragma unroll
+    for (int i = 0; i < MR; i++) {
+        T v = warp_sum(acc[i]);
+        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * Np + n] = v;
+    }
+}
+
 __device__ __forceinline__ int dot4(uint32_t a, uint32_t b, int acc, bool dp4a) {
     if (dp4a) return __dp4a((int)a, (int)b, acc);
     uint32_t u = (uint32_t)acc; /* int32 wraps like the GPU's integer adds */
@@ -222,23 +240,76 @@ __device__ __forceinline__ int dot4(uint32_t a, uint32_t b, int acc, bool dp4a) 
     return (int)u;
 }
 
+/* the GEMV thread's lane, its column n and the first m0 of its MR rows */
+struct gemv_pos {
+    int lane, n, m0;
+};
+template <int MR>
+__device__ __forceinline__ gemv_pos gemv_place() {
+    return { (int)(threadIdx.x % WARP), (int)(blockIdx.x * GV_WARPS + threadIdx.x / WARP), (int)(blockIdx.y * MR) };
+}
+template <int MR, class T>
+__device__ __forceinline__ void zero(T (&acc)[MR]) {
+#pragma unroll
+    for (int i = 0; i < MR; i++) acc[i] = 0;
+}
+
+/* the 16 bytes at p (16-byte aligned) as four words */
+__device__ __forceinline__ void load16(const uint8_t *p, uint32_t (&w)[4]) {
+    uint4 v = *(const uint4 *)p;
+    w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w;
+}
+/* byte j of the four words as e4m3, decoded to fp32 (exact) */
+__device__ __forceinline__ float e4m3_at(const uint32_t (&w)[4], int j) {
+    return qp_cu_e4m3_decode((uint8_t)(w[j / 4] >> (8 * (j % 4))));
+}
+__device__ __forceinline__ void decode16(const uint32_t (&w)[4], float (&wf)[16]) {
+#pragma unroll
+    for (int j = 0; j < 16; j++) wf[j] = e4m3_at(w, j);
+}
+
+/* acc + the int8 dot product of the 16 weight bytes w and the 16 bytes at x
+ * (four dot4 in word order) */
+__device__ __forceinline__ int dot16(const uint32_t (&w)[4], const uint8_t *x, int acc, bool dp4a) {
+    uint4 xv = *(const uint4 *)x;
+    acc = dot4(w[0], xv.x, acc, dp4a);
+    acc = dot4(w[1], xv.y, acc, dp4a);
+    acc = dot4(w[2], xv.z, acc, dp4a);
+    return dot4(w[3], xv.w, acc, dp4a);
+}
+/* c after 16 fp32 fmas c = fma(x[j], wj(j), c), j in order: x the 16 e4m3
+ * codes at x */
+template <class W>
+__device__ __forceinline__ float fma16_e4m3(float c, const uint8_t *x, W wj) {
+    uint32_t xw[4];
+    load16(x, xw);
+#pragma unroll
+    for (int j = 0; j < 16; j++) c = __fmaf_rn(e4m3_at(xw, j), wj(j), c);
+    return c;
+}
+/* acc after 8 fp32 fmas acc = fma(x[j], w[j], acc), j in order: x the 8
+ * act-dtype values at x */
+__device__ __forceinline__ float fma8_act(float acc, const uint16_t *x, const float (&w)[8], int bf16) {
+    uint4 xv = *(const uint4 *)x;
+    uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
+#pragma unroll
+    for (int j = 0; j < 8; j++) acc = __fmaf_rn(qp_cu_act_to_f32((uint16_t)(xw[j / 2] >> (16 * (j % 2))), bf16), w[j], acc);
+    return acc;
+}
+
 /* int kinds: I8 / Q4CH / Q4G. acc int32 into partial [Mp][Np]. */
 template <int WK, bool DP4A, int MR>
 __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_int(int M, int N, int Kp, int Np, const uint8_t *xq,
                                                               const void *w, const uint16_t *s_group,
                                                               int32_t *partial) {
-    const int lane = threadIdx.x % WARP;
-    const int n = blockIdx.x * GV_WARPS + threadIdx.x / WARP;
-    const int m0 = blockIdx.y * MR;
+    const auto [lane, n, m0] = gemv_place<MR>();
     if (n >= N) return;
     int acc[MR];
-#pragma unroll
-    for (int i = 0; i < MR; i++) acc[i] = 0;
+    zero(acc);
     for (int k = lane * 16; k < Kp; k += WARP * 16) {
         uint32_t wv[4];
         if constexpr (WK == QP_CU_W_I8) {
-            uint4 v = *(const uint4 *)((const uint8_t *)w + (size_t)n * Kp + k);
-            wv[0] = v.x; wv[1] = v.y; wv[2] = v.z; wv[3] = v.w;
+            load16((const uint8_t *)w + (size_t)n * Kp + k, wv);
         } else {
             uint2 v = *(const uint2 *)((const uint8_t *)w + (size_t)n * (Kp / 2) + k / 2);
             if constexpr (WK == QP_CU_W_Q4CH) {
@@ -252,21 +323,10 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_int(int M, int N, int 
         }
 #pragma unroll
         for (int i = 0; i < MR; i++) {
-            if (m0 + i < M) {
-                uint4 xv = *(const uint4 *)(xq + (size_t)(m0 + i) * Kp + k);
-                acc[i] = dot4(wv[0], xv.x, acc[i], DP4A);
-                acc[i] = dot4(wv[1], xv.y, acc[i], DP4A);
-                acc[i] = dot4(wv[2], xv.z, acc[i], DP4A);
-                acc[i] = dot4(wv[3], xv.w, acc[i], DP4A);
-            }
+            if (m0 + i < M) acc[i] = dot16(wv, xq + (size_t)(m0 + i) * Kp + k, acc[i], DP4A);
         }
     }
-#pragma unroll
-    for (int i = 0; i < MR; i++) {
-        uint32_t v = (uint32_t)acc[i];
-        for (int o = 16; o; o >>= 1) v += (uint32_t)__shfl_xor_sync(0xFFFFFFFFu, (int)v, o); /* wrapping, exact */
-        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * Np + n] = (int32_t)v;
-    }
+    gemv_store(acc, lane, M, m0, Np, n, partial);
 }
 
 /* fp8: decode e4m3 to fp32 (exact), products exact, fp32 fma accumulation
@@ -275,36 +335,20 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_int(int M, int N, int 
 template <int MR>
 __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8(int M, int N, int Kp, int Np, const uint8_t *xq,
                                                              const uint8_t *w, float *partial) {
-    const int lane = threadIdx.x % WARP;
-    const int n = blockIdx.x * GV_WARPS + threadIdx.x / WARP;
-    const int m0 = blockIdx.y * MR;
+    const auto [lane, n, m0] = gemv_place<MR>();
     if (n >= N) return;
     float acc[MR];
-#pragma unroll
-    for (int i = 0; i < MR; i++) acc[i] = 0.0f;
+    zero(acc);
     for (int k = lane * 16; k < Kp; k += WARP * 16) {
-        uint4 v = *(const uint4 *)(w + (size_t)n * Kp + k);
-        uint32_t wv[4] = { v.x, v.y, v.z, v.w };
+        uint32_t wv[4];
+        load16(w + (size_t)n * Kp + k, wv);
         float wf[16];
+        decode16(wv, wf);
 #pragma unroll
-        for (int j = 0; j < 16; j++) wf[j] = qp_cu_e4m3_decode((uint8_t)(wv[j / 4] >> (8 * (j % 4))));
-#pragma unroll
-        for (int i = 0; i < MR; i++) {
-            if (m0 + i < M) {
-                uint4 xv = *(const uint4 *)(xq + (size_t)(m0 + i) * Kp + k);
-                uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
-#pragma unroll
-                for (int j = 0; j < 16; j++)
-                    acc[i] = __fmaf_rn(qp_cu_e4m3_decode((uint8_t)(xw[j / 4] >> (8 * (j % 4)))), wf[j], acc[i]);
-            }
-        }
+        for (int i = 0; i < MR; i++)
+            if (m0 + i < M) acc[i] = fma16_e4m3(acc[i], xq + (size_t)(m0 + i) * Kp + k, [&](int j) { return wf[j]; });
     }
-#pragma unroll
-    for (int i = 0; i < MR; i++) {
-        float v = acc[i];
-        for (int o = 16; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * Np + n] = v;
-    }
+    gemv_store(acc, lane, M, m0, Np, n, partial);
 }
 
 /* fp8 per-block: each lane's 16-k chunk lies in one group of 128; its
@@ -313,45 +357,29 @@ template <int MR>
 __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8b(int M, int N, int Kp, int Np, const uint8_t *xq,
                                                               const uint8_t *w, const float *xs, const float *wsb,
                                                               int nkb, float *partial) {
-    const int lane = threadIdx.x % WARP;
-    const int n = blockIdx.x * GV_WARPS + threadIdx.x / WARP;
-    const int m0 = blockIdx.y * MR;
+    const auto [lane, n, m0] = gemv_place<MR>();
     if (n >= N) return;
     float acc[MR];
-#pragma unroll
-    for (int i = 0; i < MR; i++) acc[i] = 0.0f;
+    zero(acc);
     for (int k = lane * 16; k < Kp; k += WARP * 16) {
-        uint4 v = *(const uint4 *)(w + (size_t)n * Kp + k);
-        uint32_t wv[4] = { v.x, v.y, v.z, v.w };
+        uint32_t wv[4];
+        load16(w + (size_t)n * Kp + k, wv);
         /* MR 16: weights decoded once; MR 4: per row (that variant spills on
          * sm_86/89 with the decoded array live) */
         float wf[16];
-        if constexpr (MR > 4) {
-#pragma unroll
-            for (int j = 0; j < 16; j++) wf[j] = qp_cu_e4m3_decode((uint8_t)(wv[j / 4] >> (8 * (j % 4))));
-        }
+        if constexpr (MR > 4) decode16(wv, wf);
         const int g = k / 128;
         const float sw = wsb[(size_t)(n / 128) * nkb + g];
 #pragma unroll
         for (int i = 0; i < MR; i++) {
             if (m0 + i < M) {
-                uint4 xv = *(const uint4 *)(xq + (size_t)(m0 + i) * Kp + k);
-                uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
-                float c = 0.0f;
-#pragma unroll
-                for (int j = 0; j < 16; j++)
-                    c = __fmaf_rn(qp_cu_e4m3_decode((uint8_t)(xw[j / 4] >> (8 * (j % 4)))),
-                                  MR > 4 ? wf[j] : qp_cu_e4m3_decode((uint8_t)(wv[j / 4] >> (8 * (j % 4)))), c);
+                float c = fma16_e4m3(0.0f, xq + (size_t)(m0 + i) * Kp + k,
+                                     [&](int j) { return MR > 4 ? wf[j] : e4m3_at(wv, j); });
                 acc[i] = __fmaf_rn(c, QP_CU_MUL(xs[(size_t)(m0 + i) * nkb + g], sw), acc[i]);
             }
         }
     }
-#pragma unroll
-    for (int i = 0; i < MR; i++) {
-        float v = acc[i];
-        for (int o = 16; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * Np + n] = v;
-    }
+    gemv_store(acc, lane, M, m0, Np, n, partial);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -559,33 +587,18 @@ __device__ __forceinline__ void decode8(const qp_cu_fwd_w &p, int n, int k, int 
 template <int WK, int MR>
 __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_h(int M, int N, qp_cu_fwd_w p, const uint16_t *xa, int bf16,
                                                             float *partial) {
-    const int lane = threadIdx.x % WARP;
-    const int n = blockIdx.x * GV_WARPS + threadIdx.x / WARP;
-    const int m0 = blockIdx.y * MR;
+    const auto [lane, n, m0] = gemv_place<MR>();
     if (n >= N) return;
     float acc[MR];
-#pragma unroll
-    for (int i = 0; i < MR; i++) acc[i] = 0.0f;
+    zero(acc);
     for (int k = lane * 8; k < p.Kp; k += WARP * 8) {
         float w[8];
         decode8<WK>(p, n, k, bf16, w);
 #pragma unroll
-        for (int i = 0; i < MR; i++) {
-            if (m0 + i < M) {
-                uint4 xv = *(const uint4 *)(xa + (size_t)(m0 + i) * p.Kp + k);
-                uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
-#pragma unroll
-                for (int j = 0; j < 8; j++)
-                    acc[i] = __fmaf_rn(qp_cu_act_to_f32((uint16_t)(xw[j / 2] >> (16 * (j % 2))), bf16), w[j], acc[i]);
-            }
-        }
+        for (int i = 0; i < MR; i++)
+            if (m0 + i < M) acc[i] = fma8_act(acc[i], xa + (size_t)(m0 + i) * p.Kp + k, w, bf16);
     }
-#pragma unroll
-    for (int i = 0; i < MR; i++) {
-        float v = acc[i];
-        for (int o = 16; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-        if (lane == 0 && m0 + i < M) partial[(size_t)(m0 + i) * p.Np + n] = v;
-    }
+    gemv_store(acc, lane, M, m0, p.Np, n, partial);
 }
 
 /* B stage for the float kinds: 64 rows (n) x 32 k of act-dtype weights,
@@ -687,14 +700,26 @@ __global__ void __launch_bounds__(TC_THREADS) k_gemm_tch(int Mp, qp_cu_fwd_w p, 
     tc_store_partial(acc, partial, Mp, p.Np, m0, n0);
 }
 
+/* output (m, n)'s raw sums of the S splits in index order: fp32 from split
+ * 0; int32 wrapping (exact in any order) */
+__device__ __forceinline__ float sum_splits(const float *partial, int S, int Mp, int Np, int m, int n) {
+    float a = partial[(size_t)m * Np + n];
+    for (int s = 1; s < S; s++) a = __fadd_rn(a, partial[((size_t)s * Mp + m) * Np + n]);
+    return a;
+}
+__device__ __forceinline__ int32_t sum_splits(const int32_t *partial, int S, int Mp, int Np, int m, int n) {
+    uint32_t a = 0;
+    for (int s = 0; s < S; s++) a += (uint32_t)partial[((size_t)s * Mp + m) * Np + n];
+    return (int32_t)a;
+}
+
 /* y = rnd(sum + bias), or (NVFP4) rnd(rnd(sum) + bias) */
 __global__ void k_epi_h(int M, int N, int Mp, int Np, int S, const float *partial, const uint16_t *bias, int bf16,
                         int after, uint16_t *y) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)M * N) return;
     int m = (int)(i / N), n = (int)(i % N);
-    float a = partial[(size_t)m * Np + n];
-    for (int s = 1; s < S; s++) a = __fadd_rn(a, partial[((size_t)s * Mp + m) * Np + n]);
+    float a = sum_splits(partial, S, Mp, Np, m, n);
     if (bias) {
         float b = qp_cu_act_to_f32(bias[n], bf16);
         a = after ? QP_CU_ADD(qp_cu_round_act(a, bf16), b) : QP_CU_ADD(a, b);
@@ -712,9 +737,7 @@ __global__ void k_epi_int8(int M, int N, int Mp, int Np, int S, const int32_t *p
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)M * N) return;
     int m = (int)(i / N), n = (int)(i % N);
-    uint32_t a = 0;
-    for (int s = 0; s < S; s++) a += (uint32_t)partial[((size_t)s * Mp + m) * Np + n];
-    int32_t t = (int32_t)a;
+    int32_t t = sum_splits(partial, S, Mp, Np, m, n);
     if (adj) t = qp_cu_azp_correct(t, is_static, is_static ? 0 : xzp[m], adj[n]);
     float s_a = is_static ? in_scale : xs[m];
     float b = bias ? qp_cu_act_to_f32(bias[n], bf16) : 0.0f;
@@ -726,8 +749,7 @@ __global__ void k_epi_fp8(int M, int N, int Mp, int Np, int S, const float *part
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)M * N) return;
     int m = (int)(i / N), n = (int)(i % N);
-    float a = partial[(size_t)m * Np + n];
-    for (int s = 1; s < S; s++) a = __fadd_rn(a, partial[((size_t)s * Mp + m) * Np + n]);
+    float a = sum_splits(partial, S, Mp, Np, m, n);
     float s_a = per_token ? xs[m] : xs[0];
     float b = bias ? qp_cu_act_to_f32(bias[n], bf16) : 0.0f;
     y[i] = qp_cu_epi_fp8(a, s_a, w_scale[n], bias != NULL, b, bf16);
@@ -738,9 +760,7 @@ __global__ void k_epi_qqq(int M, int N, int Mp, int Np, int S, const int32_t *pa
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)M * N) return;
     int m = (int)(i / N), n = (int)(i % N);
-    uint32_t a = 0;
-    for (int s = 0; s < S; s++) a += (uint32_t)partial[((size_t)s * Mp + m) * Np + n];
-    y[i] = qp_cu_epi_qqq((int32_t)a, s_ch[n], xs[m], bias != NULL, bias ? bias[n] : 0);
+    y[i] = qp_cu_epi_qqq(sum_splits(partial, S, Mp, Np, m, n), s_ch[n], xs[m], bias != NULL, bias ? bias[n] : 0);
 }
 
 /* ------------------------------------------------------------------------ */

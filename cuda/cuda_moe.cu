@@ -110,38 +110,26 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_moe_gemv(int NR, int NRp, q
     const int wrow = bexp[b] * NRp + n;
     for (int r0 = 0; r0 < rows; r0 += MR) {
         acc_t acc[MR];
-#pragma unroll
-        for (int i = 0; i < MR; i++) acc[i] = 0;
+        zero(acc);
         if constexpr (WK == QP_CU_W_I8 || WK == QP_CU_W_F8 || WK == QP_CU_W_F8B) {
             for (int k = lane * 16; k < Kp; k += WARP * 16) {
-                uint4 v = *(const uint4 *)((const uint8_t *)p.w + (size_t)wrow * Kp + k);
-                uint32_t wv[4] = { v.x, v.y, v.z, v.w };
+                uint32_t wv[4];
+                load16((const uint8_t *)p.w + (size_t)wrow * Kp + k, wv);
                 if constexpr (WK == QP_CU_W_I8) {
 #pragma unroll
                     for (int i = 0; i < MR; i++)
-                        if (r0 + i < rows) {
-                            uint4 xv = *(const uint4 *)((const uint8_t *)A + (size_t)(sl[r0 + i] / adiv) * Kp + k);
-                            acc[i] = dot4(wv[0], xv.x, acc[i], true);
-                            acc[i] = dot4(wv[1], xv.y, acc[i], true);
-                            acc[i] = dot4(wv[2], xv.z, acc[i], true);
-                            acc[i] = dot4(wv[3], xv.w, acc[i], true);
-                        }
+                        if (r0 + i < rows) acc[i] = dot16(wv, (const uint8_t *)A + (size_t)(sl[r0 + i] / adiv) * Kp + k, acc[i], true);
                 } else {
                     float wf[16];
-#pragma unroll
-                    for (int j = 0; j < 16; j++) wf[j] = qp_cu_e4m3_decode((uint8_t)(wv[j / 4] >> (8 * (j % 4))));
+                    decode16(wv, wf);
                     const int nkb = Kp / 128, g = k / 128;
                     const float sw = WK == QP_CU_W_F8B ? p.scale[(size_t)wrow * nkb + g] : 0.0f;
 #pragma unroll
                     for (int i = 0; i < MR; i++)
                         if (r0 + i < rows) {
                             const size_t ar = (size_t)(sl[r0 + i] / adiv);
-                            uint4 xv = *(const uint4 *)((const uint8_t *)A + ar * Kp + k);
-                            uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
-                            float c = WK == QP_CU_W_F8B ? 0.0f : acc[i];
-#pragma unroll
-                            for (int j = 0; j < 16; j++)
-                                c = __fmaf_rn(qp_cu_e4m3_decode((uint8_t)(xw[j / 4] >> (8 * (j % 4)))), wf[j], c);
+                            float c = fma16_e4m3(WK == QP_CU_W_F8B ? 0.0f : acc[i], (const uint8_t *)A + ar * Kp + k,
+                                                 [&](int j) { return wf[j]; });
                             acc[i] = WK == QP_CU_W_F8B ? __fmaf_rn(c, QP_CU_MUL(as[ar * nkb + g], sw), acc[i]) : c;
                         }
                 }
@@ -152,26 +140,13 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_moe_gemv(int NR, int NRp, q
                 decode8<WK>(p, wrow, k, bf16, wf);
 #pragma unroll
                 for (int i = 0; i < MR; i++)
-                    if (r0 + i < rows) {
-                        uint4 xv = *(const uint4 *)((const uint16_t *)A + (size_t)(sl[r0 + i] / adiv) * Kp + k);
-                        uint32_t xw[4] = { xv.x, xv.y, xv.z, xv.w };
-#pragma unroll
-                        for (int j = 0; j < 8; j++)
-                            acc[i] = __fmaf_rn(qp_cu_act_to_f32((uint16_t)(xw[j / 2] >> (16 * (j % 2))), bf16), wf[j], acc[i]);
-                    }
+                    if (r0 + i < rows) acc[i] = fma8_act(acc[i], (const uint16_t *)A + (size_t)(sl[r0 + i] / adiv) * Kp + k, wf, bf16);
             }
         }
 #pragma unroll
         for (int i = 0; i < MR; i++) {
             if (r0 + i >= rows) continue; /* warp-uniform: no shuffles for pad slots */
-            acc_t v = acc[i];
-            if constexpr (WK == QP_CU_W_I8) {
-                uint32_t u = (uint32_t)v; /* wrapping, exact */
-                for (int o = 16; o; o >>= 1) u += (uint32_t)__shfl_xor_sync(0xFFFFFFFFu, (int)u, o);
-                v = (int)u;
-            } else {
-                for (int o = 16; o; o >>= 1) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, o));
-            }
+            acc_t v = warp_sum(acc[i]);
             if (lane == 0) ((acc_t *)P)[(size_t)sl[r0 + i] * NRp + n] = v;
         }
     }
