@@ -66,6 +66,13 @@ inline void qp_tile_mac(__local const float *As, __local const float *Bs, int ty
     }
 }
 
+/* a k-tile step: wait for both tiles, accumulate, free the tiles again */
+inline void qp_tile_step(__local const float *As, __local const float *Bs, int ty, int tx, float acc[4][4]) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    qp_tile_mac(As, Bs, ty, tx, acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K, int N, int nb, int ne, int flags,
                  __global const float *sx, __global const float *wsc, __global const ushort *bias,
@@ -78,8 +85,7 @@ void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K
     barrier(CLK_LOCAL_MEM_FENCE);
     int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
     float acc[4][4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    QP_TILE_ZERO(acc);
     /* 64 lanes load 32 x 16 of each operand: lane -> (row lid/2, 8 columns) */
     int lr = lid >> 1, lc = (lid & 1) * 8;
     for (int k0 = 0; k0 < K; k0 += QP_TKF) {
@@ -89,13 +95,7 @@ void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K
             As[lr * QP_TKF + lc + i] = gm < M && gk < K ? xf[(size_t)gm * K + gk] : 0.0f;
             Bs[lr * QP_TKF + lc + i] = gn < ne && gk < K ? dec[w[(size_t)(gn - nb) * K + gk]] : 0.0f;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        qp_tile_mac(As, Bs, ty, tx, acc);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        qp_tile_step(As, Bs, ty, tx, acc);
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;
-            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_f8(acc[i][j], m, n, flags, sx, wsc, bias);
-        }
+    QP_TILE_STORE(qp_epilogue_f8(acc[i][j], m, n, flags, sx, wsc, bias));
 }

@@ -262,8 +262,7 @@ void qp_tiled_fw(__global const float *xf, __global const uchar *w, __global con
     barrier(CLK_LOCAL_MEM_FENCE);
     int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
     float acc[4][4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    QP_TILE_ZERO(acc);
     int lr = lid >> 1, lc = (lid & 1) * 8;
     int gm = m0 + lr, gn = n0 + lr;
     size_t rowb = qp_fw_row_bytes(wfmt, K);
@@ -276,15 +275,9 @@ void qp_tiled_fw(__global const float *xf, __global const uchar *w, __global con
             As[lr * QP_TKF + lc + i] = gm < M && gk < K ? xf[(size_t)gm * K + gk] : 0.0f;
             Bs[lr * QP_TKF + lc + i] = gn < ne && gk < K ? qp_fw_weight(wr, gk, wfmt, blk, lut, bs, bf16) : 0.0f;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        qp_tile_mac(As, Bs, ty, tx, acc);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        qp_tile_step(As, Bs, ty, tx, acc);
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;
-            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_fw(acc[i][j], n, flags, bias);
-        }
+    QP_TILE_STORE(qp_epilogue_fw(acc[i][j], n, flags, bias));
 }
 
 /* ---- Quark online input rotation (api/backend.h rotation_forward) -------

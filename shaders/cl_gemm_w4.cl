@@ -85,8 +85,7 @@ void qp_tiled_w4(__global const float *xf, __global const uchar *wq, __global co
     int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
     int Kp = (K + 31) & ~31;
     float acc[4][4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    QP_TILE_ZERO(acc);
     int lr = lid >> 1, lc = (lid & 1) * 8;
     int gm = m0 + lr, gn = n0 + lr;
     for (int k0 = 0; k0 < K; k0 += QP_TKF) {
@@ -108,15 +107,9 @@ void qp_tiled_w4(__global const float *xf, __global const uchar *wq, __global co
         } else {
             for (int i = 0; i < 8; i++) Bs[lr * QP_TKF + lc + i] = 0.0f;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        qp_tile_mac(As, Bs, ty, tx, acc);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        qp_tile_step(As, Bs, ty, tx, acc);
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;
-            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_f32(acc[i][j], n, flags, bias);
-        }
+    QP_TILE_STORE(qp_epilogue_f32(acc[i][j], n, flags, bias));
 }
 
 /* ---- W8A8-FP8 per-block (docs/semantics.md §16) -------------------------
@@ -164,8 +157,8 @@ void qp_tiled_f8b(__global const float *xf, __global const uchar *w, int M, int 
     barrier(CLK_LOCAL_MEM_FENCE);
     int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
     float acc[4][4], part[4][4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = part[i][j] = 0.0f;
+    QP_TILE_ZERO(acc);
+    QP_TILE_ZERO(part);
     int lr = lid >> 1, lc = (lid & 1) * 8;
     for (int k0 = 0; k0 < K; k0 += QP_TKF) {
         for (int i = 0; i < 8; i++) {
@@ -174,9 +167,7 @@ void qp_tiled_f8b(__global const float *xf, __global const uchar *w, int M, int 
             As[lr * QP_TKF + lc + i] = gm < M ? xf[(size_t)gm * K + gk] : 0.0f;
             Bs[lr * QP_TKF + lc + i] = gn < ne ? dec[w[(size_t)(gn - nb) * K + gk]] : 0.0f;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        qp_tile_mac(As, Bs, ty, tx, part);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        qp_tile_step(As, Bs, ty, tx, part);
         if (((k0 + QP_TKF) & 127) == 0) { /* end of a 128-group: scale and fold */
             int g = k0 >> 7;
             for (int i = 0; i < 4; i++)
@@ -187,9 +178,5 @@ void qp_tiled_f8b(__global const float *xf, __global const uchar *w, int M, int 
                 }
         }
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;
-            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_f32(acc[i][j], n, flags, bias);
-        }
+    QP_TILE_STORE(qp_epilogue_f32(acc[i][j], n, flags, bias));
 }
