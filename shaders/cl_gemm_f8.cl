@@ -12,6 +12,13 @@ inline ushort qp_epilogue_f8(float acc, int m, int n, int flags, __global const 
     return qp_act_encode(v, bf16);
 }
 
+/* The e4m3 decode table (code -> value) of a work-group of 64 lanes, ready
+ * for every lane when it returns (a barrier). */
+inline void qp_f8_table(__local float *dec, int lid) {
+    for (int i = lid; i < 256; i += 64) dec[i] = qp_f8_decode((uint)i);
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 /* 16 e4m3 codes through the kernel's decode table (a table beats the bit
  * decode per weight) */
 inline float16 qp_f8_dec16(__local const float *dec, uchar16 c) {
@@ -26,8 +33,7 @@ void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N,
     __local float red[QP_GEMV_MAX_M * QP_WG];
     __local float dec[256]; /* e4m3 code -> value: a table beats the bit decode per weight */
     int n = nb + get_group_id(0), lid = get_local_id(0);
-    for (int i = lid; i < 256; i += QP_WG) dec[i] = qp_f8_decode((uint)i);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    qp_f8_table(dec, lid);
     float acc[QP_GEMV_MAX_M];
     for (int m = 0; m < QP_GEMV_MAX_M; m++) acc[m] = 0.0f;
     __global const uchar *wr = w + (size_t)(n - nb) * K;
@@ -81,8 +87,7 @@ void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K
     __local float Bs[QP_TN * QP_TKF];
     __local float dec[256];
     int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;
-    for (int i = lid; i < 256; i += 64) dec[i] = qp_f8_decode((uint)i);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    qp_f8_table(dec, lid);
     int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
     float acc[4][4];
     QP_TILE_ZERO(acc);

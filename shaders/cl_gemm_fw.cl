@@ -231,17 +231,11 @@ void qp_gemv_fw(__global const float *xf, __global const uchar *w, __global cons
                 w0 = qp_rnd16(QP_LUT16(c0) * bs[k / blk], bf16);
                 w1 = qp_rnd16(QP_LUT16(c1) * bs[(k + 16) / blk], bf16);
             }
-            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
-                __global const float *xr = xf + (size_t)(m0 + m) * K + k;
-                acc[m] += qp_sum16(vload16(0, xr) * w0) + qp_sum16(vload16(0, xr + 16) * w1);
-            }
+            qp_gemv_acc32(acc, xf, K, m0, mrows, k, w0, w1);
         } else {
             float wt[32];
             for (int i = 0; i < 32; i++) wt[i] = k + i < K ? qp_fw_weight(wr, k + i, wfmt, blk, lut, bs, bf16) : 0.0f;
-            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
-                __global const float *xr = xf + (size_t)(m0 + m) * K + k;
-                for (int i = 0; i < 32; i++) if (k + i < K) acc[m] += xr[i] * wt[i];
-            }
+            qp_gemv_acc32_tail(acc, xf, K, m0, mrows, k, wt);
         }
     }
     QP_GEMV_REDUCE(red, acc, mrows, lid);

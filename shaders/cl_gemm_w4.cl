@@ -34,6 +34,24 @@ inline float qp_sum16(float16 p) {
     return (s4.x + s4.y) + (s4.z + s4.w);
 }
 
+/* The GEMVs' 32-k chunk at k: acc[m] (rows m0 + m, m < mrows) += the sums
+ * of x times w0 (k .. k+15) and w1 (k+16 .. k+31); the tail chunk (k + 32 >
+ * K) element by element, the weights in wt. */
+inline void qp_gemv_acc32(float *acc, __global const float *xf, int K, int m0, int mrows, int k, float16 w0,
+                          float16 w1) {
+    for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
+        __global const float *xr = xf + (size_t)(m0 + m) * K + k;
+        acc[m] += qp_sum16(vload16(0, xr) * w0) + qp_sum16(vload16(0, xr + 16) * w1);
+    }
+}
+inline void qp_gemv_acc32_tail(float *acc, __global const float *xf, int K, int m0, int mrows, int k,
+                               const float *wt) {
+    for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
+        __global const float *xr = xf + (size_t)(m0 + m) * K + k;
+        for (int i = 0; i < 32; i++) if (k + i < K) acc[m] += xr[i] * wt[i];
+    }
+}
+
 /* GEMV (M <= 16): one work-group per column, lanes stride over K 32 weights
  * (16 bytes) at a time, dequantized in registers. */
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
@@ -54,18 +72,12 @@ void qp_gemv_w4(__global const float *xf, __global const uchar *wq, __global con
         float16 w0 = convert_float16(convert_int16(b & (uchar16)(15)) - z) * s;
         float16 w1 = convert_float16(convert_int16(b >> (uchar16)(4)) - z) * s;
         if (k + 32 <= K) {
-            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
-                __global const float *xr = xf + (size_t)(m0 + m) * K + k;
-                acc[m] += qp_sum16(vload16(0, xr) * w0) + qp_sum16(vload16(0, xr + 16) * w1);
-            }
+            qp_gemv_acc32(acc, xf, K, m0, mrows, k, w0, w1);
         } else {
             float wt[32];
             vstore16(w0, 0, wt);
             vstore16(w1, 0, wt + 16);
-            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
-                __global const float *xr = xf + (size_t)(m0 + m) * K + k;
-                for (int i = 0; i < 32; i++) if (k + i < K) acc[m] += xr[i] * wt[i];
-            }
+            qp_gemv_acc32_tail(acc, xf, K, m0, mrows, k, wt);
         }
     }
     QP_GEMV_REDUCE(red, acc, mrows, lid);
@@ -125,8 +137,7 @@ void qp_gemv_f8b(__global const float *xf, __global const uchar *w, int K, int N
     __local float red[QP_GEMV_MAX_M * QP_WG];
     __local float dec[256];
     int n = nb + get_group_id(0), lid = get_local_id(0), kb = K >> 7;
-    for (int i = lid; i < 256; i += QP_WG) dec[i] = qp_f8_decode((uint)i);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    qp_f8_table(dec, lid);
     float acc[QP_GEMV_MAX_M];
     for (int m = 0; m < QP_GEMV_MAX_M; m++) acc[m] = 0.0f;
     __global const uchar *wr = w + (size_t)(n - nb) * K;
@@ -153,8 +164,7 @@ void qp_tiled_f8b(__global const float *xf, __global const uchar *w, int M, int 
     __local float Bs[QP_TN * QP_TKF];
     __local float dec[256];
     int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx, kb = K >> 7;
-    for (int i = lid; i < 256; i += 64) dec[i] = qp_f8_decode((uint)i);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    qp_f8_table(dec, lid);
     int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
     float acc[4][4], part[4][4];
     QP_TILE_ZERO(acc);
