@@ -137,6 +137,22 @@ void qp_cl_device_close(qp_cl_device *d);
 qp_status qp_cl_program_ensure(qp_cl_device *d);
 void qp_cl_program_release(qp_cl_device *d);
 
+/* A kernel argument: QP_CL_ARG(v) passes variable v by value. */
+typedef struct {
+    size_t size;
+    const void *ptr;
+} qp_cl_karg;
+#define QP_CL_ARG(v) {sizeof(v), &(v)}
+/* Sets kernel `which`'s n arguments and enqueues it on d's queue (ev: its
+ * event, or NULL). Failures name the call: "PREFIXclSetKernelArg(NAME, i)
+ * failed: ..." (an internal error) or "PREFIXclEnqueueNDRangeKernel(NAME)
+ * failed: ..." (out of memory for CL_OUT_OF_RESOURCES and
+ * CL_MEM_OBJECT_ALLOCATION_FAILURE where oom, else a device error), reported
+ * for layer `layer` (NULL: none). */
+qp_status qp_cl_launch(qp_cl_device *d, int which, const char *name, const qp_cl_karg *args, int n, cl_uint dims,
+                       const size_t *global, const size_t *local, cl_event *ev, const char *layer, const char *prefix,
+                       int oom);
+
 /* cl_memory.c */
 qp_status qp_cl_buffer_alloc(void *dev, size_t bytes, void **buf);
 void qp_cl_buffer_free(void *dev, void *buf);

@@ -92,8 +92,8 @@ static qp_status upload_weights(qp_cl_device *d, qp_cl_linear *l, const void *w,
     return QP_OK;
 }
 
-typedef struct { size_t size; const void *ptr; } karg;
-#define A(v) {sizeof(v), &(v)}
+typedef qp_cl_karg karg;
+#define A(v) QP_CL_ARG(v)
 
 /* the activation step of a forward (quantization, qdq, widening): what
  * linear_time's gemm_ms leaves out */
@@ -123,22 +123,10 @@ static void release_recorded(qp_cl_device *d) {
 
 static qp_status run_kernel(qp_cl_device *d, qp_cl_linear *l, int which, const char *name, const karg *args, int nargs,
                             cl_uint dims, const size_t *global, const size_t *local) {
-    qp_cl_api *api = &d->be->api;
-    cl_kernel k = d->kernels[which];
-    for (int i = 0; i < nargs; i++) {
-        cl_int err = api->clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].ptr);
-        if (err != CL_SUCCESS)
-            return qp_cl_error(d, QP_ERR_INTERNAL, l->layer, "clSetKernelArg(%s, %d) failed: %s (%d)", name, i, qp_cl_strerror(err), (int)err);
-    }
     cl_event ev = NULL;
-    cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, dims, NULL, global, local, 0, NULL, d->rec_on ? &ev : NULL);
-    if (err == CL_SUCCESS && ev) record_event(d, ev, is_act_kernel(which));
-    if (err != CL_SUCCESS)
-        return qp_cl_error(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? QP_ERR_OUT_OF_MEMORY
-                                                                                                 : QP_ERR_DEVICE, l->layer,
-                         "clEnqueueNDRangeKernel(%s) failed: %s (%d)", name,
-                         qp_cl_strerror(err), (int)err);
-    return QP_OK;
+    qp_status st = qp_cl_launch(d, which, name, args, nargs, dims, global, local, d->rec_on ? &ev : NULL, l->layer, "", 1);
+    if (st == QP_OK && ev) record_event(d, ev, is_act_kernel(which));
+    return st;
 }
 
 static void release(qp_cl_device *d, cl_mem *m) {

@@ -56,8 +56,8 @@ typedef struct qp_cl_moe {
     char layer[96];
 } qp_cl_moe;
 
-typedef struct { size_t size; const void *ptr; } karg;
-#define A(v) {sizeof(v), &(v)}
+typedef qp_cl_karg karg;
+#define A(v) QP_CL_ARG(v)
 
 static void rel(qp_cl_device *d, cl_mem *m) {
     if (*m) d->be->api.clReleaseMemObject(*m);
@@ -229,20 +229,9 @@ qp_status qp_cl_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
 
 static qp_status launch(qp_cl_device *d, qp_cl_moe *m, int which, const char *name, const karg *args, int n,
                         cl_uint dims, const size_t *global, const size_t *local) {
-    qp_cl_api *api = &d->be->api;
-    cl_kernel k = d->kernels[which];
-    for (int i = 0; i < n; i++) {
-        cl_int err = api->clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].ptr);
-        if (err != CL_SUCCESS)
-            return qp_cl_error(d, QP_ERR_INTERNAL, NULL, "MoE layer '%s': clSetKernelArg(%s, %d) failed: %s (%d)", m->layer, name, i, qp_cl_strerror(err), (int)err);
-    }
-    cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, dims, NULL, global, local, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return qp_cl_error(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? QP_ERR_OUT_OF_MEMORY
-                                                                                                 : QP_ERR_DEVICE, NULL,
-                         "MoE layer '%s': clEnqueueNDRangeKernel(%s) failed: %s (%d)", m->layer,
-                         name, qp_cl_strerror(err), (int)err);
-    return QP_OK;
+    char prefix[sizeof m->layer + 16];
+    snprintf(prefix, sizeof prefix, "MoE layer '%s': ", m->layer);
+    return qp_cl_launch(d, which, name, args, n, dims, global, local, NULL, NULL, prefix, 1);
 }
 
 static int max_blocks(const qp_cl_moe *m, int MK, int bm) { return MK / bm + (m->E < MK ? m->E : MK) + 1; }
@@ -426,18 +415,8 @@ qp_status qp_cl_moe_route(void *dev, const qp_route_params *p, void *logits, int
     karg a[] = {A(lb->mem), A(M), A(p->G), A(p->k), A(flags), A(p->n_group), A(p->topk_group), A(p->scale), A(bias),
                 A(sb->mem), A(ib->mem), A(wb->mem), A(dm)};
     size_t g[1] = {((size_t)M + WG - 1) / WG * WG}, l[1] = {WG};
-    qp_cl_api *api = &d->be->api;
-    cl_kernel k = d->kernels[QP_CL_K_MOE_ROUTE];
-    for (int i = 0; i < 13; i++) {
-        cl_int err = api->clSetKernelArg(k, (cl_uint)i, a[i].size, a[i].ptr);
-        if (err != CL_SUCCESS)
-            return qp_cl_error(d, QP_ERR_INTERNAL, NULL, "clSetKernelArg(qp_moe_route, %d) failed: %s (%d)",
-                             i, qp_cl_strerror(err), (int)err);
-    }
-    cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, 1, NULL, g, l, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return qp_cl_error(d, QP_ERR_DEVICE, NULL, "clEnqueueNDRangeKernel(qp_moe_route) failed: %s (%d)",
-                         qp_cl_strerror(err), (int)err);
+    qp_status st = qp_cl_launch(d, QP_CL_K_MOE_ROUTE, "qp_moe_route", a, 13, 1, g, l, NULL, NULL, "", 0);
+    if (st != QP_OK) return st;
     qp_cl_enqueued(d, "MoE routing");
     return QP_OK;
 }

@@ -18,24 +18,12 @@ typedef struct qp_cl_rotation {
     float c;
 } qp_cl_rotation;
 
-static qp_status launch(qp_cl_device *d, int which, const char *name, const size_t *sizes, const void *const *vals,
-                        int nargs, size_t items, const char *what) {
-    qp_cl_api *api = &d->be->api;
-    cl_kernel k = d->kernels[which];
-    for (int i = 0; i < nargs; i++) {
-        cl_int err = api->clSetKernelArg(k, (cl_uint)i, sizes[i], vals[i]);
-        if (err != CL_SUCCESS)
-            return qp_cl_error(d, QP_ERR_INTERNAL, NULL, "%s: clSetKernelArg(%s, %d) failed: %s (%d)", what,
-                             name, i, qp_cl_strerror(err), (int)err);
-    }
+static qp_status launch(qp_cl_device *d, int which, const char *name, const qp_cl_karg *args, int nargs, size_t items,
+                        const char *what) {
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "%s: ", what);
     size_t g[1] = {(items + WG - 1) / WG * WG}, l[1] = {WG};
-    cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, 1, NULL, g, l, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return qp_cl_error(d, err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE ? QP_ERR_OUT_OF_MEMORY
-                                                                                                 : QP_ERR_DEVICE, NULL,
-                         "%s: clEnqueueNDRangeKernel(%s) failed: %s (%d)", what, name,
-                         qp_cl_strerror(err), (int)err);
-    return QP_OK;
+    return qp_cl_launch(d, which, name, args, nargs, 1, g, l, NULL, NULL, prefix, 1);
 }
 
 /* Enqueued only (ABI 3): errors of the kernel surface at synchronize. */
@@ -140,10 +128,9 @@ qp_status qp_cl_rotation_forward(void *dev, void *rot, qp_dtype dt, void *x, int
         if (st != QP_OK) return st;
         src = tmp;
     }
-    const size_t sz[] = {sizeof(cl_mem), sizeof(cl_mem), sizeof(int), sizeof(float), sizeof(int), sizeof(int),
-                         sizeof(cl_mem)};
-    const void *v[] = {&src, &R->H, &R->r, &R->c, &n, &bf16, &yb->mem};
-    st = launch(d, QP_CL_K_ROTATE, "qp_rotate", sz, v, 7, total, "input_rotation");
+    const qp_cl_karg a[] = {QP_CL_ARG(src), QP_CL_ARG(R->H), QP_CL_ARG(R->r), QP_CL_ARG(R->c),
+                            QP_CL_ARG(n),   QP_CL_ARG(bf16), QP_CL_ARG(yb->mem)};
+    st = launch(d, QP_CL_K_ROTATE, "qp_rotate", a, 7, total, "input_rotation");
     if (st == QP_OK) st = finish(d, "input_rotation");
     alias_release(d, tmp, st);
     return st;
@@ -174,15 +161,13 @@ static qp_status kv_run(qp_cl_device *d, int quant, qp_dtype dt, qp_cl_buffer *s
         int cnt = (int)(n - base < CHUNK ? n - base : CHUNK);
         cl_ulong b = base;
         if (quant) {
-            const size_t sz[] = {sizeof(cl_mem), sizeof(cl_ulong), sizeof(int), sizeof(float), sizeof(int), sizeof(int),
-                                 sizeof(cl_mem)};
-            const void *v[] = {&in, &b, &cnt, &scale, &bf16, &dm, &dst->mem};
-            st = launch(d, QP_CL_K_KV_QUANT, "qp_kv_quant", sz, v, 7, (size_t)cnt, what);
+            const qp_cl_karg a[] = {QP_CL_ARG(in),   QP_CL_ARG(b),  QP_CL_ARG(cnt),     QP_CL_ARG(scale),
+                                    QP_CL_ARG(bf16), QP_CL_ARG(dm), QP_CL_ARG(dst->mem)};
+            st = launch(d, QP_CL_K_KV_QUANT, "qp_kv_quant", a, 7, (size_t)cnt, what);
         } else {
-            const size_t sz[] = {sizeof(cl_mem), sizeof(cl_ulong), sizeof(int), sizeof(float), sizeof(int),
-                                 sizeof(cl_mem)};
-            const void *v[] = {&in, &b, &cnt, &scale, &bf16, &dst->mem};
-            st = launch(d, QP_CL_K_KV_DEQUANT, "qp_kv_dequant", sz, v, 6, (size_t)cnt, what);
+            const qp_cl_karg a[] = {QP_CL_ARG(in),    QP_CL_ARG(b),   QP_CL_ARG(cnt),
+                                    QP_CL_ARG(scale), QP_CL_ARG(bf16), QP_CL_ARG(dst->mem)};
+            st = launch(d, QP_CL_K_KV_DEQUANT, "qp_kv_dequant", a, 6, (size_t)cnt, what);
         }
     }
     if (st == QP_OK) st = finish(d, what);

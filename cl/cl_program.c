@@ -322,3 +322,22 @@ void qp_cl_program_release(qp_cl_device *d) {
     if (d->program) api->clReleaseProgram(d->program);
     d->program = NULL;
 }
+
+qp_status qp_cl_launch(qp_cl_device *d, int which, const char *name, const qp_cl_karg *args, int n, cl_uint dims,
+                       const size_t *global, const size_t *local, cl_event *ev, const char *layer, const char *prefix,
+                       int oom) {
+    qp_cl_api *api = &d->be->api;
+    cl_kernel k = d->kernels[which];
+    for (int i = 0; i < n; i++) {
+        cl_int err = api->clSetKernelArg(k, (cl_uint)i, args[i].size, args[i].ptr);
+        if (err != CL_SUCCESS)
+            return qp_cl_error(d, QP_ERR_INTERNAL, layer, "%sclSetKernelArg(%s, %d) failed: %s (%d)", prefix, name, i,
+                               qp_cl_strerror(err), (int)err);
+    }
+    cl_int err = api->clEnqueueNDRangeKernel(d->queue, k, dims, NULL, global, local, 0, NULL, ev);
+    if (err != CL_SUCCESS)
+        return qp_cl_error(d, oom && (err == CL_OUT_OF_RESOURCES || err == CL_MEM_OBJECT_ALLOCATION_FAILURE)
+                                  ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE, layer,
+                           "%sclEnqueueNDRangeKernel(%s) failed: %s (%d)", prefix, name, qp_cl_strerror(err), (int)err);
+    return QP_OK;
+}

@@ -3,12 +3,12 @@
  * k_moe_tc, k_moe_tch): one double-buffered cp.async -> ldmatrix ->
  * mma.sync loop over a range of k-tiles, parameterized by
  *   Op     the operand type's traits: accumulator type, k per tile, the
- *          mma.sync of each architecture (qpcu_op_s8 / _e4m3 / _h<BF16>)
- *   AL     where A's 64 rows come from (qpcu_a_rows: a dense block of x;
- *          qpcu_a_gather: the MoE's sorted slots, one pointer a row)
- *   BL     how a B stage is filled (qpcu_b_bytes: 8-bit weights copied as
+ *          mma.sync of each architecture (qp_cu_op_s8 / _e4m3 / _h<BF16>)
+ *   AL     where A's 64 rows come from (qp_cu_a_rows: a dense block of x;
+ *          qp_cu_a_gather: the MoE's sorted slots, one pointer a row)
+ *   BL     how a B stage is filled (qp_cu_b_bytes: 8-bit weights copied as
  *          stored; the decoding loaders of cuda_kernels.cu)
- *   Fold   per k-group scales folded into the accumulators (qpcu_fold_none,
+ *   Fold   per k-group scales folded into the accumulators (qp_cu_fold_none,
  *          or cuda_kernels.cu's block / group scale folds)
  * Included by cuda_kernels.cu (which defines WARP), so the emulator and the
  * PTX report see it without another build rule.
@@ -25,13 +25,13 @@
  * accumulator element updated by one mma per half; a fold adds its group's
  * sum once, at the group's last k-tile or the range's end.
  */
-#ifndef QPCU_MMA_MAINLOOP_CUH
-#define QPCU_MMA_MAINLOOP_CUH
+#ifndef QP_CU_MMA_MAINLOOP_CUH
+#define QP_CU_MMA_MAINLOOP_CUH
 
 #define TC_THREADS 128
-#define SROW QPCU_SROW
+#define SROW QP_CU_SROW
 /* bytes of one A / B row in one k-tile (whatever the element size) */
-#define QPCU_TC_KB 64
+#define QP_CU_TC_KB 64
 
 /* Fragment layouts (PTX ISA, mma.m16n8k32 with 8-bit A/B; lane = 4g + t):
  *   A a0: row g,   k 4t..4t+3     a1: row g+8, k 4t..4t+3
@@ -41,34 +41,37 @@
  * m8n8k16 (sm_75) has A = one row-g word, B = one n-g word, C = c0,c1, so
  * one m16n8k32 is four m8n8k16: (a0,b0),(a2,b1) -> c0,c1; (a1,b0),(a3,b1)
  * -> c2,c3. */
+/* one mma with the four-register A and C fragments (CC: "+r" int32 or "+f"
+ * fp32 accumulators), and the two-register m8n8k16 int8 one (sm_75) */
+#define QP_CU_MMA_A4(INSTR, CC, c, a, b0, b1)                                                                          \
+    asm volatile(INSTR " {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"                                     \
+                 : CC(c[0]), CC(c[1]), CC(c[2]), CC(c[3])                                                              \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1))
+#define QP_CU_MMA_8816(c0, c1, a, b)                                                                                   \
+    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"                      \
+                 : "+r"(c0), "+r"(c1) : "r"(a), "r"(b))
+#define QP_CU_MMA_1688(c, a0, a1, b)                                                                                   \
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"     \
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a0), "r"(a1), "r"(b))
+
 __device__ __forceinline__ void mma_s8(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(QPCU_EMULATE)
+#if defined(QP_CU_EMULATE)
     emu_mma_s8(c, a, b0, b1);
 #elif __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    QP_CU_MMA_A4("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32", "+r", c, a, b0, b1);
 #elif __CUDA_ARCH__ >= 750
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+r"(c[0]), "+r"(c[1]) : "r"(a[0]), "r"(b0));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+r"(c[0]), "+r"(c[1]) : "r"(a[2]), "r"(b1));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+r"(c[2]), "+r"(c[3]) : "r"(a[1]), "r"(b0));
-    asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
-                 : "+r"(c[2]), "+r"(c[3]) : "r"(a[3]), "r"(b1));
+    QP_CU_MMA_8816(c[0], c[1], a[0], b0);
+    QP_CU_MMA_8816(c[0], c[1], a[2], b1);
+    QP_CU_MMA_8816(c[2], c[3], a[1], b0);
+    QP_CU_MMA_8816(c[2], c[3], a[3], b1);
 #endif
 }
 
 __device__ __forceinline__ void mma_e4m3(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(QPCU_EMULATE)
+#if defined(QP_CU_EMULATE)
     emu_mma_e4m3(c, a, b0, b1);
 #elif __CUDA_ARCH__ >= 890
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    QP_CU_MMA_A4("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32", "+f", c, a, b0, b1);
 #endif
     /* below sm_89 the host never launches an fp8 tiled kernel */
 }
@@ -80,32 +83,24 @@ __device__ __forceinline__ void mma_e4m3(float (&c)[4], const uint32_t (&a)[4], 
  * sm_75: two m16n8k8 (fp16 only). */
 template <bool BF16>
 __device__ __forceinline__ void mma_h(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(QPCU_EMULATE)
+#if defined(QP_CU_EMULATE)
     emu_mma_h(c, a, b0, b1, BF16);
 #elif __CUDA_ARCH__ >= 800
     if constexpr (BF16)
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        QP_CU_MMA_A4("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", "+f", c, a, b0, b1);
     else
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                     "{%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+        QP_CU_MMA_A4("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", "+f", c, a, b0, b1);
 #elif __CUDA_ARCH__ >= 750
     if constexpr (!BF16) {
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(b0));
-        asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
-                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[2]), "r"(a[3]), "r"(b1));
+        QP_CU_MMA_1688(c, a[0], a[1], b0);
+        QP_CU_MMA_1688(c, a[2], a[3], b1);
     }
     /* bf16 below sm_80: the host never launches a bf16 tiled kernel */
 #endif
 }
 
 __device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const uint8_t *p) {
-#if defined(QPCU_EMULATE)
+#if defined(QP_CU_EMULATE)
     emu_ldmatrix_x4(r, p);
 #else
     uint32_t a = (uint32_t)__cvta_generic_to_shared(p);
@@ -137,75 +132,75 @@ __device__ __forceinline__ void cp_wait() {
 }
 
 /* ---- operand traits ------------------------------------------------------ */
-/* K: elements of one k-tile (QPCU_TC_KB bytes); the host pads K to it. */
-struct qpcu_op_s8 {
+/* K: elements of one k-tile (QP_CU_TC_KB bytes); the host pads K to it. */
+struct qp_cu_op_s8 {
     typedef int acc_t;
-    static constexpr int K = QPCU_BK;
+    static constexpr int K = QP_CU_BK;
     static __device__ __forceinline__ void mma(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
         mma_s8(c, a, b0, b1);
     }
 };
-struct qpcu_op_e4m3 {
+struct qp_cu_op_e4m3 {
     typedef float acc_t;
-    static constexpr int K = QPCU_BK;
+    static constexpr int K = QP_CU_BK;
     static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
         mma_e4m3(c, a, b0, b1);
     }
 };
 template <bool BF16>
-struct qpcu_op_h {
+struct qp_cu_op_h {
     typedef float acc_t;
-    static constexpr int K = QPCU_BKH;
+    static constexpr int K = QP_CU_BKH;
     static __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
         mma_h<BF16>(c, a, b0, b1);
     }
 };
 
 /* ---- A loaders: row r's bytes of k-tile kt are row(r) + kt * 64 ---------- */
-struct qpcu_a_rows { /* rows at a fixed stride (a block of x' / xq) */
+struct qp_cu_a_rows { /* rows at a fixed stride (a block of x' / xq) */
     const uint8_t *base;
     size_t stride;
     __device__ __forceinline__ const uint8_t *row(int r) const { return base + (size_t)r * stride; }
 };
-struct qpcu_a_gather { /* a pointer per row in shared memory */
+struct qp_cu_a_gather { /* a pointer per row in shared memory */
     const uint8_t *const *rows;
     __device__ __forceinline__ const uint8_t *row(int r) const { return rows[r]; }
 };
 
 /* 64 rows x 4 chunks of 16 bytes, two chunks per thread */
 template <class Rows>
-__device__ __forceinline__ void qpcu_tc_copy(uint8_t *s, const Rows &src, int kt) {
+__device__ __forceinline__ void qp_cu_tc_copy(uint8_t *s, const Rows &src, int kt) {
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        int c = threadIdx.x + i * TC_THREADS, r = qpcu_tc_chunk_row(c), col = qpcu_tc_chunk_col(c);
-        cp16(s + r * SROW + col, src.row(r) + (size_t)kt * QPCU_TC_KB + col);
+        int c = threadIdx.x + i * TC_THREADS, r = qp_cu_tc_chunk_row(c), col = qp_cu_tc_chunk_col(c);
+        cp16(s + r * SROW + col, src.row(r) + (size_t)kt * QP_CU_TC_KB + col);
     }
 }
 
 /* ---- B loader for weights stored as the mma reads them ([n][Kp] bytes) ---- */
-struct qpcu_b_bytes {
-    qpcu_a_rows rows; /* weight row n0 and its stride */
-    __device__ __forceinline__ void load(uint8_t *sb, int kt) const { qpcu_tc_copy(sb, rows, kt); }
+struct qp_cu_b_bytes {
+    qp_cu_a_rows rows; /* weight row n0 and its stride */
+    __device__ __forceinline__ void load(uint8_t *sb, int kt) const { qp_cu_tc_copy(sb, rows, kt); }
 };
 
 /* ---- folds: per k-group scales applied once per group --------------------
  * A fold has ON, group() (k elements per group) and apply(acc, part, g,
  * lane, wm, wn): acc += part * scale of group g, part = 0. */
-struct qpcu_fold_none {
+struct qp_cu_fold_none {
     static constexpr bool ON = false;
 };
 
 /* The shared tiles: two stages of A and B. */
-struct qpcu_tc_smem {
-    uint8_t a[2][QPCU_BM * SROW];
-    uint8_t b[2][QPCU_BN * SROW];
+struct qp_cu_tc_smem {
+    uint8_t a[2][QP_CU_BM * SROW];
+    uint8_t b[2][QP_CU_BN * SROW];
 };
 
 /* acc (zeroed here) = the sum over k-tiles [kbeg, kend). nmi: the m16
  * fragments of this warp that hold live rows (warp-uniform; 2 = all): the
  * MoE's last, mostly empty tile of an expert skips the rest. */
 template <class Op, class AL, class BL, class Fold>
-__device__ __forceinline__ void qpcu_tc_mainloop(qpcu_tc_smem &sm, const AL &al, const BL &bl, const Fold &fold,
+__device__ __forceinline__ void qp_cu_tc_mainloop(qp_cu_tc_smem &sm, const AL &al, const BL &bl, const Fold &fold,
                                                  int kbeg, int kend, int nmi, typename Op::acc_t (&acc)[2][4][4]) {
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     const int wm = warp >> 1, wn = warp & 1;
@@ -222,7 +217,7 @@ __device__ __forceinline__ void qpcu_tc_mainloop(qpcu_tc_smem &sm, const AL &al,
     for (int kt = kbeg - 1; kt < kend; kt++) {
         const int cur = (kt - kbeg) & 1;
         if (kt + 1 < kend) {
-            qpcu_tc_copy(sm.a[cur ^ 1], al, kt + 1);
+            qp_cu_tc_copy(sm.a[cur ^ 1], al, kt + 1);
             bl.load(sm.b[cur ^ 1], kt + 1);
             cp_commit();
         }
@@ -232,15 +227,15 @@ __device__ __forceinline__ void qpcu_tc_mainloop(qpcu_tc_smem &sm, const AL &al,
         __syncthreads();
         const uint8_t *A = sm.a[cur], *B = sm.b[cur];
 #pragma unroll
-        for (int kk = 0; nmi && kk < QPCU_TC_KB; kk += 32) {
+        for (int kk = 0; nmi && kk < QP_CU_TC_KB; kk += 32) {
             uint32_t af[2][4], bf[4][2];
 #pragma unroll
             for (int mi = 0; mi < 2; mi++)
-                if (mi < nmi) ldsm_x4(af[mi], A + qpcu_tc_a_addr(lane, wm, mi, kk));
+                if (mi < nmi) ldsm_x4(af[mi], A + qp_cu_tc_a_addr(lane, wm, mi, kk));
 #pragma unroll
             for (int np = 0; np < 2; np++) { /* two n8 tiles per ldmatrix.x4 */
                 uint32_t r[4];
-                ldsm_x4(r, B + qpcu_tc_b_addr(lane, wn, np, kk));
+                ldsm_x4(r, B + qp_cu_tc_b_addr(lane, wn, np, kk));
                 bf[np * 2][0] = r[0];
                 bf[np * 2][1] = r[1];
                 bf[np * 2 + 1][0] = r[2];
@@ -266,7 +261,7 @@ __device__ __forceinline__ void qpcu_tc_mainloop(qpcu_tc_smem &sm, const AL &al,
 
 /* put(row, col, v) for every accumulator of this thread (tile coordinates) */
 template <class T, class Put>
-__device__ __forceinline__ void qpcu_tc_store(const T (&acc)[2][4][4], const Put &put) {
+__device__ __forceinline__ void qp_cu_tc_store(const T (&acc)[2][4][4], const Put &put) {
     const int lane = threadIdx.x % WARP, warp = threadIdx.x / WARP;
     const int wm = warp >> 1, wn = warp & 1;
 #pragma unroll
@@ -275,7 +270,7 @@ __device__ __forceinline__ void qpcu_tc_store(const T (&acc)[2][4][4], const Put
         for (int ni = 0; ni < 4; ni++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
-                put(qpcu_tc_c_row(lane, wm, mi, e), qpcu_tc_c_col(lane, wn, ni, e), acc[mi][ni][e]);
+                put(qp_cu_tc_c_row(lane, wm, mi, e), qp_cu_tc_c_col(lane, wn, ni, e), acc[mi][ni][e]);
 }
 
 #endif

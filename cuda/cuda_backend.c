@@ -27,16 +27,16 @@
 #include "cuda_kernels.h"
 #include "cuda_moe.h"
 
-#ifndef QPCU_SASS_TARGETS
-#define QPCU_SASS_TARGETS "75,80,86,89,90"
+#ifndef QP_CU_SASS_TARGETS
+#define QP_CU_SASS_TARGETS "75,80,86,89,90"
 #endif
-#ifndef QPCU_PTX_TARGETS
-#define QPCU_PTX_TARGETS "90"
+#ifndef QP_CU_PTX_TARGETS
+#define QP_CU_PTX_TARGETS "90"
 #endif
 
 #define EXPORT __attribute__((visibility("default")))
 
-typedef struct cu_lin {
+typedef struct qp_cu_lin {
     char layer[96];
     int N, K, Np, Kp;
     int wkind, qqq, act, bf16;
@@ -56,19 +56,19 @@ typedef struct cu_lin {
     float act_maxv, nv_g;
     int ue8m0;
     const char *kname; /* "w4a16", "unquantized", "mx", ... for messages */
-} cu_lin;
+} qp_cu_lin;
 
 static int round_up(int v, int m) { return (v + m - 1) / m * m; }
 
-static qp_status cuda_fail(cu_dev *d, const char *layer, const char *call, cudaError_t e) {
+static qp_status cuda_fail(qp_cu_dev *d, const char *layer, const char *call, cudaError_t e) {
     return qp_cu_error(d, e == cudaErrorMemoryAllocation ? QP_ERR_OUT_OF_MEMORY : QP_ERR_DEVICE, layer,
                        "%s failed: %s (%d)", call, cudaGetErrorString(e), (int)e);
 }
 
 /* ---- init / devices ------------------------------------------------------ */
 
-static qp_status cu_init(const qp_host *host, void **state) {
-    cu_state *st = calloc(1, sizeof *st);
+static qp_status qp_cu_init(const qp_host *host, void **state) {
+    qp_cu_state *st = calloc(1, sizeof *st);
     if (!st) return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of memory in init");
     st->host = host;
     *state = st;
@@ -90,7 +90,7 @@ static qp_status cu_init(const qp_host *host, void **state) {
     st->devs = calloc((size_t)n, sizeof *st->devs);
     if (!st->devs) return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of memory in init");
     for (int i = 0; i < n; i++) {
-        cu_dev *d = &st->devs[st->n];
+        qp_cu_dev *d = &st->devs[st->n];
         d->st = st;
         d->index = st->n;
         e = cudaGetDeviceProperties(&d->prop, i);
@@ -100,13 +100,13 @@ static qp_status cu_init(const qp_host *host, void **state) {
             continue;
         }
         d->cc = d->prop.major * 10 + d->prop.minor;
-        d->fit = qpcu_arch_check(d->cc, QPCU_SASS_TARGETS, QPCU_PTX_TARGETS, d->fit_why, sizeof d->fit_why);
-        if (d->fit == QPCU_ARCH_NONE)
+        d->fit = qp_cu_arch_check(d->cc, QP_CU_SASS_TARGETS, QP_CU_PTX_TARGETS, d->fit_why, sizeof d->fit_why);
+        if (d->fit == QP_CU_ARCH_NONE)
             host->log(host->ctx, QP_LOG_WARN, "cuda:%d %s: %s", d->index, d->prop.name, d->fit_why);
         else
             host->log(host->ctx, QP_LOG_INFO, "cuda:%d %s, compute capability %d.%d, %s", d->index, d->prop.name,
                       d->prop.major, d->prop.minor,
-                      d->fit == QPCU_ARCH_SASS ? "native code" : "PTX JIT (no SASS for this GPU in the plugin)");
+                      d->fit == QP_CU_ARCH_SASS ? "native code" : "PTX JIT (no SASS for this GPU in the plugin)");
         /* device index in the runtime equals ours unless one was skipped */
         d->index = i;
         st->n++;
@@ -116,7 +116,7 @@ static qp_status cu_init(const qp_host *host, void **state) {
 
 /* Frees what the backend made on d (workspace, retired blocks; the stream
  * when it is ours), after its work. */
-static void dev_teardown(cu_dev *d) {
+static void dev_teardown(qp_cu_dev *d) {
     if (!d->has_stream && !d->ws && !d->n_retired) return;
     cudaSetDevice(d->index);
     if (d->has_stream) {
@@ -135,8 +135,8 @@ static void dev_teardown(cu_dev *d) {
     cudaGetLastError();
 }
 
-static void cu_shutdown(void *state) {
-    cu_state *st = state;
+static void qp_cu_shutdown(void *state) {
+    qp_cu_state *st = state;
     if (!st) return;
     int prev = -1;
     if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
@@ -147,15 +147,15 @@ static void cu_shutdown(void *state) {
     free(st);
 }
 
-static int cu_device_count(void *state) { return ((cu_state *)state)->n; }
+static int qp_cu_device_count(void *state) { return ((qp_cu_state *)state)->n; }
 
-static void *cu_device_get(void *state, int i) {
-    cu_state *st = state;
+static void *qp_cu_device_get(void *state, int i) {
+    qp_cu_state *st = state;
     return i >= 0 && i < st->n ? &st->devs[i] : NULL;
 }
 
-static qp_status cu_device_info(void *dev, qp_device_info *out) {
-    cu_dev *d = dev;
+static qp_status qp_cu_device_info(void *dev, qp_device_info *out) {
+    qp_cu_dev *d = dev;
     size_t sz = out->struct_size;
     memset(out, 0, sz < sizeof *out ? sz : sizeof *out);
     out->struct_size = sz;
@@ -178,10 +178,10 @@ static qp_status cu_device_info(void *dev, qp_device_info *out) {
     c->int8_arith = 1;
     c->fp16_arith = d->cc >= 53;
     c->bf16 = d->cc >= 80;
-    c->int_dot = qpcu_cap_int_dot(d->cc);
-    c->int_dot_accelerated = qpcu_cap_int_dot(d->cc);
-    c->tensor_core_int8 = qpcu_cap_tensor_core_int8(d->cc);
-    c->tensor_core_fp8 = qpcu_cap_tensor_core_fp8(d->cc);
+    c->int_dot = qp_cu_cap_int_dot(d->cc);
+    c->int_dot_accelerated = qp_cu_cap_int_dot(d->cc);
+    c->tensor_core_int8 = qp_cu_cap_tensor_core_int8(d->cc);
+    c->tensor_core_fp8 = qp_cu_cap_tensor_core_fp8(d->cc);
     c->subgroup_min = 32;
     c->subgroup_max = 32;
     c->shared_mem_bytes = (int64_t)d->prop.sharedMemPerBlock;
@@ -190,17 +190,17 @@ static qp_status cu_device_info(void *dev, qp_device_info *out) {
     return QP_OK;
 }
 
-static qp_status cu_device_supports(void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out) {
+static qp_status qp_cu_device_supports(void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out) {
     (void)M; (void)N; (void)K;
-    cu_dev *d = dev;
-    qpcu_scheme_support(scheme, d->cc, QPCU_SASS_TARGETS, QPCU_PTX_TARGETS, out);
+    qp_cu_dev *d = dev;
+    qp_cu_scheme_support(scheme, d->cc, QP_CU_SASS_TARGETS, QP_CU_PTX_TARGETS, out);
     return QP_OK;
 }
 
 /* ---- buffers -------------------------------------------------------------- */
 
 /* The layers' names since the last synchronize, for a fault's message. */
-static void pend_text(const cu_dev *d, char *out, size_t cap) {
+static void pend_text(const qp_cu_dev *d, char *out, size_t cap) {
     out[0] = 0;
     if (!d->n_pend) { snprintf(out, cap, "no layer enqueued since the last synchronize"); return; }
     size_t o = (size_t)snprintf(out, cap, "in the work enqueued since the last synchronize: ");
@@ -211,7 +211,7 @@ static void pend_text(const cu_dev *d, char *out, size_t cap) {
         snprintf(out + o, cap - o, " and %d more, the last '%s'", d->n_pend - shown, d->pend_last);
 }
 
-void qpcu_enqueued(cu_dev *d, const char *layer) {
+void qp_cu_enqueued(qp_cu_dev *d, const char *layer) {
     if (!layer || !*layer) layer = "(unnamed)";
     snprintf(d->pend_last, sizeof d->pend_last, "%s", layer);
     d->enq_seq++;
@@ -224,7 +224,7 @@ void qpcu_enqueued(cu_dev *d, const char *layer) {
 
 /* cudaStreamSynchronize of the device's stream (a host wait); a failure
  * names the layers enqueued since the last one (`call` says who waited). */
-static qp_status stream_wait(cu_dev *d, const char *call) {
+static qp_status stream_wait(qp_cu_dev *d, const char *call) {
     if (!d->has_stream) return QP_OK;
     d->host_waits++;
     cudaError_t e = cudaStreamSynchronize(d->stream);
@@ -240,7 +240,7 @@ static qp_status stream_wait(cu_dev *d, const char *call) {
                     "%s failed %s: %s (%d)", call, pend, cudaGetErrorString(e), (int)e);
 }
 
-qp_status qpcu_malloc(cu_dev *d, void **p, size_t bytes, const char *layer, const char *what) {
+qp_status qp_cu_malloc(qp_cu_dev *d, void **p, size_t bytes, const char *layer, const char *what) {
     d->allocations++;
     *p = NULL;
     cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
@@ -252,7 +252,7 @@ qp_status qpcu_malloc(cu_dev *d, void **p, size_t bytes, const char *layer, cons
     return cuda_fail(d, layer, call, e);
 }
 
-qp_status qpcu_retire(cu_dev *d, void *p) {
+qp_status qp_cu_retire(qp_cu_dev *d, void *p) {
     if (!p) return QP_OK;
     if (d->n_retired == d->cap_retired) {
         int cap = d->cap_retired ? 2 * d->cap_retired : 8;
@@ -270,11 +270,11 @@ qp_status qpcu_retire(cu_dev *d, void *p) {
     return QP_OK;
 }
 
-static qp_status cu_buffer_alloc(void *dev, size_t bytes, void **buf) {
-    cu_dev *d = dev;
+static qp_status qp_cu_buffer_alloc(void *dev, size_t bytes, void **buf) {
+    qp_cu_dev *d = dev;
     cudaError_t e = cudaSetDevice(d->index);
     if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaSetDevice", e);
-    cu_buf *b = calloc(1, sizeof *b);
+    qp_cu_buf *b = calloc(1, sizeof *b);
     if (!b) return d->st->host->error(d->st->host->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
     d->allocations++;
     e = cudaMalloc(&b->p, bytes ? bytes : 1);
@@ -290,16 +290,16 @@ static qp_status cu_buffer_alloc(void *dev, size_t bytes, void **buf) {
     return QP_OK;
 }
 
-static void cu_buffer_free(void *dev, void *buf) {
-    cu_dev *d = dev;
-    cu_buf *b = buf;
+static void qp_cu_buffer_free(void *dev, void *buf) {
+    qp_cu_dev *d = dev;
+    qp_cu_buf *b = buf;
     if (!b) return;
     cudaSetDevice(d->index);
     if (!b->imported) cudaFree(b->p);
     free(b);
 }
 
-static qp_status buf_range(cu_dev *d, cu_buf *b, size_t off, size_t bytes, const char *what) {
+static qp_status buf_range(qp_cu_dev *d, qp_cu_buf *b, size_t off, size_t bytes, const char *what) {
     if (off > b->size || bytes > b->size - off)
         return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL,
                                   "%s of %zu bytes at offset %zu exceeds the buffer (%zu bytes)",
@@ -307,9 +307,9 @@ static qp_status buf_range(cu_dev *d, cu_buf *b, size_t off, size_t bytes, const
     return QP_OK;
 }
 
-static qp_status cu_buffer_upload(void *dev, void *buf, size_t offset, const void *src, size_t bytes) {
-    cu_dev *d = dev;
-    cu_buf *b = buf;
+static qp_status qp_cu_buffer_upload(void *dev, void *buf, size_t offset, const void *src, size_t bytes) {
+    qp_cu_dev *d = dev;
+    qp_cu_buf *b = buf;
     qp_status s = buf_range(d, b, offset, bytes, "upload");
     if (s != QP_OK || !bytes) return s;
     cudaError_t e = cudaSetDevice(d->index);
@@ -323,9 +323,9 @@ static qp_status cu_buffer_upload(void *dev, void *buf, size_t offset, const voi
     return stream_wait(d, "buffer upload (cudaStreamSynchronize)");
 }
 
-static qp_status cu_buffer_download(void *dev, void *buf, size_t offset, void *dst, size_t bytes) {
-    cu_dev *d = dev;
-    cu_buf *b = buf;
+static qp_status qp_cu_buffer_download(void *dev, void *buf, size_t offset, void *dst, size_t bytes) {
+    qp_cu_dev *d = dev;
+    qp_cu_buf *b = buf;
     qp_status s = buf_range(d, b, offset, bytes, "download");
     if (s != QP_OK || !bytes) return s;
     cudaError_t e = cudaSetDevice(d->index);
@@ -339,7 +339,7 @@ static qp_status cu_buffer_download(void *dev, void *buf, size_t offset, void *d
 
 /* ---- layers ---------------------------------------------------------------- */
 
-static void lin_free(cu_lin *l) {
+static void lin_free(qp_cu_lin *l) {
     if (!l) return;
     cudaFree(l->w);
     cudaFree(l->s_group);
@@ -351,8 +351,8 @@ static void lin_free(cu_lin *l) {
     free(l);
 }
 
-qp_status qpcu_upload_new(cu_dev *d, void **dst, const void *src, size_t bytes, const char *layer, const char *what) {
-    qp_status s = qpcu_malloc(d, dst, bytes, layer, what);
+qp_status qp_cu_upload_new(qp_cu_dev *d, void **dst, const void *src, size_t bytes, const char *layer, const char *what) {
+    qp_status s = qp_cu_malloc(d, dst, bytes, layer, what);
     if (s != QP_OK || !bytes) return s;
     /* on the device's stream (ordered before the forwards on an imported
      * non-blocking stream, which a legacy-stream cudaMemcpy from pageable
@@ -369,11 +369,11 @@ qp_status qpcu_upload_new(cu_dev *d, void **dst, const void *src, size_t bytes, 
     return stream_wait(d, "upload (cudaStreamSynchronize)");
 }
 
-static qp_status upload_new(cu_dev *d, cu_lin *l, void **dst, const void *src, size_t bytes, const char *tensor) {
-    return qpcu_upload_new(d, dst, src, bytes, l->layer, tensor);
+static qp_status upload_new(qp_cu_dev *d, qp_cu_lin *l, void **dst, const void *src, size_t bytes, const char *tensor) {
+    return qp_cu_upload_new(d, dst, src, bytes, l->layer, tensor);
 }
 
-qp_status qp_cu_error(const cu_dev *d, qp_status st, const char *layer, const char *fmt, ...) {
+qp_status qp_cu_error(const qp_cu_dev *d, qp_status st, const char *layer, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     qp_status r = qp_backend_verror(d->st->host, st, "cuda", d->index, layer, fmt, ap);
@@ -381,13 +381,13 @@ qp_status qp_cu_error(const cu_dev *d, qp_status st, const char *layer, const ch
     return r;
 }
 
-static qp_status lin_error(cu_dev *d, qp_status s, const char *layer, const char *msg) {
+static qp_status lin_error(qp_cu_dev *d, qp_status s, const char *layer, const char *msg) {
     return qp_cu_error(d, s, layer, "%s", msg);
 }
 
 /* qport's own stream of a device it created (imported ones have the
  * application's): blocking, so ordered with legacy-stream work. */
-static qp_status make_stream(cu_dev *d, const char *layer) {
+static qp_status make_stream(qp_cu_dev *d, const char *layer) {
     if (d->has_stream) return QP_OK;
     cudaError_t e = cudaStreamCreateWithFlags(&d->stream, cudaStreamDefault);
     if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, layer, "cudaStreamCreate", e); }
@@ -395,16 +395,16 @@ static qp_status make_stream(cu_dev *d, const char *layer) {
     return QP_OK;
 }
 
-#define QPCU_WS_MIN ((size_t)256 << 10)
+#define QP_CU_WS_MIN ((size_t)256 << 10)
 
 /* A workspace of at least `bytes` (reserve time only: the old one is
  * retired, so work and graphs that use it stay valid). */
-static qp_status ws_grow(cu_dev *d, const char *layer, size_t bytes) {
+static qp_status ws_grow(qp_cu_dev *d, const char *layer, size_t bytes) {
     if (d->ws_bytes >= bytes) return QP_OK;
     void *p = NULL;
-    qp_status s = qpcu_malloc(d, &p, bytes, layer, "workspace");
+    qp_status s = qp_cu_malloc(d, &p, bytes, layer, "workspace");
     if (s != QP_OK) return s;
-    if (d->ws) qpcu_retire(d, d->ws);
+    if (d->ws) qp_cu_retire(d, d->ws);
     d->ws = p;
     d->ws_bytes = bytes;
     return QP_OK;
@@ -412,12 +412,12 @@ static qp_status ws_grow(cu_dev *d, const char *layer, size_t bytes) {
 
 /* Ensures the kernels can run on the device (no image: a GPU newer than
  * every compiled target and no PTX, or a driver too old for the PTX). */
-static qp_status ensure_runnable(cu_dev *d, const char *layer) {
-    if (d->fit == QPCU_ARCH_NONE) return lin_error(d, QP_ERR_UNSUPPORTED, layer, d->fit_why);
+static qp_status ensure_runnable(qp_cu_dev *d, const char *layer) {
+    if (d->fit == QP_CU_ARCH_NONE) return lin_error(d, QP_ERR_UNSUPPORTED, layer, d->fit_why);
     if (!d->probed) {
         cudaError_t e = cudaSetDevice(d->index);
         if (e != cudaSuccess) return cuda_fail(d, layer, "cudaSetDevice", e);
-        int pe = qpcu_kernel_probe();
+        int pe = qp_cu_kernel_probe();
         d->probed = pe == 0 ? 1 : -1;
         if (pe) {
             cudaGetLastError();
@@ -425,33 +425,33 @@ static qp_status ensure_runnable(cu_dev *d, const char *layer) {
             snprintf(msg, sizeof msg,
                      "unsupported: no kernel image for compute capability %d.%d (cudaFuncGetAttributes: %s (%d)); "
                      "the plugin has sm %s and PTX %s",
-                     d->prop.major, d->prop.minor, cudaGetErrorString((cudaError_t)pe), pe, QPCU_SASS_TARGETS,
-                     QPCU_PTX_TARGETS);
+                     d->prop.major, d->prop.minor, cudaGetErrorString((cudaError_t)pe), pe, QP_CU_SASS_TARGETS,
+                     QP_CU_PTX_TARGETS);
             snprintf(d->fit_why, sizeof d->fit_why, "%s", msg);
-            d->fit = QPCU_ARCH_NONE;
+            d->fit = QP_CU_ARCH_NONE;
             return lin_error(d, QP_ERR_UNSUPPORTED, layer, msg);
         }
         qp_status s = make_stream(d, layer);
         if (s != QP_OK) return s;
         /* the smallest workspace: the in-place rotation / KV chunks */
-        if (d->ws_bytes < QPCU_WS_MIN && (s = ws_grow(d, layer, QPCU_WS_MIN)) != QP_OK) return s;
+        if (d->ws_bytes < QP_CU_WS_MIN && (s = ws_grow(d, layer, QP_CU_WS_MIN)) != QP_OK) return s;
     }
     return d->probed == 1 ? QP_OK : lin_error(d, QP_ERR_UNSUPPORTED, layer, d->fit_why);
 }
 
 /* fp16 mma.sync from sm_75 (m16n8k8), bf16 from sm_80 (m16n8k16) */
-static int tiled_h_ok(const cu_dev *d, const cu_lin *l) { return l->bf16 ? d->cc >= 80 : d->cc >= 75; }
+static int tiled_h_ok(const qp_cu_dev *d, const qp_cu_lin *l) { return l->bf16 ? d->cc >= 80 : d->cc >= 75; }
 
 /* Validates the forced path against the scheme and the device. */
-static qp_status check_path(cu_dev *d, const cu_lin *l, unsigned path) {
+static qp_status check_path(qp_cu_dev *d, const qp_cu_lin *l, unsigned path) {
     if ((path & QP_PATH_GEMV) && (path & QP_PATH_TILED))
         return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "QP_PATH_GEMV and QP_PATH_TILED are exclusive");
     if ((path & QP_PATH_INT_DOT) && (path & QP_PATH_NO_INT_DOT))
         return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "QP_PATH_INT_DOT and QP_PATH_NO_INT_DOT are exclusive");
-    if (QPCU_IS_FLOAT_KIND(l->wkind)) {
+    if (QP_CU_IS_FLOAT_KIND(l->wkind)) {
         if (path & QP_PATH_INT_DOT)
             return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
-                             l->wkind == QPCU_W_Q4F ? "unsupported path: w4a16 is a float GEMM (fp32 accumulation); "
+                             l->wkind == QP_CU_W_Q4F ? "unsupported path: w4a16 is a float GEMM (fp32 accumulation); "
                                                       "cuda has no int-dot path for it"
                                                     : "unsupported path: this scheme is a float GEMM (fp32 "
                                                       "accumulation); cuda has no int-dot path for it");
@@ -459,11 +459,11 @@ static qp_status check_path(cu_dev *d, const cu_lin *l, unsigned path) {
             return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
                              "unsupported path: the tiled float kernel needs fp16 tensor cores (compute capability "
                              ">= 7.5) and, for bf16, compute capability >= 8.0; this device runs the GEMV path");
-    } else if (l->wkind == QPCU_W_F8 || l->wkind == QPCU_W_F8B) {
+    } else if (l->wkind == QP_CU_W_F8 || l->wkind == QP_CU_W_F8B) {
         if (path & QP_PATH_INT_DOT)
             return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
                              "unsupported path: W8A8-FP8 has no integer dot-product path on cuda");
-        if ((path & QP_PATH_TILED) && !qpcu_cap_tensor_core_fp8(d->cc))
+        if ((path & QP_PATH_TILED) && !qp_cu_cap_tensor_core_fp8(d->cc))
             return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
                              "unsupported path: the tiled fp8 kernel needs e4m3 tensor cores (compute capability "
                              ">= 8.9); this device runs the fp32 decode GEMV path");
@@ -472,17 +472,17 @@ static qp_status check_path(cu_dev *d, const cu_lin *l, unsigned path) {
             return lin_error(d, QP_ERR_UNSUPPORTED, l->layer,
                              "unsupported path: the tiled kernel uses int8 tensor cores (mma.sync); the plain "
                              "multiply-add kernel is the GEMV path");
-        if ((path & QP_PATH_INT_DOT) && !qpcu_cap_int_dot(d->cc))
+        if ((path & QP_PATH_INT_DOT) && !qp_cu_cap_int_dot(d->cc))
             return lin_error(d, QP_ERR_UNSUPPORTED, l->layer, "unsupported path: no dp4a below compute capability 6.1");
     }
     return QP_OK;
 }
 
 /* Float kinds: repack and upload (layouts in cuda_kernels.h). */
-static qp_status upload_float(cu_dev *d, cu_lin *l, const qp_lin_desc *desc) {
+static qp_status upload_float(qp_cu_dev *d, qp_cu_lin *l, const qp_lin_desc *desc) {
     size_t Np = (size_t)l->Np, Kp = (size_t)l->Kp, N = (size_t)l->N, K = (size_t)l->K;
     qp_status s = QP_OK;
-    if (l->wkind == QPCU_W_Q4F) {
+    if (l->wkind == QP_CU_W_Q4F) {
         int g = desc->group_size > 0 ? desc->group_size : l->Kp;
         size_t G = desc->group_size > 0 ? K / (size_t)g : 1, Gp = (Kp + (size_t)g - 1) / (size_t)g;
         l->group = g;
@@ -508,7 +508,7 @@ static qp_status upload_float(cu_dev *d, cu_lin *l, const qp_lin_desc *desc) {
         free(hw); free(hz); free(hs);
         return s;
     }
-    if (l->wkind == QPCU_W_H) {
+    if (l->wkind == QP_CU_W_H) {
         uint16_t *hw = calloc(Np * Kp, 2);
         if (!hw) return lin_error(d, QP_ERR_OUT_OF_MEMORY, l->layer, "out of host memory while repacking");
         for (size_t n = 0; n < N; n++) memcpy(hw + n * Kp, desc->w_act + n * K, K * 2);
@@ -521,7 +521,7 @@ static qp_status upload_float(cu_dev *d, cu_lin *l, const qp_lin_desc *desc) {
     int packed = desc->w_elem == QP_DTYPE_F4_E2M1;
     for (size_t i = 0; packed && i < N * K; i++)
         if (desc->w_codes[i] > 15) packed = 0;
-    if (packed) l->wkind = QPCU_W_LUT4;
+    if (packed) l->wkind = QP_CU_W_LUT4;
     size_t wbytes = packed ? Np * Kp / 2 : Np * Kp;
     uint8_t *hc = calloc(wbytes, 1);
     float *hb = calloc(Np * (Kp / B), sizeof(float));
@@ -545,19 +545,19 @@ static int env_flag(const qp_host *h, const char *name) {
     return v && *v && strcmp(v, "0") != 0;
 }
 
-static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path, void **out) {
-    cu_dev *d = dev;
+static qp_status qp_cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path, void **out) {
+    qp_cu_dev *d = dev;
     const qp_host *h = d->st->host;
     if (!desc || !out || desc->N <= 0 || desc->K <= 0)
         return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda: linear_prepare: NULL descriptor or bad shape");
     const char *layer = desc->layer ? desc->layer : "";
-    cu_lin *l = calloc(1, sizeof *l);
+    qp_cu_lin *l = calloc(1, sizeof *l);
     if (!l) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
     snprintf(l->layer, sizeof l->layer, "%s", layer);
     l->N = desc->N;
     l->K = desc->K;
-    l->Np = round_up(desc->N, QPCU_BN);
-    l->Kp = round_up(desc->K, QPCU_BK);
+    l->Np = round_up(desc->N, QP_CU_BN);
+    l->Kp = round_up(desc->K, QP_CU_BK);
     l->path = path;
     l->in_scale = desc->input_scale;
     l->in_zp = desc->input_zp;
@@ -573,9 +573,9 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
     switch (desc->kind) {
     case QP_SCHEME_W8A8_INT8:
         if (!desc->w_i8 || !desc->w_scale) { s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "missing w_i8 / w_scale"); goto fail; }
-        l->wkind = QPCU_W_I8;
-        if (desc->act == QP_ACT_INT8_STATIC) l->act = desc->act_symmetric ? QPCU_ACT_I8_STATIC_SYM : QPCU_ACT_I8_STATIC_ASYM;
-        else if (desc->act == QP_ACT_INT8_DYNAMIC_TOKEN) l->act = desc->act_symmetric ? QPCU_ACT_I8_DYN_SYM : QPCU_ACT_I8_DYN_ASYM;
+        l->wkind = QP_CU_W_I8;
+        if (desc->act == QP_ACT_INT8_STATIC) l->act = desc->act_symmetric ? QP_CU_ACT_I8_STATIC_SYM : QP_CU_ACT_I8_STATIC_ASYM;
+        else if (desc->act == QP_ACT_INT8_DYNAMIC_TOKEN) l->act = desc->act_symmetric ? QP_CU_ACT_I8_DYN_SYM : QP_CU_ACT_I8_DYN_ASYM;
         else { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: W8A8-INT8 activation mode not implemented on cuda"); goto fail; }
         if (!desc->act_symmetric && !desc->azp_adj) {
             s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "asymmetric activations need azp_adj");
@@ -585,10 +585,10 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
     case QP_SCHEME_W8A8_FP8:
     case QP_SCHEME_HF_FP8:
         if (!desc->w_u8 || !desc->w_scale) { s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "missing w_u8 / w_scale"); goto fail; }
-        l->wkind = QPCU_W_F8;
-        if (desc->act == QP_ACT_FP8_STATIC) l->act = QPCU_ACT_F8_STATIC;
-        else if (desc->act == QP_ACT_FP8_DYNAMIC_TENSOR) l->act = QPCU_ACT_F8_DYN_TENSOR;
-        else if (desc->act == QP_ACT_FP8_DYNAMIC_TOKEN) l->act = QPCU_ACT_F8_DYN_TOKEN;
+        l->wkind = QP_CU_W_F8;
+        if (desc->act == QP_ACT_FP8_STATIC) l->act = QP_CU_ACT_F8_STATIC;
+        else if (desc->act == QP_ACT_FP8_DYNAMIC_TENSOR) l->act = QP_CU_ACT_F8_DYN_TENSOR;
+        else if (desc->act == QP_ACT_FP8_DYNAMIC_TOKEN) l->act = QP_CU_ACT_F8_DYN_TOKEN;
         else { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "unsupported: not yet implemented on cuda (fp8 activation mode)"); goto fail; }
         break;
     case QP_SCHEME_W8A8_FP8_BLOCK:
@@ -598,8 +598,8 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
             goto fail;
         }
         if (desc->K % 128) { s = lin_error(d, QP_ERR_VALUE, layer, "per-block fp8 needs K % 128 == 0"); goto fail; }
-        l->wkind = QPCU_W_F8B;
-        l->act = QPCU_ACT_F8_GROUP128;
+        l->wkind = QP_CU_W_F8B;
+        l->act = QP_CU_ACT_F8_GROUP128;
         l->ue8m0 = desc->ue8m0 != 0;
         break;
     case QP_SCHEME_QQQ_W4A8:
@@ -611,10 +611,10 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
         }
         if (!desc->q4 || !desc->s_channel || !desc->w8) { s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "missing q4 / w8 / s_channel"); goto fail; }
         l->qqq = 1;
-        l->act = QPCU_ACT_I8_DYN_SYM;
+        l->act = QP_CU_ACT_I8_DYN_SYM;
         /* QPORT_CUDA_QQQ_W8=1: run the exact int8 weights of docs/semantics.md §11 step 2
          * (desc->w8) through the int8 kernels instead of expanding nibbles */
-        l->wkind = env_flag(h, "QPORT_CUDA_QQQ_W8") ? QPCU_W_I8 : desc->group_size == 128 ? QPCU_W_Q4G : QPCU_W_Q4CH;
+        l->wkind = env_flag(h, "QPORT_CUDA_QQQ_W8") ? QP_CU_W_I8 : desc->group_size == 128 ? QP_CU_W_Q4G : QP_CU_W_Q4CH;
         break;
     case QP_SCHEME_W4A16_INT4: {
         l->kname = "w4a16";
@@ -633,16 +633,16 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
         if (desc->act != QP_ACT_NONE) { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "w4a16 takes no activation quantization"); goto fail; }
         char why[160];
         if (qp_lin_w4_range_error(desc, why, sizeof why)) { s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, why); goto fail; }
-        l->wkind = QPCU_W_Q4F;
-        l->act = QPCU_ACT_NONE;
+        l->wkind = QP_CU_W_Q4F;
+        l->act = QP_CU_ACT_NONE;
         break;
     }
     case QP_SCHEME_UNQUANTIZED:
         l->kname = "unquantized";
         if (!desc->w_act) { s = lin_error(d, QP_ERR_INVALID_ARGUMENT, layer, "unquantized: missing w_act"); goto fail; }
         if (desc->act != QP_ACT_NONE) { s = lin_error(d, QP_ERR_UNSUPPORTED, layer, "unquantized layers take no activation quantization"); goto fail; }
-        l->wkind = QPCU_W_H;
-        l->act = QPCU_ACT_NONE;
+        l->wkind = QP_CU_W_H;
+        l->act = QP_CU_ACT_NONE;
         break;
     case QP_SCHEME_OCP_MX:
     case QP_SCHEME_W4A8_MXFP4_FP8:
@@ -653,25 +653,25 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
             goto fail;
         }
         if (desc->K % desc->w_blk) { s = lin_error(d, QP_ERR_VALUE, layer, "K is not a multiple of the weight block"); goto fail; }
-        l->wkind = QPCU_W_LUT;
+        l->wkind = QP_CU_W_LUT;
         l->blk = desc->w_blk;
         l->bias_after_round = desc->bias_after_round;
         switch (desc->act) {
-        case QP_ACT_NONE: l->act = QPCU_ACT_NONE; break;
+        case QP_ACT_NONE: l->act = QP_CU_ACT_NONE; break;
         case QP_ACT_FP8_STATIC_QDQ:
             if (!(desc->input_scale > 0.0f)) { s = lin_error(d, QP_ERR_VALUE, layer, "fp8 static qdq needs input_scale > 0"); goto fail; }
-            l->act = QPCU_ACT_F8S_QDQ;
+            l->act = QP_CU_ACT_F8S_QDQ;
             break;
         case QP_ACT_NVFP4_QDQ:
             if (!(desc->input_global_scale_inv > 0.0f) || isinf(desc->input_global_scale_inv) || desc->K % 16) {
                 s = lin_error(d, QP_ERR_VALUE, layer, "nvfp4 qdq needs a finite input_global_scale_inv > 0 and K % 16 == 0");
                 goto fail;
             }
-            l->act = QPCU_ACT_NVFP4_QDQ;
+            l->act = QP_CU_ACT_NVFP4_QDQ;
             l->nv_g = desc->input_global_scale_inv;
             break;
         case QP_ACT_MX_QDQ:
-            l->act = QPCU_ACT_MX_QDQ;
+            l->act = QP_CU_ACT_MX_QDQ;
             switch (desc->act_elem) {
             case QP_DTYPE_F4_E2M1: l->act_emin = 0; l->act_maxv = 6.0f; break;
             case QP_DTYPE_F6_E3M2: l->act_emin = -2; l->act_maxv = 28.0f; break;
@@ -695,7 +695,7 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
     if ((s = check_path(d, l, path)) != QP_OK) goto fail;
     if ((s = ensure_runnable(d, layer)) != QP_OK) goto fail;
 
-    if (QPCU_IS_FLOAT_KIND(l->wkind)) {
+    if (QP_CU_IS_FLOAT_KIND(l->wkind)) {
         if ((s = upload_float(d, l, desc)) != QP_OK) goto fail;
         if (desc->bias && (s = upload_new(d, l, (void **)&l->bias, desc->bias, (size_t)l->N * 2, "bias")) != QP_OK) goto fail;
         *out = l;
@@ -704,8 +704,8 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
 
     size_t Np = (size_t)l->Np, Kp = (size_t)l->Kp, N = (size_t)l->N, K = (size_t)l->K;
     /* weights */
-    if (l->wkind == QPCU_W_I8 || l->wkind == QPCU_W_F8 || l->wkind == QPCU_W_F8B) {
-        const uint8_t *src = l->wkind != QPCU_W_I8 ? desc->w_u8 : (const uint8_t *)(l->qqq ? desc->w8 : desc->w_i8);
+    if (l->wkind == QP_CU_W_I8 || l->wkind == QP_CU_W_F8 || l->wkind == QP_CU_W_F8B) {
+        const uint8_t *src = l->wkind != QP_CU_W_I8 ? desc->w_u8 : (const uint8_t *)(l->qqq ? desc->w8 : desc->w_i8);
         uint8_t *hw = calloc(Np * Kp, 1);
         if (!(host = hw)) goto oom;
         for (size_t n = 0; n < N; n++) memcpy(hw + n * Kp, src + n * K, K);
@@ -713,9 +713,9 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
     } else {
         uint32_t *hw = calloc(Np * Kp / 8, 4);
         if (!(host = hw)) goto oom;
-        qpcu_pack_q4(desc->q4, l->N, l->K, l->Np, l->Kp, hw);
+        qp_cu_pack_q4(desc->q4, l->N, l->K, l->Np, l->Kp, hw);
         if ((s = upload_new(d, l, &l->w, hw, Np * Kp / 2, "q4 (packed)")) != QP_OK) goto fail;
-        if (l->wkind == QPCU_W_Q4G) {
+        if (l->wkind == QP_CU_W_Q4G) {
             size_t G = K / 128;
             uint16_t *sg = calloc(G * Np, 2);
             if (!sg) goto oom;
@@ -727,7 +727,7 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
     }
     free(host);
     host = NULL;
-    if (l->wkind == QPCU_W_F8B) { /* block scales [ceil(N/128)][K/128] as they are */
+    if (l->wkind == QP_CU_W_F8B) { /* block scales [ceil(N/128)][K/128] as they are */
         size_t nsb = (N + 127) / 128 * (K / 128);
         if ((s = upload_new(d, l, (void **)&l->w_scale, desc->w_scale, nsb * sizeof(float), "weight_scale (blocks)")) != QP_OK) goto fail;
         if (desc->bias && (s = upload_new(d, l, (void **)&l->bias, desc->bias, N * 2, "bias")) != QP_OK) goto fail;
@@ -739,7 +739,7 @@ static qp_status cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned 
     if (!hs) goto oom;
     memcpy(hs, l->qqq ? desc->s_channel : desc->w_scale, N * sizeof(float));
     if ((s = upload_new(d, l, (void **)&l->w_scale, hs, Np * sizeof(float), l->qqq ? "s_channel" : "weight_scale")) != QP_OK) goto fail;
-    if (l->wkind == QPCU_W_I8 && !l->qqq && !desc->act_symmetric) {
+    if (l->wkind == QP_CU_W_I8 && !l->qqq && !desc->act_symmetric) {
         int32_t *adj = calloc(Np, sizeof(int32_t));
         if (!adj) goto oom;
         memcpy(adj, desc->azp_adj, N * sizeof(int32_t));
@@ -761,33 +761,33 @@ fail:
     return s;
 }
 
-static void cu_linear_destroy(void *dev, void *lin) {
-    cu_dev *d = dev;
+static void qp_cu_linear_destroy(void *dev, void *lin) {
+    qp_cu_dev *d = dev;
     cudaSetDevice(d->index);
     lin_free(lin);
 }
 
 /* The kernel path for M rows. */
-static int pick_kpath(const cu_dev *d, const cu_lin *l, int M) {
+static int pick_kpath(const qp_cu_dev *d, const qp_cu_lin *l, int M) {
     unsigned p = l->path;
-    if (QPCU_IS_FLOAT_KIND(l->wkind)) {
-        if (p & QP_PATH_TILED) return QPCU_KP_TILED;
-        if (p & QP_PATH_GEMV) return QPCU_KP_GEMV_PLAIN;
-        return M > QPCU_GEMV_MAX_ROWS && tiled_h_ok(d, l) ? QPCU_KP_TILED : QPCU_KP_GEMV_PLAIN;
+    if (QP_CU_IS_FLOAT_KIND(l->wkind)) {
+        if (p & QP_PATH_TILED) return QP_CU_KP_TILED;
+        if (p & QP_PATH_GEMV) return QP_CU_KP_GEMV_PLAIN;
+        return M > QP_CU_GEMV_MAX_ROWS && tiled_h_ok(d, l) ? QP_CU_KP_TILED : QP_CU_KP_GEMV_PLAIN;
     }
-    if (l->wkind == QPCU_W_F8 || l->wkind == QPCU_W_F8B) {
-        if (p & QP_PATH_TILED) return QPCU_KP_TILED;
-        if (p & QP_PATH_GEMV) return QPCU_KP_GEMV_DP4A;
-        return M > QPCU_GEMV_MAX_ROWS && qpcu_cap_tensor_core_fp8(d->cc) ? QPCU_KP_TILED : QPCU_KP_GEMV_DP4A;
+    if (l->wkind == QP_CU_W_F8 || l->wkind == QP_CU_W_F8B) {
+        if (p & QP_PATH_TILED) return QP_CU_KP_TILED;
+        if (p & QP_PATH_GEMV) return QP_CU_KP_GEMV_DP4A;
+        return M > QP_CU_GEMV_MAX_ROWS && qp_cu_cap_tensor_core_fp8(d->cc) ? QP_CU_KP_TILED : QP_CU_KP_GEMV_DP4A;
     }
-    if (p & QP_PATH_NO_INT_DOT) return QPCU_KP_GEMV_PLAIN;
-    if (p & QP_PATH_TILED) return QPCU_KP_TILED;
-    if (p & QP_PATH_GEMV) return QPCU_KP_GEMV_DP4A;
-    return M > QPCU_GEMV_MAX_ROWS ? QPCU_KP_TILED : QPCU_KP_GEMV_DP4A;
+    if (p & QP_PATH_NO_INT_DOT) return QP_CU_KP_GEMV_PLAIN;
+    if (p & QP_PATH_TILED) return QP_CU_KP_TILED;
+    if (p & QP_PATH_GEMV) return QP_CU_KP_GEMV_DP4A;
+    return M > QP_CU_GEMV_MAX_ROWS ? QP_CU_KP_TILED : QP_CU_KP_GEMV_DP4A;
 }
 
-static int pick_splits(const cu_dev *d, const cu_lin *l, int Mp) {
-    int blocks = (l->Np / QPCU_BN) * (Mp / QPCU_BM), kt = l->Kp / (QPCU_IS_FLOAT_KIND(l->wkind) ? QPCU_BKH : QPCU_BK);
+static int pick_splits(const qp_cu_dev *d, const qp_cu_lin *l, int Mp) {
+    int blocks = (l->Np / QP_CU_BN) * (Mp / QP_CU_BM), kt = l->Kp / (QP_CU_IS_FLOAT_KIND(l->wkind) ? QP_CU_BKH : QP_CU_BK);
     int target = 2 * (d->prop.multiProcessorCount > 0 ? d->prop.multiProcessorCount : 1);
     int s = 1;
     if (blocks < target) s = (target + blocks - 1) / blocks;
@@ -798,42 +798,42 @@ static int pick_splits(const cu_dev *d, const cu_lin *l, int Mp) {
 
 static size_t al256(size_t v) { return (v + 255) & ~(size_t)255; }
 
-static void cu_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
-    cu_dev *d = dev;
-    cu_lin *l = lin;
+static void qp_cu_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
+    qp_cu_dev *d = dev;
+    qp_cu_lin *l = lin;
     int kp = pick_kpath(d, l, M);
-    if (QPCU_IS_FLOAT_KIND(l->wkind)) {
-        const char *act = l->wkind == QPCU_W_LUT4 ? (l->act == QPCU_ACT_MX_QDQ ? " fp4x2 mx-qdq" : l->act == QPCU_ACT_F8S_QDQ
-                        ? " fp4x2 fp8-static-qdq" : l->act == QPCU_ACT_NVFP4_QDQ ? " fp4x2 nvfp4-qdq" : " fp4x2")
-                        : l->act == QPCU_ACT_MX_QDQ ? " mx-qdq" : l->act == QPCU_ACT_F8S_QDQ ? " fp8-static-qdq"
-                        : l->act == QPCU_ACT_NVFP4_QDQ ? " nvfp4-qdq" : "";
-        if (kp == QPCU_KP_TILED)
-            snprintf(out, cap, "tiled %dx%dx%d mma.sync %s %s%s split-k %d %s%s", QPCU_BM, QPCU_BN, QPCU_BKH,
+    if (QP_CU_IS_FLOAT_KIND(l->wkind)) {
+        const char *act = l->wkind == QP_CU_W_LUT4 ? (l->act == QP_CU_ACT_MX_QDQ ? " fp4x2 mx-qdq" : l->act == QP_CU_ACT_F8S_QDQ
+                        ? " fp4x2 fp8-static-qdq" : l->act == QP_CU_ACT_NVFP4_QDQ ? " fp4x2 nvfp4-qdq" : " fp4x2")
+                        : l->act == QP_CU_ACT_MX_QDQ ? " mx-qdq" : l->act == QP_CU_ACT_F8S_QDQ ? " fp8-static-qdq"
+                        : l->act == QP_CU_ACT_NVFP4_QDQ ? " nvfp4-qdq" : "";
+        if (kp == QP_CU_KP_TILED)
+            snprintf(out, cap, "tiled %dx%dx%d mma.sync %s %s%s split-k %d %s%s", QP_CU_BM, QP_CU_BN, QP_CU_BKH,
                      l->bf16 ? "bf16" : "f16", d->cc >= 80 ? "m16n8k16" : "m16n8k8", d->cc >= 80 ? " cp.async" : "",
-                     pick_splits(d, l, round_up(M > 0 ? M : 1, QPCU_BM)), l->kname, act);
+                     pick_splits(d, l, round_up(M > 0 ? M : 1, QP_CU_BM)), l->kname, act);
         else
             snprintf(out, cap, "gemv fp32 %s%s", l->kname, act);
         return;
     }
-    const char *w = l->wkind == QPCU_W_F8B ? (l->ue8m0 ? "fp8-block ue8m0" : "fp8-block") : l->wkind == QPCU_W_F8 ? "fp8" : l->wkind == QPCU_W_I8 ? (l->qqq ? "qqq-w8" : "int8")
-                  : l->wkind == QPCU_W_Q4G ? "qqq-g128 int4->int8" : "qqq-ch int4->int8";
-    if (kp == QPCU_KP_TILED)
-        snprintf(out, cap, "tiled %dx%dx%d mma.sync %s%s split-k %d %s", QPCU_BM, QPCU_BN, QPCU_BK,
-                 l->wkind == QPCU_W_F8 || l->wkind == QPCU_W_F8B ? "e4m3" : d->cc >= 80 ? "s8 m16n8k32" : "s8 m8n8k16",
-                 d->cc >= 80 ? " cp.async" : "", pick_splits(d, l, round_up(M > 0 ? M : 1, QPCU_BM)), w);
+    const char *w = l->wkind == QP_CU_W_F8B ? (l->ue8m0 ? "fp8-block ue8m0" : "fp8-block") : l->wkind == QP_CU_W_F8 ? "fp8" : l->wkind == QP_CU_W_I8 ? (l->qqq ? "qqq-w8" : "int8")
+                  : l->wkind == QP_CU_W_Q4G ? "qqq-g128 int4->int8" : "qqq-ch int4->int8";
+    if (kp == QP_CU_KP_TILED)
+        snprintf(out, cap, "tiled %dx%dx%d mma.sync %s%s split-k %d %s", QP_CU_BM, QP_CU_BN, QP_CU_BK,
+                 l->wkind == QP_CU_W_F8 || l->wkind == QP_CU_W_F8B ? "e4m3" : d->cc >= 80 ? "s8 m16n8k32" : "s8 m8n8k16",
+                 d->cc >= 80 ? " cp.async" : "", pick_splits(d, l, round_up(M > 0 ? M : 1, QP_CU_BM)), w);
     else
-        snprintf(out, cap, "gemv %s %s", l->wkind == QPCU_W_F8 || l->wkind == QPCU_W_F8B ? "fp32-decode" : kp == QPCU_KP_GEMV_DP4A ? "int-dot dp4a" : "plain int32 mad", w);
+        snprintf(out, cap, "gemv %s %s", l->wkind == QP_CU_W_F8 || l->wkind == QP_CU_W_F8B ? "fp32-decode" : kp == QP_CU_KP_GEMV_DP4A ? "int-dot dp4a" : "plain int32 mad", w);
 }
 
 /* The workspace layout of a forward of M rows (byte offsets). */
 typedef struct ws_layout { int Mp, kpath, splits; size_t o_xq, o_xs, o_zp, o_am, o_p, total; } ws_layout;
 
-static void ws_plan(const cu_dev *d, const cu_lin *l, int M, ws_layout *w) {
-    w->Mp = round_up(M > 0 ? M : 1, QPCU_BM);
+static void ws_plan(const qp_cu_dev *d, const qp_cu_lin *l, int M, ws_layout *w) {
+    w->Mp = round_up(M > 0 ? M : 1, QP_CU_BM);
     w->kpath = pick_kpath(d, l, M);
-    w->splits = w->kpath == QPCU_KP_TILED ? pick_splits(d, l, w->Mp) : 1;
-    size_t xs_per_row = l->wkind == QPCU_W_F8B ? (size_t)l->K / 128 : 1;
-    size_t xq_elem = QPCU_IS_FLOAT_KIND(l->wkind) ? 2 : 1;
+    w->splits = w->kpath == QP_CU_KP_TILED ? pick_splits(d, l, w->Mp) : 1;
+    size_t xs_per_row = l->wkind == QP_CU_W_F8B ? (size_t)l->K / 128 : 1;
+    size_t xq_elem = QP_CU_IS_FLOAT_KIND(l->wkind) ? 2 : 1;
     w->o_xq = 0;
     w->o_xs = al256(w->o_xq + (size_t)w->Mp * (size_t)l->Kp * xq_elem);
     w->o_zp = al256(w->o_xs + (size_t)w->Mp * 4 * xs_per_row);
@@ -844,15 +844,15 @@ static void ws_plan(const cu_dev *d, const cu_lin *l, int M, ws_layout *w) {
 
 /* Scratch for every M in 1..max_m: the largest layout over the row blocks
  * (each block's first and last M, which bracket the path switch). */
-static qp_status cu_linear_reserve(void *dev, void *lin, int max_m) {
-    cu_dev *d = dev;
-    cu_lin *l = lin;
+static qp_status qp_cu_linear_reserve(void *dev, void *lin, int max_m) {
+    qp_cu_dev *d = dev;
+    qp_cu_lin *l = lin;
     if (max_m < 0 || max_m > (1 << 24)) return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "linear_reserve: bad max_m");
     qp_status s = ensure_runnable(d, l->layer);
     if (s != QP_OK) return s;
     size_t need = 0;
-    for (int hi = QPCU_BM; hi - QPCU_BM < max_m; hi += QPCU_BM) {
-        int ms[2] = {hi - QPCU_BM + 1, hi < max_m ? hi : max_m};
+    for (int hi = QP_CU_BM; hi - QP_CU_BM < max_m; hi += QP_CU_BM) {
+        int ms[2] = {hi - QP_CU_BM + 1, hi < max_m ? hi : max_m};
         for (int i = 0; i < 2; i++) {
             ws_layout w;
             ws_plan(d, l, ms[i], &w);
@@ -863,8 +863,8 @@ static qp_status cu_linear_reserve(void *dev, void *lin, int max_m) {
 }
 
 /* Validates and launches the forward kernels on d->stream (no sync). */
-static qp_status forward_launch(cu_dev *d, cu_lin *l, void *xb, int M, void *yb, cudaEvent_t g0, cudaEvent_t g1) {
-    cu_buf *x = xb, *y = yb;
+static qp_status forward_launch(qp_cu_dev *d, qp_cu_lin *l, void *xb, int M, void *yb, cudaEvent_t g0, cudaEvent_t g1) {
+    qp_cu_buf *x = xb, *y = yb;
     if (M < 0 || !x || !y) return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "negative M or NULL buffer");
     if (M == 0) return QP_OK;
     size_t xbytes = (size_t)M * (size_t)l->K * 2, ybytes = (size_t)M * (size_t)l->N * 2;
@@ -884,7 +884,7 @@ static qp_status forward_launch(cu_dev *d, cu_lin *l, void *xb, int M, void *yb,
                  "qp_linear_options.max_m)", M, w.total, d->ws_bytes);
         return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, msg);
     }
-    qpcu_fwd f;
+    qp_cu_fwd f;
     memset(&f, 0, sizeof f);
     f.M = M; f.N = l->N; f.K = l->K; f.Kp = l->Kp; f.Np = l->Np;
     f.Mp = w.Mp;
@@ -905,7 +905,7 @@ static qp_status forward_launch(cu_dev *d, cu_lin *l, void *xb, int M, void *yb,
     f.ev_g0 = g0;
     f.ev_g1 = g1;
     const char *what = "";
-    int ke = qpcu_forward(&f, &what);
+    int ke = qp_cu_forward(&f, &what);
     if (ke) {
         cudaGetLastError();
         char call[96];
@@ -916,16 +916,16 @@ static qp_status forward_launch(cu_dev *d, cu_lin *l, void *xb, int M, void *yb,
 }
 
 /* Enqueued on the device's stream; completed by synchronize. */
-static qp_status cu_linear_forward(void *dev, void *lin, void *xb, int M, void *yb) {
-    cu_dev *d = dev;
-    cu_lin *l = lin;
+static qp_status qp_cu_linear_forward(void *dev, void *lin, void *xb, int M, void *yb) {
+    qp_cu_dev *d = dev;
+    qp_cu_lin *l = lin;
     qp_status s = forward_launch(d, l, xb, M, yb, NULL, NULL);
-    if (s == QP_OK && M > 0) qpcu_enqueued(d, l->layer);
+    if (s == QP_OK && M > 0) qp_cu_enqueued(d, l->layer);
     return s;
 }
 
-static qp_status cu_synchronize(void *dev) {
-    cu_dev *d = dev;
+static qp_status qp_cu_synchronize(void *dev) {
+    qp_cu_dev *d = dev;
     if (!d->has_stream) return QP_OK;
     cudaError_t e = cudaSetDevice(d->index);
     if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaSetDevice", e);
@@ -934,30 +934,30 @@ static qp_status cu_synchronize(void *dev) {
 
 /* ---- optional ops ---------------------------------------------------------- */
 
-typedef struct cu_rot {
+typedef struct qp_cu_rot {
     int8_t *H;
     int r;
     float c;
-} cu_rot;
+} qp_cu_rot;
 
-static qp_status op_fail(cu_dev *d, qp_status st, const char *fmt, const char *a) {
+static qp_status op_fail(qp_cu_dev *d, qp_status st, const char *fmt, const char *a) {
     return qp_cu_error(d, st, NULL, fmt, a);
 }
 
-static qp_status ensure_stream(cu_dev *d) { return ensure_runnable(d, "(no layer)"); }
+static qp_status ensure_stream(qp_cu_dev *d) { return ensure_runnable(d, "(no layer)"); }
 
-static qp_status cu_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **out) {
-    cu_dev *d = dev;
+static qp_status qp_cu_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **out) {
+    qp_cu_dev *d = dev;
     if (!H || r <= 0 || !out) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "rotation_prepare: %s", "NULL H or r <= 0");
     for (size_t i = 0; i < (size_t)r * r; i++)
         if (H[i] != 1 && H[i] != -1) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "rotation_prepare: %s", "entries must be +1 or -1");
     qp_status s = ensure_stream(d);
     if (s != QP_OK) return s;
-    cu_rot *R = calloc(1, sizeof *R);
+    qp_cu_rot *R = calloc(1, sizeof *R);
     if (!R) return op_fail(d, QP_ERR_OUT_OF_MEMORY, "%s", "out of host memory");
     R->r = r;
     R->c = c;
-    s = qpcu_upload_new(d, (void **)&R->H, H, (size_t)r * r, "input_rotation", "the rotation matrix");
+    s = qp_cu_upload_new(d, (void **)&R->H, H, (size_t)r * r, "input_rotation", "the rotation matrix");
     if (s != QP_OK) {
         cudaFree(R->H);
         free(R);
@@ -967,32 +967,32 @@ static qp_status cu_rotation_prepare(void *dev, const int8_t *H, int r, float c,
     return QP_OK;
 }
 
-static void cu_rotation_destroy(void *dev, void *rot) {
-    cu_dev *d = dev;
-    cu_rot *R = rot;
+static void qp_cu_rotation_destroy(void *dev, void *rot) {
+    qp_cu_dev *d = dev;
+    qp_cu_rot *R = rot;
     if (!R) return;
     cudaSetDevice(d->index);
     cudaFree(R->H);
     free(R);
 }
 
-static qp_status dt_check(cu_dev *d, qp_dtype dt, const char *op) {
+static qp_status dt_check(qp_cu_dev *d, qp_dtype dt, const char *op) {
     if (dt == QP_DTYPE_F16 || dt == QP_DTYPE_BF16) return QP_OK;
     return op_fail(d, QP_ERR_UNSUPPORTED, "%s: dtype must be fp16 or bf16", op);
 }
 
 /* A launch's status at enqueue (the kernel's own faults come at the next
  * wait, naming `what`). */
-static qp_status launched(cu_dev *d, const char *what, int ke) {
+static qp_status launched(qp_cu_dev *d, const char *what, int ke) {
     if (ke != 0) {
         cudaGetLastError();
         return cuda_fail(d, NULL, what, (cudaError_t)ke);
     }
-    qpcu_enqueued(d, what);
+    qp_cu_enqueued(d, what);
     return QP_OK;
 }
 
-static qp_status d2d(cu_dev *d, void *dst, const void *src, size_t bytes, const char *what) {
+static qp_status d2d(qp_cu_dev *d, void *dst, const void *src, size_t bytes, const char *what) {
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, d->stream);
     if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, NULL, what, e); }
     d->submissions++;
@@ -1002,10 +1002,10 @@ static qp_status d2d(cu_dev *d, void *dst, const void *src, size_t bytes, const 
 /* In-place calls (src and dst one buffer) go through the device's
  * workspace in chunks, in stream order, so they allocate nothing: the
  * kernels read what other threads overwrite otherwise. */
-static qp_status cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *xb, int M, int K, void *yb) {
-    cu_dev *d = dev;
-    cu_rot *R = rot;
-    cu_buf *x = xb, *y = yb;
+static qp_status qp_cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *xb, int M, int K, void *yb) {
+    qp_cu_dev *d = dev;
+    qp_cu_rot *R = rot;
+    qp_cu_buf *x = xb, *y = yb;
     qp_status s = dt_check(d, dt, "rotation_forward");
     if (s != QP_OK) return s;
     if (!R || !x || !y || M < 0 || K <= 0 || K % R->r)
@@ -1017,7 +1017,7 @@ static qp_status cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *xb
     cudaSetDevice(d->index);
     int bf = dt == QP_DTYPE_BF16;
     if (x != y)
-        return launched(d, "input_rotation", qpcu_rotate(x->p, y->p, M, K, R->H, R->r, R->c, bf, d->stream));
+        return launched(d, "input_rotation", qp_cu_rotate(x->p, y->p, M, K, R->H, R->r, R->c, bf, d->stream));
     /* in place: groups of r elements are independent; G of them at a time */
     size_t gb = (size_t)R->r * 2, groups = (size_t)M * (size_t)K / (size_t)R->r, G = d->ws_bytes / gb;
     if (G == 0) return op_fail(d, QP_ERR_UNSUPPORTED, "rotation_forward: %s", "in-place rotation: r too large for the workspace");
@@ -1026,67 +1026,73 @@ static qp_status cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *xb
         size_t n = groups - g0 < G ? groups - g0 : G;
         s = d2d(d, d->ws, (char *)x->p + g0 * gb, n * gb, "in-place rotation: copy of x");
         if (s == QP_OK)
-            s = launched(d, "input_rotation", qpcu_rotate(d->ws, (char *)y->p + g0 * gb, (int)n, R->r, R->H, R->r, R->c, bf, d->stream));
+            s = launched(d, "input_rotation", qp_cu_rotate(d->ws, (char *)y->p + g0 * gb, (int)n, R->r, R->H, R->r, R->c, bf, d->stream));
     }
     return s;
 }
 
-static qp_status cu_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
-    cu_dev *d = dev;
-    cu_buf *a = src, *b = dst;
-    qp_status s = dt_check(d, dt, "kv_quantize");
+/* kv_quantize's and kv_dequantize's checks (OP names the call): source a
+ * of a_bytes, destination b of b_bytes, the stream ready */
+static qp_status kv_check(qp_cu_dev *d, const char *op, qp_dtype dt, float scale, qp_cu_buf *a, size_t a_bytes,
+                          qp_cu_buf *b, size_t b_bytes) {
+    char src[32], dst[32];
+    qp_status s = dt_check(d, dt, op);
     if (s != QP_OK) return s;
-    if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "kv_quantize: %s", "scale must be finite and > 0");
-    if ((s = buf_range(d, a, 0, n * 2, "kv_quantize source")) != QP_OK || (s = buf_range(d, b, 0, n, "kv_quantize destination")) != QP_OK) return s;
-    if ((s = ensure_stream(d)) != QP_OK) return s;
-    if (!n) return QP_OK;
+    if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "%s: scale must be finite and > 0", op);
+    snprintf(src, sizeof src, "%s source", op);
+    snprintf(dst, sizeof dst, "%s destination", op);
+    if ((s = buf_range(d, a, 0, a_bytes, src)) != QP_OK || (s = buf_range(d, b, 0, b_bytes, dst)) != QP_OK) return s;
+    return ensure_stream(d);
+}
+
+static qp_status qp_cu_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
+    qp_cu_dev *d = dev;
+    qp_cu_buf *a = src, *b = dst;
+    qp_status s = kv_check(d, "kv_quantize", dt, scale, a, n * 2, b, n);
+    if (s != QP_OK || !n) return s;
     cudaSetDevice(d->index);
     int bf = dt == QP_DTYPE_BF16;
     char *sp = a->p;
     uint8_t *dp = b->p;
-    if (a != b) return launched(d, "kv_quantize", qpcu_kv_quant(sp, dp, n, scale, bf, d->stream));
+    if (a != b) return launched(d, "kv_quantize", qp_cu_kv_quant(sp, dp, n, scale, bf, d->stream));
     /* in place, element i reads bytes 2i, 2i+1 and writes byte i: the first
      * C elements from a copy, then [a, 2a) directly (reads [2a, 4a)) */
     size_t C = d->ws_bytes / 2 < n ? d->ws_bytes / 2 : n;
     s = d2d(d, d->ws, sp, C * 2, "in-place kv_quantize: copy of the source");
-    if (s == QP_OK) s = launched(d, "kv_quantize", qpcu_kv_quant(d->ws, dp, C, scale, bf, d->stream));
+    if (s == QP_OK) s = launched(d, "kv_quantize", qp_cu_kv_quant(d->ws, dp, C, scale, bf, d->stream));
     for (size_t lo = C; lo < n && s == QP_OK; lo *= 2) {
         size_t hi = 2 * lo < n ? 2 * lo : n;
-        s = launched(d, "kv_quantize", qpcu_kv_quant(sp + 2 * lo, dp + lo, hi - lo, scale, bf, d->stream));
+        s = launched(d, "kv_quantize", qp_cu_kv_quant(sp + 2 * lo, dp + lo, hi - lo, scale, bf, d->stream));
     }
     return s;
 }
 
-static qp_status cu_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
-    cu_dev *d = dev;
-    cu_buf *a = src, *b = dst;
-    qp_status s = dt_check(d, dt, "kv_dequantize");
-    if (s != QP_OK) return s;
-    if (!(scale > 0.0f) || scale > 3.402823466e38f) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "kv_dequantize: %s", "scale must be finite and > 0");
-    if ((s = buf_range(d, a, 0, n, "kv_dequantize source")) != QP_OK || (s = buf_range(d, b, 0, n * 2, "kv_dequantize destination")) != QP_OK) return s;
-    if ((s = ensure_stream(d)) != QP_OK) return s;
-    if (!n) return QP_OK;
+static qp_status qp_cu_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
+    qp_cu_dev *d = dev;
+    qp_cu_buf *a = src, *b = dst;
+    qp_status s = kv_check(d, "kv_dequantize", dt, scale, a, n, b, n * 2);
+    if (s != QP_OK || !n) return s;
     cudaSetDevice(d->index);
     int bf = dt == QP_DTYPE_BF16;
     const uint8_t *sp = a->p;
     char *dp = b->p;
-    if (a != b) return launched(d, "kv_dequantize", qpcu_kv_dequant(sp, dp, n, scale, bf, d->stream));
+    if (a != b) return launched(d, "kv_dequantize", qp_cu_kv_dequant(sp, dp, n, scale, bf, d->stream));
     /* in place, element i reads byte i and writes bytes 2i, 2i+1: from the
      * top, [lo, hi) with 2 lo >= hi directly, the first C from a copy */
     size_t C = d->ws_bytes < n ? d->ws_bytes : n, hi = n;
     while (hi > C && s == QP_OK) {
         size_t lo = (hi + 1) / 2 > C ? (hi + 1) / 2 : C;
-        s = launched(d, "kv_dequantize", qpcu_kv_dequant(sp + lo, dp + 2 * lo, hi - lo, scale, bf, d->stream));
+        s = launched(d, "kv_dequantize", qp_cu_kv_dequant(sp + lo, dp + 2 * lo, hi - lo, scale, bf, d->stream));
         hi = lo;
     }
     if (s == QP_OK) s = d2d(d, d->ws, sp, hi, "in-place kv_dequantize: copy of the codes");
-    if (s == QP_OK) s = launched(d, "kv_dequantize", qpcu_kv_dequant((const uint8_t *)d->ws, dp, hi, scale, bf, d->stream));
+    if (s == QP_OK) s = launched(d, "kv_dequantize", qp_cu_kv_dequant((const uint8_t *)d->ws, dp, hi, scale, bf, d->stream));
     return s;
 }
 
-static qp_status cu_buffer_copy(void *dev, void *src, size_t so, void *dst, size_t dof, size_t bytes) {
-    cu_dev *d = dev;
-    cu_buf *a = src, *b = dst;
+static qp_status qp_cu_buffer_copy(void *dev, void *src, size_t so, void *dst, size_t dof, size_t bytes) {
+    qp_cu_dev *d = dev;
+    qp_cu_buf *a = src, *b = dst;
     qp_status s;
     if ((s = buf_range(d, a, so, bytes, "copy source")) != QP_OK || (s = buf_range(d, b, dof, bytes, "copy destination")) != QP_OK) return s;
     if (!bytes) return QP_OK;
@@ -1095,14 +1101,14 @@ static qp_status cu_buffer_copy(void *dev, void *src, size_t so, void *dst, size
     if ((s = ensure_stream(d)) != QP_OK) return s;
     cudaSetDevice(d->index);
     s = d2d(d, (char *)b->p + dof, (const char *)a->p + so, bytes, "cudaMemcpyAsync(device to device)");
-    if (s == QP_OK) qpcu_enqueued(d, "buffer_copy");
+    if (s == QP_OK) qp_cu_enqueued(d, "buffer_copy");
     return s;
 }
 
 /* Times `reps` runs of fn between two events each. */
 typedef struct ev_pair { cudaEvent_t a, b, g0, g1; } ev_pair;
 
-static qp_status ev_create(cu_dev *d, ev_pair *p, int gemm) {
+static qp_status ev_create(qp_cu_dev *d, ev_pair *p, int gemm) {
     memset(p, 0, sizeof *p);
     cudaError_t e = cudaEventCreate(&p->a);
     if (e == cudaSuccess) e = cudaEventCreate(&p->b);
@@ -1118,7 +1124,7 @@ static void ev_destroy(ev_pair *p) {
     if (p->g1) cudaEventDestroy(p->g1);
 }
 
-static qp_status ev_ms(cu_dev *d, cudaEvent_t a, cudaEvent_t b, double *out) {
+static qp_status ev_ms(qp_cu_dev *d, cudaEvent_t a, cudaEvent_t b, double *out) {
     float ms = 0;
     d->host_waits++;
     cudaError_t e = cudaEventSynchronize(b);
@@ -1128,12 +1134,12 @@ static qp_status ev_ms(cu_dev *d, cudaEvent_t a, cudaEvent_t b, double *out) {
     return QP_OK;
 }
 
-static qp_status cu_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms) {
-    cu_dev *d = dev;
-    cu_lin *l = lin;
+static qp_status qp_cu_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms) {
+    qp_cu_dev *d = dev;
+    qp_cu_lin *l = lin;
     if (reps < 0 || (reps > 0 && !total_ms)) return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "linear_time: bad reps or NULL output");
     /* a timing call waits anyway: it may grow the scratch for its M */
-    qp_status s = cu_linear_reserve(d, l, M);
+    qp_status s = qp_cu_linear_reserve(d, l, M);
     if (s != QP_OK) return s;
     ev_pair p;
     s = ev_create(d, &p, 1);
@@ -1150,9 +1156,9 @@ static qp_status cu_linear_time(void *dev, void *lin, void *x, int M, void *y, i
     return s;
 }
 
-static qp_status cu_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms) {
-    cu_dev *d = dev;
-    cu_buf *a = src, *b = dst;
+static qp_status qp_cu_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms) {
+    qp_cu_dev *d = dev;
+    qp_cu_buf *a = src, *b = dst;
     qp_status s;
     if ((s = buf_range(d, a, 0, bytes, "copy source")) != QP_OK || (s = buf_range(d, b, 0, bytes, "copy destination")) != QP_OK) return s;
     if (reps < 0 || (reps > 0 && !ms)) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "%s", "buffer_copy_time: bad reps");
@@ -1172,27 +1178,27 @@ static qp_status cu_buffer_copy_time(void *dev, void *src, void *dst, size_t byt
 }
 
 /* cuBLASLt baseline (cuda_blaslt.c, dlopen at first use). */
-static qp_status cu_vendor_gemm_time(void *dev, qp_dtype in, int M, int N, int K, int reps, double *ms, char *name,
+static qp_status qp_cu_vendor_gemm_time(void *dev, qp_dtype in, int M, int N, int K, int reps, double *ms, char *name,
                                      size_t cap) {
-    cu_dev *d = dev;
+    qp_cu_dev *d = dev;
     if (M <= 0 || N <= 0 || K <= 0 || reps < 0 || (reps > 0 && !ms) || !name)
         return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "vendor_gemm_time: bad shape or NULL output");
-    int kind = in == QP_DTYPE_I8 ? QPCU_BLAS_I8 : in == QP_DTYPE_F8_E4M3FN ? QPCU_BLAS_F8 : in == QP_DTYPE_F16 ? QPCU_BLAS_F16 : -1;
+    int kind = in == QP_DTYPE_I8 ? QP_CU_BLAS_I8 : in == QP_DTYPE_F8_E4M3FN ? QP_CU_BLAS_F8 : in == QP_DTYPE_F16 ? QP_CU_BLAS_F16 : -1;
     if (kind < 0)
         return qp_cu_error(d, QP_ERR_UNSUPPORTED, NULL, "vendor_gemm_time: unsupported: input dtype %d (I8, F8_E4M3FN or F16)", (int)in);
-    if (kind == QPCU_BLAS_F8 && !qpcu_cap_tensor_core_fp8(d->cc))
+    if (kind == QP_CU_BLAS_F8 && !qp_cu_cap_tensor_core_fp8(d->cc))
         return qp_cu_error(d, QP_ERR_UNSUPPORTED, NULL, "vendor_gemm_time: unsupported: cuBLASLt fp8 needs compute capability >= 8.9");
-#if defined(QPCU_EMULATE)
+#if defined(QP_CU_EMULATE)
     (void)reps; (void)cap;
     return qp_cu_error(d, QP_ERR_UNSUPPORTED, NULL, "vendor_gemm_time: unsupported: cuBLASLt is not available in the CPU emulator");
 #else
     char why[200];
-    if (!qpcu_blaslt_available(why, sizeof why))
+    if (!qp_cu_blaslt_available(why, sizeof why))
         return qp_cu_error(d, QP_ERR_UNSUPPORTED, NULL, "vendor_gemm_time: unsupported: %s", why);
     qp_status s = ensure_stream(d);
     if (s != QP_OK) return s;
     cudaSetDevice(d->index);
-    size_t eab = kind == QPCU_BLAS_F16 ? 2 : 1, ed = kind == QPCU_BLAS_I8 ? 4 : 2, wsb = (size_t)32 << 20;
+    size_t eab = kind == QP_CU_BLAS_F16 ? 2 : 1, ed = kind == QP_CU_BLAS_I8 ? 4 : 2, wsb = (size_t)32 << 20;
     void *X = NULL, *W = NULL, *D = NULL, *ws = NULL;
     cudaError_t e = cudaMalloc(&X, (size_t)M * K * eab);
     if (e == cudaSuccess) e = cudaMalloc(&W, (size_t)N * K * eab);
@@ -1205,7 +1211,7 @@ static qp_status cu_vendor_gemm_time(void *dev, qp_dtype in, int M, int N, int K
         s = cuda_fail(d, NULL, "vendor_gemm_time buffers (cudaMalloc/cudaMemset)", e);
     } else {
         char err[256];
-        if (qpcu_blaslt_time(kind, M, N, K, reps, ms, X, W, D, ws, wsb, d->stream, name, cap, err, sizeof err))
+        if (qp_cu_blaslt_time(kind, M, N, K, reps, ms, X, W, D, ws, wsb, d->stream, name, cap, err, sizeof err))
             s = qp_cu_error(d, QP_ERR_UNSUPPORTED, NULL, "vendor_gemm_time %dx%dx%d: unsupported: %s", M, N, K, err);
     }
     cudaFree(X); cudaFree(W); cudaFree(D); cudaFree(ws);
@@ -1215,18 +1221,18 @@ static qp_status cu_vendor_gemm_time(void *dev, qp_dtype in, int M, int N, int K
 
 /* ---- asynchronous execution and embedding (ABI 3) ------------------------ */
 
-typedef struct cu_event {
+typedef struct qp_cu_event {
     cudaEvent_t e;
     unsigned long long seq; /* d->enq_seq when recorded */
     char pend[400]; /* the layers before it, for a fault's message */
-} cu_event;
+} qp_cu_event;
 
-static qp_status cu_event_record(void *dev, void **out) {
-    cu_dev *d = dev;
+static qp_status qp_cu_event_record(void *dev, void **out) {
+    qp_cu_dev *d = dev;
     *out = NULL;
     qp_status s = make_stream(d, NULL);
     if (s != QP_OK) return s;
-    cu_event *ev = calloc(1, sizeof *ev);
+    qp_cu_event *ev = calloc(1, sizeof *ev);
     if (!ev) return op_fail(d, QP_ERR_OUT_OF_MEMORY, "%s", "out of host memory");
     cudaError_t e = cudaEventCreateWithFlags(&ev->e, cudaEventDisableTiming);
     if (e == cudaSuccess) {
@@ -1244,9 +1250,9 @@ static qp_status cu_event_record(void *dev, void **out) {
     return QP_OK;
 }
 
-static qp_status cu_event_wait(void *dev, void *evp) {
-    cu_dev *d = dev;
-    cu_event *ev = evp;
+static qp_status qp_cu_event_wait(void *dev, void *evp) {
+    qp_cu_dev *d = dev;
+    qp_cu_event *ev = evp;
     d->host_waits++;
     cudaError_t e = cudaEventSynchronize(ev->e);
     if (e == cudaSuccess) {
@@ -1258,9 +1264,9 @@ static qp_status cu_event_wait(void *dev, void *evp) {
                     cudaGetErrorString(e), (int)e);
 }
 
-static qp_status cu_event_query(void *dev, void *evp, int *done) {
-    cu_dev *d = dev;
-    cu_event *ev = evp;
+static qp_status qp_cu_event_query(void *dev, void *evp, int *done) {
+    qp_cu_dev *d = dev;
+    qp_cu_event *ev = evp;
     cudaError_t e = cudaEventQuery(ev->e);
     *done = e == cudaSuccess;
     if (e == cudaSuccess || e == cudaErrorNotReady) {
@@ -1273,9 +1279,9 @@ static qp_status cu_event_query(void *dev, void *evp, int *done) {
                     cudaGetErrorString(e), (int)e);
 }
 
-static void cu_event_destroy(void *dev, void *evp) {
+static void qp_cu_event_destroy(void *dev, void *evp) {
     (void)dev;
-    cu_event *ev = evp;
+    qp_cu_event *ev = evp;
     if (!ev) return;
     cudaEventDestroy(ev->e);
     free(ev);
@@ -1283,8 +1289,8 @@ static void cu_event_destroy(void *dev, void *evp) {
 
 /* cuda_wait_event: the stream waits for it first; cuda_record_event:
  * recorded after the work (when it was enqueued). */
-static qp_status cu_sync_begin(void *dev, const qp_enqueue_sync *sy) {
-    cu_dev *d = dev;
+static qp_status qp_cu_sync_begin(void *dev, const qp_enqueue_sync *sy) {
+    qp_cu_dev *d = dev;
     if (sy->vk_wait_semaphore || sy->vk_signal_semaphore || sy->vk_command_buffer || sy->cl_wait_list || sy->cl_out_event)
         return op_fail(d, QP_ERR_INVALID_ARGUMENT, "%s", "qp_enqueue_sync: Vulkan or OpenCL fields for a CUDA device");
     qp_status s = make_stream(d, NULL);
@@ -1294,8 +1300,8 @@ static qp_status cu_sync_begin(void *dev, const qp_enqueue_sync *sy) {
     return QP_OK;
 }
 
-static qp_status cu_sync_end(void *dev, const qp_enqueue_sync *sy, qp_status st) {
-    cu_dev *d = dev;
+static qp_status qp_cu_sync_end(void *dev, const qp_enqueue_sync *sy, qp_status st) {
+    qp_cu_dev *d = dev;
     if (st != QP_OK || !sy->cuda_record_event) return QP_OK;
     cudaError_t e = cudaEventRecord((cudaEvent_t)sy->cuda_record_event, d->stream);
     if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, NULL, "cudaEventRecord(cuda_record_event)", e); }
@@ -1304,11 +1310,11 @@ static qp_status cu_sync_end(void *dev, const qp_enqueue_sync *sy, qp_status st)
 
 /* A device over the application's ordinal and stream (NULL: the legacy
  * stream): the stream is never destroyed here. */
-static qp_status cu_device_import(void *state, const qp_device_import_desc *desc, void **out) {
-    cu_state *st = state;
+static qp_status qp_cu_device_import(void *state, const qp_device_import_desc *desc, void **out) {
+    qp_cu_state *st = state;
     const qp_host *h = st->host;
     *out = NULL;
-    const cu_dev *src = NULL;
+    const qp_cu_dev *src = NULL;
     for (int i = 0; i < st->n; i++)
         if (st->devs[i].index == desc->cuda_device) src = &st->devs[i];
     if (!src)
@@ -1317,7 +1323,7 @@ static qp_status cu_device_import(void *state, const qp_device_import_desc *desc
                         desc->cuda_device, st->n);
     if (desc->vk_device || desc->vk_queue || desc->cl_context || desc->cl_queue)
         return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda: qp_device_import: Vulkan or OpenCL handles for a CUDA device");
-    cu_dev *d = calloc(1, sizeof *d);
+    qp_cu_dev *d = calloc(1, sizeof *d);
     if (!d) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
     d->st = st;
     d->index = src->index;
@@ -1342,9 +1348,9 @@ static qp_status cu_device_import(void *state, const qp_device_import_desc *desc
     return QP_OK;
 }
 
-static void cu_device_release(void *state, void *dev) {
+static void qp_cu_device_release(void *state, void *dev) {
     (void)state;
-    cu_dev *d = dev;
+    qp_cu_dev *d = dev;
     if (!d || !d->imported) return;
     int prev = -1;
     if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
@@ -1353,8 +1359,8 @@ static void cu_device_release(void *state, void *dev) {
     free(d);
 }
 
-static qp_status cu_device_native(void *dev, qp_device_native *out) {
-    cu_dev *d = dev;
+static qp_status qp_cu_device_native(void *dev, qp_device_native *out) {
+    qp_cu_dev *d = dev;
     qp_status s = make_stream(d, NULL);
     if (s != QP_OK) return s;
     out->api = QP_NATIVE_CUDA;
@@ -1363,8 +1369,8 @@ static qp_status cu_device_native(void *dev, qp_device_native *out) {
     return QP_OK;
 }
 
-static qp_status cu_buffer_import(void *dev, const qp_buffer_import_desc *desc, void **out) {
-    cu_dev *d = dev;
+static qp_status qp_cu_buffer_import(void *dev, const qp_buffer_import_desc *desc, void **out) {
+    qp_cu_dev *d = dev;
     const qp_host *h = d->st->host;
     *out = NULL;
     if (!desc->cuda_ptr || desc->vk_buffer || desc->cl_mem || desc->host_ptr)
@@ -1378,7 +1384,7 @@ static qp_status cu_buffer_import(void *dev, const qp_buffer_import_desc *desc, 
                         "qp_buffer_import: cuda_ptr %p is not 16-byte aligned (the kernels load 16 bytes at "
                         "a time)", desc->cuda_ptr);
     if (!desc->size) return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "qp_buffer_import: size 0");
-    cu_buf *b = calloc(1, sizeof *b);
+    qp_cu_buf *b = calloc(1, sizeof *b);
     if (!b) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
     b->p = desc->cuda_ptr;
     b->size = desc->size;
@@ -1387,14 +1393,14 @@ static qp_status cu_buffer_import(void *dev, const qp_buffer_import_desc *desc, 
     return QP_OK;
 }
 
-static void cu_buffer_unimport(void *dev, void *buf) {
+static void qp_cu_buffer_unimport(void *dev, void *buf) {
     (void)dev;
     free(buf);
 }
 
-static qp_status cu_buffer_native(void *dev, void *buf, qp_buffer_native *out) {
+static qp_status qp_cu_buffer_native(void *dev, void *buf, qp_buffer_native *out) {
     (void)dev;
-    cu_buf *b = buf;
+    qp_cu_buf *b = buf;
     out->api = QP_NATIVE_CUDA;
     out->ptr = b->p;
     out->offset = 0;
@@ -1402,8 +1408,8 @@ static qp_status cu_buffer_native(void *dev, void *buf, qp_buffer_native *out) {
     return QP_OK;
 }
 
-static qp_status cu_device_stats(void *dev, qp_device_stats *out) {
-    cu_dev *d = dev;
+static qp_status qp_cu_device_stats(void *dev, qp_device_stats *out) {
+    qp_cu_dev *d = dev;
     out->host_waits = d->host_waits;
     out->submissions = d->submissions;
     out->allocations = d->allocations;
@@ -1413,103 +1419,100 @@ static qp_status cu_device_stats(void *dev, qp_device_stats *out) {
 /* ---- the ops table: each op runs with the device current and gives the
  * caller's current device back; kernel launches counted per device ---- */
 
-typedef struct cu_enter { int prev; unsigned long launches; } cu_enter;
+typedef struct qp_cu_enter { int prev; unsigned long launches; } qp_cu_enter;
 
-static cu_enter enter(void *dev) {
-    cu_dev *d = dev;
-    cu_enter c = {-1, qpcu_launch_count()};
+static qp_cu_enter enter(void *dev) {
+    qp_cu_dev *d = dev;
+    qp_cu_enter c = {-1, qp_cu_launch_count()};
     if (cudaGetDevice(&c.prev) != cudaSuccess) { cudaGetLastError(); c.prev = -1; }
     if (c.prev != d->index) cudaSetDevice(d->index);
     return c;
 }
 
-static void leave(void *dev, cu_enter c) {
-    cu_dev *d = dev;
-    d->submissions += qpcu_launch_count() - c.launches;
+static void leave(void *dev, qp_cu_enter c) {
+    qp_cu_dev *d = dev;
+    d->submissions += qp_cu_launch_count() - c.launches;
     if (c.prev >= 0) {
         int cur = -1;
         if (cudaGetDevice(&cur) != cudaSuccess || cur != c.prev) cudaSetDevice(c.prev);
     }
 }
 
-#define QPCU_WRAP(name, params, args)                                                                                  \
+/* w_NAME wraps qp_cu_NAME (QP_CU_WRAP_AS: the op function FN) */
+#define QP_CU_WRAP_AS(name, fn, params, args)                                                                          \
     static qp_status w_##name params {                                                                                 \
-        cu_enter c_ = enter(dev);                                                                                      \
-        qp_status r_ = cu_##name args;                                                                                 \
+        qp_cu_enter c_ = enter(dev);                                                                                   \
+        qp_status r_ = fn args;                                                                                        \
         leave(dev, c_);                                                                                                \
         return r_;                                                                                                     \
     }
-#define QPCU_WRAPV(name, params, args)                                                                                 \
+#define QP_CU_WRAP(name, params, args) QP_CU_WRAP_AS(name, qp_cu_##name, params, args)
+#define QP_CU_WRAPV(name, params, args)                                                                                \
     static void w_##name params {                                                                                      \
-        cu_enter c_ = enter(dev);                                                                                      \
-        cu_##name args;                                                                                                \
+        qp_cu_enter c_ = enter(dev);                                                                                   \
+        qp_cu_##name args;                                                                                             \
         leave(dev, c_);                                                                                                \
     }
 
-QPCU_WRAP(buffer_alloc, (void *dev, size_t bytes, void **buf), (dev, bytes, buf))
-QPCU_WRAPV(buffer_free, (void *dev, void *buf), (dev, buf))
-QPCU_WRAP(buffer_upload, (void *dev, void *buf, size_t off, const void *src, size_t n), (dev, buf, off, src, n))
-QPCU_WRAP(buffer_download, (void *dev, void *buf, size_t off, void *dst, size_t n), (dev, buf, off, dst, n))
-QPCU_WRAP(linear_prepare, (void *dev, const qp_lin_desc *desc, unsigned path, void **lin), (dev, desc, path, lin))
-QPCU_WRAPV(linear_destroy, (void *dev, void *lin), (dev, lin))
-QPCU_WRAP(linear_forward, (void *dev, void *lin, void *x, int M, void *y), (dev, lin, x, M, y))
-QPCU_WRAP(linear_reserve, (void *dev, void *lin, int max_m), (dev, lin, max_m))
-QPCU_WRAP(synchronize, (void *dev), (dev))
-QPCU_WRAP(rotation_prepare, (void *dev, const int8_t *H, int r, float c, void **rot), (dev, H, r, c, rot))
-QPCU_WRAPV(rotation_destroy, (void *dev, void *rot), (dev, rot))
-QPCU_WRAP(rotation_forward, (void *dev, void *rot, qp_dtype dt, void *x, int M, int K, void *y), (dev, rot, dt, x, M, K, y))
-QPCU_WRAP(kv_quantize, (void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst), (dev, dt, src, n, scale, dst))
-QPCU_WRAP(kv_dequantize, (void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst), (dev, dt, src, n, scale, dst))
-QPCU_WRAP(linear_time, (void *dev, void *lin, void *x, int M, void *y, int reps, double *t, double *g),
+QP_CU_WRAP(buffer_alloc, (void *dev, size_t bytes, void **buf), (dev, bytes, buf))
+QP_CU_WRAPV(buffer_free, (void *dev, void *buf), (dev, buf))
+QP_CU_WRAP(buffer_upload, (void *dev, void *buf, size_t off, const void *src, size_t n), (dev, buf, off, src, n))
+QP_CU_WRAP(buffer_download, (void *dev, void *buf, size_t off, void *dst, size_t n), (dev, buf, off, dst, n))
+QP_CU_WRAP(linear_prepare, (void *dev, const qp_lin_desc *desc, unsigned path, void **lin), (dev, desc, path, lin))
+QP_CU_WRAPV(linear_destroy, (void *dev, void *lin), (dev, lin))
+QP_CU_WRAP(linear_forward, (void *dev, void *lin, void *x, int M, void *y), (dev, lin, x, M, y))
+QP_CU_WRAP(linear_reserve, (void *dev, void *lin, int max_m), (dev, lin, max_m))
+QP_CU_WRAP(synchronize, (void *dev), (dev))
+QP_CU_WRAP(rotation_prepare, (void *dev, const int8_t *H, int r, float c, void **rot), (dev, H, r, c, rot))
+QP_CU_WRAPV(rotation_destroy, (void *dev, void *rot), (dev, rot))
+QP_CU_WRAP(rotation_forward, (void *dev, void *rot, qp_dtype dt, void *x, int M, int K, void *y), (dev, rot, dt, x, M, K, y))
+QP_CU_WRAP(kv_quantize, (void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst), (dev, dt, src, n, scale, dst))
+QP_CU_WRAP(kv_dequantize, (void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst), (dev, dt, src, n, scale, dst))
+QP_CU_WRAP(linear_time, (void *dev, void *lin, void *x, int M, void *y, int reps, double *t, double *g),
           (dev, lin, x, M, y, reps, t, g))
-QPCU_WRAP(buffer_copy, (void *dev, void *src, size_t so, void *dst, size_t dof, size_t n), (dev, src, so, dst, dof, n))
-QPCU_WRAP(buffer_copy_time, (void *dev, void *src, void *dst, size_t n, int reps, double *ms), (dev, src, dst, n, reps, ms))
-QPCU_WRAP(vendor_gemm_time, (void *dev, qp_dtype in, int M, int N, int K, int reps, double *ms, char *name, size_t cap),
+QP_CU_WRAP(buffer_copy, (void *dev, void *src, size_t so, void *dst, size_t dof, size_t n), (dev, src, so, dst, dof, n))
+QP_CU_WRAP(buffer_copy_time, (void *dev, void *src, void *dst, size_t n, int reps, double *ms), (dev, src, dst, n, reps, ms))
+QP_CU_WRAP(vendor_gemm_time, (void *dev, qp_dtype in, int M, int N, int K, int reps, double *ms, char *name, size_t cap),
           (dev, in, M, N, K, reps, ms, name, cap))
-#define cu_moe_prepare qpcu_moe_prepare
-#define cu_moe_destroy qpcu_moe_destroy
-#define cu_moe_forward qpcu_moe_forward_op
-#define cu_moe_reserve qpcu_moe_reserve
-#define cu_moe_route qpcu_moe_route_op
-QPCU_WRAP(moe_prepare, (void *dev, const qp_moe_desc *desc, void **moe), (dev, desc, moe))
-QPCU_WRAPV(moe_destroy, (void *dev, void *moe), (dev, moe))
-QPCU_WRAP(moe_forward, (void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y), (dev, moe, x, M, k, ids, w, y))
-QPCU_WRAP(moe_reserve, (void *dev, void *moe, int max_m, int k), (dev, moe, max_m, k))
-QPCU_WRAP(moe_route, (void *dev, const qp_route_params *p, void *lg, int M, void *sc, void *ids, void *w),
+QP_CU_WRAP(moe_prepare, (void *dev, const qp_moe_desc *desc, void **moe), (dev, desc, moe))
+QP_CU_WRAPV(moe_destroy, (void *dev, void *moe), (dev, moe))
+QP_CU_WRAP_AS(moe_forward, qp_cu_moe_forward_op, (void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y), (dev, moe, x, M, k, ids, w, y))
+QP_CU_WRAP(moe_reserve, (void *dev, void *moe, int max_m, int k), (dev, moe, max_m, k))
+QP_CU_WRAP_AS(moe_route, qp_cu_moe_route_op, (void *dev, const qp_route_params *p, void *lg, int M, void *sc, void *ids, void *w),
           (dev, p, lg, M, sc, ids, w))
-QPCU_WRAP(event_record, (void *dev, void **ev), (dev, ev))
-QPCU_WRAP(event_wait, (void *dev, void *ev), (dev, ev))
-QPCU_WRAP(event_query, (void *dev, void *ev, int *done), (dev, ev, done))
-QPCU_WRAPV(event_destroy, (void *dev, void *ev), (dev, ev))
-QPCU_WRAP(sync_begin, (void *dev, const qp_enqueue_sync *s), (dev, s))
-QPCU_WRAP(sync_end, (void *dev, const qp_enqueue_sync *s, qp_status st), (dev, s, st))
-QPCU_WRAP(device_native, (void *dev, qp_device_native *out), (dev, out))
+QP_CU_WRAP(event_record, (void *dev, void **ev), (dev, ev))
+QP_CU_WRAP(event_wait, (void *dev, void *ev), (dev, ev))
+QP_CU_WRAP(event_query, (void *dev, void *ev, int *done), (dev, ev, done))
+QP_CU_WRAPV(event_destroy, (void *dev, void *ev), (dev, ev))
+QP_CU_WRAP(sync_begin, (void *dev, const qp_enqueue_sync *s), (dev, s))
+QP_CU_WRAP(sync_end, (void *dev, const qp_enqueue_sync *s, qp_status st), (dev, s, st))
+QP_CU_WRAP(device_native, (void *dev, qp_device_native *out), (dev, out))
 
-qp_status qpcu_call_failed(cu_dev *d, const char *layer, const char *call, cudaError_t e) {
+qp_status qp_cu_call_failed(qp_cu_dev *d, const char *layer, const char *call, cudaError_t e) {
     return cuda_fail(d, layer, call, e);
 }
 
-qp_status qpcu_runnable(cu_dev *d, const char *layer) { return ensure_runnable(d, layer); }
+qp_status qp_cu_runnable(qp_cu_dev *d, const char *layer) { return ensure_runnable(d, layer); }
 
 /* The scheme kinds linear_prepare runs (the registry checks that the table
  * names every linear kind; capability and shape limits are device_supports's answers). */
-static const qp_backend_kind cu_kinds[] = {
+static const qp_backend_kind qp_cu_kinds[] = {
     {QP_SCHEME_UNQUANTIZED, 1, NULL},    {QP_SCHEME_W8A8_INT8, 1, NULL},      {QP_SCHEME_W8A8_FP8, 1, NULL},
     {QP_SCHEME_W8A8_FP8_BLOCK, 1, NULL}, {QP_SCHEME_HF_FP8, 1, NULL},         {QP_SCHEME_QQQ_W4A8, 1, NULL},
     {QP_SCHEME_W4A16_INT4, 1, NULL},     {QP_SCHEME_OCP_MX, 1, NULL},         {QP_SCHEME_W4A8_MXFP4_FP8, 1, NULL},
     {QP_SCHEME_NVFP4, 1, NULL},
 };
 
-static const qp_backend_ops cu_ops = {
+static const qp_backend_ops qp_cu_ops = {
     .abi_version = QP_BACKEND_ABI_VERSION,
     .struct_size = sizeof(qp_backend_ops),
     .name = "cuda",
-    .init = cu_init,
-    .shutdown = cu_shutdown,
-    .device_count = cu_device_count,
-    .device_get = cu_device_get,
-    .device_info = cu_device_info,
-    .device_supports = cu_device_supports,
+    .init = qp_cu_init,
+    .shutdown = qp_cu_shutdown,
+    .device_count = qp_cu_device_count,
+    .device_get = qp_cu_device_get,
+    .device_info = qp_cu_device_info,
+    .device_supports = qp_cu_device_supports,
     .buffer_alloc = w_buffer_alloc,
     .buffer_free = w_buffer_free,
     .buffer_upload = w_buffer_upload,
@@ -1517,7 +1520,7 @@ static const qp_backend_ops cu_ops = {
     .linear_prepare = w_linear_prepare,
     .linear_destroy = w_linear_destroy,
     .linear_forward = w_linear_forward,
-    .linear_describe = cu_linear_describe,
+    .linear_describe = qp_cu_linear_describe,
     .synchronize = w_synchronize,
     .rotation_prepare = w_rotation_prepare,
     .rotation_destroy = w_rotation_destroy,
@@ -1532,7 +1535,7 @@ static const qp_backend_ops cu_ops = {
     .moe_destroy = w_moe_destroy,
     .moe_route = w_moe_route,
     .moe_forward = w_moe_forward,
-    .moe_describe = qpcu_moe_describe,
+    .moe_describe = qp_cu_moe_describe,
     .linear_reserve = w_linear_reserve,
     .moe_reserve = w_moe_reserve,
     .flush = NULL, /* launches are submitted as they are made */
@@ -1542,17 +1545,17 @@ static const qp_backend_ops cu_ops = {
     .event_destroy = w_event_destroy,
     .sync_begin = w_sync_begin,
     .sync_end = w_sync_end,
-    .device_import = cu_device_import,
-    .device_release = cu_device_release,
+    .device_import = qp_cu_device_import,
+    .device_release = qp_cu_device_release,
     .device_native = w_device_native,
-    .buffer_import = cu_buffer_import,
-    .buffer_unimport = cu_buffer_unimport,
-    .buffer_native = cu_buffer_native,
-    .device_stats = cu_device_stats,
+    .buffer_import = qp_cu_buffer_import,
+    .buffer_unimport = qp_cu_buffer_unimport,
+    .buffer_native = qp_cu_buffer_native,
+    .device_stats = qp_cu_device_stats,
     /* no moe_takes_act: the MoE kernels take every activation mode the
      * core builds, per-token-group fp8 (fp8 per-block experts) included */
-    .linear_kinds = cu_kinds,
-    .n_linear_kinds = sizeof cu_kinds / sizeof *cu_kinds,
+    .linear_kinds = qp_cu_kinds,
+    .n_linear_kinds = sizeof qp_cu_kinds / sizeof *qp_cu_kinds,
 };
 
-EXPORT const qp_backend_ops *qp_backend_entry(void) { return &cu_ops; }
+EXPORT const qp_backend_ops *qp_backend_entry(void) { return &qp_cu_ops; }

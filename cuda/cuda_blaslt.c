@@ -81,7 +81,7 @@ static void load(void) {
 #undef SYM
 }
 
-int qpcu_blaslt_available(char *why, size_t cap) {
+int qp_cu_blaslt_available(char *why, size_t cap) {
     pthread_once(&once, load);
     if (L.why[0] || !L.so) {
         snprintf(why, cap, "%s", L.why[0] ? L.why : "cuBLASLt not loaded");
@@ -95,13 +95,13 @@ enum { COMPUTE_32F = 68, COMPUTE_32I = 72 };
 enum { R_32F = 0, R_16F = 2, R_8I = 3, R_32I = 10, R_8F_E4M3 = 28 };
 enum { DESC_TRANSA = 3, DESC_TRANSB = 4, PREF_MAX_WS = 1, OP_N = 0, OP_T = 1 };
 
-int qpcu_blaslt_time(int in, int M, int N, int K, int reps, double *ms, void *X, void *W, void *D, void *ws,
+int qp_cu_blaslt_time(int in, int M, int N, int K, int reps, double *ms, void *X, void *W, void *D, void *ws,
                      size_t ws_bytes, cudaStream_t st, char *name, size_t cap, char *err, size_t ecap) {
     char why[200];
-    if (!qpcu_blaslt_available(why, sizeof why)) { snprintf(err, ecap, "%s", why); return 1; }
-    const int ab = in == QPCU_BLAS_I8 ? R_8I : in == QPCU_BLAS_F8 ? R_8F_E4M3 : R_16F;
-    const int cd = in == QPCU_BLAS_I8 ? R_32I : R_16F;
-    const int comp = in == QPCU_BLAS_I8 ? COMPUTE_32I : COMPUTE_32F, scale = in == QPCU_BLAS_I8 ? R_32I : R_32F;
+    if (!qp_cu_blaslt_available(why, sizeof why)) { snprintf(err, ecap, "%s", why); return 1; }
+    const int ab = in == QP_CU_BLAS_I8 ? R_8I : in == QP_CU_BLAS_F8 ? R_8F_E4M3 : R_16F;
+    const int cd = in == QP_CU_BLAS_I8 ? R_32I : R_16F;
+    const int comp = in == QP_CU_BLAS_I8 ? COMPUTE_32I : COMPUTE_32F, scale = in == QP_CU_BLAS_I8 ? R_32I : R_32F;
     lt_handle h = NULL;
     lt_desc op = NULL;
     lt_layout la = NULL, lb = NULL, lc = NULL;
@@ -112,8 +112,8 @@ int qpcu_blaslt_time(int in, int M, int N, int K, int reps, double *ms, void *X,
     uint64_t wsb = ws_bytes;
     int32_t ia = 1, ib = 0;
     float fa = 1.0f, fb = 0.0f;
-    const void *alpha = in == QPCU_BLAS_I8 ? (const void *)&ia : (const void *)&fa;
-    const void *beta = in == QPCU_BLAS_I8 ? (const void *)&ib : (const void *)&fb;
+    const void *alpha = in == QP_CU_BLAS_I8 ? (const void *)&ia : (const void *)&fa;
+    const void *beta = in == QP_CU_BLAS_I8 ? (const void *)&ib : (const void *)&fb;
     blas_st s = 0;
     const char *step = "cublasLtCreate";
     memset(&hr, 0, sizeof hr);
@@ -150,7 +150,7 @@ int qpcu_blaslt_time(int in, int M, int N, int K, int reps, double *ms, void *X,
     }
     size_t v = L.version();
     snprintf(name, cap, "cuBLASLt %zu.%zu %s TN", v / 10000, (v / 100) % 100,
-             in == QPCU_BLAS_I8 ? "int8 (int32 out)" : in == QPCU_BLAS_F8 ? "fp8 e4m3 (fp16 out)" : "fp16");
+             in == QP_CU_BLAS_I8 ? "int8 (int32 out)" : in == QP_CU_BLAS_F8 ? "fp8 e4m3 (fp16 out)" : "fp16");
 done:
     if (s)
         snprintf(err, ecap, "%s failed (%s %d)", step,

@@ -30,16 +30,16 @@ static int sass_fit(int t, void *u) {
 static int ptx_fit(int t, void *u) { return t <= *(int *)u; }
 static int min_of(int t, void *u) { int *m = u; if (*m < 0 || t < *m) *m = t; return 0; }
 
-int qpcu_arch_sass_target(int cc, const char *sass) {
+int qp_cu_arch_sass_target(int cc, const char *sass) {
     sass_q q = { cc, -1 };
     each_target(sass, sass_fit, &q);
     return q.best;
 }
 
-qpcu_arch_fit qpcu_arch_check(int cc, const char *sass, const char *ptx, char *why, size_t cap) {
+qp_cu_arch_fit qp_cu_arch_check(int cc, const char *sass, const char *ptx, char *why, size_t cap) {
     if (why && cap) why[0] = 0;
-    if (qpcu_arch_sass_target(cc, sass) >= 0) return QPCU_ARCH_SASS;
-    if (each_target(ptx, ptx_fit, &cc)) return QPCU_ARCH_PTX;
+    if (qp_cu_arch_sass_target(cc, sass) >= 0) return QP_CU_ARCH_SASS;
+    if (each_target(ptx, ptx_fit, &cc)) return QP_CU_ARCH_PTX;
     int lo = -1;
     each_target(sass, min_of, &lo);
     each_target(ptx, min_of, &lo);
@@ -53,10 +53,10 @@ qpcu_arch_fit qpcu_arch_check(int cc, const char *sass, const char *ptx, char *w
                      "plugin carries no PTX it can JIT (ptx: %s); rebuild libqport-cuda.so with a -gencode for it",
                      cc / 10, cc % 10, sass && *sass ? sass : "none", ptx && *ptx ? ptx : "none");
     }
-    return QPCU_ARCH_NONE;
+    return QP_CU_ARCH_NONE;
 }
 
-int qpcu_scheme_min_capability(qp_scheme_kind kind) {
+int qp_cu_scheme_min_capability(qp_scheme_kind kind) {
     /* docs/semantics.md §19: QuarkConfig 70; per scheme below. */
     switch (kind) {
     case QP_SCHEME_W8A8_FP8:
@@ -72,9 +72,9 @@ int qpcu_scheme_min_capability(qp_scheme_kind kind) {
     }
 }
 
-int qpcu_cap_int_dot(int cc) { return cc >= 61; }
-int qpcu_cap_tensor_core_int8(int cc) { return cc >= 75; }
-int qpcu_cap_tensor_core_fp8(int cc) { return cc >= 89; }
+int qp_cu_cap_int_dot(int cc) { return cc >= 61; }
+int qp_cu_cap_tensor_core_int8(int cc) { return cc >= 75; }
+int qp_cu_cap_tensor_core_fp8(int cc) { return cc >= 89; }
 
 static void set(qp_support_info *out, qp_support_level lvl, const char *fmt, int a, int b) {
     out->level = lvl;
@@ -82,14 +82,14 @@ static void set(qp_support_info *out, qp_support_level lvl, const char *fmt, int
     else out->reason[0] = 0;
 }
 
-void qpcu_scheme_support(const qp_scheme *s, int cc, const char *sass, const char *ptx, qp_support_info *out) {
+void qp_cu_scheme_support(const qp_scheme *s, int cc, const char *sass, const char *ptx, qp_support_info *out) {
     char why[256];
-    if (qpcu_arch_check(cc, sass, ptx, why, sizeof why) == QPCU_ARCH_NONE) {
+    if (qp_cu_arch_check(cc, sass, ptx, why, sizeof why) == QP_CU_ARCH_NONE) {
         out->level = QP_SUPPORT_UNSUPPORTED;
         snprintf(out->reason, sizeof out->reason, "%s", why);
         return;
     }
-    int min = qpcu_scheme_min_capability(s->kind);
+    int min = qp_cu_scheme_min_capability(s->kind);
     if (s->min_capability > min) min = s->min_capability;
     if (cc < min) {
         /* vLLM's RuntimeError text (api/scheme.c, docs/semantics.md §19) */
@@ -157,7 +157,7 @@ void qpcu_scheme_support(const qp_scheme *s, int cc, const char *sass, const cha
     }
 }
 
-void qpcu_pack_q4(const int8_t *q4, int N, int K, int Np, int Kp, uint32_t *out) {
+void qp_cu_pack_q4(const int8_t *q4, int N, int K, int Np, int Kp, uint32_t *out) {
     for (int n = 0; n < Np; n++)
         for (int k8 = 0; k8 < Kp; k8 += 8) {
             uint32_t word = 0;

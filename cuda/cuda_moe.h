@@ -4,8 +4,8 @@
  * it shares the linear layers' quantizers, mma wrappers and weight decoders).
  * Plain C types only.
  */
-#ifndef QPCU_MOE_H
-#define QPCU_MOE_H
+#ifndef QP_CU_MOE_H
+#define QP_CU_MOE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -15,22 +15,22 @@ extern "C" {
 #endif
 
 /* Slots per sorted block: decode (GEMV, M <= 16) and tensor-core tiles. */
-#define QPCU_MOE_BMD 16
-#define QPCU_MOE_BMT 64
-#define QPCU_MOE_DECODE_MAX_M 16
+#define QP_CU_MOE_BMD 16
+#define QP_CU_MOE_BMT 64
+#define QP_CU_MOE_DECODE_MAX_M 16
 
-typedef enum qpcu_moe_kp {
-    QPCU_MOE_GEMV = 0, /* one warp per output row of the expert, 16 slots  */
-    QPCU_MOE_TC        /* 64 slots x 64 outputs, mma.sync                  */
-} qpcu_moe_kp;
+typedef enum qp_cu_moe_kp {
+    QP_CU_MOE_GEMV = 0, /* one warp per output row of the expert, 16 slots  */
+    QP_CU_MOE_TC        /* 64 slots x 64 outputs, mma.sync                  */
+} qp_cu_moe_kp;
 
 /* One forward (the layer and the scratch of this call). Weights of expert e
  * start at row e * N13p (w13) / e * N2p (w2) of [rows][Kp] (padded with
- * zeros); codes per qpcu_wkind (QPCU_W_I8, F8, F8B, H, LUT, LUT4). */
-typedef struct qpcu_moe_fwd {
+ * zeros); codes per qp_cu_wkind (QP_CU_W_I8, F8, F8B, H, LUT, LUT4). */
+typedef struct qp_cu_moe_fwd {
     int M, k, E, off, H, I, Hp, Ip, N13p, N2p;
     int wkind, act, bf16, kpath, sm;
-    /* activation quantization (qpcu_act): static scales / NVFP4 g = 1/gs */
+    /* activation quantization (qp_cu_act): static scales / NVFP4 g = 1/gs */
     float s13, s2, g13, g2;
     int act_mbits, act_emin, act_emax, act_e4m3;
     float act_maxv;
@@ -57,13 +57,13 @@ typedef struct qpcu_moe_fwd {
     int32_t *cnt, *eblk, *sorted, *bexp, *nblk;
     int nbmax;                 /* blocks the routing can make at most       */
     void *stream;
-} qpcu_moe_fwd;
+} qp_cu_moe_fwd;
 
 /* Launches the whole layer on f->stream. 0 or a cudaError_t; `what` names
  * the failed step. */
-int qpcu_moe_forward(const qpcu_moe_fwd *f, const char **what);
+int qp_cu_moe_forward(const qp_cu_moe_fwd *f, const char **what);
 /* Routing on the device (api/moe_route.c's arithmetic), enqueued. */
-int qpcu_moe_route(const float *lg, int M, int G, int k, int flags, int ng, int topk_group, float scale,
+int qp_cu_moe_route(const float *lg, int M, int G, int k, int flags, int ng, int topk_group, float scale,
                    const float *bias, float *sc, int32_t *ids, float *rw, void *stream);
 
 #ifdef __cplusplus

@@ -174,3 +174,18 @@ QP_WG_REDUCE_DEF(qp_wg_min, fmin)
             barrier(CLK_LOCAL_MEM_FENCE);                                                                            \
         }                                                                                                            \
     } while (0)
+
+/* The 32x32 tiled kernels: 8x8 lanes, lane (ty, tx) owning the 4x4 outputs
+ * of rows m0 + ty + 8i and columns n0 + tx + 8j. QP_TILE_ZERO clears an
+ * accumulator tile; QP_TILE_STORE writes the outputs inside M x ne as
+ * y[m * N + n] = EPI, EPI an expression of acc[i][j], m and n. Macros: the
+ * accumulators are float or int by kernel. */
+#define QP_TILE_ZERO(acc)                                                                                            \
+    for (int i_ = 0; i_ < 4; i_++)                                                                                   \
+        for (int j_ = 0; j_ < 4; j_++) (acc)[i_][j_] = 0
+#define QP_TILE_STORE(EPI)                                                                                           \
+    for (int i = 0; i < 4; i++)                                                                                      \
+        for (int j = 0; j < 4; j++) {                                                                                \
+            int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;                                                            \
+            if (m < M && n < ne) y[(size_t)m * N + n] = EPI;                                                         \
+        }

@@ -12,6 +12,13 @@ inline ushort qp_epilogue_f8(float acc, int m, int n, int flags, __global const 
     return qp_act_encode(v, bf16);
 }
 
+/* The e4m3 decode table (code -> value) of a work-group of 64 lanes, ready
+ * for every lane when it returns (a barrier). */
+inline void qp_f8_table(__local float *dec, int lid) {
+    for (int i = lid; i < 256; i += 64) dec[i] = qp_f8_decode((uint)i);
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 /* 16 e4m3 codes through the kernel's decode table (a table beats the bit
  * decode per weight) */
 inline float16 qp_f8_dec16(__local const float *dec, uchar16 c) {
@@ -26,8 +33,7 @@ void qp_gemv_f8(__global const float *xf, __global const uchar *w, int K, int N,
     __local float red[QP_GEMV_MAX_M * QP_WG];
     __local float dec[256]; /* e4m3 code -> value: a table beats the bit decode per weight */
     int n = nb + get_group_id(0), lid = get_local_id(0);
-    for (int i = lid; i < 256; i += QP_WG) dec[i] = qp_f8_decode((uint)i);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    qp_f8_table(dec, lid);
     float acc[QP_GEMV_MAX_M];
     for (int m = 0; m < QP_GEMV_MAX_M; m++) acc[m] = 0.0f;
     __global const uchar *wr = w + (size_t)(n - nb) * K;
@@ -66,6 +72,13 @@ inline void qp_tile_mac(__local const float *As, __local const float *Bs, int ty
     }
 }
 
+/* a k-tile step: wait for both tiles, accumulate, free the tiles again */
+inline void qp_tile_step(__local const float *As, __local const float *Bs, int ty, int tx, float acc[4][4]) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    qp_tile_mac(As, Bs, ty, tx, acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+}
+
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K, int N, int nb, int ne, int flags,
                  __global const float *sx, __global const float *wsc, __global const ushort *bias,
@@ -74,12 +87,10 @@ void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K
     __local float Bs[QP_TN * QP_TKF];
     __local float dec[256];
     int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;
-    for (int i = lid; i < 256; i += 64) dec[i] = qp_f8_decode((uint)i);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    qp_f8_table(dec, lid);
     int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
     float acc[4][4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    QP_TILE_ZERO(acc);
     /* 64 lanes load 32 x 16 of each operand: lane -> (row lid/2, 8 columns) */
     int lr = lid >> 1, lc = (lid & 1) * 8;
     for (int k0 = 0; k0 < K; k0 += QP_TKF) {
@@ -89,13 +100,7 @@ void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K
             As[lr * QP_TKF + lc + i] = gm < M && gk < K ? xf[(size_t)gm * K + gk] : 0.0f;
             Bs[lr * QP_TKF + lc + i] = gn < ne && gk < K ? dec[w[(size_t)(gn - nb) * K + gk]] : 0.0f;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        qp_tile_mac(As, Bs, ty, tx, acc);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        qp_tile_step(As, Bs, ty, tx, acc);
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;
-            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_f8(acc[i][j], m, n, flags, sx, wsc, bias);
-        }
+    QP_TILE_STORE(qp_epilogue_f8(acc[i][j], m, n, flags, sx, wsc, bias));
 }

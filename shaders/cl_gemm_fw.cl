@@ -231,17 +231,11 @@ void qp_gemv_fw(__global const float *xf, __global const uchar *w, __global cons
                 w0 = qp_rnd16(QP_LUT16(c0) * bs[k / blk], bf16);
                 w1 = qp_rnd16(QP_LUT16(c1) * bs[(k + 16) / blk], bf16);
             }
-            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
-                __global const float *xr = xf + (size_t)(m0 + m) * K + k;
-                acc[m] += qp_sum16(vload16(0, xr) * w0) + qp_sum16(vload16(0, xr + 16) * w1);
-            }
+            qp_gemv_acc32(acc, xf, K, m0, mrows, k, w0, w1);
         } else {
             float wt[32];
             for (int i = 0; i < 32; i++) wt[i] = k + i < K ? qp_fw_weight(wr, k + i, wfmt, blk, lut, bs, bf16) : 0.0f;
-            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
-                __global const float *xr = xf + (size_t)(m0 + m) * K + k;
-                for (int i = 0; i < 32; i++) if (k + i < K) acc[m] += xr[i] * wt[i];
-            }
+            qp_gemv_acc32_tail(acc, xf, K, m0, mrows, k, wt);
         }
     }
     QP_GEMV_REDUCE(red, acc, mrows, lid);
@@ -262,8 +256,7 @@ void qp_tiled_fw(__global const float *xf, __global const uchar *w, __global con
     barrier(CLK_LOCAL_MEM_FENCE);
     int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
     float acc[4][4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    QP_TILE_ZERO(acc);
     int lr = lid >> 1, lc = (lid & 1) * 8;
     int gm = m0 + lr, gn = n0 + lr;
     size_t rowb = qp_fw_row_bytes(wfmt, K);
@@ -276,15 +269,9 @@ void qp_tiled_fw(__global const float *xf, __global const uchar *w, __global con
             As[lr * QP_TKF + lc + i] = gm < M && gk < K ? xf[(size_t)gm * K + gk] : 0.0f;
             Bs[lr * QP_TKF + lc + i] = gn < ne && gk < K ? qp_fw_weight(wr, gk, wfmt, blk, lut, bs, bf16) : 0.0f;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        qp_tile_mac(As, Bs, ty, tx, acc);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        qp_tile_step(As, Bs, ty, tx, acc);
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;
-            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_fw(acc[i][j], n, flags, bias);
-        }
+    QP_TILE_STORE(qp_epilogue_fw(acc[i][j], n, flags, bias));
 }
 
 /* ---- Quark online input rotation (api/backend.h rotation_forward) -------

@@ -134,8 +134,7 @@ inline void qp_tile_load_i8(__local char4 *dst, __global const char *src, int ro
     int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;                                                 \
     int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;                                               \
     int acc[4][4];                                                                                                     \
-    for (int i = 0; i < 4; i++)                                                                                        \
-        for (int j = 0; j < 4; j++) acc[i][j] = 0;                                                                     \
+    QP_TILE_ZERO(acc);                                                                                                 \
     for (int k0 = 0; k0 < K; k0 += QP_TK) {                                                                            \
         qp_tile_load_i8(As, xq, M, m0, K, k0, lid);                                                                    \
         LOADB;                                                                                                         \
@@ -149,11 +148,7 @@ inline void qp_tile_load_i8(__local char4 *dst, __global const char *src, int ro
         }                                                                                                              \
         barrier(CLK_LOCAL_MEM_FENCE);                                                                                  \
     }                                                                                                                  \
-    for (int i = 0; i < 4; i++)                                                                                        \
-        for (int j = 0; j < 4; j++) {                                                                                  \
-            int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;                                                              \
-            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_i8(acc[i][j], m, n, flags, sx, szp, wsc, adj, bias); \
-        }
+    QP_TILE_STORE(qp_epilogue_i8(acc[i][j], m, n, flags, sx, szp, wsc, adj, bias))
 
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_tiled_i8(__global const char *xq, __global const char *w, int M, int K, int N, int nb, int ne, int flags,

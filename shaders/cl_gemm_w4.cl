@@ -34,6 +34,24 @@ inline float qp_sum16(float16 p) {
     return (s4.x + s4.y) + (s4.z + s4.w);
 }
 
+/* The GEMVs' 32-k chunk at k: acc[m] (rows m0 + m, m < mrows) += the sums
+ * of x times w0 (k .. k+15) and w1 (k+16 .. k+31); the tail chunk (k + 32 >
+ * K) element by element, the weights in wt. */
+inline void qp_gemv_acc32(float *acc, __global const float *xf, int K, int m0, int mrows, int k, float16 w0,
+                          float16 w1) {
+    for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
+        __global const float *xr = xf + (size_t)(m0 + m) * K + k;
+        acc[m] += qp_sum16(vload16(0, xr) * w0) + qp_sum16(vload16(0, xr + 16) * w1);
+    }
+}
+inline void qp_gemv_acc32_tail(float *acc, __global const float *xf, int K, int m0, int mrows, int k,
+                               const float *wt) {
+    for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
+        __global const float *xr = xf + (size_t)(m0 + m) * K + k;
+        for (int i = 0; i < 32; i++) if (k + i < K) acc[m] += xr[i] * wt[i];
+    }
+}
+
 /* GEMV (M <= 16): one work-group per column, lanes stride over K 32 weights
  * (16 bytes) at a time, dequantized in registers. */
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
@@ -54,18 +72,12 @@ void qp_gemv_w4(__global const float *xf, __global const uchar *wq, __global con
         float16 w0 = convert_float16(convert_int16(b & (uchar16)(15)) - z) * s;
         float16 w1 = convert_float16(convert_int16(b >> (uchar16)(4)) - z) * s;
         if (k + 32 <= K) {
-            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
-                __global const float *xr = xf + (size_t)(m0 + m) * K + k;
-                acc[m] += qp_sum16(vload16(0, xr) * w0) + qp_sum16(vload16(0, xr + 16) * w1);
-            }
+            qp_gemv_acc32(acc, xf, K, m0, mrows, k, w0, w1);
         } else {
             float wt[32];
             vstore16(w0, 0, wt);
             vstore16(w1, 0, wt + 16);
-            for (int m = 0; m < QP_GEMV_MAX_M; m++) if (m < mrows) {
-                __global const float *xr = xf + (size_t)(m0 + m) * K + k;
-                for (int i = 0; i < 32; i++) if (k + i < K) acc[m] += xr[i] * wt[i];
-            }
+            qp_gemv_acc32_tail(acc, xf, K, m0, mrows, k, wt);
         }
     }
     QP_GEMV_REDUCE(red, acc, mrows, lid);
@@ -85,8 +97,7 @@ void qp_tiled_w4(__global const float *xf, __global const uchar *wq, __global co
     int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
     int Kp = (K + 31) & ~31;
     float acc[4][4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    QP_TILE_ZERO(acc);
     int lr = lid >> 1, lc = (lid & 1) * 8;
     int gm = m0 + lr, gn = n0 + lr;
     for (int k0 = 0; k0 < K; k0 += QP_TKF) {
@@ -108,15 +119,9 @@ void qp_tiled_w4(__global const float *xf, __global const uchar *wq, __global co
         } else {
             for (int i = 0; i < 8; i++) Bs[lr * QP_TKF + lc + i] = 0.0f;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        qp_tile_mac(As, Bs, ty, tx, acc);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        qp_tile_step(As, Bs, ty, tx, acc);
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;
-            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_f32(acc[i][j], n, flags, bias);
-        }
+    QP_TILE_STORE(qp_epilogue_f32(acc[i][j], n, flags, bias));
 }
 
 /* ---- W8A8-FP8 per-block (docs/semantics.md §16) -------------------------
@@ -132,8 +137,7 @@ void qp_gemv_f8b(__global const float *xf, __global const uchar *w, int K, int N
     __local float red[QP_GEMV_MAX_M * QP_WG];
     __local float dec[256];
     int n = nb + get_group_id(0), lid = get_local_id(0), kb = K >> 7;
-    for (int i = lid; i < 256; i += QP_WG) dec[i] = qp_f8_decode((uint)i);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    qp_f8_table(dec, lid);
     float acc[QP_GEMV_MAX_M];
     for (int m = 0; m < QP_GEMV_MAX_M; m++) acc[m] = 0.0f;
     __global const uchar *wr = w + (size_t)(n - nb) * K;
@@ -160,12 +164,11 @@ void qp_tiled_f8b(__global const float *xf, __global const uchar *w, int M, int 
     __local float Bs[QP_TN * QP_TKF];
     __local float dec[256];
     int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx, kb = K >> 7;
-    for (int i = lid; i < 256; i += 64) dec[i] = qp_f8_decode((uint)i);
-    barrier(CLK_LOCAL_MEM_FENCE);
+    qp_f8_table(dec, lid);
     int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
     float acc[4][4], part[4][4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) acc[i][j] = part[i][j] = 0.0f;
+    QP_TILE_ZERO(acc);
+    QP_TILE_ZERO(part);
     int lr = lid >> 1, lc = (lid & 1) * 8;
     for (int k0 = 0; k0 < K; k0 += QP_TKF) {
         for (int i = 0; i < 8; i++) {
@@ -174,9 +177,7 @@ void qp_tiled_f8b(__global const float *xf, __global const uchar *w, int M, int 
             As[lr * QP_TKF + lc + i] = gm < M ? xf[(size_t)gm * K + gk] : 0.0f;
             Bs[lr * QP_TKF + lc + i] = gn < ne ? dec[w[(size_t)(gn - nb) * K + gk]] : 0.0f;
         }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        qp_tile_mac(As, Bs, ty, tx, part);
-        barrier(CLK_LOCAL_MEM_FENCE);
+        qp_tile_step(As, Bs, ty, tx, part);
         if (((k0 + QP_TKF) & 127) == 0) { /* end of a 128-group: scale and fold */
             int g = k0 >> 7;
             for (int i = 0; i < 4; i++)
@@ -187,9 +188,5 @@ void qp_tiled_f8b(__global const float *xf, __global const uchar *w, int M, int 
                 }
         }
     }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) {
-            int m = m0 + ty + 8 * i, n = n0 + tx + 8 * j;
-            if (m < M && n < ne) y[(size_t)m * N + n] = qp_epilogue_f32(acc[i][j], n, flags, bias);
-        }
+    QP_TILE_STORE(qp_epilogue_f32(acc[i][j], n, flags, bias));
 }

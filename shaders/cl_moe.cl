@@ -153,6 +153,16 @@ inline float qp_moe_w(__global const uchar *w, size_t row, int k, int K, int wfm
 
 #define QP_MOE_NOCONV(x) (x)
 
+/* The decode kernels' end: the lane sums reduced (QP_MOE_GEMV_REDUCE), then
+ * slot lid < rows's outputs; CONV as in QP_MOE_TILE_OUT. */
+#define QP_MOE_GEMV_OUT(CONV, quant)                                                                                 \
+    QP_MOE_GEMV_REDUCE(red, ag, au, lid);                                                                            \
+    if (lid < rows) {                                                                                                \
+        int t = slot[lid];                                                                                           \
+        qp_moe_out(CONV(red[lid * QP_WG]), CONV(red[(QP_MOE_BMD + lid) * QP_WG]), t, t / adiv, n, e, NO, gemm2,      \
+                   quant, bf16, rs, ws, rw, out);                                                                    \
+    }
+
 /* Decode: work-group (b, n); lanes stride over K; a tree reduction. */
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
 void qp_moe_gemv_f(__global const float *a, int adiv, __global const uchar *w, __global const float *lutg,
@@ -179,12 +189,7 @@ void qp_moe_gemv_f(__global const float *a, int adiv, __global const uchar *w, _
                 au[r] += x * wu;
             }
     }
-    QP_MOE_GEMV_REDUCE(red, ag, au, lid);
-    if (lid < rows) {
-        int t = slot[lid];
-        qp_moe_out(red[lid * QP_WG], red[(QP_MOE_BMD + lid) * QP_WG], t, t / adiv, n, e, NO, gemm2, quant, bf16, rs,
-                   ws, rw, out);
-    }
+    QP_MOE_GEMV_OUT(QP_MOE_NOCONV, quant);
 }
 
 /* Prefill: block b of 32 sorted slots x 32 outputs (rows ty + 8i, columns
@@ -211,8 +216,10 @@ void qp_moe_tiled_f(__global const float *a, int adiv, __global const uchar *w, 
     barrier(CLK_LOCAL_MEM_FENCE);
     int e = bexp[b], n0 = get_group_id(0) * QP_TN, f8b = wfmt == 4, kb = K >> 7;
     float ag[4][4], au[4][4], pg[4][4], pu[4][4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) ag[i][j] = au[i][j] = pg[i][j] = pu[i][j] = 0.0f;
+    QP_TILE_ZERO(ag);
+    QP_TILE_ZERO(au);
+    QP_TILE_ZERO(pg);
+    QP_TILE_ZERO(pu);
     int lr = lid >> 1, lc = (lid & 1) * 8;
     int st = slot[lr], gn = n0 + lr;
     size_t rg = gemm2 ? (size_t)e * NO + gn : (size_t)e * 2 * NO + gn, ru = rg + (size_t)NO;
@@ -287,12 +294,7 @@ void qp_moe_gemv_f8b(__global const float *a, int adiv, __global const uchar *w,
                 au[r] += qp_sum16(x * vu) * (sx * su);
             }
     }
-    QP_MOE_GEMV_REDUCE(red, ag, au, lid);
-    if (lid < rows) {
-        int t = slot[lid];
-        qp_moe_out(red[lid * QP_WG], red[(QP_MOE_BMD + lid) * QP_WG], t, t / adiv, n, e, NO, gemm2, 0, bf16, rs, ws, rw,
-                   out);
-    }
+    QP_MOE_GEMV_OUT(QP_MOE_NOCONV, 0);
 }
 
 /* ---- int8 GEMMs (W8A8-INT8): exact int32 sums, (float)acc in the epilogue -- */
@@ -328,12 +330,7 @@ void qp_moe_gemv_i(__global const char *a, int adiv, __global const char *w, int
                 au[r] += x * u1;
             }
     }
-    QP_MOE_GEMV_REDUCE(red, ag, au, lid);
-    if (lid < rows) {
-        int t = slot[lid];
-        qp_moe_out(convert_float_rte(red[lid * QP_WG]), convert_float_rte(red[(QP_MOE_BMD + lid) * QP_WG]), t, t / adiv,
-                   n, e, NO, gemm2, 1, bf16, rs, ws, rw, out);
-    }
+    QP_MOE_GEMV_OUT(convert_float_rte, 1);
 }
 
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
@@ -352,8 +349,8 @@ void qp_moe_tiled_i(__global const char *a, int adiv, __global const char *w, in
     barrier(CLK_LOCAL_MEM_FENCE);
     int e = bexp[b], n0 = get_group_id(0) * QP_TN;
     int ag[4][4], au[4][4];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 4; j++) ag[i][j] = au[i][j] = 0;
+    QP_TILE_ZERO(ag);
+    QP_TILE_ZERO(au);
     /* 64 lanes x 16 bytes = one 32 x 32 tile: lane -> (row lid/2, half lid%2) */
     int lr = lid >> 1, lc = (lid & 1) * 16;
     int st = slot[lr], gn = n0 + lr;

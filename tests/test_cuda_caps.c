@@ -44,7 +44,7 @@ static void test_caps(void) {
             s.activation.granularity = QP_GRAN_TOKEN;
             s.weight.group_size = sch[j].kind == QP_SCHEME_QQQ_W4A8 ? 128 : 0;
             qp_support_info out;
-            qpcu_scheme_support(&s, devs[i].cc, SASS, PTX, &out);
+            qp_cu_scheme_support(&s, devs[i].cc, SASS, PTX, &out);
             int cc = devs[i].cc;
             if (cc < 75) {
                 CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strstr(out.reason, "older than the oldest compiled target sm_75"),
@@ -71,7 +71,7 @@ static void test_caps(void) {
     s.kind = QP_SCHEME_W8A8_INT8;
     s.min_capability = 80;
     qp_support_info out;
-    qpcu_scheme_support(&s, 75, SASS, PTX, &out);
+    qp_cu_scheme_support(&s, 75, SASS, PTX, &out);
     char want[256];
     snprintf(want, sizeof want, VLLM_MSG, 80, 75);
     CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strcmp(out.reason, want) == 0, "min_capability 80 on T4: %s", out.reason);
@@ -79,47 +79,47 @@ static void test_caps(void) {
     memset(&s, 0, sizeof s);
     s.kind = QP_SCHEME_HF_FP8;
     s.activation.dtype = QP_DTYPE_F8_E4M3FN;
-    qpcu_scheme_support(&s, 80, SASS, PTX, &out);
+    qp_cu_scheme_support(&s, 80, SASS, PTX, &out);
     CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strstr(out.reason, "Marlin W8A16") && strstr(out.reason, "8.0"), "hf fp8 on A100: %s", out.reason);
-    qpcu_scheme_support(&s, 89, SASS, PTX, &out);
+    qp_cu_scheme_support(&s, 89, SASS, PTX, &out);
     CHECK(out.level == QP_SUPPORT_NATIVE, "hf fp8 on L4: %s", out.reason);
     /* fp8 per-block: native from 8.9, vLLM's message below */
     memset(&s, 0, sizeof s);
     s.kind = QP_SCHEME_W8A8_FP8_BLOCK;
-    qpcu_scheme_support(&s, 90, SASS, PTX, &out);
+    qp_cu_scheme_support(&s, 90, SASS, PTX, &out);
     CHECK(out.level == QP_SUPPORT_NATIVE, "block on H100: %s", out.reason);
-    qpcu_scheme_support(&s, 86, SASS, PTX, &out);
+    qp_cu_scheme_support(&s, 86, SASS, PTX, &out);
     snprintf(want, sizeof want, VLLM_MSG, 89, 86);
     CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strcmp(out.reason, want) == 0, "block on A10: %s", out.reason);
     s.kind = QP_SCHEME_HF_FP8;
     s.activation.dtype = QP_DTYPE_F8_E4M3FN;
     s.weight.granularity = QP_GRAN_BLOCK;
     s.activation.granularity = QP_GRAN_GROUP;
-    qpcu_scheme_support(&s, 89, SASS, PTX, &out);
+    qp_cu_scheme_support(&s, 89, SASS, PTX, &out);
     CHECK(out.level == QP_SUPPORT_NATIVE, "hf fp8 block on L4: %s", out.reason);
     s.kind = QP_SCHEME_KV_CACHE;
-    qpcu_scheme_support(&s, 90, SASS, PTX, &out);
+    qp_cu_scheme_support(&s, 90, SASS, PTX, &out);
     CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strstr(out.reason, "not yet implemented on cuda"), "kv-cache kind: %s", out.reason);
 
     /* caps bits */
-    CHECK(qpcu_cap_tensor_core_int8(75) && !qpcu_cap_tensor_core_int8(70), "tc int8");
-    CHECK(qpcu_cap_tensor_core_fp8(89) && !qpcu_cap_tensor_core_fp8(86), "tc fp8");
-    CHECK(qpcu_cap_int_dot(61) && !qpcu_cap_int_dot(60), "dp4a");
+    CHECK(qp_cu_cap_tensor_core_int8(75) && !qp_cu_cap_tensor_core_int8(70), "tc int8");
+    CHECK(qp_cu_cap_tensor_core_fp8(89) && !qp_cu_cap_tensor_core_fp8(86), "tc fp8");
+    CHECK(qp_cu_cap_int_dot(61) && !qp_cu_cap_int_dot(60), "dp4a");
 
     /* arch fit */
     char why[256];
-    CHECK(qpcu_arch_check(75, SASS, PTX, why, sizeof why) == QPCU_ARCH_SASS, "T4 sass");
-    CHECK(qpcu_arch_sass_target(87, SASS) == 86, "Orin runs sm_86: %d", qpcu_arch_sass_target(87, SASS));
-    CHECK(qpcu_arch_sass_target(89, SASS) == 89 && qpcu_arch_sass_target(90, SASS) == 90, "exact targets");
-    CHECK(qpcu_arch_check(100, SASS, PTX, why, sizeof why) == QPCU_ARCH_PTX, "B200 via PTX");
-    CHECK(qpcu_arch_check(120, SASS, PTX, why, sizeof why) == QPCU_ARCH_PTX, "sm_120 via PTX");
-    CHECK(qpcu_arch_check(100, SASS, "", why, sizeof why) == QPCU_ARCH_NONE &&
+    CHECK(qp_cu_arch_check(75, SASS, PTX, why, sizeof why) == QP_CU_ARCH_SASS, "T4 sass");
+    CHECK(qp_cu_arch_sass_target(87, SASS) == 86, "Orin runs sm_86: %d", qp_cu_arch_sass_target(87, SASS));
+    CHECK(qp_cu_arch_sass_target(89, SASS) == 89 && qp_cu_arch_sass_target(90, SASS) == 90, "exact targets");
+    CHECK(qp_cu_arch_check(100, SASS, PTX, why, sizeof why) == QP_CU_ARCH_PTX, "B200 via PTX");
+    CHECK(qp_cu_arch_check(120, SASS, PTX, why, sizeof why) == QP_CU_ARCH_PTX, "sm_120 via PTX");
+    CHECK(qp_cu_arch_check(100, SASS, "", why, sizeof why) == QP_CU_ARCH_NONE &&
           strstr(why, "newer than every compiled target") && strstr(why, "no PTX"), "no PTX: %s", why);
-    CHECK(qpcu_arch_check(70, SASS, PTX, why, sizeof why) == QPCU_ARCH_NONE && strstr(why, "older"), "V100: %s", why);
-    CHECK(qpcu_arch_check(86, "75,80", "", why, sizeof why) == QPCU_ARCH_SASS, "A10 runs sm_80 SASS");
+    CHECK(qp_cu_arch_check(70, SASS, PTX, why, sizeof why) == QP_CU_ARCH_NONE && strstr(why, "older"), "V100: %s", why);
+    CHECK(qp_cu_arch_check(86, "75,80", "", why, sizeof why) == QP_CU_ARCH_SASS, "A10 runs sm_80 SASS");
     memset(&s, 0, sizeof s);
     s.kind = QP_SCHEME_W8A8_INT8;
-    qpcu_scheme_support(&s, 100, SASS, "", &out);
+    qp_cu_scheme_support(&s, 100, SASS, "", &out);
     CHECK(out.level == QP_SUPPORT_UNSUPPORTED && strstr(out.reason, "newer than every compiled target"), "B200 no PTX: %s", out.reason);
 }
 
@@ -128,19 +128,19 @@ static int same_f(float a, float b) { return (isnan(a) && isnan(b)) || memcmp(&a
 static void test_formats(void) {
     /* fp16/bf16 decode: all codes */
     for (uint32_t c = 0; c < 65536; c++) {
-        CHECK(same_f(qpcu_f16_to_f32((uint16_t)c), qp_format_decode(QP_DTYPE_F16, c)), "f16 decode %04x", c);
-        CHECK(same_f(qpcu_bf16_to_f32((uint16_t)c), qp_format_decode(QP_DTYPE_BF16, c)), "bf16 decode %04x", c);
+        CHECK(same_f(qp_cu_f16_to_f32((uint16_t)c), qp_format_decode(QP_DTYPE_F16, c)), "f16 decode %04x", c);
+        CHECK(same_f(qp_cu_bf16_to_f32((uint16_t)c), qp_format_decode(QP_DTYPE_BF16, c)), "bf16 decode %04x", c);
         if (tu_failures > 20) return;
     }
     for (uint32_t c = 0; c < 256; c++)
-        CHECK(same_f(qpcu_e4m3_decode((uint8_t)c), qp_format_decode(QP_DTYPE_F8_E4M3FN, c)), "e4m3 decode %02x", c);
+        CHECK(same_f(qp_cu_e4m3_decode((uint8_t)c), qp_format_decode(QP_DTYPE_F8_E4M3FN, c)), "e4m3 decode %02x", c);
     /* encoders: a stride over all 2^32 patterns plus every fp16/e4m3 midpoint */
     int bad = 0;
     for (uint64_t u = 0; u < (1ull << 32) && bad < 10; u += 4093) {
-        float x = qpcu_u2f((uint32_t)u);
-        uint16_t a = qpcu_f32_to_f16(x), b = (uint16_t)qp_format_encode(QP_DTYPE_F16, x);
-        uint16_t c = qpcu_f32_to_bf16(x), d = (uint16_t)qp_format_encode(QP_DTYPE_BF16, x);
-        uint8_t e = qpcu_e4m3_encode(x), f = (uint8_t)qp_format_encode(QP_DTYPE_F8_E4M3FN, x);
+        float x = qp_cu_u2f((uint32_t)u);
+        uint16_t a = qp_cu_f32_to_f16(x), b = (uint16_t)qp_format_encode(QP_DTYPE_F16, x);
+        uint16_t c = qp_cu_f32_to_bf16(x), d = (uint16_t)qp_format_encode(QP_DTYPE_BF16, x);
+        uint8_t e = qp_cu_e4m3_encode(x), f = (uint8_t)qp_format_encode(QP_DTYPE_F8_E4M3FN, x);
         if (a != b || c != d || e != f) {
             bad++;
             CHECK(0, "encode %08x: f16 %04x/%04x bf16 %04x/%04x e4m3 %02x/%02x", (uint32_t)u, a, b, c, d, e, f);
@@ -152,12 +152,12 @@ static void test_formats(void) {
         double mid = ((double)lo + (double)hi) / 2;
         float xs[3] = { (float)mid, nextafterf((float)mid, -INFINITY), nextafterf((float)mid, INFINITY) };
         for (int i = 0; i < 3; i++)
-            if (qpcu_f32_to_f16(xs[i]) != (uint16_t)qp_format_encode(QP_DTYPE_F16, xs[i])) {
+            if (qp_cu_f32_to_f16(xs[i]) != (uint16_t)qp_format_encode(QP_DTYPE_F16, xs[i])) {
                 bad++;
                 CHECK(0, "f16 near midpoint of %04x: %a", c, xs[i]);
             }
         /* the double path of the QQQ bias add: exact midpoints too */
-        if (qpcu_f64_to_f16(mid) != (uint16_t)qp_format_encode(QP_DTYPE_F16, (float)mid) && (float)mid == mid) {
+        if (qp_cu_f64_to_f16(mid) != (uint16_t)qp_format_encode(QP_DTYPE_F16, (float)mid) && (float)mid == mid) {
             bad++;
             CHECK(0, "f64->f16 midpoint of %04x", c);
         }
@@ -168,25 +168,25 @@ static void test_formats(void) {
         float mid = (lo + hi) / 2;
         float xs[3] = { mid, nextafterf(mid, -INFINITY), nextafterf(mid, INFINITY) };
         for (int i = 0; i < 3; i++)
-            CHECK(qpcu_e4m3_encode(xs[i]) == (uint8_t)qp_format_encode(QP_DTYPE_F8_E4M3FN, xs[i]), "e4m3 mid %02x %a",
+            CHECK(qp_cu_e4m3_encode(xs[i]) == (uint8_t)qp_format_encode(QP_DTYPE_F8_E4M3FN, xs[i]), "e4m3 mid %02x %a",
                   c, xs[i]);
     }
     float specials[] = { 0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, 448.0f, 464.0f, 465.0f, -464.0f, 1e-10f,
                          0x1p-10f, 0x1.000002p-10f, 65504.0f, 65519.99f, 65520.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f };
     for (size_t i = 0; i < sizeof specials / sizeof specials[0]; i++) {
         float x = specials[i];
-        CHECK(qpcu_f32_to_f16(x) == (uint16_t)qp_format_encode(QP_DTYPE_F16, x), "f16 special %a", x);
-        CHECK(qpcu_f32_to_bf16(x) == (uint16_t)qp_format_encode(QP_DTYPE_BF16, x), "bf16 special %a", x);
-        CHECK(qpcu_e4m3_encode(x) == (uint8_t)qp_format_encode(QP_DTYPE_F8_E4M3FN, x), "e4m3 special %a", x);
+        CHECK(qp_cu_f32_to_f16(x) == (uint16_t)qp_format_encode(QP_DTYPE_F16, x), "f16 special %a", x);
+        CHECK(qp_cu_f32_to_bf16(x) == (uint16_t)qp_format_encode(QP_DTYPE_BF16, x), "bf16 special %a", x);
+        CHECK(qp_cu_e4m3_encode(x) == (uint8_t)qp_format_encode(QP_DTYPE_F8_E4M3FN, x), "e4m3 special %a", x);
     }
     /* QQQ group reconstruction: every code and every finite fp16 scale */
     bad = 0;
     for (uint32_t sb = 0; sb < 65536 && bad < 10; sb++) {
         if (((sb >> 10) & 0x1F) == 0x1F) continue;
         for (int c = 0; c < 16; c++)
-            if (qpcu_qqq_group_w8(c, (uint16_t)sb) != qp_ref_qqq_group_weight(c - 8, (uint16_t)sb)) {
+            if (qp_cu_qqq_group_w8(c, (uint16_t)sb) != qp_ref_qqq_group_weight(c - 8, (uint16_t)sb)) {
                 bad++;
-                CHECK(0, "qqq group weight c=%d s=%04x: %d vs %d", c, sb, qpcu_qqq_group_w8(c, (uint16_t)sb),
+                CHECK(0, "qqq group weight c=%d s=%04x: %d vs %d", c, sb, qp_cu_qqq_group_w8(c, (uint16_t)sb),
                       qp_ref_qqq_group_weight(c - 8, (uint16_t)sb));
             }
     }
@@ -209,7 +209,7 @@ static void quant_row(const float *x, int K, int act, float in_scale, int32_t in
         float mn = 3.402823466e38f, mx = -3.402823466e38f;
         for (int k = 0; k < K; k++) { mn = fminf(mn, x[k]); mx = fmaxf(mx, x[k]); }
         s = (mx - mn) / 255.0f;
-        zp = qpcu_rni_sat32(-128.0f - mn / s);
+        zp = qp_cu_rni_sat32(-128.0f - mn / s);
         inv = 1.0f / s;
         break;
     }
@@ -222,12 +222,12 @@ static void quant_row(const float *x, int K, int act, float in_scale, int32_t in
     for (int k = 0; k < K; k++) {
         float v = x[k];
         switch (act) {
-        case 0: q[k] = (uint8_t)qpcu_rni_sat8(v / in_scale); break;
-        case 1: q[k] = (uint8_t)qpcu_sat8(qpcu_add_wrap(qpcu_rni_sat32(v * inv), in_zp)); break;
-        case 2: q[k] = (uint8_t)qpcu_rni_sat8(v * inv); break;
-        case 3: q[k] = (uint8_t)qpcu_sat8(qpcu_add_wrap(qpcu_rni_sat32(v * inv), zp)); break;
-        case 4: case 5: q[k] = qpcu_fp8_conv(v * inv); break;
-        case 6: q[k] = qpcu_fp8_conv(v / s); break;
+        case 0: q[k] = (uint8_t)qp_cu_rni_sat8(v / in_scale); break;
+        case 1: q[k] = (uint8_t)qp_cu_sat8(qp_cu_add_wrap(qp_cu_rni_sat32(v * inv), in_zp)); break;
+        case 2: q[k] = (uint8_t)qp_cu_rni_sat8(v * inv); break;
+        case 3: q[k] = (uint8_t)qp_cu_sat8(qp_cu_add_wrap(qp_cu_rni_sat32(v * inv), zp)); break;
+        case 4: case 5: q[k] = qp_cu_fp8_conv(v * inv); break;
+        case 6: q[k] = qp_cu_fp8_conv(v / s); break;
         }
     }
     *s_out = s;
@@ -311,14 +311,14 @@ static void test_forward_emulated(void) {
                 adj[n] = is_static ? (int32_t)((uint32_t)s * (uint32_t)in_zp) : s;
             }
             for (int m = 0; m < M; m++) {
-                for (int k = 0; k < K; k++) xf[k] = qpcu_f16_to_f32(x[m * K + k]);
+                for (int k = 0; k < K; k++) xf[k] = qp_cu_f16_to_f32(x[m * K + k]);
                 quant_row(xf, K, act, in_scale, in_zp, 0, xq, &sx, &zp);
                 for (int n = 0; n < N; n++) {
                     int32_t acc = 0;
                     for (int k = 0; k < K; k++) acc += (int8_t)xq[k] * w[n * K + k];
-                    if (!sym) acc = qpcu_azp_correct(acc, is_static, zp, adj[n]);
-                    ym[m * N + n] = qpcu_epi_int8(acc, is_static ? in_scale : sx, ws[n], !sym || hb,
-                                                  hb ? qpcu_f16_to_f32(bias[n]) : 0.0f, 0);
+                    if (!sym) acc = qp_cu_azp_correct(acc, is_static, zp, adj[n]);
+                    ym[m * N + n] = qp_cu_epi_int8(acc, is_static ? in_scale : sx, ws[n], !sym || hb,
+                                                  hb ? qp_cu_f16_to_f32(bias[n]) : 0.0f, 0);
                 }
             }
             CHECK(memcmp(yr, ym, 2 * M * N) == 0, "emulated int8 act %d bias %d", act, hb);
@@ -343,22 +343,22 @@ static void test_forward_emulated(void) {
         for (int hb = 0; hb < 2; hb++) {
             CHECK(qp_ref_qqq_forward(NULL, x, M, K, N, gs, B, schp, gi ? sgp : NULL, hb ? bias : NULL, yr) == QP_OK, "ref qqq");
             uint32_t *pk = malloc((size_t)N * K / 2);
-            qpcu_pack_q4(qnk, N, K, N, K, pk);
+            qp_cu_pack_q4(qnk, N, K, N, K, pk);
             for (int m = 0; m < M; m++) {
-                for (int k = 0; k < K; k++) xf[k] = qpcu_f16_to_f32(x[m * K + k]);
+                for (int k = 0; k < K; k++) xf[k] = qp_cu_f16_to_f32(x[m * K + k]);
                 quant_row(xf, K, 2, 0, 0, 0, xq, &sx, &zp);
                 for (int n = 0; n < N; n++) {
                     int32_t acc = 0;
                     for (int k8 = 0; k8 < K; k8 += 8) {
                         uint32_t lo, hi, wd = pk[(n * K + k8) / 8];
-                        if (gi) qpcu_expand_g_host(wd, sg[(k8 / 128) * N + n], &lo, &hi);
-                        else qpcu_expand_ch(wd, &lo, &hi);
+                        if (gi) qp_cu_expand_g_host(wd, sg[(k8 / 128) * N + n], &lo, &hi);
+                        else qp_cu_expand_ch(wd, &lo, &hi);
                         for (int j = 0; j < 4; j++) {
                             acc += (int8_t)xq[k8 + j] * (int8_t)(lo >> (8 * j));
                             acc += (int8_t)xq[k8 + 4 + j] * (int8_t)(hi >> (8 * j));
                         }
                     }
-                    ym[m * N + n] = qpcu_epi_qqq(acc, sch[n], sx, hb, bias[n]);
+                    ym[m * N + n] = qp_cu_epi_qqq(acc, sch[n], sx, hb, bias[n]);
                 }
             }
             CHECK(memcmp(yr, ym, 2 * M * N) == 0, "emulated qqq group %d bias %d", gs, hb);
@@ -423,11 +423,11 @@ static void emu_mma8816(int32_t c[32][4], int c0, uint32_t a[32][4], int ai, uin
 }
 
 static void test_tile_maps(void) {
-    static uint8_t sA[64 * QPCU_SROW], sB[64 * QPCU_SROW];
+    static uint8_t sA[64 * QP_CU_SROW], sB[64 * QP_CU_SROW];
     static int cover[64][64];
     memset(cover, 0, sizeof cover);
     for (int c = 0; c < 256; c++)
-        for (int b = 0; b < 16; b++) cover[qpcu_tc_chunk_row(c)][qpcu_tc_chunk_col(c) + b]++;
+        for (int b = 0; b < 16; b++) cover[qp_cu_tc_chunk_row(c)][qp_cu_tc_chunk_col(c) + b]++;
     for (int r = 0; r < 64; r++)
         for (int k = 0; k < 64; k++) CHECK(cover[r][k] == 1, "loader covers [%d][%d] %d times", r, k, cover[r][k]);
     for (int variant = 0; variant < 2; variant++) {
@@ -442,12 +442,12 @@ static void test_tile_maps(void) {
                     uint32_t af[2][32][4], bf[4][32][2];
                     int addr[32];
                     for (int mi = 0; mi < 2; mi++) {
-                        for (int l = 0; l < 32; l++) addr[l] = qpcu_tc_a_addr(l, wm, mi, kk);
+                        for (int l = 0; l < 32; l++) addr[l] = qp_cu_tc_a_addr(l, wm, mi, kk);
                         emu_ldsm_x4(sA, addr, af[mi]);
                     }
                     for (int np = 0; np < 2; np++) {
                         uint32_t r[32][4];
-                        for (int l = 0; l < 32; l++) addr[l] = qpcu_tc_b_addr(l, wn, np, kk);
+                        for (int l = 0; l < 32; l++) addr[l] = qp_cu_tc_b_addr(l, wn, np, kk);
                         emu_ldsm_x4(sB, addr, r);
                         for (int l = 0; l < 32; l++) {
                             bf[np * 2][l][0] = r[l][0]; bf[np * 2][l][1] = r[l][1];
@@ -470,7 +470,7 @@ static void test_tile_maps(void) {
                     for (int ni = 0; ni < 4; ni++)
                         for (int l = 0; l < 32; l++)
                             for (int e = 0; e < 4; e++) {
-                                int r = qpcu_tc_c_row(l, wm, mi, e), c = qpcu_tc_c_col(l, wn, ni, e);
+                                int r = qp_cu_tc_c_row(l, wm, mi, e), c = qp_cu_tc_c_col(l, wn, ni, e);
                                 out[r][c] = acc[mi][ni][l][e];
                                 cover[r][c]++;
                             }
@@ -479,7 +479,7 @@ static void test_tile_maps(void) {
         for (int r = 0; r < 64; r++)
             for (int c = 0; c < 64; c++) {
                 int32_t want = 0;
-                for (int k = 0; k < 64; k++) want += (int8_t)sA[r * QPCU_SROW + k] * (int8_t)sB[c * QPCU_SROW + k];
+                for (int k = 0; k < 64; k++) want += (int8_t)sA[r * QP_CU_SROW + k] * (int8_t)sB[c * QP_CU_SROW + k];
                 if ((cover[r][c] != 1 || out[r][c] != want) && bad++ < 5)
                     CHECK(0, "%s tile: C[%d][%d] = %d (written %d times), want %d", variant ? "m8n8k16" : "m16n8k32", r, c,
                           out[r][c], cover[r][c], want);

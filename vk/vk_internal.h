@@ -255,6 +255,10 @@ qp_status qp_vk_buf_reserve(qp_vk_device *d, qp_vk_buf *b, size_t bytes, const c
  * enqueued work, then one command buffer: begin, then submit and wait. */
 qp_status qp_vk_cmd_begin(qp_vk_device *d);
 qp_status qp_vk_cmd_submit(qp_vk_device *d, const char *what);
+/* The timed runs' queries: a timestamp pool of n queries with *mask the
+ * valid bits of a timestamp, and the n timestamps of a submitted run. */
+qp_status qp_vk_timestamp_pool(qp_vk_device *d, uint32_t n, VkQueryPool *pool, uint64_t *mask);
+qp_status qp_vk_timestamps(qp_vk_device *d, VkQueryPool pool, uint32_t n, uint64_t *t);
 /* The enqueue path: d->cmd is the open batch (or the application's command
  * buffer) after rec_begin; rec_end counts the op and submits a full batch.
  * `what` names the op in device-fault messages. */

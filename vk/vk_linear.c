@@ -728,12 +728,8 @@ qp_status qp_vk_linear_time(void *dev, void *lin, void *x_, int M, void *y_, int
     qp_status st = forward_bind(d, l, x_, M, y_);
     if (st != QP_OK) return st;
     VkQueryPool pool;
-    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
-                                .queryCount = 3};
-    VkResult r = f->vkCreateQueryPool(d->dev, &qi, NULL, &pool);
-    if (r != VK_SUCCESS)
-        return qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkCreateQueryPool failed: %s", qp_vk_result_str(r));
-    uint64_t mask = d->timestamp_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << d->timestamp_bits) - 1);
+    uint64_t mask;
+    if ((st = qp_vk_timestamp_pool(d, 3, &pool, &mask)) != QP_OK) return st;
     double ns = d->props.limits.timestampPeriod;
     for (int i = 0; i < reps && st == QP_OK; i++) {
         if ((st = qp_vk_cmd_begin(d)) != QP_OK) break;
@@ -748,12 +744,7 @@ qp_status qp_vk_linear_time(void *dev, void *lin, void *x_, int M, void *y_, int
         snprintf(what, sizeof what, "the timed forward of layer '%s'", l->layer);
         if ((st = qp_vk_cmd_submit(d, what)) != QP_OK) break;
         uint64_t t[3];
-        r = f->vkGetQueryPoolResults(d->dev, pool, 0, 3, sizeof t, t, sizeof t[0],
-                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
-        if (r != VK_SUCCESS) {
-            st = qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkGetQueryPoolResults failed: %s", qp_vk_result_str(r));
-            break;
-        }
+        if ((st = qp_vk_timestamps(d, pool, 3, t)) != QP_OK) break;
         total_ms[i] = (double)((t[2] - t[0]) & mask) * ns * 1e-6;
         if (gemm_ms) gemm_ms[i] = (double)((t[2] - t[1]) & mask) * ns * 1e-6;
     }

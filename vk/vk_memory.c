@@ -344,6 +344,24 @@ qp_status qp_vk_cmd_submit(qp_vk_device *d, const char *what) {
     return QP_OK;
 }
 
+qp_status qp_vk_timestamp_pool(qp_vk_device *d, uint32_t n, VkQueryPool *pool, uint64_t *mask) {
+    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                .queryCount = n};
+    VkResult r = d->fn->vkCreateQueryPool(d->dev, &qi, NULL, pool);
+    if (r != VK_SUCCESS)
+        return qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkCreateQueryPool failed: %s", qp_vk_result_str(r));
+    *mask = d->timestamp_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << d->timestamp_bits) - 1);
+    return QP_OK;
+}
+
+qp_status qp_vk_timestamps(qp_vk_device *d, VkQueryPool pool, uint32_t n, uint64_t *t) {
+    VkResult r = d->fn->vkGetQueryPoolResults(d->dev, pool, 0, n, n * sizeof *t, t, sizeof *t,
+                                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    if (r != VK_SUCCESS)
+        return qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkGetQueryPoolResults failed: %s", qp_vk_result_str(r));
+    return QP_OK;
+}
+
 static qp_status copy_chunk(qp_vk_device *d, VkBuffer src, VkBuffer dst, size_t src_off, size_t dst_off, size_t n,
                             const char *what) {
     qp_status st = qp_vk_cmd_begin(d);

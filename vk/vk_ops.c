@@ -192,13 +192,9 @@ qp_status qp_vk_buffer_copy_time(void *dev, void *src_, void *dst_, size_t bytes
         return QP_VK_ERR(d, QP_ERR_UNSUPPORTED, "vulkan:%d '%s': the queue has no timestamps (timestampValidBits 0)",
                          d->index, d->props.deviceName);
     VkQueryPool pool;
-    VkQueryPoolCreateInfo qi = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO, .queryType = VK_QUERY_TYPE_TIMESTAMP,
-                                .queryCount = 2};
-    VkResult r = f->vkCreateQueryPool(d->dev, &qi, NULL, &pool);
-    if (r != VK_SUCCESS)
-        return qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkCreateQueryPool failed: %s", qp_vk_result_str(r));
-    uint64_t mask = d->timestamp_bits >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << d->timestamp_bits) - 1);
-    qp_status st = QP_OK;
+    uint64_t mask;
+    qp_status st = qp_vk_timestamp_pool(d, 2, &pool, &mask);
+    if (st != QP_OK) return st;
     for (int i = 0; i < reps && st == QP_OK; i++) {
         if ((st = qp_vk_cmd_begin(d)) != QP_OK) break;
         f->vkCmdResetQueryPool(d->cmd, pool, 0, 2);
@@ -208,12 +204,7 @@ qp_status qp_vk_buffer_copy_time(void *dev, void *src_, void *dst_, size_t bytes
         f->vkCmdWriteTimestamp(d->cmd, VK_PIPELINE_STAGE_TRANSFER_BIT, pool, 1);
         if ((st = qp_vk_cmd_submit(d, "a timed device-to-device copy")) != QP_OK) break;
         uint64_t t[2];
-        r = f->vkGetQueryPoolResults(d->dev, pool, 0, 2, sizeof t, t, sizeof t[0],
-                                     VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
-        if (r != VK_SUCCESS) {
-            st = qp_vk_error(d, QP_ERR_DEVICE, NULL, "vkGetQueryPoolResults failed: %s", qp_vk_result_str(r));
-            break;
-        }
+        if ((st = qp_vk_timestamps(d, pool, 2, t)) != QP_OK) break;
         ms[i] = (double)((t[1] - t[0]) & mask) * d->props.limits.timestampPeriod * 1e-6;
     }
     f->vkDestroyQueryPool(d->dev, pool, NULL);

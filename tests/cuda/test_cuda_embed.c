@@ -302,15 +302,15 @@ int main(void) {
     /* 1. the chain, un-captured: one host wait */
     qp_device_stats s0, s1;
 #if defined(QP_TEST_CUDA_EMU)
-    qpcu_emu_stats e0, e1;
-    qpcu_emu_get_stats(&e0);
+    qp_cu_emu_stats e0, e1;
+    qp_cu_emu_get_stats(&e0);
 #endif
     stats(dev, &s0);
     CHECK(!enqueue_chain(&L, M), "enqueue the chain: %s", qp_last_error(ctx));
     CHECK(!qp_device_synchronize(dev), "synchronize: %s", qp_last_error(ctx));
     stats(dev, &s1);
 #if defined(QP_TEST_CUDA_EMU)
-    qpcu_emu_get_stats(&e1);
+    qp_cu_emu_get_stats(&e1);
     CHECK(e1.host_waits - e0.host_waits == 1 && e1.mallocs == e0.mallocs && e1.frees == e0.frees,
           "the runtime saw %lu host waits, %lu mallocs, %lu frees for the chain (1, 0, 0)", e1.host_waits - e0.host_waits,
           e1.mallocs - e0.mallocs, e1.frees - e0.frees);
@@ -352,7 +352,7 @@ int main(void) {
     cudaGraph_t g = NULL;
     cudaGraphExec_t gx = NULL;
 #if defined(QP_TEST_CUDA_EMU)
-    qpcu_emu_get_stats(&e0);
+    qp_cu_emu_get_stats(&e0);
 #endif
     stats(dev, &s0);
     CHECK(cudaStreamBeginCapture(app, cudaStreamCaptureModeGlobal) == cudaSuccess, "cudaStreamBeginCapture");
@@ -361,7 +361,7 @@ int main(void) {
     CHECK(ce == cudaSuccess && g, "cudaStreamEndCapture: %s", cudaGetErrorString(ce));
     stats(dev, &s1);
 #if defined(QP_TEST_CUDA_EMU)
-    qpcu_emu_get_stats(&e1);
+    qp_cu_emu_get_stats(&e1);
     CHECK(e1.mallocs == e0.mallocs && e1.frees == e0.frees && e1.host_waits == e0.host_waits &&
           e1.capture_violations == e0.capture_violations && e1.captured > e0.captured,
           "capture: %lu mallocs, %lu frees, %lu host waits, %lu refused calls, %lu nodes (0, 0, 0, 0, > 0)",
@@ -454,13 +454,13 @@ int main(void) {
 
 #if defined(QP_TEST_CUDA_EMU)
     /* 6. a kernel fault: the next synchronize names the layers */
-    qpcu_emu_fault_after(3);
+    qp_cu_emu_fault_after(3);
     CHECK(!enqueue_chain(&L, M), "enqueue before the fault: %s", qp_last_error(ctx));
     st = qp_device_synchronize(dev);
     CHECK(st == QP_ERR_DEVICE && strstr(qp_last_error(ctx), "embed.l0.int8_dyn") && strstr(qp_last_error(ctx), "embed.moe") &&
           strstr(qp_last_error(ctx), "since the last synchronize"), "an injected fault: %d %s", (int)st, qp_last_error(ctx));
     printf("fault: %s\n", qp_last_error(ctx));
-    qpcu_emu_fault_after(0);
+    qp_cu_emu_fault_after(0);
     CHECK(!enqueue_chain(&L, M) && !qp_device_synchronize(dev), "after the fault: %s", qp_last_error(ctx));
 #endif
 

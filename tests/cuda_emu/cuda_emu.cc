@@ -8,13 +8,13 @@
 #include <pthread.h>
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
-#define QPCU_EMU_ASAN 1
+#define QP_CU_EMU_ASAN 1
 #endif
 #endif
 #if defined(__SANITIZE_ADDRESS__)
-#define QPCU_EMU_ASAN 1
+#define QP_CU_EMU_ASAN 1
 #endif
-#if defined(QPCU_EMU_ASAN)
+#if defined(QP_CU_EMU_ASAN)
 #include <sanitizer/asan_interface.h>
 #endif
 #include <vector>
@@ -24,18 +24,18 @@
 
 /* x86-64 fiber switch without the signal-mask system calls of swapcontext:
  * push the callee-saved registers, swap stack pointers, pop, return. */
-extern "C" void qpcu_emu_swap(void **save_sp, void *load_sp);
+extern "C" void qp_cu_emu_swap(void **save_sp, void *load_sp);
 __asm__(".text\n"
-        ".globl qpcu_emu_swap\n"
-        ".hidden qpcu_emu_swap\n"
-        ".type qpcu_emu_swap,@function\n"
-        "qpcu_emu_swap:\n"
+        ".globl qp_cu_emu_swap\n"
+        ".hidden qp_cu_emu_swap\n"
+        ".type qp_cu_emu_swap,@function\n"
+        "qp_cu_emu_swap:\n"
         "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
         "  movq %rsp, (%rdi)\n"
         "  movq %rsi, %rsp\n"
         "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
         "  ret\n"
-        ".size qpcu_emu_swap, .-qpcu_emu_swap\n");
+        ".size qp_cu_emu_swap, .-qp_cu_emu_swap\n");
 
 struct emu_thread {
     void *sp;
@@ -61,7 +61,7 @@ static std::vector<warp_state> warps;
 
 uint3e emu_thread_idx(void) { return emu_cur->tid; }
 int emu_lane(void) { return emu_cur->lane; }
-static void yield_to_sched(void) { qpcu_emu_swap(&emu_cur->sp, sched_sp); }
+static void yield_to_sched(void) { qp_cu_emu_swap(&emu_cur->sp, sched_sp); }
 
 void __syncthreads(void) {
     unsigned gen = bar_gen;
@@ -137,7 +137,7 @@ void emu_mma_e4m3(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
     int l = emu_cur->lane, g = l >> 2, t = l & 3;
     for (int i = 0; i < 4; i++) {
         int row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i & 1);
-        for (int k = 0; k < 32; k++) c[i] = fmaf(qpcu_e4m3_decode(A[row][k]), qpcu_e4m3_decode(B[k][col]), c[i]);
+        for (int k = 0; k < 32; k++) c[i] = fmaf(qp_cu_e4m3_decode(A[row][k]), qp_cu_e4m3_decode(B[k][col]), c[i]);
     }
 }
 
@@ -152,13 +152,13 @@ void emu_mma_h(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1, bool b
         for (int k = 0; k < 16; k++) {
             uint16_t ab = (uint16_t)(A[row][2 * k] | A[row][2 * k + 1] << 8);
             uint16_t bb = (uint16_t)(B[2 * k][col] | B[2 * k + 1][col] << 8);
-            c[i] = fmaf(qpcu_act_to_f32(ab, bf16), qpcu_act_to_f32(bb, bf16), c[i]);
+            c[i] = fmaf(qp_cu_act_to_f32(ab, bf16), qp_cu_act_to_f32(bb, bf16), c[i]);
         }
     }
 }
 
-uint16_t emu_f64_to_f16(double v) { return qpcu_f64_to_f16(v); }
-float emu_f16_to_f32(uint16_t h) { return qpcu_f16_to_f32(h); }
+uint16_t emu_f64_to_f16(double v) { return qp_cu_f64_to_f16(v); }
+float emu_f16_to_f32(uint16_t h) { return qp_cu_f16_to_f32(h); }
 
 static void trampoline(void) {
     (*cur_body)();
@@ -190,7 +190,7 @@ void emu_launch(dim3 grid, dim3 block, const std::function<void()> &body) {
                     warps[(size_t)t.warp].live++;
                     /* initial frame: 6 saved registers, then trampoline as the
                      * return address, entered with rsp = 8 (mod 16) */
-#if defined(QPCU_EMU_ASAN)
+#if defined(QP_CU_EMU_ASAN)
                     /* frames of finished fibers were never popped: clear their redzones */
                     ASAN_UNPOISON_MEMORY_REGION(&stacks[(size_t)i * STACK], STACK);
 #endif
@@ -206,7 +206,7 @@ void emu_launch(dim3 grid, dim3 block, const std::function<void()> &body) {
                         emu_thread &t = thr[(size_t)i];
                         if (t.done) continue;
                         emu_cur = &t;
-                        qpcu_emu_swap(&sched_sp, t.sp);
+                        qp_cu_emu_swap(&sched_sp, t.sp);
                         if (t.done) {
                             live--;
                             warp_state &w = warps[(size_t)t.warp];
@@ -250,7 +250,7 @@ struct CUgraphExec_st { std::vector<emu_node> nodes; };
 struct CUevent_st { double t; unsigned flags; bool recorded; };
 
 static std::vector<CUstream_st *> emu_streams;
-static qpcu_emu_stats emu_st;
+static qp_cu_emu_stats emu_st;
 static long emu_fault_in;        /* launches until the injected fault (0: none) */
 static bool emu_fault_pending;   /* returned by the next synchronize        */
 static thread_local int emu_cur_dev;
@@ -506,13 +506,13 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t x, cudaStream_t s) {
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t x) { delete x; return cudaSuccess; }
 cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
 
-void qpcu_emu_get_stats(qpcu_emu_stats *out) { *out = emu_st; }
-void qpcu_emu_fault_after(long n) { emu_fault_in = n > 0 ? n : 0; emu_fault_pending = false; }
+void qp_cu_emu_get_stats(qp_cu_emu_stats *out) { *out = emu_st; }
+void qp_cu_emu_fault_after(long n) { emu_fault_in = n > 0 ? n : 0; emu_fault_pending = false; }
 
 /* The application's view of this runtime (tests/cuda_emu/cudart_shim.c):
  * the one exported symbol, name -> function. */
 #define EMU_SYM(f) {#f, (void *)f}
-EMU_API void *qpcu_emu_symbol(const char *name) {
+EMU_API void *qp_cu_emu_symbol(const char *name) {
     static const struct { const char *n; void *f; } t[] = {
         EMU_SYM(cudaGetDeviceCount), EMU_SYM(cudaGetErrorString), EMU_SYM(cudaGetLastError),
         EMU_SYM(cudaGetDeviceProperties), EMU_SYM(cudaSetDevice), EMU_SYM(cudaGetDevice),
@@ -524,7 +524,7 @@ EMU_API void *qpcu_emu_symbol(const char *name) {
         EMU_SYM(cudaEventQuery), EMU_SYM(cudaEventElapsedTime), EMU_SYM(cudaStreamBeginCapture),
         EMU_SYM(cudaStreamEndCapture), EMU_SYM(cudaStreamIsCapturing), EMU_SYM(cudaGraphInstantiate),
         EMU_SYM(cudaGraphLaunch), EMU_SYM(cudaGraphExecDestroy), EMU_SYM(cudaGraphDestroy),
-        EMU_SYM(qpcu_emu_get_stats), EMU_SYM(qpcu_emu_fault_after),
+        EMU_SYM(qp_cu_emu_get_stats), EMU_SYM(qp_cu_emu_fault_after),
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         if (!strcmp(t[i].n, name)) return t[i].f;

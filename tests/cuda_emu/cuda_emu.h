@@ -1,6 +1,6 @@
 /*
  * A small CUDA emulator for cuda/cuda_kernels.cu (compiled as C++ with
- * QPCU_EMULATE): every block runs its threads as cooperative fibers
+ * QP_CU_EMULATE): every block runs its threads as cooperative fibers
  * (ucontext), blocks one after another, so __shared__ can be a static.
  * __syncthreads and the warp-wide operations (shuffles, ldmatrix, mma.sync)
  * are barriers over the live threads of the block / warp; ldmatrix and mma
@@ -9,8 +9,8 @@
  * split-K, packing, quantization and epilogue code run end to end against
  * the cpu reference. What it cannot: the hardware's own behaviour.
  */
-#ifndef QPCU_CUDA_EMU_H
-#define QPCU_CUDA_EMU_H
+#ifndef QP_CU_CUDA_EMU_H
+#define QP_CU_CUDA_EMU_H
 
 #include <cmath>
 #include <cstdint>

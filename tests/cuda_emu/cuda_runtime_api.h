@@ -3,8 +3,8 @@
  * by tests/cuda_emu/cuda_emu.cc on the CPU: the backend and its kernels
  * then run for real (suite cuda-emu), without a GPU. Stream capture and
  * graphs follow the real runtime (cuda_emu.cc says how far). */
-#ifndef QPCU_FAKE_CUDA_RUNTIME_API_H
-#define QPCU_FAKE_CUDA_RUNTIME_API_H
+#ifndef QP_CU_FAKE_CUDA_RUNTIME_API_H
+#define QP_CU_FAKE_CUDA_RUNTIME_API_H
 #include <stddef.h>
 
 #ifdef __cplusplus
@@ -88,19 +88,19 @@ cudaError_t cudaGraphDestroy(cudaGraph_t g);
 
 /* The emulator's own: counters of runtime calls (every caller: qport and
  * the application) and a fault injector, for the tests. */
-typedef struct qpcu_emu_stats {
+typedef struct qp_cu_emu_stats {
     unsigned long launches;       /* kernels run or captured                 */
     unsigned long host_waits;     /* stream / event / device synchronizes    */
     unsigned long mallocs, frees; /* cudaMalloc / cudaFree                   */
     unsigned long captured;       /* operations recorded into a capture      */
     unsigned long graph_launches;
     unsigned long capture_violations; /* calls refused during a capture      */
-} qpcu_emu_stats;
-void qpcu_emu_get_stats(qpcu_emu_stats *out);
+} qp_cu_emu_stats;
+void qp_cu_emu_get_stats(qp_cu_emu_stats *out);
 /* The n-th kernel launch from now (1: the next) "faults": it does not run,
  * and the next synchronize (stream, event or device) returns
  * cudaErrorLaunchFailure once. 0 disarms. */
-void qpcu_emu_fault_after(long n);
+void qp_cu_emu_fault_after(long n);
 
 #ifdef __cplusplus
 }

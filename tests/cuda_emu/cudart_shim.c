@@ -32,7 +32,7 @@ static void *plugin(void) {
 }
 
 static void *sym(const char *name) {
-    void *(*lookup)(const char *) = (void *(*)(const char *))dlsym(plugin(), "qpcu_emu_symbol");
+    void *(*lookup)(const char *) = (void *(*)(const char *))dlsym(plugin(), "qp_cu_emu_symbol");
     void *f = lookup ? lookup(name) : NULL;
     if (!f) {
         fprintf(stderr, "cudart_shim: the emulator has no %s\n", name);
@@ -79,14 +79,14 @@ FWD(cudaError_t, cudaGraphLaunch, (cudaGraphExec_t x, cudaStream_t s), (x, s))
 FWD(cudaError_t, cudaGraphExecDestroy, (cudaGraphExec_t x), (x))
 FWD(cudaError_t, cudaGraphDestroy, (cudaGraph_t g), (g))
 
-void qpcu_emu_get_stats(qpcu_emu_stats *out) {
-    static void (*f)(qpcu_emu_stats *);
-    if (!f) f = (void (*)(qpcu_emu_stats *))sym("qpcu_emu_get_stats");
+void qp_cu_emu_get_stats(qp_cu_emu_stats *out) {
+    static void (*f)(qp_cu_emu_stats *);
+    if (!f) f = (void (*)(qp_cu_emu_stats *))sym("qp_cu_emu_get_stats");
     f(out);
 }
 
-void qpcu_emu_fault_after(long n) {
+void qp_cu_emu_fault_after(long n) {
     static void (*f)(long);
-    if (!f) f = (void (*)(long))sym("qpcu_emu_fault_after");
+    if (!f) f = (void (*)(long))sym("qp_cu_emu_fault_after");
     f(n);
 }
