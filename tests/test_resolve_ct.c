@@ -4,7 +4,9 @@
  * predicate branch of _get_scheme_from_parts and get_moe_method and per
  * error message, targets and ignore matching, fused layers, lm_head and
  * embeddings, the KV cache, and the llm-compressor preset configs under
- * tests/configs/ct-*.json. */
+ * tests/configs/ct-*.json. The sglang dialect's cases (sgl_cases) follow
+ * SGLang's CompressedTensorsConfig at sgl-project/sglang
+ * 0104cc50eeb02378c3f04b2d8470a762449701fc. */
 #include <stdlib.h>
 #include <string.h>
 
