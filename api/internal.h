@@ -88,6 +88,11 @@ qp_nameset *qp_nameset_create(const char *const *items, size_t n, bool regex_pre
 bool qp_nameset_match(const qp_nameset *s, const char *name);
 /* Exact entries only: t == name or t startswith name + "." (check_children). */
 bool qp_nameset_has_child(const qp_nameset *s, const char *name);
+/* Exact entries only: an entry equal to name (`name in ignore`). */
+bool qp_nameset_has_exact(const qp_nameset *s, const char *name);
+/* SGLang's compressed-tensors check_equal_or_regex_match: a "re:" entry
+ * matching at the start, or a plain entry contained in name, ignoring case. */
+bool qp_nameset_match_contains(const qp_nameset *s, const char *name);
 void qp_nameset_free(qp_nameset *s);
 
 /* -- Packed-modules mapping ---------------------------------------------- */

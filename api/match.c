@@ -4,6 +4,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <fnmatch.h>
 #include <pcre2.h>
+#include <ctype.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,6 +182,26 @@ bool qp_nameset_match(const qp_nameset *s, const char *name) {
     if (set_has(s, name)) return true;
     for (size_t i = 0; i < s->n_res; i++)
         if (qp_regex_match(s->res[i], name)) return true;
+    return false;
+}
+
+bool qp_nameset_has_exact(const qp_nameset *s, const char *name) { return s && set_has(s, name); }
+
+bool qp_nameset_match_contains(const qp_nameset *s, const char *name) {
+    if (!s) return false;
+    for (size_t i = 0; i < s->n_res; i++)
+        if (qp_regex_match(s->res[i], name)) return true;
+    size_t m = strlen(name);
+    for (size_t i = 0; i < s->n_items; i++) {
+        const char *t = s->items[i];
+        if (!strncmp(t, "re:", 3)) continue;
+        size_t n = strlen(t);
+        for (size_t j = 0; n <= m && j + n <= m; j++) {
+            size_t k = 0;
+            while (k < n && tolower((unsigned char)name[j + k]) == tolower((unsigned char)t[k])) k++;
+            if (k == n) return true;
+        }
+    }
     return false;
 }
 

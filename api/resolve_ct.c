@@ -1,7 +1,8 @@
 /* compressed-tensors resolution (docs/semantics.md §21):
  * CompressedTensorsConfig.get_quant_method, get_scheme_dict,
  * _get_scheme_from_parts and CompressedTensorsMoEMethod.get_moe_method of
- * vLLM 0.34.0, with find_matched_target and should_ignore_layer. */
+ * vLLM 0.34.0, with find_matched_target and should_ignore_layer; the
+ * sglang dialect follows SGLang's own CompressedTensorsConfig (below). */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -546,9 +547,386 @@ static qp_status moe(const qp_resolve_ctx *rc, qp_scheme *out) {
     return QP_OK;
 }
 
+/* ---- the sglang dialect (docs/semantics.md §21, "SGLang") ---------------
+ * SGLang's CompressedTensorsConfig (sgl-project/sglang 0104cc50,
+ * python/sglang/srt/layers/quantization/compressed_tensors/): its own
+ * get_quant_method, get_linear_scheme, get_lm_head_scheme, get_moe_scheme,
+ * _get_scheme_from_parts and utils.py matchers. */
+
+static int is_sgl(const qp_resolve_ctx *rc) { return rc->opts.dialect == QP_DIALECT_SGLANG; }
+
+/* _check_scheme_supported(min, error=False): false without a capability. */
+static int sgl_supported(const qp_resolve_ctx *rc, int min) {
+    return rc->opts.capability != QP_CAPABILITY_NONE && rc->opts.capability >= min;
+}
+
+/* _check_scheme_supported(min) (error=True): RuntimeError with its three
+ * arguments, printed as Python prints a tuple; no capability, no check. */
+static qp_status sgl_capability(const qp_resolve_ctx *rc, int min) {
+    if (rc->opts.capability == QP_CAPABILITY_NONE || rc->opts.capability >= min) return QP_OK;
+    return qp_resolve_fail(rc, QP_ERR_CAPABILITY, NULL, "('Quantization scheme is not supported for ', 'the current "
+                           "GPU. Min capability: %d. ', 'Current capability: %d.')", min, rc->opts.capability);
+}
+
+/* The input args SGLang stores: only under an activation format. */
+static args *sgl_in(const qp_config *cfg, const qp_ct_target *t) {
+    return t->has_in && qp_ct_act_format(eff_format(cfg, t)) ? &t->in : NULL;
+}
+
+/* f"{args.strategy}": a validated strategy is its string (use_enum_values),
+ * a derived one an enum member (Python >= 3.12 formats it as str()). */
+static void strategy_fstr(qp_buf *b, args *a) {
+    static const char *const v[] = {"tensor", "channel", "group", "block", "token", "tensor_group", "attn_head"};
+    if (a->strategy_derived) qp_buf_printf(b, "QuantizationStrategy.%s", strategy_enums[a->strategy]);
+    else qp_buf_puts(b, v[a->strategy]);
+}
+
+/* utils.should_ignore_layer: a fused name (its last component a key of the
+ * mapping) not itself listed checks its shards, which must agree; every
+ * check is check_equal_or_regex_match (re: at the start, else a
+ * case-insensitive substring). */
+static qp_status sgl_ignored(const qp_resolve_ctx *rc, const char *name, int *ign) {
+    const qp_nameset *s = rc->cfg->exclude_set;
+    const char *last = strrchr(name, '.');
+    last = last ? last + 1 : name;
+    const qp_packed_module *pm = NULL;
+    for (size_t i = 0; i < rc->packed.n && !pm; i++)
+        if (!strcmp(rc->packed.mods[i].fused, last)) pm = &rc->packed.mods[i];
+    *ign = 0;
+    if (!pm || qp_nameset_has_exact(s, name) || !pm->n_shards) {
+        *ign = qp_nameset_match_contains(s, name);
+        return QP_OK;
+    }
+    for (size_t i = 0; i < pm->n_shards; i++) {
+        char *u = qp_str_replace_all(name, last, pm->shards[i]);
+        if (!u) return qp_resolve_fail(rc, QP_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+        int m = qp_nameset_match_contains(s, u);
+        free(u);
+        if (!i) *ign = m;
+        else if (m != *ign) {
+            qp_buf b = {0};
+            qp_buf_puts(&b, "[");
+            for (size_t k = 0; k < pm->n_shards; k++) qp_buf_printf(&b, "%s'%s'", k ? ", " : "", pm->shards[k]);
+            qp_buf_puts(&b, "]");
+            qp_status st = qp_resolve_fail(rc, QP_ERR_VALUE, "ignore", "Found a different quantization schemes for "
+                                           "%s in %s. vLLM requires all to use the same scheme.", qp_buf_str(&b), name);
+            qp_buf_free(&b);
+            return st;
+        }
+    }
+    return QP_OK;
+}
+
+/* find_matched_target: the name (exact or re:), then the module class
+ * (case-insensitive substring; for a FusedMoE the "FusedMoE" / "DeepEPMoE"
+ * entries _add_fused_moe_to_target_scheme_map appends with the "Linear"
+ * target's args), then the fused shards; none is a ValueError. */
+static qp_status sgl_find_target(const qp_resolve_ctx *rc, const char *name, const char *cls, int moe,
+                                 const qp_ct_target **out) {
+    const qp_config *cfg = rc->cfg;
+    const qp_ct_target *m = first_match(cfg, name, 0, 0);
+    if (!m) m = first_match(cfg, cls, 1, 0);
+    if (!m && moe) {
+        const qp_ct_target *lin = NULL;
+        int has_fused = 0;
+        for (size_t i = 0; i < cfg->n_ct_targets; i++) {
+            if (!strcmp(cfg->ct_targets[i].target, "Linear")) lin = &cfg->ct_targets[i];
+            if (!strcmp(cfg->ct_targets[i].target, "FusedMoE")) has_fused = 1;
+        }
+        qp_ct_target fm = {.target = "FusedMoE"}, dm = {.target = "DeepEPMoE"};
+        if (lin && !has_fused && (target_match(&fm, cls, 1) || target_match(&dm, cls, 1))) m = lin;
+    }
+    if (!m && fused_match(rc, name, &m) < 0) return qp_resolve_fail(rc, QP_ERR_OUT_OF_MEMORY, NULL, "out of memory");
+    if (!m)
+        return qp_resolve_fail(rc, QP_ERR_VALUE, NULL, "Unable to find matching target for %s in the "
+                               "compressed-tensors config.", name);
+    *out = m;
+    return QP_OK;
+}
+
+/* get_scheme_dict: NULL when ignored (or no targets at all). */
+static qp_status sgl_scheme_dict(const qp_resolve_ctx *rc, const char *name, const char *cls, int moe,
+                                 const qp_ct_target **out) {
+    *out = NULL;
+    int ign;
+    qp_status st = sgl_ignored(rc, name, &ign);
+    if (st != QP_OK || ign || !rc->cfg->n_ct_targets) return st;
+    return sgl_find_target(rc, name, cls, moe, out);
+}
+
+static int sgl_wna16_group_channel(args *w, args *in) {
+    return (w->strategy == QP_CT_CHANNEL || w->strategy == QP_CT_GROUP) && !in && !w->dynamic && !w->is_float;
+}
+static int sgl_fp4a4_nvfp4(args *w, args *in) { return in && is_nvfp4(w) && is_nvfp4(in); }
+static int sgl_fp4a16_nvfp4(args *w, args *in) { return !in && is_nvfp4(w); }
+static int sgl_mxfp4_linear(args *w) {
+    return w->strategy == QP_CT_GROUP && w->is_float && w->num_bits == 4 && w->has_group && w->group_size == 32 &&
+           w->symmetric;
+}
+static int sgl_fp8_w8a16(args *w) { return w->is_float && w->symmetric && !w->dynamic && w_tensor_or_channel(w); }
+
+static const char *wna16_wkey(args *w) {
+    return w->num_bits == 4 ? (w->symmetric ? "kInt4Static" : "kInt4StaticAsym")
+                            : w->num_bits == 8 && w->symmetric ? "kInt8Static" : NULL;
+}
+
+/* CompressedTensorsW8A16Fp8: create_weights knows tensor and channel only. */
+static qp_status sgl_w8a16(const qp_resolve_ctx *rc, args *w, qp_scheme *out) {
+    if (!w_tensor_or_channel(w)) {
+        qp_buf b = {0};
+        strategy_fstr(&b, w);
+        qp_status st = qp_resolve_fail(rc, QP_ERR_VALUE, NULL, "Unsupported weight strategy=%s, supported strategies "
+                                       "are [<QuantizationStrategy.CHANNEL: 'channel'>, <QuantizationStrategy.TENSOR: "
+                                       "'tensor'>]", qp_buf_str(&b));
+        qp_buf_free(&b);
+        return st;
+    }
+    describe(out, QP_SCHEME_W8A16_FP8, LIN, "CompressedTensorsW8A16Fp8",
+             w->strategy == QP_CT_CHANNEL ? "kFp8StaticChannelSym" : "kFp8StaticTensorSym", NULL, 80, w, NULL);
+    return QP_OK;
+}
+
+/* SGLang's _get_scheme_from_parts (CUDA), then get_linear_scheme's check. */
+static qp_status sgl_from_parts(const qp_resolve_ctx *rc, const qp_ct_target *t, qp_scheme *out) {
+    args *w = &t->w, *in = sgl_in(rc->cfg, t);
+    const char *format = eff_format(rc->cfg, t);
+    qp_status st;
+    if (sgl_wna16_group_channel(w, in)) {
+        if (!(str_eq0(format, "pack-quantized") && (w->num_bits == 4 || w->num_bits == 8)))
+            return qp_resolve_fail(rc, QP_ERR_UNSUPPORTED, NULL, "ImportError: Other method "
+                                   "(CompressedTensorsW4A16Sparse24) is not supported now");
+        if ((!w->has_group || w->group_size == -1) && w->strategy != QP_CT_CHANNEL)
+            return qp_resolve_fail(rc, QP_ERR_VALUE, NULL, "Marlin kernels require group quantization or channelwise "
+                                   "quantization, but found no group size and strategy is not channelwise.");
+        describe(out, w->num_bits == 4 ? QP_SCHEME_W4A16_INT4 : QP_SCHEME_WNA16, LIN, "CompressedTensorsWNA16",
+                 wna16_wkey(w), NULL, 80, w, NULL);
+    } else if (sgl_mxfp4_linear(w)) { /* weight-only FP4 Marlin, input args dropped */
+        describe(out, QP_SCHEME_CT_MXFP4, LIN, "CompressedTensorsW4A16Mxfp4", "kMxfp4Static", NULL, 80, w, NULL);
+    } else if (!qp_ct_act_format(format)) {
+        return qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, NULL, "No compressed-tensors compatible scheme was found.");
+    } else if (sgl_fp4a16_nvfp4(w, in)) {
+        describe(out, QP_SCHEME_NVFP4_A16, LIN, "CompressedTensorsW4A16Fp4", "kNvfp4Static", NULL, 80, w, NULL);
+    } else if (sgl_fp4a4_nvfp4(w, in)) {
+        if (sgl_supported(rc, 100))
+            describe(out, QP_SCHEME_NVFP4, LIN, "CompressedTensorsW4A4Fp4", "kNvfp4Static", "kNvfp4Dynamic", 100, w, in);
+        else /* below Blackwell: weight-only through FP4 Marlin */
+            describe(out, QP_SCHEME_NVFP4_A16, LIN, "CompressedTensorsW4A16Fp4", "kNvfp4Static", NULL, 80, w, NULL);
+    } else if (in && w->is_float && w->num_bits == 4) {
+        qp_buf b = {0};
+        strategy_fstr(&b, w);
+        if (w->has_group) qp_buf_printf(&b, ", group_size=%lld", w->group_size);
+        else qp_buf_puts(&b, ", group_size=None");
+        st = qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, NULL, "Activation-quantized float4 is only supported in the "
+                             "NVFP4 layout (tensor_group, group_size 16); got strategy=%s.", qp_buf_str(&b));
+        qp_buf_free(&b);
+        return st;
+    } else if (is_fp8_w8a8(w, in)) {
+        if (!sgl_supported(rc, 89)) {
+            if ((st = sgl_w8a16(rc, w, out))) return st;
+        } else {
+            if (w->has_block && !in->dynamic)
+                return qp_resolve_fail(rc, QP_ERR_UNSUPPORTED, NULL, "qport does not model SGLang's "
+                                       "CompressedTensorsW8A8Fp8 with block weights and static input scales");
+            const char *wk = NULL, *ak = NULL;
+            if ((st = fp8_keys(rc, w, !in->dynamic, &wk, &ak))) return st;
+            describe(out, w->strategy == QP_CT_BLOCK ? QP_SCHEME_W8A8_FP8_BLOCK : QP_SCHEME_W8A8_FP8, LIN,
+                     "CompressedTensorsW8A8Fp8", wk, ak, 89, w, in);
+        }
+    } else if (sgl_fp8_w8a16(w)) {
+        if ((st = sgl_w8a16(rc, w, out))) return st;
+    } else if (in && (is_static_tensor_w8a8(w, in) || is_dynamic_token_w8a8(w, in))) {
+        int stat = !in->dynamic;
+        describe(out, QP_SCHEME_W8A8_INT8, LIN, "CompressedTensorsW8A8Int8",
+                 w->strategy == QP_CT_CHANNEL ? "kInt8StaticChannelSym" : "kInt8StaticTensorSym",
+                 stat ? (in->symmetric ? "kInt8StaticTensorSym" : "kInt8StaticTensorAsym")
+                      : (in->symmetric ? "kInt8DynamicTokenSym" : "kInt8DynamicTokenAsym"), 89, w, in);
+    } else {
+        return qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, NULL, "No compressed-tensors compatible scheme was found.");
+    }
+    return sgl_capability(rc, out->min_capability);
+}
+
+/* get_quant_method for a LinearBase: linear_fp8_config, then get_linear_scheme. */
+static qp_status sgl_linear(const qp_resolve_ctx *rc, qp_scheme *out) {
+    if (qj_truthy(qj_get(rc->cfg->qc, "linear_fp8_config")))
+        return qp_resolve_fail(rc, QP_ERR_UNSUPPORTED, "linear_fp8_config", "SGLang's linear_fp8_config "
+                               "(Fp8LinearMethod for every linear layer) is not modelled by qport");
+    const qp_ct_target *t;
+    qp_status st = sgl_scheme_dict(rc, rc->layer, linear_class(rc), 0, &t);
+    if (st != QP_OK) return st;
+    if (!t) { unquantized(out, "UnquantizedLinearMethod"); return QP_OK; }
+    return sgl_from_parts(rc, t, out);
+}
+
+/* ParallelLMHead: get_lm_head_scheme (a target naming it, by
+ * check_equal_or_regex_match, else the unquantized embedding default);
+ * VocabParallelEmbedding: no method. */
+static qp_status sgl_embedding(const qp_resolve_ctx *rc, int lm_head, qp_scheme *out) {
+    unquantized(out, "UnquantizedEmbeddingMethod");
+    if (!lm_head || !rc->cfg->n_ct_targets) return QP_OK;
+    int ign;
+    qp_status st = sgl_ignored(rc, rc->layer, &ign);
+    if (st != QP_OK || ign) return st;
+    const qp_ct_target *t = NULL;
+    for (size_t i = 0; i < rc->cfg->n_ct_targets && !t; i++)
+        if (target_match(&rc->cfg->ct_targets[i], rc->layer, 1)) t = &rc->cfg->ct_targets[i];
+    if (!t) return QP_OK;
+    if (t->w.has_block)
+        return qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, NULL, "Block-quantized lm_head is not supported; use channel "
+                               "or tensor weight scales for the head.");
+    return sgl_from_parts(rc, t, out);
+}
+
+/* RadixAttention: CompressedTensorsKVCacheMethod.is_supported_scheme, else
+ * no method (a warning, not an error). */
+static qp_status sgl_kv_cache(const qp_resolve_ctx *rc, qp_scheme *out) {
+    const qj *kv = rc->cfg->ct_kv_scheme;
+    qp_scheme_init(out, QP_SCHEME_NONE);
+    if (!kv) return QP_OK;
+    const qj *sym = qj_get(kv, "symmetric"), *dyn = qj_get(kv, "dynamic");
+    if (!(qj_str_eq(qj_get(kv, "type"), "float") && qj_int_eq(qj_get(kv, "num_bits"), 8) &&
+          qj_str_eq(qj_get(kv, "strategy"), "tensor") && (!sym || qj_truthy(sym)) && !(dyn && qj_truthy(dyn)))) {
+        qp_buf b = {0};
+        qp_pyrepr(&b, kv);
+        qp_log(rc->cfg->ctx, QP_LOG_WARN, "Ignoring compressed-tensors kv_cache_scheme %s: only static symmetric "
+               "per-tensor FP8 scales are supported.", qp_buf_str(&b));
+        qp_buf_free(&b);
+        return QP_OK;
+    }
+    qp_scheme_init(out, QP_SCHEME_KV_CACHE);
+    qp_scheme_set_names(out, "CompressedTensorsKVCacheMethod", NULL, NULL, NULL);
+    out->kv_cache.dtype = QP_DTYPE_F8_E4M3FN;
+    out->kv_cache.granularity = QP_GRAN_TENSOR;
+    out->kv_cache.symmetric = 1;
+    out->kv_cache.scale_dtype = QP_DTYPE_F32;
+    return QP_OK;
+}
+
+static const qp_ct_target *target_named(const qp_config *cfg, const char *name) {
+    for (size_t i = 0; i < cfg->n_ct_targets; i++)
+        if (!strcmp(cfg->ct_targets[i].target, name)) return &cfg->ct_targets[i];
+    return NULL;
+}
+
+/* get_scheme_dict's dicts compared with == (weights, input_activations,
+ * the group's own format). */
+static int sgl_dict_eq(const qp_config *cfg, const qp_ct_target *a, const qp_ct_target *b) {
+    if (!a || !b) return a == b;
+    args *ia = sgl_in(cfg, a), *ib = sgl_in(cfg, b);
+    return args_eq(&a->w, &b->w) && (ia && ib ? args_eq(ia, ib) : ia == ib) && str_eq0(a->format, b->format);
+}
+
+#define SMOE(k, cls, wk, ak) describe(out, k, cls, NULL, wk, ak, 0, w, in)
+
+/* get_quant_method for a FusedMoE (CUDA): _is_mxfp4_moe first, then
+ * get_moe_scheme with the default (auto) MoE runner backend. */
+static qp_status sgl_moe(const qp_resolve_ctx *rc, qp_scheme *out) {
+    const qp_config *cfg = rc->cfg;
+    const qp_ct_target *lin = target_named(cfg, "Linear"), *fm = target_named(cfg, "FusedMoE");
+    const qp_ct_target *mx = NULL;
+    if (fm ? sgl_mxfp4_linear(&fm->w) : lin && sgl_mxfp4_linear(&lin->w)) mx = fm ? fm : lin;
+    else if (fm && lin && sgl_mxfp4_linear(&lin->w)) mx = lin;
+    if (mx || (cfg->ct_format && strstr(cfg->ct_format, "mxfp4"))) {
+        qp_scheme_init(out, QP_SCHEME_CT_MXFP4);
+        qp_scheme_set_names(out, "Mxfp4MoEMethod", NULL, "kMxfp4Static", NULL);
+        if (mx) qtensor_from_args(&out->weight, &mx->w);
+        return QP_OK;
+    }
+    const char *cls = rc->opts.layer_class && *rc->opts.layer_class ? rc->opts.layer_class : "FusedMoE";
+    static const char *const proj[3] = {"gate_proj", "up_proj", "down_proj"};
+    const qp_ct_target *d[3];
+    for (int i = 0; i < 3; i++) {
+        char name[1024];
+        snprintf(name, sizeof name, "%s.0.%s", rc->layer, proj[i]);
+        qp_status st = sgl_scheme_dict(rc, name, cls, 1, &d[i]);
+        if (st != QP_OK) return st;
+    }
+    if (!sgl_dict_eq(cfg, d[1], d[0]) || !sgl_dict_eq(cfg, d[2], d[0]))
+        return qp_resolve_fail(rc, QP_ERR_VALUE, NULL, "All MoE projections need to have same quantization scheme "
+                               "but found multiple");
+    const qp_ct_target *t = d[0];
+    if (!t) { unquantized(out, "UnquantizedFusedMoEMethod"); return QP_OK; }
+    args *w = &t->w, *in = sgl_in(cfg, t);
+    if (sgl_wna16_group_channel(w, in)) {
+        int triton = w->num_bits == 4 && !w->is_float && w->strategy == QP_CT_GROUP && w->has_group &&
+                     (w->group_size == 32 || w->group_size == 128) && w->symmetric && !w->actorder;
+        if (triton && (rc->opts.capability == 100 || rc->opts.capability == 103)) {
+            SMOE(w->num_bits == 4 ? QP_SCHEME_W4A16_INT4 : QP_SCHEME_WNA16, "CompressedTensorsWNA16TritonMoE",
+                 wna16_wkey(w), NULL);
+        } else {
+            /* CompressedTensorsWNA16MoE reads the "Linear" target's weights
+             * and the config's own format */
+            if (!lin) return qp_resolve_fail(rc, QP_ERR_UNSUPPORTED, NULL, "KeyError: 'Linear'");
+            w = &lin->w;
+            if (!(str_eq0(cfg->ct_format, "pack-quantized") && (w->num_bits == 4 || w->num_bits == 8)))
+                return qp_resolve_fail(rc, QP_ERR_VALUE, NULL, "('For Fused MoE layers, only ', 'pack-quantized ', "
+                                       "'is supported for the following bits: ', '[4, 8]')");
+            SMOE(w->num_bits == 4 && !w->is_float ? QP_SCHEME_W4A16_INT4 : QP_SCHEME_WNA16, "CompressedTensorsWNA16MoE",
+                 wna16_wkey(w), NULL);
+        }
+    } else if (sgl_fp4a16_nvfp4(w, in)) {
+        SMOE(QP_SCHEME_NVFP4_A16, "CompressedTensorsW4A16Nvfp4MoE", "kNvfp4Static", NULL);
+    } else if (sgl_fp4a4_nvfp4(w, in)) {
+        if (sgl_supported(rc, 100)) SMOE(QP_SCHEME_NVFP4, "CompressedTensorsW4A4Nvfp4MoE", "kNvfp4Static", "kNvfp4Dynamic");
+        else { in = NULL; SMOE(QP_SCHEME_NVFP4_A16, "CompressedTensorsW4A16Nvfp4MoE", "kNvfp4Static", NULL); }
+    } else if (is_fp8_w8a8(w, in)) {
+        /* CompressedTensorsW8A8Fp8MoE.__init__ */
+        int per_tensor = w->strategy == QP_CT_TENSOR && in->strategy == QP_CT_TENSOR;
+        int per_channel = w->strategy == QP_CT_CHANNEL && in->strategy == QP_CT_TOKEN;
+        if (per_tensor)
+            SMOE(QP_SCHEME_W8A8_FP8, "CompressedTensorsW8A8Fp8MoE", "kFp8StaticTensorSym",
+                 in->dynamic ? "kFp8DynamicTensorSym" : "kFp8StaticTensorSym");
+        else if (per_channel)
+            SMOE(QP_SCHEME_W8A8_FP8, "CompressedTensorsW8A8Fp8MoE", "kFp8StaticChannelSym", "kFp8DynamicTokenSym");
+        else if (w->strategy != QP_CT_BLOCK)
+            return qp_resolve_fail(rc, QP_ERR_UNSUPPORTED, NULL, "AssertionError: SGLang's CompressedTensorsW8A8Fp8MoE "
+                                   "asserts block weights unless the weights and input are per tensor, or per channel "
+                                   "and per token");
+        else if (!in->dynamic)
+            return qp_resolve_fail(rc, QP_ERR_UNSUPPORTED, NULL, "qport does not model SGLang's "
+                                   "CompressedTensorsW8A8Fp8MoE with block weights and static input scales");
+        else {
+            const char *wk = NULL, *ak = NULL;
+            qp_status st = fp8_keys(rc, w, 0, &wk, &ak);
+            if (st) return st;
+            SMOE(QP_SCHEME_W8A8_FP8_BLOCK, "CompressedTensorsW8A8Fp8MoE", wk, ak);
+        }
+    } else if (in && is_dynamic_token_w8a8(w, in)) {
+        return qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, NULL, "The W8A8Int8 Fused MoE scheme is implemented only "
+                               "for NPU for now.");
+    } else if (in && str_eq0(cfg->ct_format, "pack-quantized") && w->num_bits == 4 && !w->is_float && w->symmetric &&
+               !w->dynamic && in->num_bits == 8 && in->dynamic) { /* _is_wint4afp8 */
+        SMOE(QP_SCHEME_W4A8_FP8, "CompressedTensorsW4AFP8MoE", NULL, NULL);
+    } else if (!in) { /* _is_dynamic_token_w4a8 reads input_quant.num_bits */
+        return qp_resolve_fail(rc, QP_ERR_UNSUPPORTED, NULL, "AttributeError: 'NoneType' object has no attribute "
+                               "'num_bits'");
+    } else if (w->num_bits == 4 && in->num_bits == 8 && (w->strategy == QP_CT_GROUP || w->strategy == QP_CT_CHANNEL) &&
+               in->strategy == QP_CT_TOKEN && w->symmetric && !w->dynamic && in->dynamic) {
+        return qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, NULL, "The W4A8Int8 Fused MoE scheme is implemented only "
+                               "for NPU for now.");
+    } else {
+        qp_buf b = {0};
+        qp_ct_args_str(&b, w, " ", 1);
+        qp_buf_puts(&b, ", ");
+        qp_ct_args_str(&b, in, " ", 1);
+        qp_status st = qp_resolve_fail(rc, QP_ERR_CAPABILITY, NULL, "Unsupported FusedMoe scheme: %s", qp_buf_str(&b));
+        qp_buf_free(&b);
+        return st;
+    }
+    qtensor_from_args(&out->weight, w);
+    qtensor_from_args(&out->activation, in);
+    return QP_OK;
+}
+
 qp_status qp_resolve_ct(const qp_resolve_ctx *rc0, qp_scheme *out) {
     qp_resolve_ctx rc = *rc0;
-    rc.opts.dialect = QP_DIALECT_VLLM; /* SGLang's compressed-tensors is not modelled */
+    if (is_sgl(&rc)) {
+        if (rc.kind == QP_LAYER_ATTENTION) return sgl_kv_cache(&rc, out);
+        if (rc.kind == QP_LAYER_MOE) return sgl_moe(&rc, out);
+        qp_module_class c = qp_resolve_module_class(&rc, NULL);
+        if (c == QP_MODULE_LM_HEAD || c == QP_MODULE_EMBEDDING) return sgl_embedding(&rc, c == QP_MODULE_LM_HEAD, out);
+        return sgl_linear(&rc, out);
+    }
     if (rc.kind == QP_LAYER_ATTENTION) return kv_cache(&rc, out);
     if (rc.kind == QP_LAYER_MOE) return moe(&rc, out);
     qp_module_class c = qp_resolve_module_class(&rc, NULL);
@@ -560,5 +938,6 @@ qp_status qp_resolve_ct(const qp_resolve_ctx *rc0, qp_scheme *out) {
 }
 
 qp_status qp_resolve_ct_target(const qp_resolve_ctx *rc, size_t i, qp_scheme *out) {
+    if (is_sgl(rc)) return sgl_from_parts(rc, &rc->cfg->ct_targets[i], out);
     return scheme_from_parts(rc, &rc->cfg->ct_targets[i], out);
 }

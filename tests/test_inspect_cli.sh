@@ -44,6 +44,11 @@ sum=$("$Q" inspect "$C/gh-amd-DeepSeek-V3.2-MXFP4-export.quant.json")
 check "summary method" 'printf "%s" "$sum" | grep -q "quant_method: quark"'
 check "summary global" 'printf "%s" "$sum" | grep -q "QuarkOCP_MX"'
 check "summary excludes" 'printf "%s" "$sum" | grep -q "re:.\*self_attn.\*"'
+# compressed-tensors, sglang dialect: NVFP4 W4A4 below sm_100 is SGLang's weight-only W4A16Fp4
+out=$("$Q" inspect "$C/ct-nvfp4.json" --json --dialect sglang --capability 90 --layer model.layers.0.mlp.down_proj)
+check "ct sglang nvfp4 at sm_90" 'printf "%s" "$out" | grep -q "\"method\":\"CompressedTensorsLinearMethod\",\"scheme\":\"CompressedTensorsW4A16Fp4\""'
+out=$("$Q" inspect "$C/ct-nvfp4.json" --json --capability 90 --layer model.layers.0.mlp.down_proj)
+check "ct vllm nvfp4 at sm_90" 'printf "%s" "$out" | grep -q "\"scheme\":\"CompressedTensorsW4A4Fp4\""'
 # compressed-tensors: the class names, and the exact-sm_90 W4AFP8 branch
 out=$("$Q" inspect "$C/ct-w4afp8.json" --json --capability 90 --layer model.layers.0.mlp.down_proj \
   --layer model.layers.0.mlp.experts:moe --layer lm_head)

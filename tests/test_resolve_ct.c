@@ -4,7 +4,9 @@
  * predicate branch of _get_scheme_from_parts and get_moe_method and per
  * error message, targets and ignore matching, fused layers, lm_head and
  * embeddings, the KV cache, and the llm-compressor preset configs under
- * tests/configs/ct-*.json. */
+ * tests/configs/ct-*.json. The sglang dialect's cases (sgl_cases) follow
+ * SGLang's CompressedTensorsConfig at sgl-project/sglang
+ * 0104cc50eeb02378c3f04b2d8470a762449701fc. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -606,12 +608,210 @@ static void presets(void) {
     qp_config_destroy(cfg);
 }
 
+
+/* ---- the sglang dialect: SGLang's CompressedTensorsConfig at
+ * sgl-project/sglang 0104cc50eeb02378c3f04b2d8470a762449701fc
+ * (compressed_tensors.py, schemes/), utils.py as stored at 06b5b190
+ * (docs/semantics.md §21 "SGLang"). Each case names the SGLang function
+ * it follows. */
+typedef struct sgl_case {
+    const char *config;
+    const char *layer;
+    qp_layer_kind kind;
+    int capability;
+    qp_status status;
+    const char *method; /* NULL: not checked */
+    const char *cls;    /* scheme class; on error SGLang's message, '~' prefix: contains */
+    const char *wkey, *akey;
+    qp_scheme_kind sk;
+    int min_cap;
+} sgl_case;
+
+#define QKV "model.layers.0.self_attn.qkv_proj"
+#define CTS(w, in, fmt, extra) \
+    "{\"quant_method\":\"compressed-tensors\",\"format\":\"" fmt "\"" extra ",\"config_groups\":" \
+    "{\"group_0\":{\"targets\":[\"Linear\"],\"weights\":" w ",\"input_activations\":" in "}}}"
+#define NOIN "null"
+
+static const sgl_case sgl_cases[] = {
+    /* agreement: _get_scheme_from_parts _is_fp8_w8a8 -> CompressedTensorsW8A8Fp8 at >= 89 */
+    {CTS(F8CH, F8TOK, "float-quantized", ""), DOWN, L, 90, QP_OK, LIN, "CompressedTensorsW8A8Fp8",
+     "kFp8StaticChannelSym", "kFp8DynamicTokenSym", QP_SCHEME_W8A8_FP8, 89},
+    /* agreement: _is_dynamic_token_w8a8 -> CompressedTensorsW8A8Int8, but its get_min_capability is 89 */
+    {CTS(I8CH, I8TOK, "int-quantized", ""), DOWN, L, 90, QP_OK, LIN, "CompressedTensorsW8A8Int8",
+     "kInt8StaticChannelSym", "kInt8DynamicTokenSym", QP_SCHEME_W8A8_INT8, 89},
+    {CTS(I8CH, I8TOK, "int-quantized", ""), DOWN, L, 80, QP_ERR_CAPABILITY, NULL,
+     "('Quantization scheme is not supported for ', 'the current GPU. Min capability: 89. ', 'Current capability: "
+     "80.')", NULL, NULL, 0, 0},
+    /* agreement: _is_wNa16_group_channel -> CompressedTensorsWNA16 (min 80 in SGLang) */
+    {CTS(I4G(128), NOIN, "pack-quantized", ""), DOWN, L, 90, QP_OK, LIN, "CompressedTensorsWNA16", "kInt4Static", "",
+     QP_SCHEME_W4A16_INT4, 80},
+    /* _get_scheme_from_parts: WNA16_SUPPORTED_BITS is [4, 8]: other widths are SGLang's ImportError */
+    {CTS(IBITS(3), NOIN, "pack-quantized", ""), DOWN, L, 90, QP_ERR_UNSUPPORTED, NULL,
+     "ImportError: Other method (CompressedTensorsW4A16Sparse24) is not supported now", NULL, NULL, 0, 0},
+    /* _quantization_scheme_map_from_config: input_activations only under an activation format, so
+     * pack-quantized W4A8-int (vLLM: CompressedTensorsWNA8Int) is weight-only WNA16 */
+    {CTS(I4G(128), I8TOK, "pack-quantized", ""), DOWN, L, 90, QP_OK, LIN, "CompressedTensorsWNA16", "kInt4Static", "",
+     QP_SCHEME_W4A16_INT4, 80},
+    /* _get_scheme_from_parts: no W4A8Int linear scheme (vLLM: CompressedTensorsW4A8Int) */
+    {CTS(I4G(128), I8TOK, "int-quantized", ""), DOWN, L, 90, QP_ERR_NOT_IMPLEMENTED, NULL,
+     "No compressed-tensors compatible scheme was found.", NULL, NULL, 0, 0},
+    /* _is_fp8_w8a8 below CompressedTensorsW8A8Fp8.get_min_capability (89), and without a capability
+     * (_check_scheme_supported(error=False) is False): CompressedTensorsW8A16Fp8, min 80 */
+    {CTS(F8CH, F8TOK, "float-quantized", ""), DOWN, L, 86, QP_OK, LIN, "CompressedTensorsW8A16Fp8",
+     "kFp8StaticChannelSym", "", QP_SCHEME_W8A16_FP8, 80},
+    {CTS(F8CH, F8TOK, "float-quantized", ""), DOWN, L, NOCAP, QP_OK, LIN, "CompressedTensorsW8A16Fp8",
+     "kFp8StaticChannelSym", "", QP_SCHEME_W8A16_FP8, 80},
+    {CTS(F8CH, F8TOK, "float-quantized", ""), DOWN, L, 75, QP_ERR_CAPABILITY, NULL, "~Min capability: 80. ", NULL, NULL,
+     0, 0},
+    /* _is_fp8_w8a16 has no block strategy (vLLM's has): block fp8 weight-only finds no scheme */
+    {CTS(F8BLK, NOIN, "float-quantized", ""), DOWN, L, 90, QP_ERR_NOT_IMPLEMENTED, NULL,
+     "No compressed-tensors compatible scheme was found.", NULL, NULL, 0, 0},
+    /* block fp8 W8A8 below 89: CompressedTensorsW8A16Fp8.create_weights knows tensor and channel only */
+    {CTS(F8BLK, F8G128, "float-quantized", ""), DOWN, L, 86, QP_ERR_VALUE, NULL,
+     "Unsupported weight strategy=block, supported strategies are [<QuantizationStrategy.CHANNEL: 'channel'>, "
+     "<QuantizationStrategy.TENSOR: 'tensor'>]", NULL, NULL, 0, 0},
+    {CTS(F8BLK, F8G128, "float-quantized", ""), DOWN, L, 90, QP_OK, LIN, "CompressedTensorsW8A8Fp8",
+     "kFp8Static128BlockSym", "kFp8Dynamic128Sym", QP_SCHEME_W8A8_FP8_BLOCK, 89},
+    /* _is_fp4a4_nvfp4: CompressedTensorsW4A4Fp4 needs 100, else weight-only CompressedTensorsW4A16Fp4 */
+    {CTS(NV("false"), NV("\"local\""), "nvfp4-pack-quantized", ""), DOWN, L, 100, QP_OK, LIN,
+     "CompressedTensorsW4A4Fp4", "kNvfp4Static", "kNvfp4Dynamic", QP_SCHEME_NVFP4, 100},
+    {CTS(NV("false"), NV("\"local\""), "nvfp4-pack-quantized", ""), DOWN, L, 90, QP_OK, LIN,
+     "CompressedTensorsW4A16Fp4", "kNvfp4Static", "", QP_SCHEME_NVFP4_A16, 80},
+    /* _is_fp4a16_nvfp4 -> CompressedTensorsW4A16Fp4 */
+    {CTS(NV("false"), NOIN, "nvfp4-pack-quantized", ""), DOWN, L, 90, QP_OK, LIN, "CompressedTensorsW4A16Fp4",
+     "kNvfp4Static", "", QP_SCHEME_NVFP4_A16, 80},
+    /* NVFP4 weights with fp8 input: SGLang's NotImplementedError (vLLM: ValueError) */
+    {CTS(NV("false"), F8TOK, "nvfp4-pack-quantized", ""), DOWN, L, 100, QP_ERR_NOT_IMPLEMENTED, NULL,
+     "Activation-quantized float4 is only supported in the NVFP4 layout (tensor_group, group_size 16); got "
+     "strategy=", NULL, NULL, 0, 0},
+    /* _is_mxfp4_linear -> CompressedTensorsW4A16Mxfp4, weight-only (vLLM: CompressedTensorsW4A4Mxfp4) */
+    {CTS(MX(4, "false"), MX(4, "true"), "mxfp4-pack-quantized", ""), DOWN, L, 90, QP_OK, LIN,
+     "CompressedTensorsW4A16Mxfp4", "kMxfp4Static", "", QP_SCHEME_CT_MXFP4, 80},
+    /* MXFP8: no SGLang scheme (vLLM: CompressedTensorsW8A8Mxfp8) */
+    {CTS(MX(8, "false"), MX(8, "true"), "float-quantized", ""), DOWN, L, 100, QP_ERR_NOT_IMPLEMENTED, NULL,
+     "No compressed-tensors compatible scheme was found.", NULL, NULL, 0, 0},
+    /* find_matched_target: nothing matches -> ValueError (vLLM: UnquantizedLinearMethod) */
+    {"{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\",\"config_groups\":{\"g\":{\"targets\":"
+     "[\"re:.*mlp.*\"],\"weights\":" F8CH ",\"input_activations\":" F8TOK "}}}", "model.layers.0.self_attn.o_proj", L,
+     90, QP_ERR_VALUE, NULL, "Unable to find matching target for model.layers.0.self_attn.o_proj in the "
+     "compressed-tensors config.", NULL, NULL, 0, 0},
+    /* find_matched_target: the class name before the fused shards (vLLM: the shards' group) */
+    {"{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\",\"config_groups\":{"
+     "\"a\":{\"targets\":[\"re:.*self_attn\\\\.[qkv]_proj$\"],\"weights\":" F8T ",\"input_activations\":" F8T "},"
+     "\"b\":{\"targets\":[\"Linear\"],\"weights\":" F8CH ",\"input_activations\":" F8TOK "}}}", QKV, L, 90, QP_OK, LIN,
+     "CompressedTensorsW8A8Fp8", "kFp8StaticChannelSym", "kFp8DynamicTokenSym", QP_SCHEME_W8A8_FP8, 89},
+    /* should_ignore_layer: check_equal_or_regex_match is a case-insensitive substring */
+    {CTS(F8CH, F8TOK, "float-quantized", ",\"ignore\":[\"MLP.DOWN\"]"), DOWN, L, 90, QP_OK, UNQ, "", "", "",
+     QP_SCHEME_UNQUANTIZED, 0},
+    /* should_ignore_layer: shards that disagree -> SGLang's ValueError */
+    {CTS(F8CH, F8TOK, "float-quantized", ",\"ignore\":[\"self_attn.k_proj\"]"), QKV, L, 90, QP_ERR_VALUE, NULL,
+     "Found a different quantization schemes for ['q_proj', 'k_proj', 'v_proj'] in "
+     "model.layers.0.self_attn.qkv_proj. vLLM requires all to use the same scheme.", NULL, NULL, 0, 0},
+    /* get_lm_head_scheme: a target naming lm_head quantizes it; Linear does not */
+    {"{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\",\"config_groups\":{\"g\":{\"targets\":"
+     "[\"Linear\",\"lm_head\"],\"weights\":" F8CH ",\"input_activations\":" F8TOK "}}}", "lm_head", L, 90, QP_OK, LIN,
+     "CompressedTensorsW8A8Fp8", "kFp8StaticChannelSym", "kFp8DynamicTokenSym", QP_SCHEME_W8A8_FP8, 89},
+    {CTS(F8CH, F8TOK, "float-quantized", ""), "lm_head", L, 90, QP_OK, EMB, "", "", "", QP_SCHEME_UNQUANTIZED, 0},
+    {"{\"quant_method\":\"compressed-tensors\",\"format\":\"float-quantized\",\"config_groups\":{\"g\":{\"targets\":"
+     "[\"Linear\",\"lm_head\"],\"weights\":" F8BLK ",\"input_activations\":" F8G128 "}}}", "lm_head", L, 90,
+     QP_ERR_NOT_IMPLEMENTED, NULL, "Block-quantized lm_head is not supported; use channel or tensor weight scales for "
+     "the head.", NULL, NULL, 0, 0},
+    /* get_quant_method: an embedding gets no compressed-tensors method (vLLM: EmbeddingWNA16Int) */
+    {"{\"quant_method\":\"compressed-tensors\",\"format\":\"pack-quantized\",\"config_groups\":{\"g\":{\"targets\":"
+     "[\"re:.*embed_tokens$\"],\"weights\":" I4G(128) "}}}", "model.embed_tokens", L, 90, QP_OK, EMB, "", "", "",
+     QP_SCHEME_UNQUANTIZED, 0},
+    /* CompressedTensorsKVCacheMethod.is_supported_scheme: static symmetric per-tensor fp8 only */
+    {CTS(F8CH, F8TOK, "float-quantized", ",\"kv_cache_scheme\":{\"num_bits\":8,\"type\":\"float\",\"strategy\":"
+     "\"tensor\",\"dynamic\":false}"), "model.layers.0.self_attn", ATT, 90, QP_OK, "CompressedTensorsKVCacheMethod", "",
+     "", "", QP_SCHEME_KV_CACHE, 0},
+    /* attn_head (vLLM: one scale per head) and int8 (vLLM: NotImplementedError): ignored, no method */
+    {CTS(F8CH, F8TOK, "float-quantized", ",\"kv_cache_scheme\":{\"num_bits\":8,\"type\":\"float\",\"strategy\":"
+     "\"attn_head\",\"symmetric\":true,\"dynamic\":false}"), "model.layers.0.self_attn", ATT, 90, QP_OK, "", "", "",
+     "", QP_SCHEME_NONE, 0},
+    {CTS(F8CH, F8TOK, "float-quantized", ",\"kv_cache_scheme\":{\"num_bits\":8,\"type\":\"int\",\"strategy\":"
+     "\"tensor\",\"symmetric\":true,\"dynamic\":false}"), "model.layers.0.self_attn", ATT, 90, QP_OK, "", "", "", "",
+     QP_SCHEME_NONE, 0},
+    {CTS(F8CH, F8TOK, "float-quantized", ""), "model.layers.0.self_attn", ATT, 90, QP_OK, "", "", "", "",
+     QP_SCHEME_NONE, 0},
+    /* linear_fp8_config: not modelled, refused */
+    {CTS(I4G(128), NOIN, "pack-quantized", ",\"linear_fp8_config\":{\"quant_method\":\"fp8\"}"), DOWN, L, 90,
+     QP_ERR_UNSUPPORTED, NULL, "~linear_fp8_config", NULL, NULL, 0, 0},
+
+    /* MoE (get_moe_scheme). Agreement: fp8 per-channel weights, per-token input */
+    {CTS(F8CH, F8TOK, "float-quantized", ""), EXPERTS, M, 90, QP_OK, "CompressedTensorsW8A8Fp8MoE", NULL,
+     "kFp8StaticChannelSym", "kFp8DynamicTokenSym", QP_SCHEME_W8A8_FP8, 0},
+    /* CompressedTensorsW8A8Fp8MoE.__init__: per-tensor weights with per-token input assert block */
+    {CTS(F8T, F8TOK, "float-quantized", ""), EXPERTS, M, 90, QP_ERR_UNSUPPORTED, NULL, "~AssertionError", NULL, NULL,
+     0, 0},
+    /* WNA16: CompressedTensorsWNA16MoE (Marlin), CompressedTensorsWNA16TritonMoE on SM100 */
+    {CTS(I4G(128), NOIN, "pack-quantized", ""), EXPERTS, M, 90, QP_OK, "CompressedTensorsWNA16MoE", NULL, "kInt4Static",
+     "", QP_SCHEME_W4A16_INT4, 0},
+    {CTS(I4G(128), NOIN, "pack-quantized", ""), EXPERTS, M, 100, QP_OK, "CompressedTensorsWNA16TritonMoE", NULL,
+     "kInt4Static", "", QP_SCHEME_W4A16_INT4, 0},
+    /* CompressedTensorsWNA16MoE.__init__: the config's format must be pack-quantized (the group's is not read) */
+    {"{\"quant_method\":\"compressed-tensors\",\"format\":\"mixed-precision\",\"config_groups\":{\"g\":{\"targets\":"
+     "[\"Linear\"],\"format\":\"pack-quantized\",\"weights\":" I4G(128) "}}}", EXPERTS, M, 90, QP_ERR_VALUE, NULL,
+     "('For Fused MoE layers, only ', 'pack-quantized ', 'is supported for the following bits: ', '[4, 8]')", NULL,
+     NULL, 0, 0},
+    /* dynamic int8 experts: NPU only in SGLang (vLLM: CompressedTensorsW8A8Int8MoEMethod) */
+    {CTS(I8CH, I8TOK, "int-quantized", ""), EXPERTS, M, 90, QP_ERR_NOT_IMPLEMENTED, NULL,
+     "The W8A8Int8 Fused MoE scheme is implemented only for NPU for now.", NULL, NULL, 0, 0},
+    /* _is_fp4a4_nvfp4: CompressedTensorsW4A4Nvfp4MoE from 100, else CompressedTensorsW4A16Nvfp4MoE */
+    {CTS(NV("false"), NV("\"local\""), "nvfp4-pack-quantized", ""), EXPERTS, M, 100, QP_OK,
+     "CompressedTensorsW4A4Nvfp4MoE", NULL, "kNvfp4Static", "kNvfp4Dynamic", QP_SCHEME_NVFP4, 0},
+    {CTS(NV("false"), NV("\"local\""), "nvfp4-pack-quantized", ""), EXPERTS, M, 90, QP_OK,
+     "CompressedTensorsW4A16Nvfp4MoE", NULL, "kNvfp4Static", "", QP_SCHEME_NVFP4_A16, 0},
+    /* get_quant_method: _is_mxfp4_moe -> Mxfp4MoEMethod before the scheme path */
+    {CTS(MX(4, "false"), NOIN, "mxfp4-pack-quantized", ""), EXPERTS, M, 90, QP_OK, "Mxfp4MoEMethod", NULL,
+     "kMxfp4Static", "", QP_SCHEME_CT_MXFP4, 0},
+    /* fp8 weight-only experts: _is_dynamic_token_w4a8 reads input_quant.num_bits of None */
+    {CTS(F8CH, NOIN, "float-quantized", ""), EXPERTS, M, 90, QP_ERR_UNSUPPORTED, NULL,
+     "AttributeError: 'NoneType' object has no attribute 'num_bits'", NULL, NULL, 0, 0},
+    /* the experts' names are always .0.gate_proj/.0.up_proj/.0.down_proj; an ignored expert is unquantized */
+    {CTS(F8CH, F8TOK, "float-quantized", ",\"ignore\":[\"re:.*experts.*\"]"), EXPERTS, M, 90, QP_OK,
+     "UnquantizedFusedMoEMethod", NULL, "", "", QP_SCHEME_UNQUANTIZED, 0},
+};
+
+static void run_sgl_case(const sgl_case *c, int i) {
+    qp_config *cfg = tu_load(ctx, c->config);
+    CHECK(cfg, "sglang case %d: %s", i, qp_last_error(ctx));
+    if (!cfg) return;
+    qp_resolve_options o;
+    qp_resolve_options_init(&o);
+    o.capability = c->capability;
+    o.dialect = QP_DIALECT_SGLANG;
+    qp_scheme s;
+    qp_status st = qp_config_resolve(cfg, c->layer, c->kind, &o, &s);
+    CHECK(st == c->status, "sglang case %d: status %s, want %s (%s)", i, qp_status_str(st), qp_status_str(c->status),
+          qp_last_error(ctx));
+    if (st == QP_OK && c->status == QP_OK) {
+        const char *cls = c->kind == M ? s.method : s.scheme_class;
+        if (c->kind == M) CHECK(!strcmp(s.method, c->method), "sglang case %d: method %s", i, s.method);
+        else {
+            CHECK(!c->method || !strcmp(s.method, c->method), "sglang case %d: method %s, want %s", i, s.method,
+                  c->method);
+            CHECK(!strcmp(cls, c->cls), "sglang case %d: class %s, want %s", i, cls, c->cls);
+        }
+        CHECK(!c->wkey || !strcmp(s.weight_key, c->wkey), "sglang case %d: weight key %s", i, s.weight_key);
+        CHECK(!c->akey || !strcmp(s.activation_key, c->akey), "sglang case %d: activation key %s", i, s.activation_key);
+        CHECK(s.kind == c->sk, "sglang case %d: kind %s", i, qp_scheme_kind_name(s.kind));
+        CHECK(s.min_capability == c->min_cap, "sglang case %d: min capability %d", i, s.min_capability);
+    } else if (st != QP_OK) {
+        const char *e = qp_last_error(ctx);
+        bool ok = c->cls[0] == '~' ? strstr(e, c->cls + 1) != NULL : strstr(e, c->cls) != NULL;
+        CHECK(ok, "sglang case %d: message %s, want %s", i, e, c->cls);
+    }
+    qp_config_destroy(cfg);
+}
+
 int main(void) {
     if (qp_context_create(&ctx)) return 1;
     qp_set_log(ctx, on_log, NULL, QP_LOG_WARN);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) run_case(&cases[i], (int)i);
     matching();
     presets();
+    for (size_t i = 0; i < sizeof sgl_cases / sizeof *sgl_cases; i++) run_sgl_case(&sgl_cases[i], (int)i);
     qp_context_destroy(ctx);
     return tu_finish("resolve-ct");
 }

@@ -130,6 +130,12 @@ def test_packed_and_dialect():
     # SGLang's quark.py has no dynamic int8 scheme (vLLM's has)
     with pytest.raises(NotImplementedError, match="^No quark compatible scheme was found"):
         cfg.resolve("model.layers.0.self_attn.qkv_proj", dialect="sglang")
+    # compressed-tensors: SGLang serves NVFP4 W4A4 weight-only below sm_100
+    # (compressed_tensors.py _get_scheme_from_parts, sglang 0104cc50)
+    ct = qport.load_config(os.path.join(CONFIGS, "ct-nvfp4.json"))
+    s = ct.resolve("model.layers.0.mlp.down_proj", capability=90, dialect="sglang")
+    assert s.scheme_class == "CompressedTensorsW4A16Fp4" and s.min_capability == 80
+    assert ct.resolve("model.layers.0.mlp.down_proj", capability=90).scheme_class == "CompressedTensorsW4A4Fp4"
     with pytest.raises(ValueError):
         cfg.resolve("x", dialect="tgi")
     with pytest.raises(ValueError):
