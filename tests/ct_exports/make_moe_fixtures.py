@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Makes the MoE fixtures of tests/ct_exports (moe-fp16/<PRESET>/) with
+"""Makes the MoE fixtures of tests/ct_exports (moe-fp16/<PRESET>/ and
+moe-bf16/<PRESET>/) with
 llm-compressor's own `oneshot`, beside the dense ones of make_fixtures.py
 (same venv, same versions: llmcompressor 0.14.0.1, compressed-tensors
 0.19.0, transformers 5.17.0, torch 2.14.0, CPU only; see make_fixtures.py
@@ -10,7 +11,9 @@ for the venv). Never needed by CI, which only reads the committed results:
 
 A rerun reproduces every file byte for byte (seeded; one CPU thread).
 
-The model: a tiny random MixtralForCausalLM in fp16 (hidden 128,
+The model: a tiny random MixtralForCausalLM in fp16, and again in bf16
+(DTYPES: moe-fp16 and moe-bf16, the same seeds, so the same fp32 draws
+rounded to the other dtype; hidden 128,
 intermediate 256, 4 local experts, top-2, ONE decoder layer, 2 heads of 64,
 1 KV head, vocab 64, untied lm_head; the same few large channels as the
 dense fixtures). transformers 5 builds Mixtral's experts as one fused
@@ -32,13 +35,22 @@ their Llama-style names, so the experts are saved as
 `model.layers.0.block_sparse_moe.gate.weight`; `ignore` in config.json
 lists "model.layers.0.block_sparse_moe.gate" and "lm_head".
 
-Presets (fp16): W4A16 (int4 sym, group 128), FP8_DYNAMIC (fp8 channel
-weights, dynamic per-token fp8 activations), W8A8 (int8 channel weights,
-dynamic per-token int8 activations).
+Presets (in each dtype): W4A16 (int4 sym, group 128), FP8_DYNAMIC (fp8
+channel weights, dynamic per-token fp8 activations), W8A8 (int8 channel
+weights, dynamic per-token int8 activations).
 
-Layout, per preset:
-  moe-fp16/NAME/config.json, model.safetensors, recipe.yaml   (the export)
-  moe-fp16/NAME/ct_reference/outputs.safetensors              (not in the
+Dtypes: below "fp16" names the model dtype D: in moe-bf16 every tensor
+written as fp16 below but the bound sums is bf16 (x, router_logits, y, c1,
+h, hq, o; the checkpoint's weight_scale too), and every rounding described
+as "to fp16" is to bf16 (torch does the same ops in bf16: F.silu in fp32
+rounded to bf16, the products rounded to bf16). The bound sums (a13, d13,
+w13, a2, d2, w2) are fp16 in both, rounded up (make_fixtures.up16, as the
+dense bf16 fixtures): fp16 keeps 3 more bits than bf16 and these sums stay
+far inside its range.
+
+Layout, per preset (DT = fp16 or bf16):
+  moe-DT/NAME/config.json, model.safetensors, recipe.yaml   (the export)
+  moe-DT/NAME/ct_reference/outputs.safetensors              (not in the
         model folder's *.safetensors set qport reads: a sub-folder)
 with, for the block B = model.layers.0.block_sparse_moe (M = 5 tokens,
 k = 2, E = 4, H = 128, I = 256; rows r = m * k + j, slot j of token m):
@@ -89,8 +101,8 @@ output on x is compared with it here and recorded in versions.json
 ("block_forward": bit-equal for W4A16, where nothing is quantized
 dynamically; its NMSE against y for the dynamic presets).
 
-moe_versions.json records versions, the seed, per export the file sizes,
-the quantized layers, the saved expert names, the routing, the
+moe_versions.json records versions, the seed, per export its dtype, the
+file sizes, the quantized layers, the saved expert names, the routing, the
 decompression check (each expert weight decompressed by compressed-
 tensors' ModelCompressor equals the fake-quantized one bit for bit) and
 the block-forward comparison above.
@@ -118,17 +130,18 @@ SEED = 20261211
 M, H, I, E, TOPK = 5, 128, 256, 4, 2
 BLOCK = "model.layers.0.block_sparse_moe"  # as saved; the module is model.layers.0.mlp
 PRESETS = ["W4A16", "FP8_DYNAMIC", "W8A8"]
-DTYPE = torch.float16
+# (folder, model dtype): the same presets and seeds in each
+DTYPES = [("moe-fp16", torch.float16), ("moe-bf16", torch.bfloat16)]
 
 
-def tiny_mixtral(path):
+def tiny_mixtral(path, dtype):
     torch.manual_seed(SEED)
     cfg = MixtralConfig(vocab_size=mf.VOCAB, hidden_size=H, intermediate_size=I, num_hidden_layers=1,
                         num_attention_heads=2, num_key_value_heads=1, head_dim=64, num_local_experts=E,
                         num_experts_per_tok=TOPK, max_position_embeddings=64, tie_word_embeddings=False,
                         bos_token_id=1, eos_token_id=2, pad_token_id=2)
-    cfg.torch_dtype = DTYPE
-    model = MixtralForCausalLM(cfg).to(DTYPE)
+    cfg.torch_dtype = dtype
+    model = MixtralForCausalLM(cfg).to(dtype)
     with torch.no_grad():  # a few large output channels, as the dense fixtures
         for _, p in model.named_parameters():
             if p.ndim >= 2:
@@ -155,16 +168,16 @@ def nmse(a, b):
 
 
 @torch.no_grad()
-def reference(model, act_quant):
+def reference(model, act_quant, dtype):
     block = model.model.layers[0].mlp
     experts = block.experts
     for xseed in range(SEED + 1, SEED + 100):  # the first seeded x whose routing reaches every expert
         g = torch.Generator().manual_seed(xseed)
-        x = (torch.randn(M, H, generator=g) * (1 + 7 * (torch.rand(M, H, generator=g) < 0.02))).to(DTYPE)
+        x = (torch.randn(M, H, generator=g) * (1 + 7 * (torch.rand(M, H, generator=g) < 0.02))).to(dtype)
         logits, wts, ids = block.gate(x)
         if len(set(ids.flatten().tolist())) == E:
             break
-    assert logits.dtype == DTYPE and wts.dtype == torch.float32
+    assert logits.dtype == dtype and wts.dtype == torch.float32
     out = {"x": x, "router_logits": logits, "topk_ids": ids.to(torch.int32), "topk_weights": wts}
     wfq = {}
     rows = {k: [] for k in ("c1", "h", "hq", "o", "a13", "d13", "a2", "d2")}
@@ -194,7 +207,7 @@ def reference(model, act_quant):
             ex = experts[e]
             c1 = torch.cat([gate[m], up[m]])
             h = F.silu(gate[m]) * up[m]
-            assert h.dtype == DTYPE
+            assert h.dtype == dtype
             rows["c1"].append(c1)
             rows["h"].append(h)
             xqa = xq[m].double().abs()
@@ -218,9 +231,9 @@ def reference(model, act_quant):
         rows["a2"].append(wa @ hq.double().abs())
         rows["d2"].append(wa @ (h.double() - hq.double()).abs())
     o = torch.stack(rows["o"]).view(M, TOPK, H)
-    y = torch.zeros(M, H, dtype=DTYPE)
+    y = torch.zeros(M, H, dtype=dtype)
     for j in range(TOPK):
-        y = y + (o[:, j] * wts[:, j, None]).to(DTYPE)
+        y = y + (o[:, j] * wts[:, j, None]).to(dtype)
     # the module's own block forward (per-tensor activation scales per expert)
     yb = block(x[None])[0]
     out["y"] = y
@@ -236,24 +249,24 @@ def reference(model, act_quant):
     return {f"{BLOCK}.{k}": v.contiguous() for k, v in out.items()}, wfq, bf, ids
 
 
-def make(root, preset):
+def make(root, folder, dtype, preset):
     from llmcompressor import oneshot
     from llmcompressor.modeling.moe.linearize import linearize_moe
     from llmcompressor.modifiers.quantization import QuantizationModifier
     from safetensors import safe_open
-    name = f"moe-fp16/{preset}"
+    name = f"{folder}/{preset}"
     dest = os.path.join(root, name)
     with tempfile.TemporaryDirectory() as tmp:
         src, q = os.path.join(tmp, "src"), os.path.join(tmp, "q")
-        tok = tiny_mixtral(src)
-        model = MixtralForCausalLM.from_pretrained(src, dtype=DTYPE)
+        tok = tiny_mixtral(src, dtype)
+        model = MixtralForCausalLM.from_pretrained(src, dtype=dtype)
         linearize_moe(model)
         oneshot(model=model, dataset=mf.calibration(), processor=tok, num_calibration_samples=16, max_seq_length=32,
                 recipe=QuantizationModifier(targets="Linear", scheme=preset, ignore=["lm_head", "re:.*mlp.gate$"]))
         quantized = [n for n, mod in model.named_modules()
                      if isinstance(mod, torch.nn.Linear) and getattr(mod, "quantization_scheme", None) is not None]
         act_quant = model.model.layers[0].mlp.experts[0].gate_proj.quantization_scheme.input_activations is not None
-        outs, wfq, bf, ids = reference(model, act_quant)
+        outs, wfq, bf, ids = reference(model, act_quant, dtype)
         if preset == "W4A16":
             assert bf["equal"], bf
         model.save_pretrained(q, save_compressed=True)
@@ -275,7 +288,8 @@ def make(root, preset):
     used = sorted({int(i) for i in ids.flatten()})
     print(f"{name}: {len(quantized)} quantized layers, {sizes}, experts routed {used}, block forward {bf}, "
           f"decompressed != fake-quantized: {neq}", flush=True)
-    return {"modifier": "QuantizationModifier", "scheme": preset, "quantized_layers": quantized, "bytes": sizes,
+    return {"modifier": "QuantizationModifier", "scheme": preset, "dtype": str(dtype).replace("torch.", ""),
+            "quantized_layers": quantized, "bytes": sizes,
             "expert_0_tensors": expert_names, "topk_ids": ids.tolist(), "experts_routed": used,
             "decompressed_all_equal": not neq, "decompressed_not_equal": neq, "block_forward": bf}
 
@@ -288,8 +302,9 @@ def main():
     info = {"llmcompressor": llmcompressor.__version__, "compressed-tensors": compressed_tensors.__version__,
             "torch": torch.__version__, "transformers": transformers.__version__, "seed": SEED,
             "shape": {"M": M, "H": H, "I": I, "E": E, "top_k": TOPK}, "exports": {}}
-    for preset in PRESETS:
-        info["exports"][f"moe-fp16/{preset}"] = make(root, preset)
+    for folder, dtype in DTYPES:
+        for preset in PRESETS:
+            info["exports"][f"{folder}/{preset}"] = make(root, folder, dtype, preset)
     with open(os.path.join(root, "moe_versions.json"), "w") as f:
         json.dump(info, f, indent=1, sort_keys=True)
         f.write("\n")
