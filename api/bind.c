@@ -176,13 +176,10 @@ static qp_status shape_pair(qp_model *m, const part *p, const char *src, int64_t
     const qp_tensor *t = &p->t;
     if ((t->dtype != QP_DTYPE_I64 && t->dtype != QP_DTYPE_I32) || t->ndim != 1 || t->shape[0] != 2)
         return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_shape", src, "weight_shape must be int64 or int32 [2]");
-    qp_status st = check_mapped(m);
+    qp_status st = check_mapped(m); /* before the shard's bytes are read */
     if (st) return st;
     int64_t v[2];
-    for (int i = 0; i < 2; i++) {
-        if (t->dtype == QP_DTYPE_I64) memcpy(&v[i], (const char *)t->data + 8 * i, 8);
-        else { int32_t x; memcpy(&x, (const char *)t->data + 4 * i, 4); v[i] = x; }
-    }
+    qp_ct_weight_shape(t, v);
     if (v[0] <= 0 || v[1] <= 0 || v[0] > QP_DIM_MAX || v[1] > QP_DIM_MAX)
         return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_shape", src, "weight_shape [%lld, %lld] is out of range",
                             (long long)v[0], (long long)v[1]);
@@ -337,7 +334,8 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
             total = qp_tensor_bytes(&p0->t);
             ns = 1;
         }
-        if (!strcmp(p0->suffix, "weight_shape") && ct) { /* the bound layer's [N, K], each shard's checked above */
+        int nk_shape = ct && !strcmp(p0->suffix, "weight_shape"); /* the bound layer's [N, K], each shard's checked above */
+        if (nk_shape) {
             total = 16;
             ns = 1;
         }
@@ -350,7 +348,7 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
         t->name = b->names_[b->n_tensors];
         t->data = buf;
         b->n_tensors++;
-        if (!strcmp(p0->suffix, "weight_shape") && ct) {
+        if (nk_shape) {
             int64_t nk[2] = {b->N, b->K};
             memcpy(buf, nk, sizeof nk);
             t->dtype = QP_DTYPE_I64;

@@ -35,20 +35,28 @@ static unsigned field(const int32_t *row, size_t i, int bits) {
     return ((uint32_t)row[i / per] >> (unsigned)((i % per) * (size_t)bits)) & ((1u << bits) - 1u);
 }
 
-/* `weight_shape` ([N, K], int64 or int32) is optional, as vLLM's parameter
- * is; where given it must name the layer's shape. */
+int qp_ct_weight_shape(const qp_tensor *t, int64_t nk[2]) {
+    if ((t->dtype != QP_DTYPE_I64 && t->dtype != QP_DTYPE_I32) || qp_tensor_count(t) != 2) return 0;
+    for (int i = 0; i < 2; i++) {
+        if (t->dtype == QP_DTYPE_I64) memcpy(&nk[i], (const char *)t->data + 8 * i, 8);
+        else { int32_t x; memcpy(&x, (const char *)t->data + 4 * i, 4); nk[i] = x; }
+    }
+    return 1;
+}
+
+/* `weight_shape` is optional, as vLLM's parameter is; where given it must
+ * name the layer's shape. */
 static qp_status check_weight_shape(const qp_binder *b, const qp_lin_desc *d) {
     const qp_tensor *t;
     qp_status s = qp_binder_find(b, "weight_shape", false, &t);
     if (s || !t) return s;
-    if ((t->dtype != QP_DTYPE_I64 && t->dtype != QP_DTYPE_I32) || qp_tensor_count(t) != 2)
+    int64_t v[2];
+    if (!qp_ct_weight_shape(t, v))
         return qp_binder_fail(b, "weight_shape", "%s", "tensor 'weight_shape' must be int64 or int32 [2] ([N, K])");
-    long long v[2];
-    for (int i = 0; i < 2; i++)
-        v[i] = t->dtype == QP_DTYPE_I64 ? (long long)((const int64_t *)t->data)[i] : ((const int32_t *)t->data)[i];
     if (v[0] != d->N || v[1] != d->K) {
         char m[160];
-        snprintf(m, sizeof m, "tensor 'weight_shape' says [%lld, %lld], the layer is [%d, %d]", v[0], v[1], d->N, d->K);
+        snprintf(m, sizeof m, "tensor 'weight_shape' says [%lld, %lld], the layer is [%d, %d]", (long long)v[0],
+                 (long long)v[1], d->N, d->K);
         return qp_binder_fail(b, "weight_shape", "%s", m);
     }
     return QP_OK;
@@ -103,13 +111,12 @@ static qp_status ct_int_tensors(const qp_binder *b, const qp_lin_desc *d, ct_int
 
 /* The stored (offset) value of weight [n][k] and the zero point it is
  * taken from: v = u - z, with z = 2^(bits-1) when symmetric. */
-static void ct_int_at(const ct_int *c, int N, int K, int n, int k, unsigned *u, unsigned *z) {
+static void ct_int_at(const ct_int *c, int K, int n, int k, unsigned *u, unsigned *z) {
     size_t per = (size_t)(32 / c->bits), kw = ((size_t)K + per - 1) / per;
     *u = field(c->w + (size_t)n * kw, (size_t)k, c->bits);
     if (!c->zp) { *z = 1u << (c->bits - 1); return; }
     /* zero points packed along N: column g of the [ceil(N/per)][G] words */
     size_t g = (size_t)(k / c->g), word = (size_t)n / per;
-    (void)N;
     *z = ((uint32_t)c->zp[word * (size_t)c->G + g] >> (unsigned)(((size_t)n % per) * (size_t)c->bits)) & ((1u << c->bits) - 1u);
 }
 
@@ -129,7 +136,7 @@ qp_status qp_bind_ct_w4a16(const qp_binder *b, qp_lin_desc_store *st, const qp_l
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) {
             unsigned u, zz;
-            ct_int_at(&c, N, K, n, k, &u, &zz);
+            ct_int_at(&c, K, n, k, &u, &zz);
             /* symmetric: the two's complement nibble of u - 8 (w4_signed) */
             q4[(size_t)n * K + k] = (uint8_t)(sym ? (u - 8u) & 15u : u);
             if (!sym && k % c.g == 0) z[(size_t)(k / c.g) * N + n] = (uint8_t)zz;
@@ -147,11 +154,9 @@ qp_status qp_bind_ct_w4a16(const qp_binder *b, qp_lin_desc_store *st, const qp_l
 }
 
 /* The dense weight a weight-only scheme lowers to: [N][K] in act_dtype. */
-static qp_status lower_dense(const qp_binder *b, qp_lin_desc_store *st, qp_lin_desc *d, float **w) {
+static qp_status lower_dense(const qp_binder *b, const qp_lin_desc *d, float **w) {
     *w = malloc(sizeof(float) * (size_t)d->N * (size_t)d->K);
-    if (!*w) return qp_binder_oom(b);
-    (void)st;
-    return QP_OK;
+    return *w ? QP_OK : qp_binder_oom(b);
 }
 
 static qp_status finish_dense(const qp_binder *b, qp_lin_desc_store *st, qp_lin_desc *d, float *w) {
@@ -174,11 +179,11 @@ qp_status qp_bind_ct_wna16(const qp_binder *b, qp_lin_desc_store *st, const qp_l
     ct_int c;
     float *w;
     qp_status s = ct_int_tensors(b, d, &c);
-    if (s || (s = lower_dense(b, st, d, &w))) return s;
+    if (s || (s = lower_dense(b, d, &w))) return s;
     for (int n = 0; n < d->N; n++)
         for (int k = 0; k < d->K; k++) {
             unsigned u, z;
-            ct_int_at(&c, d->N, d->K, n, k, &u, &z);
+            ct_int_at(&c, d->K, n, k, &u, &z);
             float sc = qp_num_round(d->act_dtype, qp_num_load(c.sc->dtype, c.sc->data, (size_t)n * c.G + (size_t)(k / c.g)));
             w[(size_t)n * d->K + k] = qp_num_round(d->act_dtype, (float)((int)u - (int)z) * sc);
         }
@@ -204,7 +209,7 @@ qp_status qp_bind_ct_w8a16_fp8(const qp_binder *b, qp_lin_desc_store *st, const 
         (s = qp_binder_find(b, "input_scale", false, &is)))
         return s;
     if (!block && (s = qp_binder_channelwise(b, st, ws, v, N, o, &sc, &per_channel))) return s;
-    if ((s = lower_dense(b, st, d, &dw))) return s;
+    if ((s = lower_dense(b, d, &dw))) return s;
     const uint8_t *c = w->data;
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) {
@@ -225,7 +230,7 @@ qp_status qp_bind_ct_nvfp4_a16(const qp_binder *b, qp_lin_desc_store *st, const 
     float gmax, *dw;
     qp_status s;
     if ((s = qp_bind_nvfp4_tensors(b, d, "weight_packed", &w, &ws)) ||
-        (s = qp_binder_positive_scalar(b, st, "weight_global_scale", &gmax)) || (s = lower_dense(b, st, d, &dw)))
+        (s = qp_binder_positive_scalar(b, st, "weight_global_scale", &gmax)) || (s = lower_dense(b, d, &dw)))
         return s;
     float wgs = 1.0f / gmax;
     const uint8_t *p = w->data, *sf = ws->data;
@@ -261,7 +266,7 @@ qp_status qp_bind_ct_mxfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_l
     const uint8_t *p = w->data, *sc = ws->data;
     for (size_t i = 0; i < (size_t)N * K / 32; i++)
         if (sc[i] == 255) return qp_binder_fail(b, "weight_scale", "%s", "weight_scale holds the e8m0 NaN code 255");
-    if ((s = lower_dense(b, st, d, &dw))) return s;
+    if ((s = lower_dense(b, d, &dw))) return s;
     for (int n = 0; n < N; n++)
         for (int k = 0; k < K; k++) {
             uint8_t byte = p[(size_t)n * (K / 2) + (size_t)(k / 2)];

@@ -332,4 +332,7 @@ qp_status qp_tensors_check(qp_context *ctx, const char *layer, const qp_tensor *
 /* The scheme came from a compressed-tensors config (its vLLM method class
  * starts with CompressedTensors): its tensors follow that layout (bind_ct.c). */
 int qp_scheme_is_ct(const qp_scheme *s);
+/* compressed-tensors' weight_shape ([N, K], int64 or int32 [2]) into nk;
+ * 0 when the tensor is not such a pair. */
+int qp_ct_weight_shape(const qp_tensor *t, int64_t nk[2]);
 #endif
