@@ -476,6 +476,18 @@ static qp_status kv_cache(const qp_resolve_ctx *rc, qp_scheme *out) {
 
 #define MOE(k, cls, wk, ak) describe(out, k, cls, NULL, wk, ak, 0, w, in)
 
+/* The RuntimeError both dialects raise when no MoE method takes the args
+ * (pydantic's str() of each, "None" for no input args). */
+static qp_status unsupported_moe(const qp_resolve_ctx *rc, const args *w, const args *in) {
+    qp_buf b = {0};
+    qp_ct_args_str(&b, w, " ", 1);
+    qp_buf_puts(&b, ", ");
+    if (in) qp_ct_args_str(&b, in, " ", 1); else qp_buf_puts(&b, "None");
+    qp_status st = qp_resolve_fail(rc, QP_ERR_CAPABILITY, NULL, "Unsupported FusedMoe scheme: %s", qp_buf_str(&b));
+    qp_buf_free(&b);
+    return st;
+}
+
 /* CompressedTensorsMoEMethod.get_moe_method (CUDA: no ROCm FlyDSL branch). */
 static qp_status moe(const qp_resolve_ctx *rc, qp_scheme *out) {
     qp_arch_info a = {.struct_size = sizeof a};
@@ -534,13 +546,7 @@ static qp_status moe(const qp_resolve_ctx *rc, qp_scheme *out) {
     } else if (is_dynamic_token_w4a8_int(w, in)) {
         MOE(QP_SCHEME_W4A8_INT, "CompressedTensorsW4A8Int8MoEMethod", NULL, NULL);
     } else {
-        qp_buf b = {0};
-        qp_ct_args_str(&b, w, " ", 1);
-        qp_buf_puts(&b, ", ");
-        if (in) qp_ct_args_str(&b, in, " ", 1); else qp_buf_puts(&b, "None");
-        qp_status st = qp_resolve_fail(rc, QP_ERR_CAPABILITY, NULL, "Unsupported FusedMoe scheme: %s", qp_buf_str(&b));
-        qp_buf_free(&b);
-        return st;
+        return unsupported_moe(rc, w, in);
     }
     qtensor_from_args(&out->weight, w);
     qtensor_from_args(&out->activation, in);
@@ -905,13 +911,7 @@ static qp_status sgl_moe(const qp_resolve_ctx *rc, qp_scheme *out) {
         return qp_resolve_fail(rc, QP_ERR_NOT_IMPLEMENTED, NULL, "The W4A8Int8 Fused MoE scheme is implemented only "
                                "for NPU for now.");
     } else {
-        qp_buf b = {0};
-        qp_ct_args_str(&b, w, " ", 1);
-        qp_buf_puts(&b, ", ");
-        qp_ct_args_str(&b, in, " ", 1);
-        qp_status st = qp_resolve_fail(rc, QP_ERR_CAPABILITY, NULL, "Unsupported FusedMoe scheme: %s", qp_buf_str(&b));
-        qp_buf_free(&b);
-        return st;
+        return unsupported_moe(rc, w, in);
     }
     qtensor_from_args(&out->weight, w);
     qtensor_from_args(&out->activation, in);
