@@ -86,14 +86,25 @@ static void ct_pack_zp(const unsigned *z, int N, int G, int bits, int32_t *out) 
                                                          (uint32_t)z[(size_t)n * G + g] << (n % per * bits));
 }
 
-/* The reference device (its position depends on QPORT_BACKENDS). */
-static qp_device *cpu_device(void) {
+static size_t n_devices(void) {
     size_t nd = 0;
     qp_device_count(ctx, &nd);
-    for (size_t i = 0; i < nd; i++) {
-        qp_device *dev = NULL;
-        qp_device_info info = {.struct_size = sizeof info};
-        if (!qp_device_get(ctx, i, &dev) && !qp_device_get_info(dev, &info) && !strcmp(info.backend, "cpu")) return dev;
+    return nd;
+}
+
+/* Device i of the build and its info; NULL when either cannot be had. */
+static qp_device *device_at(size_t i, qp_device_info *info) {
+    qp_device *dev = NULL;
+    *info = (qp_device_info){.struct_size = sizeof *info};
+    return qp_device_get(ctx, i, &dev) || qp_device_get_info(dev, info) ? NULL : dev;
+}
+
+/* The reference device (its position depends on QPORT_BACKENDS). */
+static qp_device *cpu_device(void) {
+    qp_device_info info;
+    for (size_t i = 0, nd = n_devices(); i < nd; i++) {
+        qp_device *dev = device_at(i, &info);
+        if (dev && !strcmp(info.backend, "cpu")) return dev;
     }
     return NULL;
 }
@@ -111,14 +122,12 @@ static qp_linear *make(qp_device *dev, const qp_scheme *s, int N, int K, const q
 /* Layer a and layer b on every device: equal bits; *cpu_y gets the cpu's. */
 static void same_everywhere(const char *what, const qp_scheme *sa, const qp_tensor *ta, size_t na, const qp_scheme *sb,
                             const qp_tensor *tb, size_t nb, int N, int K, int M, const uint16_t *x, uint16_t *cpu_y) {
-    size_t nd = 0;
-    qp_device_count(ctx, &nd);
     uint16_t *ya = calloc((size_t)M * N, 2), *yb = calloc((size_t)M * N, 2);
     int ran = 0, cpu_y_set = 0;
-    for (size_t d = 0; d < nd && ya && yb; d++) {
-        qp_device *dev = NULL;
-        qp_device_info info = {.struct_size = sizeof info};
-        if (qp_device_get(ctx, d, &dev) || qp_device_get_info(dev, &info)) continue;
+    for (size_t d = 0, nd = n_devices(); d < nd && ya && yb; d++) {
+        qp_device_info info;
+        qp_device *dev = device_at(d, &info);
+        if (!dev) continue;
         qp_status s1, s2;
         qp_linear *la = make(dev, sa, N, K, ta, na, &s1);
         if (s1 == QP_ERR_UNSUPPORTED) { /* a device without the kind */
@@ -414,12 +423,10 @@ static void nvfp4_w4a4(void) {
     CHECK(differ == 0, "ct nvfp4: %zu outputs differ from the reference with g = input_global_scale", differ);
     /* every device runs the same g (the block-float kernels are exact
      * against the reference: decoded values, fp32 products, one rounding) */
-    size_t nd = 0;
-    qp_device_count(ctx, &nd);
-    for (size_t di = 0; di < nd; di++) {
-        qp_device *dev = NULL;
-        qp_device_info info = {.struct_size = sizeof info};
-        if (qp_device_get(ctx, di, &dev) || qp_device_get_info(dev, &info) || dev == cpu) continue;
+    for (size_t di = 0, nd = n_devices(); di < nd; di++) {
+        qp_device_info info;
+        qp_device *dev = device_at(di, &info);
+        if (!dev || dev == cpu) continue;
         l = make(dev, &ct, N, K, t, 4, &st);
         CHECK(!st && !qp_linear_forward(l, x, M, yr), "ct nvfp4 on %s: %s", info.backend, qp_last_error(ctx));
         differ = 0;
@@ -498,12 +505,10 @@ static void moe_everywhere(const char *what, const qp_moe_binding *b) {
               !qp_moe_forward_topk(moe, x, MT, ids, wts, ycpu),
           "%s on the cpu: %s", what, qp_last_error(ctx));
     qp_moe_destroy(moe);
-    size_t nd = 0;
-    qp_device_count(ctx, &nd);
-    for (size_t di = 0; di < nd; di++) {
-        qp_device *dev = NULL;
-        qp_device_info info = {.struct_size = sizeof info};
-        if (qp_device_get(ctx, di, &dev) || qp_device_get_info(dev, &info) || dev == cpu) continue;
+    for (size_t di = 0, nd = n_devices(); di < nd; di++) {
+        qp_device_info info;
+        qp_device *dev = device_at(di, &info);
+        if (!dev || dev == cpu) continue;
         moe = NULL;
         qp_status st = qp_moe_create(dev, &b->scheme, b->E, b->H, b->I, b->tensors, b->n_tensors, &mo, &moe);
         CHECK(!st && !qp_moe_forward_topk(moe, x, MT, ids, wts, y), "%s on %s: %s", what, info.backend, qp_last_error(ctx));
