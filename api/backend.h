@@ -35,22 +35,17 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "plugin_host.h"
 #include "qport.h"
 
 #define QP_BACKEND_ABI_VERSION 5u
 
 /* Services of the core, valid from init until shutdown. */
 typedef struct qp_host {
-    uint32_t abi_version;
-    size_t struct_size;
-    const qp_context *ctx;
-    /* Records an error on ctx for the calling thread; returns `status`. */
-    qp_status (*error)(const qp_context *ctx, qp_status status, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-    void (*log)(const qp_context *ctx, qp_log_level level, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+    QP_PLUGIN_HOST_HEAD;
     /* A writable folder for pipeline / program-binary caches ("" when
      * caching is off: QPORT_CACHE_DIR=off). No trailing slash. */
     const char *cache_dir;
@@ -500,6 +495,118 @@ typedef struct qp_backend_ops {
     const qp_backend_kind *linear_kinds;
     size_t n_linear_kinds;
 } qp_backend_ops;
+
+/* The ten linear scheme kinds of backend ABI 5, each declared run: the
+ * rows of a backend that runs them all (cpu, vk, cl, cuda). Frozen: a kind
+ * added later is NOT added here but written as a row of its own in every
+ * backend's table, so the registry refuses each backend until it decides
+ * about the new kind. */
+#define QP_BACKEND_KINDS_ABI5_RUN                                                                           \
+    {QP_SCHEME_UNQUANTIZED, 1, NULL}, {QP_SCHEME_W8A8_INT8, 1, NULL}, {QP_SCHEME_W8A8_FP8, 1, NULL},        \
+        {QP_SCHEME_W8A8_FP8_BLOCK, 1, NULL}, {QP_SCHEME_HF_FP8, 1, NULL}, {QP_SCHEME_QQQ_W4A8, 1, NULL},    \
+        {QP_SCHEME_W4A16_INT4, 1, NULL}, {QP_SCHEME_OCP_MX, 1, NULL}, {QP_SCHEME_W4A8_MXFP4_FP8, 1, NULL}, \
+        {QP_SCHEME_NVFP4, 1, NULL}
+
+/*
+ * One naming pattern across the GPU backends: backend P implements op X of
+ * qp_backend_ops as the function P_X (qp_vk_linear_forward,
+ * qp_cl_buffer_alloc, qp_cu_event_wait). The list below is every op that
+ * the Vulkan, OpenCL and CUDA backends all implement, with its signature
+ * (the members' comments above say what each does):
+ *   QP_BACKEND_OPS_DECLARE(P)   declares them, so a definition whose
+ *                               signature drifts from the table is a
+ *                               compile error;
+ *   QP_BACKEND_OPS_INIT(P, nm)  fills a qp_backend_ops initializer with the
+ *                               ABI version, size, name and them all; a
+ *                               backend adds its optional extras (flush,
+ *                               vendor_gemm_time) and its kinds table after.
+ */
+#define QP_BACKEND_GPU_OPS(X, P)                                                                                  \
+    X(P, qp_status, init, (const qp_host *host, void **state))                                                   \
+    X(P, void, shutdown, (void *state))                                                                          \
+    X(P, int, device_count, (void *state))                                                                       \
+    X(P, void *, device_get, (void *state, int i))                                                               \
+    X(P, qp_status, device_info, (void *dev, qp_device_info *out))                                               \
+    X(P, qp_status, device_supports, (void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out)) \
+    X(P, qp_status, buffer_alloc, (void *dev, size_t bytes, void **buf))                                         \
+    X(P, void, buffer_free, (void *dev, void *buf))                                                              \
+    X(P, qp_status, buffer_upload, (void *dev, void *buf, size_t offset, const void *src, size_t bytes))         \
+    X(P, qp_status, buffer_download, (void *dev, void *buf, size_t offset, void *dst, size_t bytes))             \
+    X(P, qp_status, linear_prepare, (void *dev, const qp_lin_desc *desc, unsigned path, void **lin))             \
+    X(P, void, linear_destroy, (void *dev, void *lin))                                                           \
+    X(P, qp_status, linear_forward, (void *dev, void *lin, void *x, int M, void *y))                             \
+    X(P, void, linear_describe, (void *dev, void *lin, int M, char *out, size_t cap))                            \
+    X(P, qp_status, synchronize, (void *dev))                                                                    \
+    X(P, qp_status, rotation_prepare, (void *dev, const int8_t *H, int r, float c, void **rot))                  \
+    X(P, void, rotation_destroy, (void *dev, void *rot))                                                         \
+    X(P, qp_status, rotation_forward, (void *dev, void *rot, qp_dtype dt, void *x, int M, int K, void *y))       \
+    X(P, qp_status, kv_quantize, (void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst))          \
+    X(P, qp_status, kv_dequantize, (void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst))        \
+    X(P, qp_status, linear_time,                                                                                 \
+      (void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms))              \
+    X(P, qp_status, buffer_copy, (void *dev, void *src, size_t src_off, void *dst, size_t dst_off, size_t bytes)) \
+    X(P, qp_status, buffer_copy_time, (void *dev, void *src, void *dst, size_t bytes, int reps, double *ms))     \
+    X(P, qp_status, moe_prepare, (void *dev, const qp_moe_desc *desc, void **moe))                               \
+    X(P, void, moe_destroy, (void *dev, void *moe))                                                              \
+    X(P, qp_status, moe_forward, (void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y))     \
+    X(P, void, moe_describe, (void *dev, void *moe, int M, int k, char *out, size_t cap))                        \
+    X(P, qp_status, linear_reserve, (void *dev, void *lin, int max_m))                                           \
+    X(P, qp_status, moe_reserve, (void *dev, void *moe, int max_m, int k))                                       \
+    X(P, qp_status, event_record, (void *dev, void **ev))                                                        \
+    X(P, qp_status, event_wait, (void *dev, void *ev))                                                           \
+    X(P, qp_status, event_query, (void *dev, void *ev, int *done))                                               \
+    X(P, void, event_destroy, (void *dev, void *ev))                                                             \
+    X(P, qp_status, sync_begin, (void *dev, const qp_enqueue_sync *s))                                           \
+    X(P, qp_status, sync_end, (void *dev, const qp_enqueue_sync *s, qp_status enqueue_status))                   \
+    X(P, qp_status, device_import, (void *state, const qp_device_import_desc *desc, void **dev))                 \
+    X(P, void, device_release, (void *state, void *dev))                                                         \
+    X(P, qp_status, device_native, (void *dev, qp_device_native *out))                                           \
+    X(P, qp_status, buffer_import, (void *dev, const qp_buffer_import_desc *desc, void **buf))                   \
+    X(P, void, buffer_unimport, (void *dev, void *buf))                                                          \
+    X(P, qp_status, buffer_native, (void *dev, void *buf, qp_buffer_native *out))                                \
+    X(P, qp_status, moe_route, (void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids, void *w)) \
+    X(P, qp_status, device_stats, (void *dev, qp_device_stats *out))
+
+#define QP_BACKEND_OP_DECLARE_(P, ret, op, params) ret P##_##op params;
+#define QP_BACKEND_OP_INIT_(P, ret, op, params) .op = P##_##op,
+#define QP_BACKEND_OPS_DECLARE(P) QP_BACKEND_GPU_OPS(QP_BACKEND_OP_DECLARE_, P)
+#define QP_BACKEND_OPS_INIT(P, nm, kinds)                                                      \
+    .abi_version = QP_BACKEND_ABI_VERSION, .struct_size = sizeof(qp_backend_ops), .name = nm,      \
+    QP_BACKEND_GPU_OPS(QP_BACKEND_OP_INIT_, P).linear_kinds = kinds,                             \
+    .n_linear_kinds = sizeof kinds / sizeof *kinds
+
+/* Defines a backend's error function fn(d, st, layer, fmt, ...): d of type
+ * dev_t (with an `index`), host the expression that reaches its qp_host
+ * from d, api the backend's name in messages. */
+#define QP_BACKEND_DEFINE_ERROR(fn, dev_t, host, api)                                           \
+    qp_status fn(const dev_t *d, qp_status st, const char *layer, const char *fmt, ...) {        \
+        va_list ap;                                                                             \
+        va_start(ap, fmt);                                                                      \
+        qp_status r = qp_backend_verror(host, st, api, d->index, layer, fmt, ap);               \
+        va_end(ap);                                                                             \
+        return r;                                                                               \
+    }
+
+/* A backend's layer object (linear, MoE): `size` zeroed bytes whose char
+ * array at name_off (name_cap bytes) holds the layer's name, cut to fit
+ * (NULL: ""), so that every later message can name it. NULL when out of
+ * host memory. QP_BACKEND_LAYER_NEW(T, name) for a T with `char layer[]`. */
+static inline void *qp_backend_layer_new(size_t size, size_t name_off, size_t name_cap, const char *name) {
+    char *o = calloc(1, size);
+    if (o) snprintf(o + name_off, name_cap, "%s", name ? name : "");
+    return o;
+}
+#define QP_BACKEND_LAYER_NEW(T, name) \
+    ((T *)qp_backend_layer_new(sizeof(T), offsetof(T, layer), sizeof(((T *)0)->layer), (name)))
+
+/* device_stats for a backend that keeps its counters in a qp_device_stats
+ * (the caller's struct_size is left as it is). */
+static inline qp_status qp_backend_stats_copy(const qp_device_stats *counters, qp_device_stats *out) {
+    out->host_waits = counters->host_waits;
+    out->submissions = counters->submissions;
+    out->allocations = counters->allocations;
+    return QP_OK;
+}
 
 /* The plugin's only export. */
 typedef const qp_backend_ops *(*qp_backend_entry_fn)(void);

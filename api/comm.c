@@ -15,15 +15,6 @@
 #include "qp_comm_internal.h"
 #include "registry.h"
 
-static void host_log(const qp_context *ctx, qp_log_level level, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    qp_log(ctx, level, "%s", msg);
-}
-
 /* dir/file: the handle, or NULL with a note when the file exists but does
  * not load (its library is missing: libmpi.so.40, say). */
 static void *try_file(const char *dir, size_t dlen, const char *file, char *path, size_t cap, char *note, size_t ncap) {
@@ -105,7 +96,7 @@ static qp_status open_one(qp_comm *c, const char *kind, const qp_comm_ops **ops_
 /* Initialises an opened plugin into (ops, state); the plugin says why not. */
 static qp_status init_one(qp_comm *c, const qp_comm_ops *ops, const qp_comm_ops *boot, void *boot_state, void **state_out) {
     qp_comm_host *host = ops->needs_boot ? &c->host_dev : &c->host;
-    *host = (qp_comm_host){QP_COMM_ABI_VERSION, sizeof(qp_comm_host), c->ctx, qp_host_error, host_log, boot, boot_state,
+    *host = (qp_comm_host){QP_COMM_ABI_VERSION, sizeof(qp_comm_host), c->ctx, qp_host_error, qp_host_log, boot, boot_state,
                            c->timeout_s};
     return ops->init(host, state_out);
 }

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "plugin_host.h"
 #include "qport.h"
 
 #define QP_COMM_ABI_VERSION 1u
@@ -30,14 +31,7 @@ struct qp_comm_ops;
 
 /* Services of the core, valid from init until shutdown. */
 typedef struct qp_comm_host {
-    uint32_t abi_version;
-    size_t struct_size;
-    const qp_context *ctx;
-    /* Records an error on ctx for the calling thread; returns `status`. */
-    qp_status (*error)(const qp_context *ctx, qp_status status, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-    void (*log)(const qp_context *ctx, qp_log_level level, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
+    QP_PLUGIN_HOST_HEAD;
     /* A communicator already joined that a device communicator bootstraps
      * from (NCCL: rank, size, and the broadcast of ncclUniqueId): the MPI
      * plugin's ops and state. NULL for a communicator that needs none. */
@@ -82,5 +76,18 @@ typedef struct qp_comm_ops {
 
 typedef const qp_comm_ops *(*qp_comm_entry_fn)(void);
 #define QP_COMM_ENTRY_SYMBOL "qp_comm_entry"
+
+/* One naming pattern across communicators: plugin P implements op X as
+ * P_X (qp_mpi_barrier, qp_nccl_allgather). QP_COMM_OPS_INIT fills a
+ * qp_comm_ops initializer with the version, size, name and the required
+ * ops; a plugin adds needs_boot and its optional device ops after.
+ * QP_COMM_PLUGIN_ENTRY(ops) is the plugin's one export. */
+#define QP_COMM_OPS_INIT(P, nm)                                                                        \
+    .abi_version = QP_COMM_ABI_VERSION, .struct_size = sizeof(qp_comm_ops), .name = nm, .init = P##_init, \
+    .shutdown = P##_shutdown, .rank = P##_rank, .size = P##_size, .describe = P##_describe,              \
+    .barrier = P##_barrier, .broadcast = P##_broadcast, .allgather = P##_allgather,                      \
+    .allreduce_sum = P##_allreduce_sum
+#define QP_COMM_PLUGIN_ENTRY(ops) \
+    __attribute__((visibility("default"))) const qp_comm_ops *qp_comm_entry(void) { return &(ops); }
 
 #endif

@@ -31,6 +31,9 @@ void qp_log(const qp_context *ctx, qp_log_level level, const char *fmt, ...)
 /* The error service the core hands its plugins (backends, communicators):
  * qp_error_set without file, key or layer. */
 qp_status qp_host_error(const qp_context *ctx, qp_status status, const char *fmt, ...) QP_ATTR_PRINTF(3, 4);
+/* The host table's log for every plugin (registry.c): while a backend
+ * initialises, its INFO lines also become the note `qport devices` shows. */
+void qp_host_log(const qp_context *ctx, qp_log_level level, const char *fmt, ...) QP_ATTR_PRINTF(3, 4);
 
 /* A growable string for building messages (Python reprs, key paths). */
 typedef struct qp_buf {

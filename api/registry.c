@@ -27,7 +27,7 @@
  * shows. Part of the registry's loading, never read elsewhere. */
 static _Thread_local qp_backend_slot *initializing;
 
-static void host_log(const qp_context *ctx, qp_log_level level, const char *fmt, ...) {
+void qp_host_log(const qp_context *ctx, qp_log_level level, const char *fmt, ...) {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -270,7 +270,7 @@ static qp_status registry_create(qp_context *ctx, qp_registry **out) {
     qp_status st = qp_settings_read(ctx, &r->settings);
     if (st) { free(r); return st; }
     pthread_mutex_init(&r->imported_lock, NULL);
-    r->host = (qp_host){QP_BACKEND_ABI_VERSION, sizeof(qp_host), ctx, qp_host_error, host_log,
+    r->host = (qp_host){QP_BACKEND_ABI_VERSION, sizeof(qp_host), ctx, qp_host_error, qp_host_log,
                         r->settings.cache_dir, qp_version(), r->settings.validation, host_setting};
     for (int i = 0; i < r->settings.n_backends; i++) r->slots[r->n_slots++].kind = r->settings.backend_order[i];
     *out = r;

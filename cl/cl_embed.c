@@ -255,10 +255,6 @@ qp_status qp_cl_buffer_native(void *dev, void *buf, qp_buffer_native *o) {
     return QP_OK;
 }
 
-qp_status qp_cl_device_stats(void *dev, qp_device_stats *o) {
-    qp_cl_device *d = dev;
-    o->host_waits = d->stats.host_waits;
-    o->submissions = d->stats.submissions;
-    o->allocations = d->stats.allocations;
-    return QP_OK;
+qp_status qp_cl_device_stats(void *dev, qp_device_stats *out) {
+    return qp_backend_stats_copy(&((const qp_cl_device *)dev)->stats, out);
 }

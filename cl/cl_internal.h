@@ -127,8 +127,8 @@ typedef struct qp_cl_buffer {
 
 /* cl_device.c */
 void qp_cl_devices_enumerate(qp_cl_backend *be);
-qp_status qp_cl_device_info(void *dev, qp_device_info *out);
-qp_status qp_cl_device_supports(void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out);
+/* the ops of api/backend.h (QP_BACKEND_GPU_OPS), as qp_cl_<op> */
+QP_BACKEND_OPS_DECLARE(qp_cl)
 /* Context and queue (lazy). */
 qp_status qp_cl_device_open(qp_cl_device *d);
 void qp_cl_device_close(qp_cl_device *d);
@@ -154,10 +154,6 @@ qp_status qp_cl_launch(qp_cl_device *d, int which, const char *name, const qp_cl
                        int oom);
 
 /* cl_memory.c */
-qp_status qp_cl_buffer_alloc(void *dev, size_t bytes, void **buf);
-void qp_cl_buffer_free(void *dev, void *buf);
-qp_status qp_cl_buffer_upload(void *dev, void *buf, size_t offset, const void *src, size_t bytes);
-qp_status qp_cl_buffer_download(void *dev, void *buf, size_t offset, void *dst, size_t bytes);
 /* A device buffer holding a copy of `src` (what=tensor name for messages). */
 qp_status qp_cl_buffer_from_host(qp_cl_device *d, const void *src, size_t bytes, const char *what, const char *layer,
                                  cl_mem *out);
@@ -165,50 +161,13 @@ qp_status qp_cl_buffer_from_host(qp_cl_device *d, const void *src, size_t bytes,
 /* cl_embed.c: enqueue bookkeeping, events, imports (ABI 3) */
 /* Notes an op enqueued (for synchronize's messages and the counters). */
 void qp_cl_enqueued(qp_cl_device *d, const char *what);
-qp_status qp_cl_synchronize(void *dev);
 qp_status qp_cl_flush(void *dev);
-qp_status qp_cl_event_record(void *dev, void **ev);
-qp_status qp_cl_event_wait(void *dev, void *ev);
-qp_status qp_cl_event_query(void *dev, void *ev, int *done);
-void qp_cl_event_destroy(void *dev, void *ev);
-qp_status qp_cl_sync_begin(void *dev, const qp_enqueue_sync *s);
-qp_status qp_cl_sync_end(void *dev, const qp_enqueue_sync *s, qp_status st);
-qp_status qp_cl_device_import(void *state, const qp_device_import_desc *desc, void **dev);
-void qp_cl_device_release(void *state, void *dev);
-qp_status qp_cl_device_native(void *dev, qp_device_native *out);
-qp_status qp_cl_buffer_import(void *dev, const qp_buffer_import_desc *desc, void **buf);
-void qp_cl_buffer_unimport(void *dev, void *buf);
-qp_status qp_cl_buffer_native(void *dev, void *buf, qp_buffer_native *out);
-qp_status qp_cl_device_stats(void *dev, qp_device_stats *out);
 /* cl_device.c: the description of one device (enumeration and import). */
 void qp_cl_fill_device(qp_cl_backend *be, qp_cl_device *d);
 
-/* cl_linear.c */
-qp_status qp_cl_linear_reserve(void *dev, void *lin, int max_m);
-qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path, void **lin);
-void qp_cl_linear_destroy(void *dev, void *lin);
-qp_status qp_cl_linear_forward(void *dev, void *lin, void *x, int M, void *y);
-void qp_cl_linear_describe(void *dev, void *lin, int M, char *out, size_t cap);
-qp_status qp_cl_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms);
-
 /* cl_ops.c: rotation, fp8 KV cache, copies */
-qp_status qp_cl_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **rot);
-void qp_cl_rotation_destroy(void *dev, void *rot);
-qp_status qp_cl_rotation_forward(void *dev, void *rot, qp_dtype dt, void *x, int M, int K, void *y);
-qp_status qp_cl_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
-qp_status qp_cl_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
-qp_status qp_cl_buffer_copy(void *dev, void *src, size_t src_off, void *dst, size_t dst_off, size_t bytes);
-qp_status qp_cl_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms);
 /* ms between the start of `a` and the end of `b` (profiling queue) */
 qp_status qp_cl_event_ms(qp_cl_device *d, cl_event a, cl_event b, double *ms);
-
-/* cl_moe.c: fused MoE */
-qp_status qp_cl_moe_prepare(void *dev, const qp_moe_desc *desc, void **moe);
-void qp_cl_moe_destroy(void *dev, void *moe);
-qp_status qp_cl_moe_forward(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
-qp_status qp_cl_moe_reserve(void *dev, void *moe, int max_m, int k);
-qp_status qp_cl_moe_route(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids, void *w);
-void qp_cl_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap);
 
 /* Helpers */
 #define QP_CL_ERR(d, st, ...) ((d)->be->host->error((d)->be->host->ctx, (st), __VA_ARGS__))

@@ -287,9 +287,8 @@ qp_status qp_cl_linear_prepare(void *dev, const qp_lin_desc *s, unsigned path, v
     if (st == QP_OK) st = qp_cl_program_ensure(d);
     if (st == QP_OK) st = check_path(d, s, path, layer);
     if (st != QP_OK) return st;
-    qp_cl_linear *l = calloc(1, sizeof *l);
+    qp_cl_linear *l = QP_BACKEND_LAYER_NEW(qp_cl_linear, layer);
     if (!l) return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, layer, "out of host memory");
-    snprintf(l->layer, sizeof l->layer, "%s", layer);
     l->kind = s->kind;
     l->N = s->N;
     l->K = s->K;

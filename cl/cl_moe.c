@@ -191,9 +191,8 @@ qp_status qp_cl_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
     if (!s || !out) return qp_cl_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "NULL MoE desc or output");
     *out = NULL;
     const char *layer = s->layer ? s->layer : "";
-    qp_cl_moe *m = calloc(1, sizeof *m);
+    qp_cl_moe *m = QP_BACKEND_LAYER_NEW(qp_cl_moe, layer);
     if (!m) return qp_cl_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
-    snprintf(m->layer, sizeof m->layer, "%s", layer);
     m->kind = s->kind;
     m->act = s->act;
     m->bf16 = s->act_dtype == QP_DTYPE_BF16;

@@ -111,7 +111,7 @@ static qp_status broken(const mpi_state *s, const char *what) {
                           what);
 }
 
-static qp_status mpi_init(const qp_comm_host *host, void **out) {
+static qp_status qp_mpi_init(const qp_comm_host *host, void **out) {
     int inited = 0, fin = 0;
     MPI_Initialized(&inited);
     MPI_Finalized(&fin);
@@ -146,7 +146,7 @@ static qp_status mpi_init(const qp_comm_host *host, void **out) {
     return QP_OK;
 }
 
-static void mpi_shutdown(void *st) {
+static void qp_mpi_shutdown(void *st) {
     mpi_state *s = st;
     if (!s || s->broken) return; /* posted requests point into it: kept */
     int fin = 0;
@@ -157,10 +157,10 @@ static void mpi_shutdown(void *st) {
     free(s);
 }
 
-static int mpi_rank(void *st) { return ((mpi_state *)st)->rank; }
-static int mpi_size(void *st) { return ((mpi_state *)st)->size; }
+static int qp_mpi_rank(void *st) { return ((mpi_state *)st)->rank; }
+static int qp_mpi_size(void *st) { return ((mpi_state *)st)->size; }
 
-static void mpi_describe(void *st, char *out, size_t cap) {
+static void qp_mpi_describe(void *st, char *out, size_t cap) {
     (void)st;
     char v[MPI_MAX_LIBRARY_VERSION_STRING] = "";
     int len = 0;
@@ -170,7 +170,7 @@ static void mpi_describe(void *st, char *out, size_t cap) {
     snprintf(out, cap, "%.*s", (int)n, v);
 }
 
-static qp_status mpi_barrier(void *st) {
+static qp_status qp_mpi_barrier(void *st) {
     mpi_state *s = st;
     if (s->broken) return broken(s, "MPI_Barrier");
     MPI_Request r;
@@ -186,7 +186,7 @@ static qp_status too_big(mpi_state *s, size_t bytes) {
     return s->host->error(s->host->ctx, QP_ERR_INVALID_ARGUMENT, "mpi: message of %zu bytes (at most 2 GiB)", bytes);
 }
 
-static qp_status mpi_broadcast(void *st, void *buf, size_t bytes, int root) {
+static qp_status qp_mpi_broadcast(void *st, void *buf, size_t bytes, int root) {
     mpi_state *s = st;
     int n = count_of(bytes);
     if (n < 0) return too_big(s, bytes);
@@ -196,7 +196,7 @@ static qp_status mpi_broadcast(void *st, void *buf, size_t bytes, int root) {
     return rc == MPI_SUCCESS ? wait_coll(s, r, "MPI_Bcast") : fail(s, rc, "MPI_Bcast");
 }
 
-static qp_status mpi_allgather(void *st, const void *send, size_t bytes, void *recv) {
+static qp_status qp_mpi_allgather(void *st, const void *send, size_t bytes, void *recv) {
     mpi_state *s = st;
     int n = count_of(bytes);
     if (n < 0 || bytes * (size_t)s->size > (size_t)0x7fffffff) return too_big(s, bytes * (size_t)s->size);
@@ -206,7 +206,7 @@ static qp_status mpi_allgather(void *st, const void *send, size_t bytes, void *r
     return rc == MPI_SUCCESS ? wait_coll(s, r, "MPI_Allgather") : fail(s, rc, "MPI_Allgather");
 }
 
-static qp_status mpi_allreduce(void *st, qp_dtype dt, const void *send, void *recv, size_t n) {
+static qp_status qp_mpi_allreduce_sum(void *st, qp_dtype dt, const void *send, void *recv, size_t n) {
     mpi_state *s = st;
     /* MPI has no fp16/bf16 type in the standard (Open MPI 4): F32 only */
     if (dt != QP_DTYPE_F32)
@@ -221,18 +221,7 @@ static qp_status mpi_allreduce(void *st, qp_dtype dt, const void *send, void *re
 }
 
 static const qp_comm_ops ops = {
-    .abi_version = QP_COMM_ABI_VERSION,
-    .struct_size = sizeof(qp_comm_ops),
-    .name = "mpi",
-    .init = mpi_init,
-    .shutdown = mpi_shutdown,
-    .rank = mpi_rank,
-    .size = mpi_size,
-    .describe = mpi_describe,
-    .barrier = mpi_barrier,
-    .broadcast = mpi_broadcast,
-    .allgather = mpi_allgather,
-    .allreduce_sum = mpi_allreduce,
+    QP_COMM_OPS_INIT(qp_mpi, "mpi"),
 };
 
-__attribute__((visibility("default"))) const qp_comm_ops *qp_comm_entry(void) { return &ops; }
+QP_COMM_PLUGIN_ENTRY(ops)

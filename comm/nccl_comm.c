@@ -228,7 +228,7 @@ static qp_status cuda_fail(const nccl_state *s, int r, const char *what) {
     return s->host->error(s->host->ctx, QP_ERR_DEVICE, "nccl: %s failed: %s", what, L.cuda_error(r));
 }
 
-static qp_status nccl_init(const qp_comm_host *host, void **out) {
+static qp_status qp_nccl_init(const qp_comm_host *host, void **out) {
     const qp_comm_ops *boot = host->boot;
     void *bs = host->boot_state;
     if (!boot) return host->error(host->ctx, QP_ERR_UNSUPPORTED, "nccl: needs an MPI communicator to bootstrap");
@@ -288,7 +288,7 @@ static qp_status nccl_init(const qp_comm_host *host, void **out) {
     return QP_OK;
 }
 
-static void nccl_shutdown(void *st) {
+static void qp_nccl_shutdown(void *st) {
     nccl_state *s = st;
     if (!s) return;
     if (s->dbuf) L.free_(s->dbuf);
@@ -297,10 +297,10 @@ static void nccl_shutdown(void *st) {
     free(s);
 }
 
-static int nccl_rank(void *st) { return ((nccl_state *)st)->rank; }
-static int nccl_size(void *st) { return ((nccl_state *)st)->size; }
+static int qp_nccl_rank(void *st) { return ((nccl_state *)st)->rank; }
+static int qp_nccl_size(void *st) { return ((nccl_state *)st)->size; }
 
-static void nccl_describe(void *st, char *out, size_t cap) {
+static void qp_nccl_describe(void *st, char *out, size_t cap) {
     nccl_state *s = st;
     int v = s->version; /* 22803 = 2.28.3 (NCCL_VERSION_CODE since 2.9) */
     snprintf(out, cap, "NCCL %d.%d.%d, cuda:%d", v / 10000, v / 100 % 100, v % 100, s->device);
@@ -356,7 +356,7 @@ static qp_status finish(nccl_state *s, nccl_result nr, const char *what) {
                           what, s->timeout_s, s->rank, s->size);
 }
 
-static qp_status nccl_allgather_device(void *st, const void *send, size_t bytes, void *recv) {
+static qp_status qp_nccl_allgather_device(void *st, const void *send, size_t bytes, void *recv) {
     nccl_state *s = st;
     if (s->aborted) return aborted(s);
     return finish(s, L.all_gather(send, recv, bytes, NCCL_INT8, s->comm, s->stream), "ncclAllGather");
@@ -366,7 +366,7 @@ static int nccl_type(qp_dtype dt) {
     return dt == QP_DTYPE_F32 ? 7 : dt == QP_DTYPE_F16 ? 6 : dt == QP_DTYPE_BF16 ? 9 : -1; /* ncclFloat32, 16, Bfloat16 */
 }
 
-static qp_status nccl_allreduce_device(void *st, qp_dtype dt, const void *send, void *recv, size_t n) {
+static qp_status qp_nccl_allreduce_sum_device(void *st, qp_dtype dt, const void *send, void *recv, size_t n) {
     nccl_state *s = st;
     if (s->aborted) return aborted(s);
     int t = nccl_type(dt);
@@ -375,7 +375,7 @@ static qp_status nccl_allreduce_device(void *st, qp_dtype dt, const void *send, 
 }
 
 /* Host buffers: [send | recv] in one device allocation. */
-static qp_status nccl_allgather(void *st, const void *send, size_t bytes, void *recv) {
+static qp_status qp_nccl_allgather(void *st, const void *send, size_t bytes, void *recv) {
     nccl_state *s = st;
     if (s->aborted) return aborted(s);
     size_t total = bytes * (size_t)(s->size + 1);
@@ -384,12 +384,12 @@ static qp_status nccl_allgather(void *st, const void *send, size_t bytes, void *
     char *d = s->dbuf;
     int cr = L.memcpy_(d, send, bytes, CUDA_MEMCPY_H2D);
     if (cr) return cuda_fail(s, cr, "cudaMemcpy");
-    if ((q = nccl_allgather_device(s, d, bytes, d + bytes))) return q;
+    if ((q = qp_nccl_allgather_device(s, d, bytes, d + bytes))) return q;
     cr = L.memcpy_(recv, d + bytes, bytes * (size_t)s->size, CUDA_MEMCPY_D2H);
     return cr ? cuda_fail(s, cr, "cudaMemcpy") : QP_OK;
 }
 
-static qp_status nccl_broadcast(void *st, void *buf, size_t bytes, int root) {
+static qp_status qp_nccl_broadcast(void *st, void *buf, size_t bytes, int root) {
     nccl_state *s = st;
     if (s->aborted) return aborted(s);
     qp_status q = stage(s, bytes ? bytes : 1);
@@ -402,7 +402,7 @@ static qp_status nccl_broadcast(void *st, void *buf, size_t bytes, int root) {
     return cr ? cuda_fail(s, cr, "cudaMemcpy") : QP_OK;
 }
 
-static qp_status nccl_barrier(void *st) {
+static qp_status qp_nccl_barrier(void *st) {
     /* NCCL has no barrier: a one-element all-reduce orders the ranks */
     nccl_state *s = st;
     if (s->aborted) return aborted(s);
@@ -413,12 +413,12 @@ static qp_status nccl_barrier(void *st) {
     char *d = s->dbuf;
     int cr = L.memcpy_(d, &one, es, CUDA_MEMCPY_H2D);
     if (cr) return cuda_fail(s, cr, "cudaMemcpy");
-    if ((q = nccl_allreduce_device(s, QP_DTYPE_F32, d, d + es, 1))) return q;
+    if ((q = qp_nccl_allreduce_sum_device(s, QP_DTYPE_F32, d, d + es, 1))) return q;
     cr = L.memcpy_(&out, d + es, es, CUDA_MEMCPY_D2H);
     return cr ? cuda_fail(s, cr, "cudaMemcpy") : QP_OK;
 }
 
-static qp_status nccl_allreduce(void *st, qp_dtype dt, const void *send, void *recv, size_t n) {
+static qp_status qp_nccl_allreduce_sum(void *st, qp_dtype dt, const void *send, void *recv, size_t n) {
     nccl_state *s = st;
     if (s->aborted) return aborted(s);
     size_t es = dt == QP_DTYPE_F32 ? 4 : 2, bytes = n * es;
@@ -427,27 +427,16 @@ static qp_status nccl_allreduce(void *st, qp_dtype dt, const void *send, void *r
     char *d = s->dbuf;
     int cr = L.memcpy_(d, send, bytes, CUDA_MEMCPY_H2D);
     if (cr) return cuda_fail(s, cr, "cudaMemcpy");
-    if ((q = nccl_allreduce_device(s, dt, d, d + bytes, n))) return q;
+    if ((q = qp_nccl_allreduce_sum_device(s, dt, d, d + bytes, n))) return q;
     cr = L.memcpy_(recv, d + bytes, bytes, CUDA_MEMCPY_D2H);
     return cr ? cuda_fail(s, cr, "cudaMemcpy") : QP_OK;
 }
 
 static const qp_comm_ops ops = {
-    .abi_version = QP_COMM_ABI_VERSION,
-    .struct_size = sizeof(qp_comm_ops),
-    .name = "nccl",
+    QP_COMM_OPS_INIT(qp_nccl, "nccl"),
     .needs_boot = 1,
-    .init = nccl_init,
-    .shutdown = nccl_shutdown,
-    .rank = nccl_rank,
-    .size = nccl_size,
-    .describe = nccl_describe,
-    .barrier = nccl_barrier,
-    .broadcast = nccl_broadcast,
-    .allgather = nccl_allgather,
-    .allreduce_sum = nccl_allreduce,
-    .allgather_device = nccl_allgather_device,
-    .allreduce_sum_device = nccl_allreduce_device,
+    .allgather_device = qp_nccl_allgather_device,
+    .allreduce_sum_device = qp_nccl_allreduce_sum_device,
 };
 
-__attribute__((visibility("default"))) const qp_comm_ops *qp_comm_entry(void) { return &ops; }
+QP_COMM_PLUGIN_ENTRY(ops)

@@ -434,12 +434,7 @@ static qp_status cpu_device_native(void *dev, qp_device_native *o) {
 
 /* The scheme kinds linear_prepare runs (the registry checks that the table
  * names every linear kind; the reference runs them all). */
-static const qp_backend_kind cpu_kinds[] = {
-    {QP_SCHEME_UNQUANTIZED, 1, NULL},    {QP_SCHEME_W8A8_INT8, 1, NULL},      {QP_SCHEME_W8A8_FP8, 1, NULL},
-    {QP_SCHEME_W8A8_FP8_BLOCK, 1, NULL}, {QP_SCHEME_HF_FP8, 1, NULL},         {QP_SCHEME_QQQ_W4A8, 1, NULL},
-    {QP_SCHEME_W4A16_INT4, 1, NULL},     {QP_SCHEME_OCP_MX, 1, NULL},         {QP_SCHEME_W4A8_MXFP4_FP8, 1, NULL},
-    {QP_SCHEME_NVFP4, 1, NULL},
-};
+static const qp_backend_kind cpu_kinds[] = {QP_BACKEND_KINDS_ABI5_RUN};
 
 static const qp_backend_ops cpu_ops = {
     QP_BACKEND_ABI_VERSION, sizeof(qp_backend_ops), "cpu", cpu_init, cpu_shutdown, cpu_device_count, cpu_device_get,

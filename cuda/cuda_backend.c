@@ -67,7 +67,7 @@ static qp_status cuda_fail(qp_cu_dev *d, const char *layer, const char *call, cu
 
 /* ---- init / devices ------------------------------------------------------ */
 
-static qp_status qp_cu_init(const qp_host *host, void **state) {
+qp_status qp_cu_init(const qp_host *host, void **state) {
     qp_cu_state *st = calloc(1, sizeof *st);
     if (!st) return host->error(host->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of memory in init");
     st->host = host;
@@ -120,7 +120,7 @@ static void dev_teardown(qp_cu_dev *d) {
     if (!d->has_stream && !d->ws && !d->n_retired) return;
     cudaSetDevice(d->index);
     if (d->has_stream) {
-        d->host_waits++;
+        d->stats.host_waits++;
         cudaStreamSynchronize(d->stream);
     }
     if (d->ws) cudaFree(d->ws);
@@ -135,7 +135,7 @@ static void dev_teardown(qp_cu_dev *d) {
     cudaGetLastError();
 }
 
-static void qp_cu_shutdown(void *state) {
+void qp_cu_shutdown(void *state) {
     qp_cu_state *st = state;
     if (!st) return;
     int prev = -1;
@@ -147,14 +147,14 @@ static void qp_cu_shutdown(void *state) {
     free(st);
 }
 
-static int qp_cu_device_count(void *state) { return ((qp_cu_state *)state)->n; }
+int qp_cu_device_count(void *state) { return ((qp_cu_state *)state)->n; }
 
-static void *qp_cu_device_get(void *state, int i) {
+void *qp_cu_device_get(void *state, int i) {
     qp_cu_state *st = state;
     return i >= 0 && i < st->n ? &st->devs[i] : NULL;
 }
 
-static qp_status qp_cu_device_info(void *dev, qp_device_info *out) {
+qp_status qp_cu_device_info(void *dev, qp_device_info *out) {
     qp_cu_dev *d = dev;
     size_t sz = out->struct_size;
     memset(out, 0, sz < sizeof *out ? sz : sizeof *out);
@@ -190,7 +190,7 @@ static qp_status qp_cu_device_info(void *dev, qp_device_info *out) {
     return QP_OK;
 }
 
-static qp_status qp_cu_device_supports(void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out) {
+qp_status qp_cu_device_supports(void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out) {
     (void)M; (void)N; (void)K;
     qp_cu_dev *d = dev;
     qp_cu_scheme_support(scheme, d->cc, QP_CU_SASS_TARGETS, QP_CU_PTX_TARGETS, out);
@@ -226,7 +226,7 @@ void qp_cu_enqueued(qp_cu_dev *d, const char *layer) {
  * names the layers enqueued since the last one (`call` says who waited). */
 static qp_status stream_wait(qp_cu_dev *d, const char *call) {
     if (!d->has_stream) return QP_OK;
-    d->host_waits++;
+    d->stats.host_waits++;
     cudaError_t e = cudaStreamSynchronize(d->stream);
     if (e == cudaSuccess) {
         d->n_pend = 0;
@@ -241,7 +241,7 @@ static qp_status stream_wait(qp_cu_dev *d, const char *call) {
 }
 
 qp_status qp_cu_malloc(qp_cu_dev *d, void **p, size_t bytes, const char *layer, const char *what) {
-    d->allocations++;
+    d->stats.allocations++;
     *p = NULL;
     cudaError_t e = cudaMalloc(p, bytes ? bytes : 1);
     if (e == cudaSuccess) return QP_OK;
@@ -270,13 +270,13 @@ qp_status qp_cu_retire(qp_cu_dev *d, void *p) {
     return QP_OK;
 }
 
-static qp_status qp_cu_buffer_alloc(void *dev, size_t bytes, void **buf) {
+static qp_status qp_cu_buffer_alloc_impl(void *dev, size_t bytes, void **buf) {
     qp_cu_dev *d = dev;
     cudaError_t e = cudaSetDevice(d->index);
     if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaSetDevice", e);
     qp_cu_buf *b = calloc(1, sizeof *b);
     if (!b) return d->st->host->error(d->st->host->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
-    d->allocations++;
+    d->stats.allocations++;
     e = cudaMalloc(&b->p, bytes ? bytes : 1);
     if (e != cudaSuccess) {
         cudaGetLastError();
@@ -290,7 +290,7 @@ static qp_status qp_cu_buffer_alloc(void *dev, size_t bytes, void **buf) {
     return QP_OK;
 }
 
-static void qp_cu_buffer_free(void *dev, void *buf) {
+static void qp_cu_buffer_free_impl(void *dev, void *buf) {
     qp_cu_dev *d = dev;
     qp_cu_buf *b = buf;
     if (!b) return;
@@ -307,7 +307,7 @@ static qp_status buf_range(qp_cu_dev *d, qp_cu_buf *b, size_t off, size_t bytes,
     return QP_OK;
 }
 
-static qp_status qp_cu_buffer_upload(void *dev, void *buf, size_t offset, const void *src, size_t bytes) {
+static qp_status qp_cu_buffer_upload_impl(void *dev, void *buf, size_t offset, const void *src, size_t bytes) {
     qp_cu_dev *d = dev;
     qp_cu_buf *b = buf;
     qp_status s = buf_range(d, b, offset, bytes, "upload");
@@ -319,11 +319,11 @@ static qp_status qp_cu_buffer_upload(void *dev, void *buf, size_t offset, const 
     if (!d->has_stream) e = cudaMemcpy((char *)b->p + offset, src, bytes, cudaMemcpyHostToDevice);
     else e = cudaMemcpyAsync((char *)b->p + offset, src, bytes, cudaMemcpyHostToDevice, d->stream);
     if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, NULL, "cudaMemcpyAsync(host to device)", e); }
-    d->submissions++;
+    d->stats.submissions++;
     return stream_wait(d, "buffer upload (cudaStreamSynchronize)");
 }
 
-static qp_status qp_cu_buffer_download(void *dev, void *buf, size_t offset, void *dst, size_t bytes) {
+static qp_status qp_cu_buffer_download_impl(void *dev, void *buf, size_t offset, void *dst, size_t bytes) {
     qp_cu_dev *d = dev;
     qp_cu_buf *b = buf;
     qp_status s = buf_range(d, b, offset, bytes, "download");
@@ -333,7 +333,7 @@ static qp_status qp_cu_buffer_download(void *dev, void *buf, size_t offset, void
     if (!d->has_stream) e = cudaMemcpy(dst, (const char *)b->p + offset, bytes, cudaMemcpyDeviceToHost);
     else e = cudaMemcpyAsync(dst, (const char *)b->p + offset, bytes, cudaMemcpyDeviceToHost, d->stream);
     if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, NULL, "cudaMemcpyAsync(device to host)", e); }
-    d->submissions++;
+    d->stats.submissions++;
     return stream_wait(d, "buffer download (cudaStreamSynchronize)");
 }
 
@@ -365,7 +365,7 @@ qp_status qp_cu_upload_new(qp_cu_dev *d, void **dst, const void *src, size_t byt
         snprintf(call, sizeof call, "upload of %s (%zu bytes)", what, bytes);
         return cuda_fail(d, layer, call, e);
     }
-    d->submissions++;
+    d->stats.submissions++;
     return stream_wait(d, "upload (cudaStreamSynchronize)");
 }
 
@@ -373,13 +373,7 @@ static qp_status upload_new(qp_cu_dev *d, qp_cu_lin *l, void **dst, const void *
     return qp_cu_upload_new(d, dst, src, bytes, l->layer, tensor);
 }
 
-qp_status qp_cu_error(const qp_cu_dev *d, qp_status st, const char *layer, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    qp_status r = qp_backend_verror(d->st->host, st, "cuda", d->index, layer, fmt, ap);
-    va_end(ap);
-    return r;
-}
+QP_BACKEND_DEFINE_ERROR(qp_cu_error, qp_cu_dev, d->st->host, "cuda")
 
 static qp_status lin_error(qp_cu_dev *d, qp_status s, const char *layer, const char *msg) {
     return qp_cu_error(d, s, layer, "%s", msg);
@@ -545,15 +539,14 @@ static int env_flag(const qp_host *h, const char *name) {
     return v && *v && strcmp(v, "0") != 0;
 }
 
-static qp_status qp_cu_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path, void **out) {
+static qp_status qp_cu_linear_prepare_impl(void *dev, const qp_lin_desc *desc, unsigned path, void **out) {
     qp_cu_dev *d = dev;
     const qp_host *h = d->st->host;
     if (!desc || !out || desc->N <= 0 || desc->K <= 0)
         return h->error(h->ctx, QP_ERR_INVALID_ARGUMENT, "cuda: linear_prepare: NULL descriptor or bad shape");
     const char *layer = desc->layer ? desc->layer : "";
-    qp_cu_lin *l = calloc(1, sizeof *l);
+    qp_cu_lin *l = QP_BACKEND_LAYER_NEW(qp_cu_lin, layer);
     if (!l) return h->error(h->ctx, QP_ERR_OUT_OF_MEMORY, "cuda: out of host memory");
-    snprintf(l->layer, sizeof l->layer, "%s", layer);
     l->N = desc->N;
     l->K = desc->K;
     l->Np = round_up(desc->N, QP_CU_BN);
@@ -761,7 +754,7 @@ fail:
     return s;
 }
 
-static void qp_cu_linear_destroy(void *dev, void *lin) {
+static void qp_cu_linear_destroy_impl(void *dev, void *lin) {
     qp_cu_dev *d = dev;
     cudaSetDevice(d->index);
     lin_free(lin);
@@ -798,7 +791,7 @@ static int pick_splits(const qp_cu_dev *d, const qp_cu_lin *l, int Mp) {
 
 static size_t al256(size_t v) { return (v + 255) & ~(size_t)255; }
 
-static void qp_cu_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
+void qp_cu_linear_describe(void *dev, void *lin, int M, char *out, size_t cap) {
     qp_cu_dev *d = dev;
     qp_cu_lin *l = lin;
     int kp = pick_kpath(d, l, M);
@@ -844,7 +837,7 @@ static void ws_plan(const qp_cu_dev *d, const qp_cu_lin *l, int M, ws_layout *w)
 
 /* Scratch for every M in 1..max_m: the largest layout over the row blocks
  * (each block's first and last M, which bracket the path switch). */
-static qp_status qp_cu_linear_reserve(void *dev, void *lin, int max_m) {
+static qp_status qp_cu_linear_reserve_impl(void *dev, void *lin, int max_m) {
     qp_cu_dev *d = dev;
     qp_cu_lin *l = lin;
     if (max_m < 0 || max_m > (1 << 24)) return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "linear_reserve: bad max_m");
@@ -916,7 +909,7 @@ static qp_status forward_launch(qp_cu_dev *d, qp_cu_lin *l, void *xb, int M, voi
 }
 
 /* Enqueued on the device's stream; completed by synchronize. */
-static qp_status qp_cu_linear_forward(void *dev, void *lin, void *xb, int M, void *yb) {
+static qp_status qp_cu_linear_forward_impl(void *dev, void *lin, void *xb, int M, void *yb) {
     qp_cu_dev *d = dev;
     qp_cu_lin *l = lin;
     qp_status s = forward_launch(d, l, xb, M, yb, NULL, NULL);
@@ -924,7 +917,7 @@ static qp_status qp_cu_linear_forward(void *dev, void *lin, void *xb, int M, voi
     return s;
 }
 
-static qp_status qp_cu_synchronize(void *dev) {
+static qp_status qp_cu_synchronize_impl(void *dev) {
     qp_cu_dev *d = dev;
     if (!d->has_stream) return QP_OK;
     cudaError_t e = cudaSetDevice(d->index);
@@ -946,7 +939,7 @@ static qp_status op_fail(qp_cu_dev *d, qp_status st, const char *fmt, const char
 
 static qp_status ensure_stream(qp_cu_dev *d) { return ensure_runnable(d, "(no layer)"); }
 
-static qp_status qp_cu_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **out) {
+static qp_status qp_cu_rotation_prepare_impl(void *dev, const int8_t *H, int r, float c, void **out) {
     qp_cu_dev *d = dev;
     if (!H || r <= 0 || !out) return op_fail(d, QP_ERR_INVALID_ARGUMENT, "rotation_prepare: %s", "NULL H or r <= 0");
     for (size_t i = 0; i < (size_t)r * r; i++)
@@ -967,7 +960,7 @@ static qp_status qp_cu_rotation_prepare(void *dev, const int8_t *H, int r, float
     return QP_OK;
 }
 
-static void qp_cu_rotation_destroy(void *dev, void *rot) {
+static void qp_cu_rotation_destroy_impl(void *dev, void *rot) {
     qp_cu_dev *d = dev;
     qp_cu_rot *R = rot;
     if (!R) return;
@@ -995,14 +988,14 @@ static qp_status launched(qp_cu_dev *d, const char *what, int ke) {
 static qp_status d2d(qp_cu_dev *d, void *dst, const void *src, size_t bytes, const char *what) {
     cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, d->stream);
     if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, NULL, what, e); }
-    d->submissions++;
+    d->stats.submissions++;
     return QP_OK;
 }
 
 /* In-place calls (src and dst one buffer) go through the device's
  * workspace in chunks, in stream order, so they allocate nothing: the
  * kernels read what other threads overwrite otherwise. */
-static qp_status qp_cu_rotation_forward(void *dev, void *rot, qp_dtype dt, void *xb, int M, int K, void *yb) {
+static qp_status qp_cu_rotation_forward_impl(void *dev, void *rot, qp_dtype dt, void *xb, int M, int K, void *yb) {
     qp_cu_dev *d = dev;
     qp_cu_rot *R = rot;
     qp_cu_buf *x = xb, *y = yb;
@@ -1045,7 +1038,7 @@ static qp_status kv_check(qp_cu_dev *d, const char *op, qp_dtype dt, float scale
     return ensure_stream(d);
 }
 
-static qp_status qp_cu_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
+static qp_status qp_cu_kv_quantize_impl(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
     qp_cu_dev *d = dev;
     qp_cu_buf *a = src, *b = dst;
     qp_status s = kv_check(d, "kv_quantize", dt, scale, a, n * 2, b, n);
@@ -1067,7 +1060,7 @@ static qp_status qp_cu_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, 
     return s;
 }
 
-static qp_status qp_cu_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
+static qp_status qp_cu_kv_dequantize_impl(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst) {
     qp_cu_dev *d = dev;
     qp_cu_buf *a = src, *b = dst;
     qp_status s = kv_check(d, "kv_dequantize", dt, scale, a, n, b, n * 2);
@@ -1090,7 +1083,7 @@ static qp_status qp_cu_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n
     return s;
 }
 
-static qp_status qp_cu_buffer_copy(void *dev, void *src, size_t so, void *dst, size_t dof, size_t bytes) {
+static qp_status qp_cu_buffer_copy_impl(void *dev, void *src, size_t so, void *dst, size_t dof, size_t bytes) {
     qp_cu_dev *d = dev;
     qp_cu_buf *a = src, *b = dst;
     qp_status s;
@@ -1126,7 +1119,7 @@ static void ev_destroy(ev_pair *p) {
 
 static qp_status ev_ms(qp_cu_dev *d, cudaEvent_t a, cudaEvent_t b, double *out) {
     float ms = 0;
-    d->host_waits++;
+    d->stats.host_waits++;
     cudaError_t e = cudaEventSynchronize(b);
     if (e == cudaSuccess) e = cudaEventElapsedTime(&ms, a, b);
     if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaEventElapsedTime", e);
@@ -1134,12 +1127,12 @@ static qp_status ev_ms(qp_cu_dev *d, cudaEvent_t a, cudaEvent_t b, double *out) 
     return QP_OK;
 }
 
-static qp_status qp_cu_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms) {
+static qp_status qp_cu_linear_time_impl(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms) {
     qp_cu_dev *d = dev;
     qp_cu_lin *l = lin;
     if (reps < 0 || (reps > 0 && !total_ms)) return lin_error(d, QP_ERR_INVALID_ARGUMENT, l->layer, "linear_time: bad reps or NULL output");
     /* a timing call waits anyway: it may grow the scratch for its M */
-    qp_status s = qp_cu_linear_reserve(d, l, M);
+    qp_status s = qp_cu_linear_reserve_impl(d, l, M);
     if (s != QP_OK) return s;
     ev_pair p;
     s = ev_create(d, &p, 1);
@@ -1156,7 +1149,7 @@ static qp_status qp_cu_linear_time(void *dev, void *lin, void *x, int M, void *y
     return s;
 }
 
-static qp_status qp_cu_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms) {
+static qp_status qp_cu_buffer_copy_time_impl(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms) {
     qp_cu_dev *d = dev;
     qp_cu_buf *a = src, *b = dst;
     qp_status s;
@@ -1178,7 +1171,7 @@ static qp_status qp_cu_buffer_copy_time(void *dev, void *src, void *dst, size_t 
 }
 
 /* cuBLASLt baseline (cuda_blaslt.c, dlopen at first use). */
-static qp_status qp_cu_vendor_gemm_time(void *dev, qp_dtype in, int M, int N, int K, int reps, double *ms, char *name,
+static qp_status qp_cu_vendor_gemm_time_impl(void *dev, qp_dtype in, int M, int N, int K, int reps, double *ms, char *name,
                                      size_t cap) {
     qp_cu_dev *d = dev;
     if (M <= 0 || N <= 0 || K <= 0 || reps < 0 || (reps > 0 && !ms) || !name)
@@ -1227,7 +1220,7 @@ typedef struct qp_cu_event {
     char pend[400]; /* the layers before it, for a fault's message */
 } qp_cu_event;
 
-static qp_status qp_cu_event_record(void *dev, void **out) {
+static qp_status qp_cu_event_record_impl(void *dev, void **out) {
     qp_cu_dev *d = dev;
     *out = NULL;
     qp_status s = make_stream(d, NULL);
@@ -1250,10 +1243,10 @@ static qp_status qp_cu_event_record(void *dev, void **out) {
     return QP_OK;
 }
 
-static qp_status qp_cu_event_wait(void *dev, void *evp) {
+static qp_status qp_cu_event_wait_impl(void *dev, void *evp) {
     qp_cu_dev *d = dev;
     qp_cu_event *ev = evp;
-    d->host_waits++;
+    d->stats.host_waits++;
     cudaError_t e = cudaEventSynchronize(ev->e);
     if (e == cudaSuccess) {
         if (ev->seq == d->enq_seq) d->n_pend = 0; /* nothing enqueued after it */
@@ -1264,7 +1257,7 @@ static qp_status qp_cu_event_wait(void *dev, void *evp) {
                     cudaGetErrorString(e), (int)e);
 }
 
-static qp_status qp_cu_event_query(void *dev, void *evp, int *done) {
+static qp_status qp_cu_event_query_impl(void *dev, void *evp, int *done) {
     qp_cu_dev *d = dev;
     qp_cu_event *ev = evp;
     cudaError_t e = cudaEventQuery(ev->e);
@@ -1279,7 +1272,7 @@ static qp_status qp_cu_event_query(void *dev, void *evp, int *done) {
                     cudaGetErrorString(e), (int)e);
 }
 
-static void qp_cu_event_destroy(void *dev, void *evp) {
+static void qp_cu_event_destroy_impl(void *dev, void *evp) {
     (void)dev;
     qp_cu_event *ev = evp;
     if (!ev) return;
@@ -1289,7 +1282,7 @@ static void qp_cu_event_destroy(void *dev, void *evp) {
 
 /* cuda_wait_event: the stream waits for it first; cuda_record_event:
  * recorded after the work (when it was enqueued). */
-static qp_status qp_cu_sync_begin(void *dev, const qp_enqueue_sync *sy) {
+static qp_status qp_cu_sync_begin_impl(void *dev, const qp_enqueue_sync *sy) {
     qp_cu_dev *d = dev;
     if (sy->vk_wait_semaphore || sy->vk_signal_semaphore || sy->vk_command_buffer || sy->cl_wait_list || sy->cl_out_event)
         return op_fail(d, QP_ERR_INVALID_ARGUMENT, "%s", "qp_enqueue_sync: Vulkan or OpenCL fields for a CUDA device");
@@ -1300,7 +1293,7 @@ static qp_status qp_cu_sync_begin(void *dev, const qp_enqueue_sync *sy) {
     return QP_OK;
 }
 
-static qp_status qp_cu_sync_end(void *dev, const qp_enqueue_sync *sy, qp_status st) {
+static qp_status qp_cu_sync_end_impl(void *dev, const qp_enqueue_sync *sy, qp_status st) {
     qp_cu_dev *d = dev;
     if (st != QP_OK || !sy->cuda_record_event) return QP_OK;
     cudaError_t e = cudaEventRecord((cudaEvent_t)sy->cuda_record_event, d->stream);
@@ -1310,7 +1303,7 @@ static qp_status qp_cu_sync_end(void *dev, const qp_enqueue_sync *sy, qp_status 
 
 /* A device over the application's ordinal and stream (NULL: the legacy
  * stream): the stream is never destroyed here. */
-static qp_status qp_cu_device_import(void *state, const qp_device_import_desc *desc, void **out) {
+qp_status qp_cu_device_import(void *state, const qp_device_import_desc *desc, void **out) {
     qp_cu_state *st = state;
     const qp_host *h = st->host;
     *out = NULL;
@@ -1348,7 +1341,7 @@ static qp_status qp_cu_device_import(void *state, const qp_device_import_desc *d
     return QP_OK;
 }
 
-static void qp_cu_device_release(void *state, void *dev) {
+void qp_cu_device_release(void *state, void *dev) {
     (void)state;
     qp_cu_dev *d = dev;
     if (!d || !d->imported) return;
@@ -1359,7 +1352,7 @@ static void qp_cu_device_release(void *state, void *dev) {
     free(d);
 }
 
-static qp_status qp_cu_device_native(void *dev, qp_device_native *out) {
+static qp_status qp_cu_device_native_impl(void *dev, qp_device_native *out) {
     qp_cu_dev *d = dev;
     qp_status s = make_stream(d, NULL);
     if (s != QP_OK) return s;
@@ -1369,7 +1362,7 @@ static qp_status qp_cu_device_native(void *dev, qp_device_native *out) {
     return QP_OK;
 }
 
-static qp_status qp_cu_buffer_import(void *dev, const qp_buffer_import_desc *desc, void **out) {
+qp_status qp_cu_buffer_import(void *dev, const qp_buffer_import_desc *desc, void **out) {
     qp_cu_dev *d = dev;
     const qp_host *h = d->st->host;
     *out = NULL;
@@ -1393,12 +1386,12 @@ static qp_status qp_cu_buffer_import(void *dev, const qp_buffer_import_desc *des
     return QP_OK;
 }
 
-static void qp_cu_buffer_unimport(void *dev, void *buf) {
+void qp_cu_buffer_unimport(void *dev, void *buf) {
     (void)dev;
     free(buf);
 }
 
-static qp_status qp_cu_buffer_native(void *dev, void *buf, qp_buffer_native *out) {
+qp_status qp_cu_buffer_native(void *dev, void *buf, qp_buffer_native *out) {
     (void)dev;
     qp_cu_buf *b = buf;
     out->api = QP_NATIVE_CUDA;
@@ -1408,12 +1401,8 @@ static qp_status qp_cu_buffer_native(void *dev, void *buf, qp_buffer_native *out
     return QP_OK;
 }
 
-static qp_status qp_cu_device_stats(void *dev, qp_device_stats *out) {
-    qp_cu_dev *d = dev;
-    out->host_waits = d->host_waits;
-    out->submissions = d->submissions;
-    out->allocations = d->allocations;
-    return QP_OK;
+qp_status qp_cu_device_stats(void *dev, qp_device_stats *out) {
+    return qp_backend_stats_copy(&((const qp_cu_dev *)dev)->stats, out);
 }
 
 /* ---- the ops table: each op runs with the device current and gives the
@@ -1431,26 +1420,26 @@ static qp_cu_enter enter(void *dev) {
 
 static void leave(void *dev, qp_cu_enter c) {
     qp_cu_dev *d = dev;
-    d->submissions += qp_cu_launch_count() - c.launches;
+    d->stats.submissions += qp_cu_launch_count() - c.launches;
     if (c.prev >= 0) {
         int cur = -1;
         if (cudaGetDevice(&cur) != cudaSuccess || cur != c.prev) cudaSetDevice(c.prev);
     }
 }
 
-/* w_NAME wraps qp_cu_NAME (QP_CU_WRAP_AS: the op function FN) */
-#define QP_CU_WRAP_AS(name, fn, params, args)                                                                          \
-    static qp_status w_##name params {                                                                                 \
+/* Each op qp_cu_NAME runs qp_cu_NAME_impl on the op's device (enter/leave
+ * make it current and count the launches). */
+#define QP_CU_WRAP(name, params, args)                                                                                 \
+    qp_status qp_cu_##name params {                                                                                    \
         qp_cu_enter c_ = enter(dev);                                                                                   \
-        qp_status r_ = fn args;                                                                                        \
+        qp_status r_ = qp_cu_##name##_impl args;                                                                       \
         leave(dev, c_);                                                                                                \
         return r_;                                                                                                     \
     }
-#define QP_CU_WRAP(name, params, args) QP_CU_WRAP_AS(name, qp_cu_##name, params, args)
 #define QP_CU_WRAPV(name, params, args)                                                                                \
-    static void w_##name params {                                                                                      \
+    void qp_cu_##name params {                                                                                         \
         qp_cu_enter c_ = enter(dev);                                                                                   \
-        qp_cu_##name args;                                                                                             \
+        qp_cu_##name##_impl args;                                                                                      \
         leave(dev, c_);                                                                                                \
     }
 
@@ -1476,9 +1465,9 @@ QP_CU_WRAP(vendor_gemm_time, (void *dev, qp_dtype in, int M, int N, int K, int r
           (dev, in, M, N, K, reps, ms, name, cap))
 QP_CU_WRAP(moe_prepare, (void *dev, const qp_moe_desc *desc, void **moe), (dev, desc, moe))
 QP_CU_WRAPV(moe_destroy, (void *dev, void *moe), (dev, moe))
-QP_CU_WRAP_AS(moe_forward, qp_cu_moe_forward_op, (void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y), (dev, moe, x, M, k, ids, w, y))
+QP_CU_WRAP(moe_forward, (void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y), (dev, moe, x, M, k, ids, w, y))
 QP_CU_WRAP(moe_reserve, (void *dev, void *moe, int max_m, int k), (dev, moe, max_m, k))
-QP_CU_WRAP_AS(moe_route, qp_cu_moe_route_op, (void *dev, const qp_route_params *p, void *lg, int M, void *sc, void *ids, void *w),
+QP_CU_WRAP(moe_route, (void *dev, const qp_route_params *p, void *lg, int M, void *sc, void *ids, void *w),
           (dev, p, lg, M, sc, ids, w))
 QP_CU_WRAP(event_record, (void *dev, void **ev), (dev, ev))
 QP_CU_WRAP(event_wait, (void *dev, void *ev), (dev, ev))
@@ -1496,66 +1485,14 @@ qp_status qp_cu_runnable(qp_cu_dev *d, const char *layer) { return ensure_runnab
 
 /* The scheme kinds linear_prepare runs (the registry checks that the table
  * names every linear kind; capability and shape limits are device_supports's answers). */
-static const qp_backend_kind qp_cu_kinds[] = {
-    {QP_SCHEME_UNQUANTIZED, 1, NULL},    {QP_SCHEME_W8A8_INT8, 1, NULL},      {QP_SCHEME_W8A8_FP8, 1, NULL},
-    {QP_SCHEME_W8A8_FP8_BLOCK, 1, NULL}, {QP_SCHEME_HF_FP8, 1, NULL},         {QP_SCHEME_QQQ_W4A8, 1, NULL},
-    {QP_SCHEME_W4A16_INT4, 1, NULL},     {QP_SCHEME_OCP_MX, 1, NULL},         {QP_SCHEME_W4A8_MXFP4_FP8, 1, NULL},
-    {QP_SCHEME_NVFP4, 1, NULL},
-};
+static const qp_backend_kind qp_cu_kinds[] = {QP_BACKEND_KINDS_ABI5_RUN};
 
 static const qp_backend_ops qp_cu_ops = {
-    .abi_version = QP_BACKEND_ABI_VERSION,
-    .struct_size = sizeof(qp_backend_ops),
-    .name = "cuda",
-    .init = qp_cu_init,
-    .shutdown = qp_cu_shutdown,
-    .device_count = qp_cu_device_count,
-    .device_get = qp_cu_device_get,
-    .device_info = qp_cu_device_info,
-    .device_supports = qp_cu_device_supports,
-    .buffer_alloc = w_buffer_alloc,
-    .buffer_free = w_buffer_free,
-    .buffer_upload = w_buffer_upload,
-    .buffer_download = w_buffer_download,
-    .linear_prepare = w_linear_prepare,
-    .linear_destroy = w_linear_destroy,
-    .linear_forward = w_linear_forward,
-    .linear_describe = qp_cu_linear_describe,
-    .synchronize = w_synchronize,
-    .rotation_prepare = w_rotation_prepare,
-    .rotation_destroy = w_rotation_destroy,
-    .rotation_forward = w_rotation_forward,
-    .kv_quantize = w_kv_quantize,
-    .kv_dequantize = w_kv_dequantize,
-    .linear_time = w_linear_time,
-    .buffer_copy = w_buffer_copy,
-    .buffer_copy_time = w_buffer_copy_time,
-    .vendor_gemm_time = w_vendor_gemm_time,
-    .moe_prepare = w_moe_prepare,
-    .moe_destroy = w_moe_destroy,
-    .moe_route = w_moe_route,
-    .moe_forward = w_moe_forward,
-    .moe_describe = qp_cu_moe_describe,
-    .linear_reserve = w_linear_reserve,
-    .moe_reserve = w_moe_reserve,
-    .flush = NULL, /* launches are submitted as they are made */
-    .event_record = w_event_record,
-    .event_wait = w_event_wait,
-    .event_query = w_event_query,
-    .event_destroy = w_event_destroy,
-    .sync_begin = w_sync_begin,
-    .sync_end = w_sync_end,
-    .device_import = qp_cu_device_import,
-    .device_release = qp_cu_device_release,
-    .device_native = w_device_native,
-    .buffer_import = qp_cu_buffer_import,
-    .buffer_unimport = qp_cu_buffer_unimport,
-    .buffer_native = qp_cu_buffer_native,
-    .device_stats = qp_cu_device_stats,
-    /* no moe_takes_act: the MoE kernels take every activation mode the
-     * core builds, per-token-group fp8 (fp8 per-block experts) included */
-    .linear_kinds = qp_cu_kinds,
-    .n_linear_kinds = sizeof qp_cu_kinds / sizeof *qp_cu_kinds,
+    QP_BACKEND_OPS_INIT(qp_cu, "cuda", qp_cu_kinds),
+    .vendor_gemm_time = qp_cu_vendor_gemm_time_impl,
+    /* flush: none, launches are submitted as they are made; no moe_takes_act:
+     * the MoE kernels take every activation mode the core builds, per-token-
+     * group fp8 (fp8 per-block experts) included */
 };
 
 EXPORT const qp_backend_ops *qp_backend_entry(void) { return &qp_cu_ops; }

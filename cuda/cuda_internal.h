@@ -35,7 +35,7 @@ typedef struct qp_cu_dev {
     void **retired;
     int n_retired, cap_retired;
     /* device_stats */
-    unsigned long long host_waits, submissions, allocations;
+    qp_device_stats stats; /* host waits, submissions, allocations */
     /* the layers enqueued since the last synchronize, for fault messages */
     char pend[4][64], pend_last[64];
     int n_pend;
@@ -74,12 +74,13 @@ qp_status qp_cu_retire(qp_cu_dev *d, void *p);
 void qp_cu_enqueued(qp_cu_dev *d, const char *layer);
 
 /* cuda_moe.c: the fused MoE ops (backend.h) */
-qp_status qp_cu_moe_prepare(void *dev, const qp_moe_desc *desc, void **moe);
-void qp_cu_moe_destroy(void *dev, void *moe);
-qp_status qp_cu_moe_forward_op(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
-qp_status qp_cu_moe_route_op(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids,
+qp_status qp_cu_moe_prepare_impl(void *dev, const qp_moe_desc *desc, void **moe);
+void qp_cu_moe_destroy_impl(void *dev, void *moe);
+qp_status qp_cu_moe_forward_impl(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
+qp_status qp_cu_moe_route_impl(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids,
                             void *w);
-qp_status qp_cu_moe_reserve(void *dev, void *moe, int max_m, int k);
-void qp_cu_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap);
+qp_status qp_cu_moe_reserve_impl(void *dev, void *moe, int max_m, int k);
+/* the ops of api/backend.h (QP_BACKEND_GPU_OPS), as qp_cu_<op> */
+QP_BACKEND_OPS_DECLARE(qp_cu)
 
 #endif

@@ -51,7 +51,7 @@ static qp_status moe_err(qp_cu_dev *d, qp_status st, const char *layer, const ch
                     st == QP_ERR_UNSUPPORTED ? "unsupported: " : "", why);
 }
 
-void qp_cu_moe_destroy(void *dev, void *moe) {
+void qp_cu_moe_destroy_impl(void *dev, void *moe) {
     qp_cu_dev *d = dev;
     qp_cu_moe *m = moe;
     if (!m) return;
@@ -206,14 +206,13 @@ static qp_status up_weight(qp_cu_dev *d, qp_cu_moe *m, const void *src, const fl
     return st;
 }
 
-qp_status qp_cu_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
+qp_status qp_cu_moe_prepare_impl(void *dev, const qp_moe_desc *s, void **out) {
     qp_cu_dev *d = dev;
     if (!s || !out) return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "NULL MoE desc or output");
     *out = NULL;
     const char *layer = s->layer ? s->layer : "";
-    qp_cu_moe *m = calloc(1, sizeof *m);
+    qp_cu_moe *m = QP_BACKEND_LAYER_NEW(qp_cu_moe, layer);
     if (!m) return qp_cu_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
-    snprintf(m->layer, sizeof m->layer, "%s", layer);
     m->E = s->E; m->H = s->H; m->I = s->I; m->G = s->G; m->off = s->expert_offset;
     m->bf16 = s->act_dtype == QP_DTYPE_BF16;
     qp_status st = classify(d, s, m, layer);
@@ -244,7 +243,7 @@ qp_status qp_cu_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
         free(z);
     }
     if (st != QP_OK) {
-        qp_cu_moe_destroy(d, m);
+        qp_cu_moe_destroy_impl(d, m);
         return st;
     }
     *out = m;
@@ -308,7 +307,7 @@ static qp_status shape_check(qp_cu_dev *d, const qp_cu_moe *m, int M, int k) {
 /* Scratch for every M in 1..max_m with k slots (the layout grows with M;
  * the decode / tiled switch is bracketed by the two sizes). Reserve time
  * only: a grown-out scratch is retired (graphs may use it). */
-qp_status qp_cu_moe_reserve(void *dev, void *moe, int max_m, int k) {
+qp_status qp_cu_moe_reserve_impl(void *dev, void *moe, int max_m, int k) {
     qp_cu_dev *d = dev;
     qp_cu_moe *m = moe;
     if (!m || max_m < 0 || k <= 0)
@@ -336,7 +335,7 @@ qp_status qp_cu_moe_reserve(void *dev, void *moe, int max_m, int k) {
 
 /* Enqueued on the device's stream (nothing allocated, no wait); ids are
  * read on the device: a slot outside this block's experts adds nothing. */
-qp_status qp_cu_moe_forward_op(void *dev, void *moe, void *xbuf, int M, int k, void *idsbuf, void *wbuf, void *ybuf) {
+qp_status qp_cu_moe_forward_impl(void *dev, void *moe, void *xbuf, int M, int k, void *idsbuf, void *wbuf, void *ybuf) {
     qp_cu_dev *d = dev;
     qp_cu_moe *m = moe;
     qp_cu_buf *xb = xbuf, *ib = idsbuf, *wb = wbuf, *yb = ybuf;
@@ -377,7 +376,7 @@ qp_status qp_cu_moe_forward_op(void *dev, void *moe, void *xbuf, int M, int k, v
     f.nbmax = p.nbmax;
     f.stream = d->stream;
     const char *what = "";
-    int ke = qp_cu_moe_forward(&f, &what);
+    int ke = qp_cu_moe_forward_launch(&f, &what);
     if (ke) {
         cudaGetLastError();
         char call[128];
@@ -417,7 +416,7 @@ void qp_cu_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t ca
 }
 
 /* Routing on the device (qp_moe_enqueue_logits): one thread a token. */
-qp_status qp_cu_moe_route_op(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids,
+qp_status qp_cu_moe_route_impl(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids,
                             void *w) {
     qp_cu_dev *d = dev;
     qp_cu_buf *lb = logits, *sb = scratch, *ib = ids, *wb = w, *bb = p ? p->bias : NULL;
@@ -427,7 +426,7 @@ qp_status qp_cu_moe_route_op(void *dev, const qp_route_params *p, void *logits, 
     if (!d->has_stream)
         return qp_cu_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "moe_route: the device has no stream yet");
     int flags = (p->renormalize ? 1 : 0) | (p->sigmoid ? 2 : 0) | (bb ? 4 : 0);
-    int ke = qp_cu_moe_route(lb->p, M, p->G, p->k, flags, p->n_group, p->topk_group, p->scale, bb ? bb->p : NULL,
+    int ke = qp_cu_moe_route_launch(lb->p, M, p->G, p->k, flags, p->n_group, p->topk_group, p->scale, bb ? bb->p : NULL,
                             sb->p, ib->p, wb->p, d->stream);
     if (ke) {
         cudaGetLastError();

@@ -379,7 +379,7 @@ __global__ void k_moe_route(const float *lg, int M, int G, int k, int flags, int
     }
 }
 
-extern "C" int qp_cu_moe_route(const float *lg, int M, int G, int k, int flags, int ng, int topk_group, float scale,
+extern "C" int qp_cu_moe_route_launch(const float *lg, int M, int G, int k, int flags, int ng, int topk_group, float scale,
                               const float *bias, float *sc, int32_t *ids, float *rw, void *stream) {
     cudaStream_t st = (cudaStream_t)stream;
     (void)st;
@@ -478,7 +478,7 @@ static int moe_gemm(const qp_cu_moe_fwd *f, int gemm2, const char **what) {
     return (int)cudaGetLastError();
 }
 
-extern "C" int qp_cu_moe_forward(const qp_cu_moe_fwd *f, const char **what) {
+extern "C" int qp_cu_moe_forward_launch(const qp_cu_moe_fwd *f, const char **what) {
     cudaStream_t st = (cudaStream_t)f->stream;
     (void)st;
     int e;

@@ -61,9 +61,9 @@ typedef struct qp_cu_moe_fwd {
 
 /* Launches the whole layer on f->stream. 0 or a cudaError_t; `what` names
  * the failed step. */
-int qp_cu_moe_forward(const qp_cu_moe_fwd *f, const char **what);
+int qp_cu_moe_forward_launch(const qp_cu_moe_fwd *f, const char **what);
 /* Routing on the device (api/moe_route.c's arithmetic), enqueued. */
-int qp_cu_moe_route(const float *lg, int M, int G, int k, int flags, int ng, int topk_group, float scale,
+int qp_cu_moe_route_launch(const float *lg, int M, int G, int k, int flags, int ng, int topk_group, float scale,
                    const float *bias, float *sc, int32_t *ids, float *rw, void *stream);
 
 #ifdef __cplusplus

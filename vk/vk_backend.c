@@ -7,13 +7,7 @@
 
 #include "vk_internal.h"
 
-qp_status qp_vk_error(const qp_vk_device *d, qp_status st, const char *layer, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    qp_status r = qp_backend_verror(d->be->host, st, "vulkan", d->index, layer, fmt, ap);
-    va_end(ap);
-    return r;
-}
+QP_BACKEND_DEFINE_ERROR(qp_vk_error, qp_vk_device, d->be->host, "vulkan")
 
 #define QP_VK_EXPORT __attribute__((visibility("default")))
 
@@ -27,7 +21,7 @@ const char *qp_vk_scheme_name(qp_scheme_kind k) {
     return (unsigned)k < QP_SCHEME_KIND_COUNT_ && names[k] ? names[k] : "unknown scheme";
 }
 
-static void vk_shutdown(void *state) {
+void qp_vk_shutdown(void *state) {
     qp_vk_backend *be = state;
     if (!be) return;
     for (int i = 0; i < be->n_devices; i++) qp_vk_device_destroy(be->devices[i]);
@@ -39,7 +33,7 @@ static void vk_shutdown(void *state) {
     free(be);
 }
 
-static qp_status vk_init(const qp_host *host, void **state) {
+qp_status qp_vk_init(const qp_host *host, void **state) {
     *state = NULL;
     if (!host || host->abi_version != QP_BACKEND_ABI_VERSION || host->struct_size < sizeof(qp_host)) {
         if (host && host->error)
@@ -85,14 +79,12 @@ static qp_status vk_init(const qp_host *host, void **state) {
     return QP_OK;
 }
 
-static int vk_device_count(void *state) { return state ? ((qp_vk_backend *)state)->n_devices : 0; }
+int qp_vk_device_count(void *state) { return state ? ((qp_vk_backend *)state)->n_devices : 0; }
 
-static void *vk_device_get(void *state, int i) {
+void *qp_vk_device_get(void *state, int i) {
     qp_vk_backend *be = state;
     return be && i >= 0 && i < be->n_devices ? be->devices[i] : NULL;
 }
-
-static qp_status vk_device_info(void *dev, qp_device_info *out) { return qp_vk_device_info(dev, out); }
 
 static void support(qp_support_info *out, qp_support_level level, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -104,7 +96,7 @@ static void support(qp_support_info *out, qp_support_level level, const char *fm
     va_end(ap);
 }
 
-static qp_status vk_device_supports(void *dev, const qp_scheme *s, int M, int N, int K, qp_support_info *out) {
+qp_status qp_vk_device_supports(void *dev, const qp_scheme *s, int M, int N, int K, qp_support_info *out) {
     qp_vk_device *d = dev;
     (void)M; (void)N;
     out->level = QP_SUPPORT_NATIVE;
@@ -165,7 +157,7 @@ static qp_status vk_device_supports(void *dev, const qp_scheme *s, int M, int N,
     return QP_OK;
 }
 
-static qp_status vk_buffer_alloc(void *dev, size_t bytes, void **buf) {
+qp_status qp_vk_buffer_alloc(void *dev, size_t bytes, void **buf) {
     qp_vk_device *d = dev;
     *buf = NULL;
     qp_vk_buf *b = calloc(1, sizeof *b);
@@ -176,34 +168,34 @@ static qp_status vk_buffer_alloc(void *dev, size_t bytes, void **buf) {
     return QP_OK;
 }
 
-static void vk_buffer_free(void *dev, void *buf) {
+void qp_vk_buffer_free(void *dev, void *buf) {
     if (!buf) return;
     if (qp_vk_busy(dev)) (void)qp_vk_idle(dev); /* work in flight may use it */
     qp_vk_buf_destroy(dev, buf);
     free(buf);
 }
 
-static qp_status vk_buffer_upload(void *dev, void *buf, size_t off, const void *src, size_t bytes) {
+qp_status qp_vk_buffer_upload(void *dev, void *buf, size_t off, const void *src, size_t bytes) {
     return qp_vk_upload(dev, buf, off, src, bytes);
 }
 
-static qp_status vk_buffer_download(void *dev, void *buf, size_t off, void *dst, size_t bytes) {
+qp_status qp_vk_buffer_download(void *dev, void *buf, size_t off, void *dst, size_t bytes) {
     return qp_vk_download(dev, buf, off, dst, bytes);
 }
 
-static qp_status vk_synchronize(void *dev) {
-    qp_status st = qp_vk_flush(dev, VK_NULL_HANDLE, 0);
+qp_status qp_vk_synchronize(void *dev) {
+    qp_status st = qp_vk_submit(dev, VK_NULL_HANDLE, 0);
     qp_status w = qp_vk_wait(dev, UINT64_MAX);
     return st ? st : w;
 }
 
-static qp_status vk_flush(void *dev) { return qp_vk_flush(dev, VK_NULL_HANDLE, 0); }
+static qp_status qp_vk_flush(void *dev) { return qp_vk_submit(dev, VK_NULL_HANDLE, 0); }
 
 /* An event is the serial of the last batch submitted when it was recorded:
  * waiting for it waits for every batch up to that one. */
-static qp_status vk_event_record(void *dev, void **ev) {
+qp_status qp_vk_event_record(void *dev, void **ev) {
     qp_vk_device *d = dev;
-    qp_status st = qp_vk_flush(d, VK_NULL_HANDLE, 0);
+    qp_status st = qp_vk_submit(d, VK_NULL_HANDLE, 0);
     if (st != QP_OK) return st;
     uint64_t *e = malloc(sizeof *e);
     if (!e) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
@@ -212,9 +204,9 @@ static qp_status vk_event_record(void *dev, void **ev) {
     return QP_OK;
 }
 
-static qp_status vk_event_wait(void *dev, void *ev) { return qp_vk_wait(dev, *(uint64_t *)ev); }
+qp_status qp_vk_event_wait(void *dev, void *ev) { return qp_vk_wait(dev, *(uint64_t *)ev); }
 
-static qp_status vk_event_query(void *dev, void *ev, int *done) {
+qp_status qp_vk_event_query(void *dev, void *ev, int *done) {
     qp_vk_device *d = dev;
     uint64_t upto = *(uint64_t *)ev;
     *done = 1;
@@ -228,9 +220,9 @@ static qp_status vk_event_query(void *dev, void *ev, int *done) {
     return QP_OK;
 }
 
-static void vk_event_destroy(void *dev, void *ev) { (void)dev; free(ev); }
+void qp_vk_event_destroy(void *dev, void *ev) { (void)dev; free(ev); }
 
-static qp_status vk_sync_begin(void *dev, const qp_enqueue_sync *s) {
+qp_status qp_vk_sync_begin(void *dev, const qp_enqueue_sync *s) {
     qp_vk_device *d = dev;
     if ((s->vk_wait_semaphore || s->vk_signal_semaphore) && !d->timeline)
         return qp_vk_error(d, QP_ERR_UNSUPPORTED, NULL, "qp_enqueue_sync semaphores need the timelineSemaphore feature "
@@ -244,7 +236,7 @@ static qp_status vk_sync_begin(void *dev, const qp_enqueue_sync *s) {
                          "submission carries the semaphores, not qport's (leave vk_*_semaphore unset)");
     /* what was enqueued before is submitted first: the wait (or the
      * application's command buffer) covers this enqueue only */
-    qp_status st = qp_vk_flush(d, VK_NULL_HANDLE, 0);
+    qp_status st = qp_vk_submit(d, VK_NULL_HANDLE, 0);
     if (st != QP_OK) return st;
     if (s->vk_command_buffer) {
         d->ext_cmd = (VkCommandBuffer)s->vk_command_buffer;
@@ -260,7 +252,7 @@ static qp_status vk_sync_begin(void *dev, const qp_enqueue_sync *s) {
     return QP_OK;
 }
 
-static qp_status vk_sync_end(void *dev, const qp_enqueue_sync *s, qp_status st) {
+qp_status qp_vk_sync_end(void *dev, const qp_enqueue_sync *s, qp_status st) {
     qp_vk_device *d = dev;
     if (s->vk_command_buffer) {
         d->ext_cmd = VK_NULL_HANDLE;
@@ -270,24 +262,24 @@ static qp_status vk_sync_end(void *dev, const qp_enqueue_sync *s, qp_status st) 
     if (st != QP_OK && d->open < 0) d->n_waits = 0;
     /* the signal (and the waits) go with this enqueue's batch, now */
     if (s->vk_signal_semaphore || d->n_waits)
-        return qp_vk_flush(d, (VkSemaphore)s->vk_signal_semaphore, s->vk_signal_value);
+        return qp_vk_submit(d, (VkSemaphore)s->vk_signal_semaphore, s->vk_signal_value);
     return QP_OK;
 }
 
-static qp_status vk_device_import(void *state, const qp_device_import_desc *desc, void **dev) {
+qp_status qp_vk_device_import(void *state, const qp_device_import_desc *desc, void **dev) {
     qp_vk_backend *be = state;
     qp_vk_device *d = NULL;
-    qp_status st = qp_vk_device_import(be, desc, &d);
+    qp_status st = qp_vk_device_adopt(be, desc, &d);
     *dev = d;
     return st;
 }
 
-static void vk_device_release(void *state, void *dev) {
+void qp_vk_device_release(void *state, void *dev) {
     (void)state;
     qp_vk_device_destroy(dev);
 }
 
-static qp_status vk_device_native(void *dev, qp_device_native *o) {
+qp_status qp_vk_device_native(void *dev, qp_device_native *o) {
     qp_vk_device *d = dev;
     o->api = QP_NATIVE_VULKAN;
     o->vk_instance = d->be->instance;
@@ -298,7 +290,7 @@ static qp_status vk_device_native(void *dev, qp_device_native *o) {
     return QP_OK;
 }
 
-static qp_status vk_buffer_import(void *dev, const qp_buffer_import_desc *desc, void **buf) {
+qp_status qp_vk_buffer_import(void *dev, const qp_buffer_import_desc *desc, void **buf) {
     qp_vk_device *d = dev;
     *buf = NULL;
     if (!desc->vk_buffer)
@@ -323,12 +315,12 @@ static qp_status vk_buffer_import(void *dev, const qp_buffer_import_desc *desc, 
     return QP_OK;
 }
 
-static void vk_buffer_unimport(void *dev, void *buf) {
+void qp_vk_buffer_unimport(void *dev, void *buf) {
     (void)dev;
     free(buf);
 }
 
-static qp_status vk_buffer_native(void *dev, void *buf, qp_buffer_native *o) {
+qp_status qp_vk_buffer_native(void *dev, void *buf, qp_buffer_native *o) {
     (void)dev;
     qp_vk_buf *b = buf;
     o->api = QP_NATIVE_VULKAN;
@@ -337,73 +329,17 @@ static qp_status vk_buffer_native(void *dev, void *buf, qp_buffer_native *o) {
     return QP_OK;
 }
 
-static qp_status vk_device_stats(void *dev, qp_device_stats *o) {
-    qp_vk_device *d = dev;
-    o->host_waits = d->stats.host_waits;
-    o->submissions = d->stats.submissions;
-    o->allocations = d->stats.allocations;
-    return QP_OK;
+qp_status qp_vk_device_stats(void *dev, qp_device_stats *out) {
+    return qp_backend_stats_copy(&((const qp_vk_device *)dev)->stats, out);
 }
 
 /* The scheme kinds linear_prepare runs (the registry checks that the table
  * names every linear kind; shape and feature limits are device_supports's answers). */
-static const qp_backend_kind vk_kinds[] = {
-    {QP_SCHEME_UNQUANTIZED, 1, NULL},    {QP_SCHEME_W8A8_INT8, 1, NULL},      {QP_SCHEME_W8A8_FP8, 1, NULL},
-    {QP_SCHEME_W8A8_FP8_BLOCK, 1, NULL}, {QP_SCHEME_HF_FP8, 1, NULL},         {QP_SCHEME_QQQ_W4A8, 1, NULL},
-    {QP_SCHEME_W4A16_INT4, 1, NULL},     {QP_SCHEME_OCP_MX, 1, NULL},         {QP_SCHEME_W4A8_MXFP4_FP8, 1, NULL},
-    {QP_SCHEME_NVFP4, 1, NULL},
-};
+static const qp_backend_kind vk_kinds[] = {QP_BACKEND_KINDS_ABI5_RUN};
 
 static const qp_backend_ops vk_ops = {
-    .abi_version = QP_BACKEND_ABI_VERSION,
-    .struct_size = sizeof(qp_backend_ops),
-    .name = "vulkan",
-    .init = vk_init,
-    .shutdown = vk_shutdown,
-    .device_count = vk_device_count,
-    .device_get = vk_device_get,
-    .device_info = vk_device_info,
-    .device_supports = vk_device_supports,
-    .buffer_alloc = vk_buffer_alloc,
-    .buffer_free = vk_buffer_free,
-    .buffer_upload = vk_buffer_upload,
-    .buffer_download = vk_buffer_download,
-    .linear_prepare = qp_vk_linear_prepare,
-    .linear_destroy = qp_vk_linear_destroy,
-    .linear_forward = qp_vk_linear_forward,
-    .linear_describe = qp_vk_linear_describe,
-    .synchronize = vk_synchronize,
-    .rotation_prepare = qp_vk_rotation_prepare,
-    .rotation_destroy = qp_vk_rotation_destroy,
-    .rotation_forward = qp_vk_rotation_forward,
-    .kv_quantize = qp_vk_kv_quantize,
-    .kv_dequantize = qp_vk_kv_dequantize,
-    .linear_time = qp_vk_linear_time,
-    .buffer_copy = qp_vk_buffer_copy,
-    .buffer_copy_time = qp_vk_buffer_copy_time,
-    .moe_prepare = qp_vk_moe_prepare,
-    .moe_destroy = qp_vk_moe_destroy,
-    .moe_forward = qp_vk_moe_forward,
-    .moe_describe = qp_vk_moe_describe,
-    .linear_reserve = qp_vk_linear_reserve,
-    .moe_reserve = qp_vk_moe_reserve,
-    .flush = vk_flush,
-    .event_record = vk_event_record,
-    .event_wait = vk_event_wait,
-    .event_query = vk_event_query,
-    .event_destroy = vk_event_destroy,
-    .sync_begin = vk_sync_begin,
-    .sync_end = vk_sync_end,
-    .device_import = vk_device_import,
-    .device_release = vk_device_release,
-    .device_native = vk_device_native,
-    .buffer_import = vk_buffer_import,
-    .buffer_unimport = vk_buffer_unimport,
-    .buffer_native = vk_buffer_native,
-    .device_stats = vk_device_stats,
-    .linear_kinds = vk_kinds,
-    .n_linear_kinds = sizeof vk_kinds / sizeof *vk_kinds,
-    .moe_route = qp_vk_moe_route,
+    QP_BACKEND_OPS_INIT(qp_vk, "vulkan", vk_kinds),
+    .flush = qp_vk_flush,
 };
 
 QP_VK_EXPORT const qp_backend_ops *qp_backend_entry(void) { return &vk_ops; }

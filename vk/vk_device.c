@@ -428,7 +428,7 @@ qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int 
     return d;
 }
 
-qp_status qp_vk_device_import(qp_vk_backend *be, const qp_device_import_desc *imp, qp_vk_device **out) {
+qp_status qp_vk_device_adopt(qp_vk_backend *be, const qp_device_import_desc *imp, qp_vk_device **out) {
     const qp_host *h = be->host;
     *out = NULL;
     if (!imp->vk_instance || !imp->vk_physical_device || !imp->vk_device || !imp->vk_queue ||
@@ -495,7 +495,8 @@ static const char *vendor_name(uint32_t id) {
     }
 }
 
-qp_status qp_vk_device_info(qp_vk_device *d, qp_device_info *out) {
+qp_status qp_vk_device_info(void *dev, qp_device_info *out) {
+    const qp_vk_device *d = dev;
     snprintf(out->backend, sizeof out->backend, "vulkan");
     out->index = d->index;
     snprintf(out->name, sizeof out->name, "%.127s", d->props.deviceName);

@@ -240,9 +240,10 @@ void qp_vk_instance_destroy(qp_vk_backend *be);
  * device lacks what the shaders need. */
 qp_vk_device *qp_vk_device_create(qp_vk_backend *be, VkPhysicalDevice phys, int index);
 /* A device over the application's objects (qp_device_import). */
-qp_status qp_vk_device_import(qp_vk_backend *be, const qp_device_import_desc *desc, qp_vk_device **out);
+qp_status qp_vk_device_adopt(qp_vk_backend *be, const qp_device_import_desc *desc, qp_vk_device **out);
 void qp_vk_device_destroy(qp_vk_device *d);
-qp_status qp_vk_device_info(qp_vk_device *d, qp_device_info *out);
+/* the ops of api/backend.h (QP_BACKEND_GPU_OPS), as qp_vk_<op> */
+QP_BACKEND_OPS_DECLARE(qp_vk)
 
 /* ---- vk_memory.c ----------------------------------------------------------- */
 qp_status qp_vk_buf_create(qp_vk_device *d, size_t bytes, bool host_visible, const char *what, qp_vk_buf *out);
@@ -266,7 +267,7 @@ qp_status qp_vk_rec_begin(qp_vk_device *d, const char *what);
 qp_status qp_vk_rec_end(qp_vk_device *d, const char *what, qp_status st);
 /* Submits the open batch (and pending semaphore waits; `signal` may be
  * VK_NULL_HANDLE) without waiting. */
-qp_status qp_vk_flush(qp_vk_device *d, VkSemaphore signal, uint64_t signal_value);
+qp_status qp_vk_submit(qp_vk_device *d, VkSemaphore signal, uint64_t signal_value);
 /* Waits for every submitted batch with serial <= upto (UINT64_MAX: all), in
  * one wait; frees the retired buffers when all are done. */
 qp_status qp_vk_wait(qp_vk_device *d, uint64_t upto);
@@ -285,12 +286,6 @@ qp_status qp_vk_pipeline_get(qp_vk_device *d, qp_vk_shader sh, const uint32_t sp
                              VkPipeline *out);
 
 /* ---- vk_linear.c ---------------------------------------------------------------- */
-qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path, void **lin);
-void qp_vk_linear_destroy(void *dev, void *lin);
-qp_status qp_vk_linear_forward(void *dev, void *lin, void *x, int M, void *y);
-void qp_vk_linear_describe(void *dev, void *lin, int M, char *out, size_t cap);
-qp_status qp_vk_linear_reserve(void *dev, void *lin, int max_m);
-qp_status qp_vk_linear_time(void *dev, void *lin, void *x, int M, void *y, int reps, double *total_ms, double *gemm_ms);
 /* Pushes the 8 bindings (NULL: the dummy buffer) into d->cmd
  * (VK_KHR_push_descriptor: nothing shared with work in flight). */
 void qp_vk_push_set(qp_vk_device *d, const qp_vk_buf *const bufs[QP_VK_BINDINGS]);
@@ -298,21 +293,8 @@ void qp_vk_push_set(qp_vk_device *d, const qp_vk_buf *const bufs[QP_VK_BINDINGS]
 void qp_vk_barrier(qp_vk_device *d);
 
 /* ---- vk_ops.c: rotation, fp8 KV cache, copies ---------------------------------- */
-qp_status qp_vk_rotation_prepare(void *dev, const int8_t *H, int r, float c, void **rot);
-void qp_vk_rotation_destroy(void *dev, void *rot);
-qp_status qp_vk_rotation_forward(void *dev, void *rot, qp_dtype dt, void *x, int M, int K, void *y);
-qp_status qp_vk_kv_quantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
-qp_status qp_vk_kv_dequantize(void *dev, qp_dtype dt, void *src, size_t n, float scale, void *dst);
-qp_status qp_vk_buffer_copy(void *dev, void *src, size_t src_off, void *dst, size_t dst_off, size_t bytes);
-qp_status qp_vk_buffer_copy_time(void *dev, void *src, void *dst, size_t bytes, int reps, double *ms);
 
 /* ---- vk_moe.c: fused MoE ----------------------------------------------------------- */
-qp_status qp_vk_moe_prepare(void *dev, const qp_moe_desc *desc, void **moe);
-void qp_vk_moe_destroy(void *dev, void *moe);
-qp_status qp_vk_moe_forward(void *dev, void *moe, void *x, int M, int k, void *ids, void *w, void *y);
-void qp_vk_moe_describe(void *dev, void *moe, int M, int k, char *out, size_t cap);
-qp_status qp_vk_moe_reserve(void *dev, void *moe, int max_m, int k);
-qp_status qp_vk_moe_route(void *dev, const qp_route_params *p, void *logits, int M, void *scratch, void *ids, void *w);
 
 /* The tuning row of a device, QPORT_VK_GEMV_* applied. */
 void qp_vk_tuning_pick(const qp_host *h, const VkPhysicalDeviceProperties *p, qp_vk_tuning *out);

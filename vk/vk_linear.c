@@ -362,9 +362,8 @@ qp_status qp_vk_linear_prepare(void *dev, const qp_lin_desc *desc, unsigned path
     if (!desc || desc->N <= 0 || desc->K <= 0)
         return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "linear_prepare: NULL description or bad shape");
     const char *layer = desc->layer ? desc->layer : "";
-    qp_vk_linear *l = calloc(1, sizeof *l);
+    qp_vk_linear *l = QP_BACKEND_LAYER_NEW(qp_vk_linear, layer);
     if (!l) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, layer, "out of host memory");
-    snprintf(l->layer, sizeof l->layer, "%s", layer);
     l->kind = desc->kind;
     l->N = desc->N;
     l->K = desc->K;

@@ -228,7 +228,7 @@ qp_status qp_vk_wait(qp_vk_device *d, uint64_t upto) {
     return st;
 }
 
-qp_status qp_vk_flush(qp_vk_device *d, VkSemaphore signal, uint64_t signal_value) {
+qp_status qp_vk_submit(qp_vk_device *d, VkSemaphore signal, uint64_t signal_value) {
     qp_vk_fns *f = d->fn;
     if (d->open < 0 && !d->n_waits && !signal) return QP_OK;
     if (d->open < 0) { /* semaphores alone: an empty batch carries them */
@@ -259,7 +259,7 @@ qp_status qp_vk_flush(qp_vk_device *d, VkSemaphore signal, uint64_t signal_value
 }
 
 qp_status qp_vk_idle(qp_vk_device *d) {
-    qp_status st = qp_vk_flush(d, VK_NULL_HANDLE, 0);
+    qp_status st = qp_vk_submit(d, VK_NULL_HANDLE, 0);
     qp_status w = qp_vk_wait(d, UINT64_MAX);
     return st ? st : w;
 }
@@ -308,7 +308,7 @@ qp_status qp_vk_rec_end(qp_vk_device *d, const char *what, qp_status st) {
     qp_vk_slot *s = &d->ring[d->open];
     snprintf(s->last, sizeof s->last, "%s", what);
     if (++s->n_ops >= QP_VK_BATCH_OPS) {
-        qp_status fs = qp_vk_flush(d, VK_NULL_HANDLE, 0);
+        qp_status fs = qp_vk_submit(d, VK_NULL_HANDLE, 0);
         if (st == QP_OK) st = fs;
     }
     return st;
@@ -316,7 +316,7 @@ qp_status qp_vk_rec_end(qp_vk_device *d, const char *what, qp_status st) {
 
 qp_status qp_vk_cmd_begin(qp_vk_device *d) {
     qp_vk_fns *f = d->fn;
-    qp_status st = qp_vk_flush(d, VK_NULL_HANDLE, 0);
+    qp_status st = qp_vk_submit(d, VK_NULL_HANDLE, 0);
     if (st == QP_OK) st = qp_vk_wait(d, UINT64_MAX);
     if (st != QP_OK) return st;
     VkResult r = f->vkResetCommandBuffer(d->once, 0);

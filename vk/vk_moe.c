@@ -233,9 +233,8 @@ qp_status qp_vk_moe_prepare(void *dev, const qp_moe_desc *s, void **out) {
     *out = NULL;
     if (!s || s->E <= 0 || s->H <= 0 || s->I <= 0 || !s->w13 || !s->w2)
         return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "moe_prepare: NULL description, weights or bad shape");
-    qp_vk_moe *m = calloc(1, sizeof *m);
+    qp_vk_moe *m = QP_BACKEND_LAYER_NEW(qp_vk_moe, s->layer);
     if (!m) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "MoE: out of host memory");
-    snprintf(m->layer, sizeof m->layer, "%s", s->layer ? s->layer : "");
     m->E = s->E; m->H = s->H; m->I = s->I; m->off = s->expert_offset;
     m->bf16 = s->act_dtype == QP_DTYPE_BF16;
     qp_status st = QP_OK;
