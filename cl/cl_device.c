@@ -246,6 +246,16 @@ static void set_support(qp_support_info *out, qp_support_level lvl, const char *
     snprintf(out->reason, sizeof out->reason, "%s", reason);
 }
 
+/* Block formats need K to be a multiple of their block (K <= 0: not known
+ * yet): 0 with `out` set unsupported for `why` when it is not, else 1. */
+static int k_fits_blocks(qp_support_info *out, int K, int block, const char *why) {
+    if (K > 0 && K % block) {
+        set_support(out, QP_SUPPORT_UNSUPPORTED, why);
+        return 0;
+    }
+    return 1;
+}
+
 qp_status qp_cl_device_supports(void *dev, const qp_scheme *scheme, int M, int N, int K, qp_support_info *out) {
     (void)M; (void)N;
     if (!dev || !scheme || !out) return QP_ERR_INVALID_ARGUMENT;
@@ -283,9 +293,9 @@ qp_status qp_cl_device_supports(void *dev, const qp_scheme *scheme, int M, int N
                                                   "int4 dequantized in registers, fp32 multiply-adds");
         break;
     case QP_SCHEME_OCP_MX:
-        if (K > 0 && K % 32)
-            set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: OCP MX needs K to be a multiple of 32");
-        else if (scheme->activation.dtype == QP_DTYPE_F8_E4M3FN && scheme->activation.granularity != QP_GRAN_GROUP)
+        if (!k_fits_blocks(out, K, 32, "unsupported: OCP MX needs K to be a multiple of 32"))
+            break;
+        if (scheme->activation.dtype == QP_DTYPE_F8_E4M3FN && scheme->activation.granularity != QP_GRAN_GROUP)
             set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: OCP MX weights with per-tensor fp8 activations "
                                                      "(not an OCP_MX_Scheme)");
         else
@@ -294,17 +304,13 @@ qp_status qp_cl_device_supports(void *dev, const qp_scheme *scheme, int M, int N
                                                   "in registers, fp32 multiply-adds");
         break;
     case QP_SCHEME_W4A8_MXFP4_FP8:
-        if (K > 0 && K % 32)
-            set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: MXFP4 weights need K to be a multiple of 32");
-        else
+        if (k_fits_blocks(out, K, 32, "unsupported: MXFP4 weights need K to be a multiple of 32"))
             set_support(out, QP_SUPPORT_EMULATED, "no native MX/fp4/fp8 arithmetic in OpenCL C (PoCL): fp8 static "
                                                   "activation qdq in fp32, fp4 weights dequantized in registers, fp32 "
                                                   "multiply-adds");
         break;
     case QP_SCHEME_NVFP4:
-        if (K > 0 && K % 16)
-            set_support(out, QP_SUPPORT_UNSUPPORTED, "unsupported: NVFP4 needs K to be a multiple of 16");
-        else
+        if (k_fits_blocks(out, K, 16, "unsupported: NVFP4 needs K to be a multiple of 16"))
             set_support(out, QP_SUPPORT_EMULATED, "no native fp4 arithmetic in OpenCL C (PoCL): NVFP4 activation qdq "
                                                   "in fp32, fp4 weights dequantized in registers, fp32 multiply-adds");
         break;
@@ -354,8 +360,7 @@ void qp_cl_device_close(qp_cl_device *d) {
     qp_cl_api *api = &d->be->api;
     if (d->queue) api->clFinish(d->queue); /* qport's work may still use what it frees */
     qp_cl_program_release(d);
-    if (d->dummy) api->clReleaseMemObject(d->dummy);
-    d->dummy = NULL;
+    qp_cl_release_mem(d, &d->dummy);
     if (d->queue) api->clReleaseCommandQueue(d->queue);
     if (d->context) api->clReleaseContext(d->context);
     d->queue = NULL;

@@ -175,6 +175,11 @@ qp_status qp_cl_event_ms(qp_cl_device *d, cl_event a, cl_event b, double *ms);
 qp_status qp_cl_error(const qp_cl_device *d, qp_status st, const char *layer, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 #define QP_CL_LOG(be, lvl, ...) ((be)->host->log((be)->host->ctx, (lvl), __VA_ARGS__))
+/* Releases *m if set and clears it (a second release is a no-op). */
+static inline void qp_cl_release_mem(qp_cl_device *d, cl_mem *m) {
+    if (*m) d->be->api.clReleaseMemObject(*m);
+    *m = NULL;
+}
 
 /* The tuning row of a device, QPORT_CL_GEMV_MAX_M applied. */
 void qp_cl_tuning_pick(const qp_host *h, cl_device_type type, cl_uint vendor, qp_cl_tuning *out);

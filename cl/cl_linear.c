@@ -129,20 +129,17 @@ static qp_status run_kernel(qp_cl_device *d, qp_cl_linear *l, int which, const c
     return st;
 }
 
-static void release(qp_cl_device *d, cl_mem *m) {
-    if (*m) d->be->api.clReleaseMemObject(*m);
-    *m = NULL;
-}
-
 void qp_cl_linear_destroy(void *dev, void *lin) {
     qp_cl_device *d = dev;
     qp_cl_linear *l = lin;
     if (!l) return;
     /* (OpenCL keeps a released cl_mem alive until the commands using it
      * complete, so nothing here waits) */
-    for (int i = 0; i < MAX_CHUNKS; i++) release(d, &l->w[i]);
-    release(d, &l->wsc); release(d, &l->adj); release(d, &l->bias); release(d, &l->lut); release(d, &l->wz);
-    release(d, &l->xq); release(d, &l->sx); release(d, &l->szp); release(d, &l->rowmax);
+    for (int i = 0; i < MAX_CHUNKS; i++) qp_cl_release_mem(d, &l->w[i]);
+    qp_cl_release_mem(d, &l->wsc); qp_cl_release_mem(d, &l->adj); qp_cl_release_mem(d, &l->bias);
+    qp_cl_release_mem(d, &l->lut); qp_cl_release_mem(d, &l->wz);
+    qp_cl_release_mem(d, &l->xq); qp_cl_release_mem(d, &l->sx); qp_cl_release_mem(d, &l->szp);
+    qp_cl_release_mem(d, &l->rowmax);
     free(l);
 }
 
@@ -506,7 +503,8 @@ static int use_gemv(const qp_cl_linear *l, int M) {
 
 static qp_status ensure_scratch(qp_cl_device *d, qp_cl_linear *l, int M) {
     if (M <= l->cap_m) return QP_OK;
-    release(d, &l->xq); release(d, &l->sx); release(d, &l->szp); release(d, &l->rowmax);
+    qp_cl_release_mem(d, &l->xq); qp_cl_release_mem(d, &l->sx); qp_cl_release_mem(d, &l->szp);
+    qp_cl_release_mem(d, &l->rowmax);
     l->cap_m = 0;
     int cap = M < 16 ? 16 : M;
     size_t elt = float_kind(l->kind) ? sizeof(float) : 1;
@@ -528,6 +526,65 @@ static qp_status ensure_scratch(qp_cl_device *d, qp_cl_linear *l, int M) {
     }
     l->cap_m = cap;
     return QP_OK;
+}
+
+/* The GEMM kernel families: a GEMV and a tiled kernel each (QQQ and int8
+ * also int-dot ones), whose parameter lists differ only in the place. */
+enum { FAM_FW, FAM_W4, FAM_Q4, FAM_I8, FAM_F8, FAM_F8B };
+
+static const struct {
+    int gemv, gemv_dot, tiled, tiled_dot;
+    const char *gemv_name, *tiled_name; /* in messages, for the int-dot kernels too */
+} gemm_kernels[] = {
+    [FAM_FW] = {QP_CL_K_GEMV_FW, QP_CL_K_GEMV_FW, QP_CL_K_TILED_FW, QP_CL_K_TILED_FW, "qp_gemv_fw", "qp_tiled_fw"},
+    [FAM_W4] = {QP_CL_K_GEMV_W4, QP_CL_K_GEMV_W4, QP_CL_K_TILED_W4, QP_CL_K_TILED_W4, "qp_gemv_w4", "qp_tiled_w4"},
+    [FAM_Q4] = {QP_CL_K_GEMV_Q4, QP_CL_K_GEMV_Q4_DOT, QP_CL_K_TILED_Q4, QP_CL_K_TILED_Q4_DOT, "qp_gemv_q4",
+                "qp_tiled_q4"},
+    [FAM_I8] = {QP_CL_K_GEMV_I8, QP_CL_K_GEMV_I8_DOT, QP_CL_K_TILED_I8, QP_CL_K_TILED_I8_DOT, "qp_gemv_i8",
+                "qp_tiled_i8"},
+    [FAM_F8] = {QP_CL_K_GEMV_F8, QP_CL_K_GEMV_F8, QP_CL_K_TILED_F8, QP_CL_K_TILED_F8, "qp_gemv_f8", "qp_tiled_f8"},
+    [FAM_F8B] = {QP_CL_K_GEMV_F8B, QP_CL_K_GEMV_F8B, QP_CL_K_TILED_F8B, QP_CL_K_TILED_F8B, "qp_gemv_f8b",
+                 "qp_tiled_f8b"},
+};
+
+/* One GEMM launch: a GEMV's rows m0 .. m0+rows-1 or a tiled kernel's M
+ * rows, of weight chunk nb .. ne-1 */
+typedef struct {
+    int gemv, M, K, N, nb, ne, m0, rows;
+} gemm_place;
+
+/* Launches family fam's GEMV or tiled kernel at p. The arguments in
+ * parameter order: x', w, the family's weight operands, the shape (GEMV: K,
+ * N, nb; tiled: M, K, N, nb, ne), the family's layout parameters, the
+ * GEMV's m0 and rows, flags, the family's epilogue operands, bias, y. */
+static qp_status run_gemm(qp_cl_device *d, qp_cl_linear *l, int fam, const gemm_place *p, cl_mem w, cl_mem adj,
+                          cl_mem bias, cl_mem y, const size_t *g, const size_t *lo) {
+    cl_mem lut = l->lut ? l->lut : d->dummy, bs = l->wsc ? l->wsc : d->dummy; /* fw: absent tables */
+    karg a[16];
+    int n = 0;
+#define ARG(v) (a[n++] = (karg)A(v))
+    ARG(l->xq);
+    ARG(w);
+    if (fam == FAM_FW) { ARG(lut); ARG(bs); }
+    else if (fam == FAM_W4) { ARG(l->wsc); ARG(l->wz); }
+    else if (fam == FAM_Q4) ARG(l->lut);
+    if (!p->gemv) ARG(p->M);
+    ARG(p->K); ARG(p->N); ARG(p->nb);
+    if (!p->gemv) ARG(p->ne);
+    if (fam == FAM_FW) { ARG(l->wfmt); ARG(l->blk); }
+    else if (fam == FAM_W4 || fam == FAM_Q4) ARG(l->gsz);
+    if (p->gemv) { ARG(p->m0); ARG(p->rows); }
+    ARG(l->flags);
+    if (fam == FAM_Q4 || fam == FAM_I8) { ARG(l->sx); ARG(l->szp); ARG(l->wsc); ARG(adj); }
+    else if (fam == FAM_F8 || fam == FAM_F8B) { ARG(l->sx); ARG(l->wsc); }
+    ARG(bias);
+    ARG(y);
+#undef ARG
+    if (p->gemv)
+        return run_kernel(d, l, l->use_dot ? gemm_kernels[fam].gemv_dot : gemm_kernels[fam].gemv,
+                          gemm_kernels[fam].gemv_name, a, n, 1, g, lo);
+    return run_kernel(d, l, l->use_dot ? gemm_kernels[fam].tiled_dot : gemm_kernels[fam].tiled,
+                      gemm_kernels[fam].tiled_name, a, n, 2, g, lo);
 }
 
 qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *ybuf) {
@@ -584,70 +641,22 @@ qp_status qp_cl_linear_forward(void *dev, void *lin, void *xbuf, int M, void *yb
         if (st == QP_OK) st = run_kernel(d, l, QP_CL_K_QUANT_F8, "qp_quant_f8", a, 10, 1, qg, ql);
     }
     if (st != QP_OK) return st;
-    fp8 |= f8b; /* the fp8 argument lists; f8b picks the per-block kernels */
+    int fam = l->fw ? FAM_FW : w4 ? FAM_W4 : qqq ? FAM_Q4 : f8b ? FAM_F8B : fp8 ? FAM_F8 : FAM_I8;
     for (int c = 0; c < l->n_chunks && st == QP_OK; c++) {
         /* weight chunk c holds columns nb .. ne-1 (one chunk unless the
          * layer is larger than one device allocation) */
         int nb = c * l->chunk_cols, ne = nb + l->chunk_cols < N ? nb + l->chunk_cols : N;
-        cl_mem w = l->w[c];
-        if (use_gemv(l, M)) {
+        gemm_place p = {use_gemv(l, M), M, K, N, nb, ne, 0, 0};
+        if (p.gemv) {
             size_t g[1] = {(size_t)(ne - nb) * WG}, lo[1] = {WG};
-            for (int m0 = 0; m0 < M && st == QP_OK; m0 += GEMV_MAX_M) {
-                int rows = M - m0 < GEMV_MAX_M ? M - m0 : GEMV_MAX_M;
-                if (l->fw) {
-                    cl_mem lut = l->lut ? l->lut : d->dummy, bs = l->wsc ? l->wsc : d->dummy;
-                    karg a[] = {A(l->xq), A(w), A(lut), A(bs), A(K), A(N), A(nb), A(l->wfmt), A(l->blk), A(m0),
-                                A(rows), A(l->flags), A(bias), A(yb->mem)};
-                    st = run_kernel(d, l, QP_CL_K_GEMV_FW, "qp_gemv_fw", a, 14, 1, g, lo);
-                } else if (w4) {
-                    karg a[] = {A(l->xq), A(w), A(l->wsc), A(l->wz), A(K), A(N), A(nb), A(l->gsz), A(m0), A(rows),
-                                A(l->flags), A(bias), A(yb->mem)};
-                    st = run_kernel(d, l, QP_CL_K_GEMV_W4, "qp_gemv_w4", a, 13, 1, g, lo);
-                } else if (qqq) {
-                    karg a[] = {A(l->xq), A(w), A(l->lut), A(K), A(N), A(nb), A(l->gsz), A(m0), A(rows), A(l->flags),
-                                A(l->sx), A(l->szp), A(l->wsc), A(adj), A(bias), A(yb->mem)};
-                    st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_Q4_DOT : QP_CL_K_GEMV_Q4, "qp_gemv_q4", a, 16, 1, g,
-                                    lo);
-                } else if (!fp8) {
-                    karg a[] = {A(l->xq), A(w), A(K), A(N), A(nb), A(m0), A(rows), A(l->flags), A(l->sx), A(l->szp),
-                                A(l->wsc), A(adj), A(bias), A(yb->mem)};
-                    st = run_kernel(d, l, l->use_dot ? QP_CL_K_GEMV_I8_DOT : QP_CL_K_GEMV_I8, "qp_gemv_i8", a, 14, 1, g,
-                                    lo);
-                } else {
-                    karg a[] = {A(l->xq), A(w), A(K), A(N), A(nb), A(m0), A(rows), A(l->flags), A(l->sx), A(l->wsc),
-                                A(bias), A(yb->mem)};
-                    st = f8b ? run_kernel(d, l, QP_CL_K_GEMV_F8B, "qp_gemv_f8b", a, 12, 1, g, lo)
-                             : run_kernel(d, l, QP_CL_K_GEMV_F8, "qp_gemv_f8", a, 12, 1, g, lo);
-                }
+            for (p.m0 = 0; p.m0 < M && st == QP_OK; p.m0 += GEMV_MAX_M) {
+                p.rows = M - p.m0 < GEMV_MAX_M ? M - p.m0 : GEMV_MAX_M;
+                st = run_gemm(d, l, fam, &p, l->w[c], adj, bias, yb->mem, g, lo);
             }
         } else {
             size_t g[2] = {(size_t)((ne - nb + TILE - 1) / TILE) * 8, (size_t)((M + TILE - 1) / TILE) * 8};
             size_t lo[2] = {8, 8};
-            if (l->fw) {
-                cl_mem lut = l->lut ? l->lut : d->dummy, bs = l->wsc ? l->wsc : d->dummy;
-                karg a[] = {A(l->xq), A(w), A(lut), A(bs), A(M), A(K), A(N), A(nb), A(ne), A(l->wfmt), A(l->blk),
-                            A(l->flags), A(bias), A(yb->mem)};
-                st = run_kernel(d, l, QP_CL_K_TILED_FW, "qp_tiled_fw", a, 14, 2, g, lo);
-            } else if (w4) {
-                karg a[] = {A(l->xq), A(w), A(l->wsc), A(l->wz), A(M), A(K), A(N), A(nb), A(ne), A(l->gsz),
-                            A(l->flags), A(bias), A(yb->mem)};
-                st = run_kernel(d, l, QP_CL_K_TILED_W4, "qp_tiled_w4", a, 13, 2, g, lo);
-            } else if (qqq) {
-                karg a[] = {A(l->xq), A(w), A(l->lut), A(M), A(K), A(N), A(nb), A(ne), A(l->gsz), A(l->flags),
-                            A(l->sx), A(l->szp), A(l->wsc), A(adj), A(bias), A(yb->mem)};
-                st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_Q4_DOT : QP_CL_K_TILED_Q4, "qp_tiled_q4", a, 16, 2, g,
-                                lo);
-            } else if (!fp8) {
-                karg a[] = {A(l->xq), A(w), A(M), A(K), A(N), A(nb), A(ne), A(l->flags), A(l->sx), A(l->szp),
-                            A(l->wsc), A(adj), A(bias), A(yb->mem)};
-                st = run_kernel(d, l, l->use_dot ? QP_CL_K_TILED_I8_DOT : QP_CL_K_TILED_I8, "qp_tiled_i8", a, 14, 2, g,
-                                lo);
-            } else {
-                karg a[] = {A(l->xq), A(w), A(M), A(K), A(N), A(nb), A(ne), A(l->flags), A(l->sx), A(l->wsc),
-                            A(bias), A(yb->mem)};
-                st = f8b ? run_kernel(d, l, QP_CL_K_TILED_F8B, "qp_tiled_f8b", a, 12, 2, g, lo)
-                         : run_kernel(d, l, QP_CL_K_TILED_F8, "qp_tiled_f8", a, 12, 2, g, lo);
-            }
+            st = run_gemm(d, l, fam, &p, l->w[c], adj, bias, yb->mem, g, lo);
         }
     }
     if (st != QP_OK) return st;

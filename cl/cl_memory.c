@@ -46,10 +46,9 @@ qp_status qp_cl_buffer_alloc(void *dev, size_t bytes, void **buf) {
 }
 
 void qp_cl_buffer_free(void *dev, void *buf) {
-    qp_cl_device *d = dev;
     qp_cl_buffer *b = buf;
     if (!b) return;
-    if (b->mem) d->be->api.clReleaseMemObject(b->mem);
+    qp_cl_release_mem(dev, &b->mem);
     free(b);
 }
 
@@ -59,25 +58,26 @@ static qp_status check_range(qp_cl_device *d, const qp_cl_buffer *b, size_t offs
     return QP_OK;
 }
 
-qp_status qp_cl_buffer_upload(void *dev, void *buf, size_t offset, const void *src, size_t bytes) {
-    qp_cl_device *d = dev;
-    qp_cl_buffer *b = buf;
-    qp_status st = check_range(d, b, offset, bytes, "upload");
+/* bytes at offset of b from src (upload) or into dst (download): blocking,
+ * and after the work enqueued before it (in-order queue) */
+static qp_status transfer(qp_cl_device *d, const qp_cl_buffer *b, int upload, size_t offset, size_t bytes,
+                          const void *src, void *dst) {
+    qp_status st = check_range(d, b, offset, bytes, upload ? "upload" : "download");
     if (st != QP_OK || !bytes) return st;
-    /* blocking, and after the work enqueued before it (in-order queue) */
-    cl_int err = d->be->api.clEnqueueWriteBuffer(d->queue, b->mem, CL_TRUE, offset, bytes, src, 0, NULL, NULL);
-    if (err != CL_SUCCESS) return mem_error(d, err, "clEnqueueWriteBuffer", bytes, "");
+    const qp_cl_api *api = &d->be->api;
+    cl_int err = upload ? api->clEnqueueWriteBuffer(d->queue, b->mem, CL_TRUE, offset, bytes, src, 0, NULL, NULL)
+                        : api->clEnqueueReadBuffer(d->queue, b->mem, CL_TRUE, offset, bytes, dst, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return mem_error(d, err, upload ? "clEnqueueWriteBuffer" : "clEnqueueReadBuffer", bytes, "");
     return QP_OK;
 }
 
+qp_status qp_cl_buffer_upload(void *dev, void *buf, size_t offset, const void *src, size_t bytes) {
+    return transfer(dev, buf, 1, offset, bytes, src, NULL);
+}
+
 qp_status qp_cl_buffer_download(void *dev, void *buf, size_t offset, void *dst, size_t bytes) {
-    qp_cl_device *d = dev;
-    qp_cl_buffer *b = buf;
-    qp_status st = check_range(d, b, offset, bytes, "download");
-    if (st != QP_OK || !bytes) return st;
-    cl_int err = d->be->api.clEnqueueReadBuffer(d->queue, b->mem, CL_TRUE, offset, bytes, dst, 0, NULL, NULL);
-    if (err != CL_SUCCESS) return mem_error(d, err, "clEnqueueReadBuffer", bytes, "");
-    return QP_OK;
+    return transfer(dev, buf, 0, offset, bytes, NULL, dst);
 }
 
 qp_status qp_cl_buffer_from_host(qp_cl_device *d, const void *src, size_t bytes, const char *what, const char *layer,
@@ -88,8 +88,7 @@ qp_status qp_cl_buffer_from_host(qp_cl_device *d, const void *src, size_t bytes,
     if (st != QP_OK) return st;
     cl_int err = d->be->api.clEnqueueWriteBuffer(d->queue, *out, CL_TRUE, 0, bytes, src, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
-        d->be->api.clReleaseMemObject(*out);
-        *out = NULL;
+        qp_cl_release_mem(d, out);
         return qp_cl_error(d, QP_ERR_DEVICE, layer, "upload of %s (%zu bytes): %s (%d)",
                          what, bytes, qp_cl_strerror(err), (int)err);
     }

@@ -59,15 +59,10 @@ typedef struct qp_cl_moe {
 typedef qp_cl_karg karg;
 #define A(v) QP_CL_ARG(v)
 
-static void rel(qp_cl_device *d, cl_mem *m) {
-    if (*m) d->be->api.clReleaseMemObject(*m);
-    *m = NULL;
-}
-
 static void release_scratch(qp_cl_device *d, qp_cl_moe *m) {
     cl_mem *s[] = {&m->xa, &m->xs, &m->xzp, &m->xrm, &m->h, &m->ha, &m->hs, &m->hzp, &m->hrm,
                    &m->c3, &m->cnt, &m->eblk, &m->sorted, &m->bexp, &m->nblk};
-    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) rel(d, s[i]);
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++) qp_cl_release_mem(d, s[i]);
     m->cap_m = m->cap_mk = 0;
 }
 
@@ -77,7 +72,7 @@ void qp_cl_moe_destroy(void *dev, void *moe) {
     if (!m) return;
     release_scratch(d, m);
     cl_mem *w[] = {&m->w13, &m->w2, &m->s13, &m->s2, &m->b13, &m->b2, &m->lut};
-    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) rel(d, w[i]);
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++) qp_cl_release_mem(d, w[i]);
     free(m);
 }
 

@@ -55,8 +55,7 @@ static qp_status alias_copy(qp_cl_device *d, cl_mem src, size_t bytes, const cha
                          bytes, qp_cl_strerror(err), (int)err);
     err = d->be->api.clEnqueueCopyBuffer(d->queue, src, *out, 0, 0, bytes, 0, NULL, NULL);
     if (err != CL_SUCCESS) {
-        d->be->api.clReleaseMemObject(*out);
-        *out = NULL;
+        qp_cl_release_mem(d, out);
         return qp_cl_error(d, QP_ERR_DEVICE, NULL, "%s: clEnqueueCopyBuffer failed: %s (%d)", what,
                          qp_cl_strerror(err), (int)err);
     }
@@ -95,10 +94,9 @@ qp_status qp_cl_rotation_prepare(void *dev, const int8_t *H, int r, float c, voi
 }
 
 void qp_cl_rotation_destroy(void *dev, void *rot) {
-    qp_cl_device *d = dev;
     qp_cl_rotation *R = rot;
     if (!R) return;
-    if (R->H) d->be->api.clReleaseMemObject(R->H);
+    qp_cl_release_mem(dev, &R->H);
     free(R);
 }
 

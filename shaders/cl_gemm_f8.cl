@@ -79,27 +79,43 @@ inline void qp_tile_step(__local const float *As, __local const float *Bs, int t
     barrier(CLK_LOCAL_MEM_FENCE);
 }
 
+/* The fp8 tiled kernels' start (qp_tiled_f8, qp_tiled_f8b): the two k-tiles
+ * and the e4m3 table in local memory, the lane's place (tx, ty) in the 8x8
+ * work-group, the output tile's origin (n0, m0) and the lane's share of a
+ * k-tile load (row lr, columns lc .. lc+7). A macro because it declares the
+ * kernel's local memory. */
+#define QP_TILED_F8_START()                                                                                          \
+    __local float As[QP_TM * QP_TKF];                                                                                \
+    __local float Bs[QP_TN * QP_TKF];                                                                                \
+    __local float dec[256];                                                                                          \
+    int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;                                               \
+    qp_f8_table(dec, lid);                                                                                           \
+    int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;                                             \
+    /* 64 lanes load 32 x 16 of each operand: lane -> (row lid/2, 8 columns) */                                      \
+    int lr = lid >> 1, lc = (lid & 1) * 8
+
+/* k-tile k0 of both operands, the lane's 8 columns of row lr: activations
+ * (fp32 e4m3 values) and decoded weight codes, 0 outside M, ne and K */
+inline void qp_f8_tile_load(__local float *As, __local float *Bs, __global const float *xf, __global const uchar *w,
+                            __local const float *dec, int M, int K, int nb, int ne, int m0, int n0, int k0, int lr,
+                            int lc) {
+    for (int i = 0; i < 8; i++) {
+        int gk = k0 + lc + i;
+        int gm = m0 + lr, gn = n0 + lr;
+        As[lr * QP_TKF + lc + i] = gm < M && gk < K ? xf[(size_t)gm * K + gk] : 0.0f;
+        Bs[lr * QP_TKF + lc + i] = gn < ne && gk < K ? dec[w[(size_t)(gn - nb) * K + gk]] : 0.0f;
+    }
+}
+
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_tiled_f8(__global const float *xf, __global const uchar *w, int M, int K, int N, int nb, int ne, int flags,
                  __global const float *sx, __global const float *wsc, __global const ushort *bias,
                  __global ushort *y) {
-    __local float As[QP_TM * QP_TKF];
-    __local float Bs[QP_TN * QP_TKF];
-    __local float dec[256];
-    int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;
-    qp_f8_table(dec, lid);
-    int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
+    QP_TILED_F8_START();
     float acc[4][4];
     QP_TILE_ZERO(acc);
-    /* 64 lanes load 32 x 16 of each operand: lane -> (row lid/2, 8 columns) */
-    int lr = lid >> 1, lc = (lid & 1) * 8;
     for (int k0 = 0; k0 < K; k0 += QP_TKF) {
-        for (int i = 0; i < 8; i++) {
-            int gk = k0 + lc + i;
-            int gm = m0 + lr, gn = n0 + lr;
-            As[lr * QP_TKF + lc + i] = gm < M && gk < K ? xf[(size_t)gm * K + gk] : 0.0f;
-            Bs[lr * QP_TKF + lc + i] = gn < ne && gk < K ? dec[w[(size_t)(gn - nb) * K + gk]] : 0.0f;
-        }
+        qp_f8_tile_load(As, Bs, xf, w, dec, M, K, nb, ne, m0, n0, k0, lr, lc);
         qp_tile_step(As, Bs, ty, tx, acc);
     }
     QP_TILE_STORE(qp_epilogue_f8(acc[i][j], m, n, flags, sx, wsc, bias));

@@ -160,23 +160,13 @@ __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_tiled_f8b(__global const float *xf, __global const uchar *w, int M, int K, int N, int nb, int ne, int flags,
                   __global const float *sx, __global const float *wsb, __global const ushort *bias,
                   __global ushort *y) {
-    __local float As[QP_TM * QP_TKF];
-    __local float Bs[QP_TN * QP_TKF];
-    __local float dec[256];
-    int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx, kb = K >> 7;
-    qp_f8_table(dec, lid);
-    int n0 = nb + get_group_id(0) * QP_TN, m0 = get_group_id(1) * QP_TM;
+    QP_TILED_F8_START();
+    int kb = K >> 7;
     float acc[4][4], part[4][4];
     QP_TILE_ZERO(acc);
     QP_TILE_ZERO(part);
-    int lr = lid >> 1, lc = (lid & 1) * 8;
     for (int k0 = 0; k0 < K; k0 += QP_TKF) {
-        for (int i = 0; i < 8; i++) {
-            int gk = k0 + lc + i;
-            int gm = m0 + lr, gn = n0 + lr;
-            As[lr * QP_TKF + lc + i] = gm < M ? xf[(size_t)gm * K + gk] : 0.0f;
-            Bs[lr * QP_TKF + lc + i] = gn < ne ? dec[w[(size_t)(gn - nb) * K + gk]] : 0.0f;
-        }
+        qp_f8_tile_load(As, Bs, xf, w, dec, M, K, nb, ne, m0, n0, k0, lr, lc); /* K % 128 == 0: all gk < K */
         qp_tile_step(As, Bs, ty, tx, part);
         if (((k0 + QP_TKF) & 127) == 0) { /* end of a 128-group: scale and fold */
             int g = k0 >> 7;

@@ -110,7 +110,28 @@ inline float qp_moe_w(__global const uchar *w, size_t row, int k, int K, int wfm
     return qp_rnd_act(lut[c] * bs[row * (size_t)(K / blk) + (size_t)(k / blk)], bf16);
 }
 
+/* Weight row of output n of expert e: w13's gate row (its up row is NO
+ * further) or w2's row */
+inline size_t qp_moe_wrow(int e, int n, int NO, int gemm2) {
+    return gemm2 ? (size_t)e * NO + n : (size_t)e * 2 * NO + n;
+}
+
+/* The GEMM kernels' last parameters: the epilogue's scales (rs, ws) and
+ * routing weights (rw), the align stage's sorted slots, block experts and
+ * block count, and the output; the names the macros below read. */
+#define QP_MOE_GEMM_TAIL_PARAMS                                                                                      \
+    __global const float *rs, __global const float *ws, __global const float *rw, __global const int *sorted,       \
+        __global const int *bexp, __global const int *nblk, __global ushort *out
+
 #define QP_MOE_BMD 16 /* decode block: slots per work-group */
+
+/* The decode kernels' start: the block's slot table, work-group (block b,
+ * output n) of the grid, the lane; a work-group past the last block leaves
+ * (the whole work-group: no barrier skipped by part of it). */
+#define QP_MOE_GEMV_START()                                                                                          \
+    __local int slot[QP_MOE_BMD];                                                                                    \
+    int gid = get_group_id(0), b = gid / NO, n = gid - b * NO, lid = get_local_id(0);                                \
+    if (b >= nblk[0]) return
 
 /* The decode kernels' block b: its slots (after the work-group's local
  * tables: one barrier for both), expert e, the slots in use, and weight
@@ -120,7 +141,7 @@ inline float qp_moe_w(__global const uchar *w, size_t row, int k, int K, int wfm
     barrier(CLK_LOCAL_MEM_FENCE);                                                                                    \
     int e = bexp[b], rows = 0;                                                                                       \
     for (int r = 0; r < QP_MOE_BMD; r++) rows += slot[r] >= 0;                                                       \
-    size_t rg = gemm2 ? (size_t)e * NO + n : (size_t)e * 2 * NO + n, ru = rg + (size_t)NO
+    size_t rg = qp_moe_wrow(e, n, NO, gemm2), ru = rg + (size_t)NO
 
 /* The decode kernels' lane sums -> red[r * QP_WG] (gate r, up BMD + r): a
  * macro so the float and the int32 kernels share one tree order. */
@@ -137,6 +158,26 @@ inline float qp_moe_w(__global const uchar *w, size_t row, int k, int K, int wfm
             barrier(CLK_LOCAL_MEM_FENCE);                                                                            \
         }                                                                                                            \
     } while (0)
+
+/* The prefill kernels' start: the block's slot table, block b (the grid's
+ * y), the lane (tx, ty) of the 8x8 work-group; a work-group past the last
+ * block leaves (the whole work-group: no barrier skipped by part of it). */
+#define QP_MOE_TILED_START()                                                                                         \
+    __local int slot[QP_TM];                                                                                         \
+    int b = get_group_id(1);                                                                                         \
+    if (b >= nblk[0]) return;                                                                                        \
+    int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx
+
+/* The prefill kernels' block b: its slots (after the work-group's local
+ * tables: one barrier for both), expert e and first output n0; the lane
+ * loads tile row lr (two lanes a row): slot st, output gn, weight rows rg
+ * (gate, or w2's row) and ru (up). */
+#define QP_MOE_TILED_BLOCK()                                                                                         \
+    if (lid < QP_TM) slot[lid] = sorted[b * QP_TM + lid];                                                            \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                                                    \
+    int e = bexp[b], n0 = get_group_id(0) * QP_TN;                                                                   \
+    int lr = lid >> 1, st = slot[lr], gn = n0 + lr;                                                                  \
+    size_t rg = qp_moe_wrow(e, gn, NO, gemm2), ru = rg + (size_t)NO
 
 /* The prefill kernels' epilogue: lane (ty, tx) holds rows ty + 8i, columns
  * n0 + tx + 8j; CONV turns an accumulator into the fp32 the epilogue takes. */
@@ -167,14 +208,10 @@ inline float qp_moe_w(__global const uchar *w, size_t row, int k, int K, int wfm
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
 void qp_moe_gemv_f(__global const float *a, int adiv, __global const uchar *w, __global const float *lutg,
                    __global const float *bs, int wfmt, int blk, int K, int NO, int gemm2, int quant, int bf16,
-                   __global const float *rs, __global const float *ws, __global const float *rw,
-                   __global const int *sorted, __global const int *bexp, __global const int *nblk,
-                   __global ushort *out) {
+                   QP_MOE_GEMM_TAIL_PARAMS) {
     __local float red[2 * QP_MOE_BMD * QP_WG];
     __local float lut[256];
-    __local int slot[QP_MOE_BMD];
-    int gid = get_group_id(0), b = gid / NO, n = gid - b * NO, lid = get_local_id(0);
-    if (b >= nblk[0]) return; /* the whole work-group: no barrier skipped by part of it */
+    QP_MOE_GEMV_START();
     for (int i = lid; i < 256; i += QP_WG) lut[i] = wfmt == 3 ? qp_f8_decode((uint)i) : wfmt ? lutg[i] : 0.0f;
     QP_MOE_GEMV_BLOCK();
     float ag[QP_MOE_BMD], au[QP_MOE_BMD];
@@ -200,29 +237,21 @@ void qp_moe_gemv_f(__global const float *a, int adiv, __global const uchar *w, _
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_moe_tiled_f(__global const float *a, int adiv, __global const uchar *w, __global const float *lutg,
                     __global const float *bs, int wfmt, int blk, int K, int NO, int gemm2, int quant, int bf16,
-                    __global const float *rs, __global const float *ws, __global const float *rw,
-                    __global const int *sorted, __global const int *bexp, __global const int *nblk,
-                    __global ushort *out) {
+                    QP_MOE_GEMM_TAIL_PARAMS) {
     __local float As[QP_TM * QP_TKF];
     __local float Bg[QP_TN * QP_TKF];
     __local float Bu[QP_TN * QP_TKF];
     __local float lut[256];
-    __local int slot[QP_TM];
-    int b = get_group_id(1);
-    if (b >= nblk[0]) return;
-    int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;
+    QP_MOE_TILED_START();
     for (int i = lid; i < 256; i += 64) lut[i] = wfmt >= 3 ? qp_f8_decode((uint)i) : wfmt ? lutg[i] : 0.0f;
-    if (lid < QP_TM) slot[lid] = sorted[b * QP_TM + lid];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    int e = bexp[b], n0 = get_group_id(0) * QP_TN, f8b = wfmt == 4, kb = K >> 7;
+    QP_MOE_TILED_BLOCK();
+    int f8b = wfmt == 4, kb = K >> 7;
     float ag[4][4], au[4][4], pg[4][4], pu[4][4];
     QP_TILE_ZERO(ag);
     QP_TILE_ZERO(au);
     QP_TILE_ZERO(pg);
     QP_TILE_ZERO(pu);
-    int lr = lid >> 1, lc = (lid & 1) * 8;
-    int st = slot[lr], gn = n0 + lr;
-    size_t rg = gemm2 ? (size_t)e * NO + gn : (size_t)e * 2 * NO + gn, ru = rg + (size_t)NO;
+    int lc = (lid & 1) * 8; /* 8 columns of row lr */
     for (int k0 = 0; k0 < K; k0 += QP_TKF) {
         for (int i = 0; i < 8; i++) {
             int gk = k0 + lc + i;
@@ -248,7 +277,7 @@ void qp_moe_tiled_f(__global const float *a, int adiv, __global const uchar *w, 
                     int n = n0 + tx + 8 * j;
                     if (t >= 0 && n < NO) {
                         float sx = rs[(size_t)(t / adiv) * kb + g];
-                        size_t r0 = gemm2 ? (size_t)e * NO + n : (size_t)e * 2 * NO + n;
+                        size_t r0 = qp_moe_wrow(e, n, NO, gemm2);
                         ag[i][j] += pg[i][j] * (sx * bs[r0 * (size_t)kb + g]);
                         if (!gemm2) au[i][j] += pu[i][j] * (sx * bs[(r0 + (size_t)NO) * (size_t)kb + g]);
                     }
@@ -268,14 +297,11 @@ void qp_moe_tiled_f(__global const float *a, int adiv, __global const uchar *w, 
  * (qp_moe_out with quant 0). K % 128 == 0 (the host checks). */
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
 void qp_moe_gemv_f8b(__global const float *a, int adiv, __global const uchar *w, int K, int NO, int gemm2, int bf16,
-                     __global const float *rs, __global const float *ws, __global const float *rw,
-                     __global const int *sorted, __global const int *bexp, __global const int *nblk,
-                     __global ushort *out) {
+                     QP_MOE_GEMM_TAIL_PARAMS) {
     __local float red[2 * QP_MOE_BMD * QP_WG];
     __local float dec[256];
-    __local int slot[QP_MOE_BMD];
-    int gid = get_group_id(0), b = gid / NO, n = gid - b * NO, lid = get_local_id(0), kb = K >> 7;
-    if (b >= nblk[0]) return;
+    QP_MOE_GEMV_START();
+    int kb = K >> 7;
     for (int i = lid; i < 256; i += QP_WG) dec[i] = qp_f8_decode((uint)i);
     QP_MOE_GEMV_BLOCK();
     __global const uchar *wg = w + rg * (size_t)K, *wu = w + ru * (size_t)K;
@@ -300,13 +326,9 @@ void qp_moe_gemv_f8b(__global const float *a, int adiv, __global const uchar *w,
 /* ---- int8 GEMMs (W8A8-INT8): exact int32 sums, (float)acc in the epilogue -- */
 __kernel __attribute__((reqd_work_group_size(QP_WG, 1, 1)))
 void qp_moe_gemv_i(__global const char *a, int adiv, __global const char *w, int K, int NO, int gemm2, int bf16,
-                   __global const float *rs, __global const float *ws, __global const float *rw,
-                   __global const int *sorted, __global const int *bexp, __global const int *nblk,
-                   __global ushort *out) {
+                   QP_MOE_GEMM_TAIL_PARAMS) {
     __local int red[2 * QP_MOE_BMD * QP_WG];
-    __local int slot[QP_MOE_BMD];
-    int gid = get_group_id(0), b = gid / NO, n = gid - b * NO, lid = get_local_id(0);
-    if (b >= nblk[0]) return;
+    QP_MOE_GEMV_START();
     QP_MOE_GEMV_BLOCK();
     __global const char *wg = w + rg * (size_t)K, *wu = w + ru * (size_t)K;
     int ag[QP_MOE_BMD], au[QP_MOE_BMD];
@@ -335,26 +357,17 @@ void qp_moe_gemv_i(__global const char *a, int adiv, __global const char *w, int
 
 __kernel __attribute__((reqd_work_group_size(8, 8, 1)))
 void qp_moe_tiled_i(__global const char *a, int adiv, __global const char *w, int K, int NO, int gemm2, int bf16,
-                    __global const float *rs, __global const float *ws, __global const float *rw,
-                    __global const int *sorted, __global const int *bexp, __global const int *nblk,
-                    __global ushort *out) {
+                    QP_MOE_GEMM_TAIL_PARAMS) {
     __local char4 As[QP_TM * (QP_TK / 4)];
     __local char4 Bg[QP_TN * (QP_TK / 4)];
     __local char4 Bu[QP_TN * (QP_TK / 4)];
-    __local int slot[QP_TM];
-    int b = get_group_id(1);
-    if (b >= nblk[0]) return;
-    int tx = get_local_id(0), ty = get_local_id(1), lid = ty * 8 + tx;
-    if (lid < QP_TM) slot[lid] = sorted[b * QP_TM + lid];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    int e = bexp[b], n0 = get_group_id(0) * QP_TN;
+    QP_MOE_TILED_START();
+    QP_MOE_TILED_BLOCK();
     int ag[4][4], au[4][4];
     QP_TILE_ZERO(ag);
     QP_TILE_ZERO(au);
     /* 64 lanes x 16 bytes = one 32 x 32 tile: lane -> (row lid/2, half lid%2) */
-    int lr = lid >> 1, lc = (lid & 1) * 16;
-    int st = slot[lr], gn = n0 + lr;
-    size_t rg = gemm2 ? (size_t)e * NO + gn : (size_t)e * 2 * NO + gn, ru = rg + (size_t)NO;
+    int lc = (lid & 1) * 16;
     for (int k0 = 0; k0 < K; k0 += QP_TK) {
         char av[16], gv[16], uv[16];
         for (int i = 0; i < 16; i++) {

@@ -5,6 +5,7 @@
  * layer reports VUID-VkShaderModuleCreateInfo-pCode-01091; docs/backends.md). */
 #include <dlfcn.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -194,36 +195,42 @@ static bool ext_listed(const qp_device_import_desc *imp, const char *name) {
     return false;
 }
 
+/* The features read from the application's chain: a structure type, the
+ * offset of its VkBool32 member, the offset of the vk_enabled flag it sets
+ * (a feature may come in a core or an extension structure, or both). */
+#define QP_VK_FEATURE(type, st, member, flag) {type, offsetof(st, member), offsetof(vk_enabled, flag)}
+static const struct {
+    VkStructureType type;
+    size_t member, flag;
+} enabled_features[] = {
+    QP_VK_FEATURE(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2, VkPhysicalDeviceFeatures2, features.shaderFloat64,
+                  fp64),
+    QP_VK_FEATURE(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, VkPhysicalDeviceVulkan11Features,
+                  storageBuffer16BitAccess, f16storage),
+    QP_VK_FEATURE(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES, VkPhysicalDevice16BitStorageFeatures,
+                  storageBuffer16BitAccess, f16storage),
+    QP_VK_FEATURE(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES, VkPhysicalDeviceVulkan12Features,
+                  timelineSemaphore, timeline),
+    QP_VK_FEATURE(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES,
+                  VkPhysicalDeviceTimelineSemaphoreFeatures, timelineSemaphore, timeline),
+    QP_VK_FEATURE(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES, VkPhysicalDeviceVulkan13Features,
+                  shaderIntegerDotProduct, dot),
+    QP_VK_FEATURE(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES,
+                  VkPhysicalDeviceShaderIntegerDotProductFeatures, shaderIntegerDotProduct, dot),
+};
+#undef QP_VK_FEATURE
+
 static void read_enabled(const qp_device_import_desc *imp, vk_enabled *e) {
     memset(e, 0, sizeof *e);
     e->push = ext_listed(imp, VK_KHR_PUSH_DESCRIPTOR_EXTENSION_NAME);
     e->dot_ext = ext_listed(imp, VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
-    for (const VkBaseInStructure *p = imp->vk_enabled_features; p; p = p->pNext) {
-        switch (p->sType) {
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2:
-            e->fp64 |= ((const VkPhysicalDeviceFeatures2 *)p)->features.shaderFloat64;
-            break;
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES:
-            e->f16storage |= ((const VkPhysicalDeviceVulkan11Features *)p)->storageBuffer16BitAccess;
-            break;
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES:
-            e->f16storage |= ((const VkPhysicalDevice16BitStorageFeatures *)p)->storageBuffer16BitAccess;
-            break;
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES:
-            e->timeline |= ((const VkPhysicalDeviceVulkan12Features *)p)->timelineSemaphore;
-            break;
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TIMELINE_SEMAPHORE_FEATURES:
-            e->timeline |= ((const VkPhysicalDeviceTimelineSemaphoreFeatures *)p)->timelineSemaphore;
-            break;
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_3_FEATURES:
-            e->dot |= ((const VkPhysicalDeviceVulkan13Features *)p)->shaderIntegerDotProduct;
-            break;
-        case VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES:
-            e->dot |= ((const VkPhysicalDeviceShaderIntegerDotProductFeatures *)p)->shaderIntegerDotProduct;
-            break;
-        default: break;
+    for (const VkBaseInStructure *p = imp->vk_enabled_features; p; p = p->pNext)
+        for (size_t i = 0; i < sizeof enabled_features / sizeof enabled_features[0]; i++) {
+            if (p->sType != enabled_features[i].type) continue;
+            VkBool32 on;
+            memcpy(&on, (const char *)p + enabled_features[i].member, sizeof on);
+            *(bool *)((char *)e + enabled_features[i].flag) |= on != VK_FALSE;
         }
-    }
 }
 
 /* The device for a physical one: created by qport (imp NULL), or adopted

@@ -227,8 +227,10 @@ qp_status qp_vk_error(const qp_vk_device *d, qp_status st, const char *layer, co
     __attribute__((format(printf, 4, 5)));
 #define QP_VK_LOG(be, lvl, ...) ((be)->host->log((be)->host->ctx, (lvl), __VA_ARGS__))
 
-/* The activation element code of vk_act_qdq.comp (pc.aux0), -1 for none. */
-int qp_vk_qdq_elem(qp_dtype e);
+/* The MX activation qdq of vk_act_qdq.comp (linear and MoE layers): aux0
+ * the element code, aux1 mbits | emax << 8; false (nothing set) for an
+ * element format, mbits or emax the shader does not take. */
+bool qp_vk_mx_qdq(qp_dtype elem, int mbits, int emax, uint32_t *aux0, uint32_t *aux1);
 
 /* Scheme names for messages (the plugin does not link libqport). */
 const char *qp_vk_scheme_name(qp_scheme_kind k);
@@ -252,6 +254,10 @@ qp_status qp_vk_upload(qp_vk_device *d, qp_vk_buf *b, size_t off, const void *sr
 qp_status qp_vk_download(qp_vk_device *d, qp_vk_buf *b, size_t off, void *dst, size_t bytes);
 /* Grows a scratch buffer to at least `bytes`. */
 qp_status qp_vk_buf_reserve(qp_vk_device *d, qp_vk_buf *b, size_t bytes, const char *what);
+/* Room for item n of a host array of `elem`-byte items and capacity *cap:
+ * once n reaches it, *cap doubles (the first time to `first`). Returns the
+ * array, moved or not; NULL out of host memory (the old array kept). */
+void *qp_vk_grow(void *items, size_t n, size_t *cap, size_t elem, size_t first);
 /* The blocking path (uploads, downloads, timed runs): waits for all
  * enqueued work, then one command buffer: begin, then submit and wait. */
 qp_status qp_vk_cmd_begin(qp_vk_device *d);

@@ -253,8 +253,8 @@ oom:
     return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, layer, "out of host memory repacking the weights");
 }
 
-/* Activation element formats of vk_act_qdq.comp (pc.aux0). */
-int qp_vk_qdq_elem(qp_dtype e) {
+/* Activation element formats of vk_act_qdq.comp (pc.aux0), -1 for none. */
+static int qdq_elem(qp_dtype e) {
     switch (e) {
     case QP_DTYPE_F4_E2M1: return 0;
     case QP_DTYPE_F6_E3M2: return 1;
@@ -262,6 +262,14 @@ int qp_vk_qdq_elem(qp_dtype e) {
     case QP_DTYPE_F8_E4M3FN: return 3;
     default: return -1;
     }
+}
+
+bool qp_vk_mx_qdq(qp_dtype elem, int mbits, int emax, uint32_t *aux0, uint32_t *aux1) {
+    int e = qdq_elem(elem);
+    if (e < 0 || mbits < 1 || mbits > 22 || emax < 0 || emax > 255) return false;
+    *aux0 = (uint32_t)e;
+    *aux1 = (uint32_t)mbits | (uint32_t)emax << 8;
+    return true;
 }
 
 /* Checks and float-weight setup of the issue-9 schemes; sets l->wf. */
@@ -320,16 +328,12 @@ static qp_status prepare_wf(qp_vk_device *d, qp_vk_linear *l, const qp_lin_desc 
     l->gsz = s->w_blk;
     switch (s->act) {
     case QP_ACT_NONE: l->qdq = QDQ_NONE; break;
-    case QP_ACT_MX_QDQ: {
-        int e = qp_vk_qdq_elem(s->act_elem);
-        if (e < 0 || s->act_mbits < 1 || s->act_mbits > 22 || s->act_emax < 0 || s->act_emax > 255)
+    case QP_ACT_MX_QDQ:
+        if (!qp_vk_mx_qdq(s->act_elem, s->act_mbits, s->act_emax, &l->aux0, &l->aux1))
             return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, layer, "MX activation element %d (mbits %d, "
                              "emax %d)", (int)s->act_elem, s->act_mbits, s->act_emax);
         l->qdq = QDQ_MX;
-        l->aux0 = (uint32_t)e;
-        l->aux1 = (uint32_t)s->act_mbits | (uint32_t)s->act_emax << 8;
         break;
-    }
     case QP_ACT_FP8_STATIC_QDQ:
         if (!(s->input_scale > 0.0f) || isinf(s->input_scale))
             return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, layer, "input_scale must be finite and > 0");

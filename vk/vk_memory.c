@@ -82,16 +82,20 @@ bool qp_vk_busy(const qp_vk_device *d) {
     return false;
 }
 
+void *qp_vk_grow(void *items, size_t n, size_t *cap, size_t elem, size_t first) {
+    if (n < *cap) return items;
+    size_t c = *cap ? 2 * *cap : first;
+    void *g = realloc(items, c * elem);
+    if (g) *cap = c;
+    return g;
+}
+
 qp_status qp_vk_buf_retire(qp_vk_device *d, qp_vk_buf *b) {
     if (!b->buf) return QP_OK;
     if (!qp_vk_busy(d)) { qp_vk_buf_destroy(d, b); return QP_OK; }
-    if (d->n_retired == d->cap_retired) {
-        size_t cap = d->cap_retired ? 2 * d->cap_retired : 8;
-        qp_vk_buf *g = realloc(d->retired, cap * sizeof *g);
-        if (!g) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
-        d->retired = g;
-        d->cap_retired = cap;
-    }
+    qp_vk_buf *g = qp_vk_grow(d->retired, d->n_retired, &d->cap_retired, sizeof *g, 8);
+    if (!g) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of host memory");
+    d->retired = g;
     d->retired[d->n_retired++] = *b;
     memset(b, 0, sizeof *b);
     return QP_OK;

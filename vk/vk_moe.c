@@ -144,16 +144,12 @@ static qp_status choose(qp_vk_device *d, qp_vk_moe *m, const qp_moe_desc *s) {
                          (int)s->w_dtype);
     switch (s->act) {
     case QP_ACT_NONE: m->mode = QDQ_NONE; break;
-    case QP_ACT_MX_QDQ: {
-        int e = qp_vk_qdq_elem(s->act_elem);
-        if (e < 0 || s->act_mbits < 1 || s->act_mbits > 22 || s->act_emax < 0 || s->act_emax > 255)
+    case QP_ACT_MX_QDQ:
+        if (!qp_vk_mx_qdq(s->act_elem, s->act_mbits, s->act_emax, &m->aux0, &m->aux1))
             return qp_vk_error(d, QP_ERR_INVALID_ARGUMENT, NULL, "MoE '%s': MX activation element %d (mbits %d, "
                              "emax %d)", layer, (int)s->act_elem, s->act_mbits, s->act_emax);
         m->mode = QDQ_MX;
-        m->aux0 = (uint32_t)e;
-        m->aux1 = (uint32_t)s->act_mbits | (uint32_t)s->act_emax << 8;
         break;
-    }
     case QP_ACT_FP8_STATIC_QDQ:
     case QP_ACT_NVFP4_QDQ:
         for (int g = 0; g < 2; g++)

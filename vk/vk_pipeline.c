@@ -137,13 +137,9 @@ qp_status qp_vk_pipeline_get(qp_vk_device *d, qp_vk_shader sh, const uint32_t sp
                              qp_vk_result_str(r));
         }
     }
-    if (d->n_pipes == d->cap_pipes) {
-        size_t cap = d->cap_pipes ? 2 * d->cap_pipes : 16;
-        qp_vk_pipe *p = realloc(d->pipes, cap * sizeof *p);
-        if (!p) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of memory for pipelines");
-        d->pipes = p;
-        d->cap_pipes = cap;
-    }
+    qp_vk_pipe *pipes = qp_vk_grow(d->pipes, d->n_pipes, &d->cap_pipes, sizeof *pipes, 16);
+    if (!pipes) return qp_vk_error(d, QP_ERR_OUT_OF_MEMORY, NULL, "out of memory for pipelines");
+    d->pipes = pipes;
     VkSpecializationMapEntry ent[QP_VK_SPEC_COUNT];
     for (uint32_t i = 0; i < QP_VK_SPEC_COUNT; i++)
         ent[i] = (VkSpecializationMapEntry){.constantID = i, .offset = 4 * i, .size = 4};
