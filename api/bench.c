@@ -27,6 +27,17 @@ static qp_status check_times(const qp_device *dev, const char *op, const double 
     return QP_OK;
 }
 
+/* The last checks of a timed op: the repetitions, then whether this
+ * backend has the op at all (`has`; `what` names it in the message). */
+static qp_status check_timer(const qp_device *dev, const char *fn, int reps, bool has, const char *what) {
+    qp_status st = check_reps(dev->ctx, fn, reps);
+    if (st) return st;
+    if (!has)
+        return qp_error_set(dev->ctx, QP_ERR_UNSUPPORTED, NULL, NULL, NULL, "the %s backend has no %s",
+                            dev->backend->ops->name, what);
+    return QP_OK;
+}
+
 static size_t act_size(qp_dtype d) { return d == QP_DTYPE_F32 ? 4 : 2; }
 
 QP_API qp_status qp_linear_time(qp_linear *l, qp_buffer *x, int M, qp_buffer *y, int reps, double *total_ms,
@@ -119,12 +130,10 @@ QP_API qp_status qp_buffer_copy_time(qp_buffer *src, qp_buffer *dst, size_t byte
         return qp_error_set(dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, NULL,
                             "qp_buffer_copy_time: %zu bytes: must be 1 or more and fit buffers of %zu and %zu bytes",
                             bytes, src->size, dst->size);
-    qp_status st = check_reps(dev->ctx, "qp_buffer_copy_time", reps);
-    if (st) return st;
     const qp_backend_ops *ops = dev->backend->ops;
-    if (!ops->buffer_copy_time)
-        return qp_error_set(dev->ctx, QP_ERR_UNSUPPORTED, NULL, NULL, NULL,
-                            "the %s backend has no timed device-to-device copy (buffer_copy_time)", ops->name);
+    qp_status st = check_timer(dev, "qp_buffer_copy_time", reps, ops->buffer_copy_time != NULL,
+                               "timed device-to-device copy (buffer_copy_time)");
+    if (st) return st;
     for (int i = 0; i < reps; i++) ms[i] = NAN;
     pthread_mutex_lock(&dev->lock);
     st = ops->buffer_copy_time(dev->handle, src->handle, dst->handle, bytes, reps, ms);
@@ -146,12 +155,10 @@ QP_API qp_status qp_vendor_gemm_time(qp_device *dev, qp_dtype in, int M, int N, 
         (size_t)M > SIZE_MAX / 4 / (size_t)N)
         return qp_error_set(dev->ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, NULL,
                             "qp_vendor_gemm_time: bad shape M = %d, N = %d, K = %d", M, N, K);
-    qp_status st = check_reps(dev->ctx, "qp_vendor_gemm_time", reps);
-    if (st) return st;
     const qp_backend_ops *ops = dev->backend->ops;
-    if (!ops->vendor_gemm_time)
-        return qp_error_set(dev->ctx, QP_ERR_UNSUPPORTED, NULL, NULL, NULL,
-                            "the %s backend has no vendor GEMM library baseline (vendor_gemm_time)", ops->name);
+    qp_status st = check_timer(dev, "qp_vendor_gemm_time", reps, ops->vendor_gemm_time != NULL,
+                               "vendor GEMM library baseline (vendor_gemm_time)");
+    if (st) return st;
     char local[128];
     if (!name || !cap) { name = local; cap = sizeof local; }
     name[0] = 0;

@@ -36,11 +36,6 @@ static int is_row_parallel(const char *layer) {
 
 QP_API int qp_layer_is_row_parallel(const char *layer) { return layer ? is_row_parallel(layer) : 0; }
 
-static size_t esize(const qp_tensor *t) {
-    int b = qp_format_bits(t->dtype);
-    return b >= 8 ? (size_t)b / 8 : 1;
-}
-
 qp_status qp_model_copy(const qp_model *m, void *dst, const void *src, size_t n) {
     qp_status st = QP_OK;
     for (size_t i = 0; i < m->n_files; i++)
@@ -51,7 +46,7 @@ qp_status qp_model_copy(const qp_model *m, void *dst, const void *src, size_t n)
 
 /* Copies the [lo, hi) slice of dimension `dim` (2-D or 1-D) into *out. */
 static qp_status slice(const qp_model *m, const qp_tensor *t, int dim, int64_t lo, int64_t hi, void **out) {
-    size_t es = esize(t);
+    size_t es = qp_dtype_elem_bytes(t->dtype);
     int64_t rows = t->ndim == 2 ? t->shape[0] : 1, cols = t->ndim == 2 ? t->shape[1] : t->shape[0];
     if (t->ndim == 1) dim = 1;
     int64_t r0 = dim == 0 ? lo : 0, r1 = dim == 0 ? hi : rows, c0 = dim == 1 ? lo : 0, c1 = dim == 1 ? hi : cols;
@@ -306,7 +301,7 @@ QP_API qp_status qp_model_bind_layer(qp_model *m, const char *layer, const qp_bi
     for (size_t i = 0; i < np[0]; i++) {
         const part *p0 = &parts[0][i];
         if (p0->t.ndim < 0) continue;
-        size_t es = esize(&p0->t), total = 0;
+        size_t es = qp_dtype_elem_bytes(p0->t.dtype), total = 0;
         int scalar = 1;
         size_t ns = nsrc; /* shards merged into this tensor */
         for (size_t s = 0; s < nsrc; s++) {

@@ -157,32 +157,58 @@ static qp_status nvfp4_payload(const qp_binder *b, qp_lin_desc_store *st, qp_lin
     return QP_OK;
 }
 
-qp_status qp_bind_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
-    (void)o;
-    qp_status s;
-    const qp_tensor *w, *ws;
-    float w2, ig;
-    if ((s = qp_bind_nvfp4_tensors(b, d, "weight", &w, &ws))) return s;
-    if ((s = qp_binder_max_scalar(b, st, "weight_scale_2", &w2)) || (s = qp_binder_max_scalar(b, st, "input_scale_2", &ig)))
-        return s;
+/* Quark stores the dequantizing global scales: g = 1 / max(input_scale_2). */
+static qp_status quark_nvfp4_scales(const qp_binder *b, float w2, float ig, float out[3]) {
     if (isnan(w2)) return qp_binder_fail(b, "weight_scale_2", "%s", "weight_scale_2 is NaN");
     if (!(ig > 0.0f) || isinf(ig))
         return qp_binder_fail(b, "input_scale_2", "%s", "the input global scale (input_scale_2) must be finite and > 0");
-    /* Quark stores the dequantizing global scales: g = 1 / max(input_scale_2) */
-    return nvfp4_payload(b, st, d, w, ws, w2, ig, 1.0f / ig);
+    out[0] = w2;
+    out[1] = ig;
+    out[2] = 1.0f / ig;
+    return QP_OK;
 }
 
 /* compressed-tensors stores the quantizing multipliers (their inverses):
  * vLLM keeps weight_global_scale = 1 / max(ckpt), input_global_scale_inv =
  * max(ckpt) and input_global_scale = 1 / that. */
-qp_status qp_bind_ct_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
-    (void)o;
-    qp_status s;
+static qp_status ct_nvfp4_scales(const qp_binder *b, float wg, float g, float out[3]) {
+    (void)b;
+    out[0] = 1.0f / wg;
+    out[1] = 1.0f / g;
+    out[2] = g;
+    return QP_OK;
+}
+
+/* Where a dialect keeps the NVFP4 codes and its two global scales, how it
+ * reads a global scale (Quark: the max over the shards; compressed-tensors:
+ * one positive value) and what they mean: `scales` turns them into the
+ * weight's global scale, the input's and its inverse. */
+typedef struct nvfp4_dialect {
+    const char *weight, *weight_scale, *input_scale;
+    qp_status (*scalar)(const qp_binder *b, qp_lin_desc_store *st, const char *name, float *out);
+    qp_status (*scales)(const qp_binder *b, float wscale, float iscale, float out[3]);
+} nvfp4_dialect;
+
+static qp_status bind_nvfp4(const qp_binder *b, qp_lin_desc_store *st, qp_lin_desc *d, const nvfp4_dialect *dl) {
     const qp_tensor *w, *ws;
-    float wg, g;
-    if ((s = qp_bind_nvfp4_tensors(b, d, "weight_packed", &w, &ws))) return s;
-    if ((s = qp_binder_positive_scalar(b, st, "weight_global_scale", &wg)) ||
-        (s = qp_binder_positive_scalar(b, st, "input_global_scale", &g)))
+    float wscale, iscale, g[3];
+    qp_status s;
+    if ((s = qp_bind_nvfp4_tensors(b, d, dl->weight, &w, &ws)) || (s = dl->scalar(b, st, dl->weight_scale, &wscale)) ||
+        (s = dl->scalar(b, st, dl->input_scale, &iscale)) || (s = dl->scales(b, wscale, iscale, g)))
         return s;
-    return nvfp4_payload(b, st, d, w, ws, 1.0f / wg, 1.0f / g, g);
+    return nvfp4_payload(b, st, d, w, ws, g[0], g[1], g[2]);
+}
+
+qp_status qp_bind_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    static const nvfp4_dialect quark = {"weight", "weight_scale_2", "input_scale_2", qp_binder_max_scalar,
+                                        quark_nvfp4_scales};
+    (void)o;
+    return bind_nvfp4(b, st, d, &quark);
+}
+
+qp_status qp_bind_ct_nvfp4(const qp_binder *b, qp_lin_desc_store *st, const qp_linear_options *o, qp_lin_desc *d) {
+    static const nvfp4_dialect ct = {"weight_packed", "weight_global_scale", "input_global_scale",
+                                     qp_binder_positive_scalar, ct_nvfp4_scales};
+    (void)o;
+    return bind_nvfp4(b, st, d, &ct);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "binder.h"
 #include "model.h"
 
 /* The spellings of the experts' projections (gate, up, down): the
@@ -102,17 +103,6 @@ static const qp_tensor *find(const qp_layer_binding *l, const char *name) {
     return NULL;
 }
 
-static size_t nel(const qp_tensor *t) {
-    size_t n = 1;
-    for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
-    return n;
-}
-
-static size_t ebytes(qp_dtype d) {
-    int bits = qp_format_bits(d);
-    return bits >= 8 ? (size_t)bits / 8 : 1;
-}
-
 /* The block-scaled experts (OCP MX, W4A8 MXFP4-FP8, NVFP4), one GEMM
  * (pass 0: w13 from gate and up, 1: w2 from down): the block scales
  * stacked as stored, [E, rows, K / block]; NVFP4's per-shard
@@ -126,7 +116,7 @@ static qp_status stack_blocked(qp_model *m, qp_moe_binding *b, const qp_layer_bi
     const qp_layer_binding *l0 = &lb[pass ? 2 : 0];
     const qp_tensor *s0 = find(l0, "weight_scale");
     if (!s0) return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, "weight_scale", l0->layer, "missing weight_scale");
-    size_t per = nel(s0), es = ebytes(s0->dtype);
+    size_t per = qp_tensor_count(s0), es = qp_dtype_elem_bytes(s0->dtype);
     char *sc = add(b, pass ? "w2_weight_scale" : "w13_weight_scale", s0->dtype, 3, E, (int64_t)rows,
                    (int64_t)(per / (rows / (size_t)shards)), (size_t)E * (size_t)shards * per * es);
     if (!sc) return oom(m, b->layer);
@@ -134,10 +124,10 @@ static qp_status stack_blocked(qp_model *m, qp_moe_binding *b, const qp_layer_bi
         for (int s = 0; s < shards; s++) {
             const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : s)];
             const qp_tensor *t = find(l, "weight_scale");
-            if (!t || t->dtype != s0->dtype || nel(t) != per)
+            if (!t || t->dtype != s0->dtype || qp_tensor_count(t) != per)
                 return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_scale", l->layer,
                                     "weight_scale is %s of %zu elements; expert 0's is %s of %zu",
-                                    t ? qp_dtype_name(t->dtype) : "missing", t ? nel(t) : 0, qp_dtype_name(s0->dtype), per);
+                                    t ? qp_dtype_name(t->dtype) : "missing", t ? qp_tensor_count(t) : 0, qp_dtype_name(s0->dtype), per);
             memcpy(sc + ((size_t)e * (size_t)shards + (size_t)s) * per * es, t->data, per * es);
         }
     bool nv = b->scheme.kind == QP_SCHEME_NVFP4;
@@ -155,7 +145,7 @@ static qp_status stack_blocked(qp_model *m, qp_moe_binding *b, const qp_layer_bi
             for (int s = 0; s < shards; s++) {
                 const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : s)];
                 const qp_tensor *t = find(l, names[i]);
-                if (!t || nel(t) != 1 || (t->dtype != QP_DTYPE_F32 && t->dtype != QP_DTYPE_F16 && t->dtype != QP_DTYPE_BF16))
+                if (!t || qp_tensor_count(t) != 1 || (t->dtype != QP_DTYPE_F32 && t->dtype != QP_DTYPE_F16 && t->dtype != QP_DTYPE_BF16))
                     return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, names[i], l->layer, "missing, non-scalar or non-float %s",
                                         names[i]);
                 float x = qp_num_load(t->dtype, t->data, 0);
@@ -307,9 +297,9 @@ static qp_status check_router(qp_model *m, const char *prefix, int G, int H, cha
 static qp_status ct_w4a16_shard(qp_model *m, const qp_layer_binding *l, bool sym, size_t N, size_t K, size_t G, qp_dtype sdt,
                                 size_t r0, uint8_t *we, uint8_t *se, uint8_t *ze) {
     const qp_tensor *t = find(l, "weight_packed"), *ts = find(l, "weight_scale"), *tz = find(l, "weight_zero_point");
-    size_t kw = K / 8, nw = (N + 7) / 8, ses = ebytes(sdt);
-    if (K % 8 || !t || t->dtype != QP_DTYPE_I32 || nel(t) != N * kw || !ts || ts->dtype != sdt || nel(ts) != N * G ||
-        (!sym && (!tz || tz->dtype != QP_DTYPE_I32 || nel(tz) != nw * G)))
+    size_t kw = K / 8, nw = (N + 7) / 8, ses = qp_dtype_elem_bytes(sdt);
+    if (K % 8 || !t || t->dtype != QP_DTYPE_I32 || qp_tensor_count(t) != N * kw || !ts || ts->dtype != sdt || qp_tensor_count(ts) != N * G ||
+        (!sym && (!tz || tz->dtype != QP_DTYPE_I32 || qp_tensor_count(tz) != nw * G)))
         return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_packed", l->layer,
                             "compressed-tensors W4A16 expert tensors must be weight_packed I32 [%zu, %zu], weight_scale "
                             "[%zu, %zu]%s as expert 0's", N, kw, N, G, sym ? "" : " and weight_zero_point I32 [N/8, K/g]");
@@ -343,7 +333,7 @@ static qp_status stack_w4a16(qp_model *m, qp_moe_binding *b, const qp_layer_bind
         size_t G = K / (size_t)gs, nc = (N + 7) / 8;
         const qp_tensor *s0 = find(&lb[pass ? 2 : 0], "weight_scale");
         if (!s0) return qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, "weight_scale", lb[pass ? 2 : 0].layer, "missing weight_scale");
-        size_t ses = ebytes(s0->dtype);
+        size_t ses = qp_dtype_elem_bytes(s0->dtype);
         bool ct = qp_scheme_is_ct(&b->scheme);
         uint8_t *w = add(b, pass ? "w2_weight" : "w13_weight", QP_DTYPE_U8, 3, E, (int64_t)rows, (int64_t)K / 2,
                          (size_t)E * rows * K / 2);
@@ -365,8 +355,8 @@ static qp_status stack_w4a16(qp_model *m, qp_moe_binding *b, const qp_layer_bind
                     if (cs) { free(kn); return cs; }
                     continue;
                 }
-                if (!t || t->dtype != QP_DTYPE_I32 || nel(t) != K * nc || !ts || ts->dtype != s0->dtype ||
-                    (nel(ts) != G * N && nel(ts) != G * 8 * nc) || (!sym && (!tz || tz->dtype != QP_DTYPE_I32 || nel(tz) != G * nc))) {
+                if (!t || t->dtype != QP_DTYPE_I32 || qp_tensor_count(t) != K * nc || !ts || ts->dtype != s0->dtype ||
+                    (qp_tensor_count(ts) != G * N && qp_tensor_count(ts) != G * 8 * nc) || (!sym && (!tz || tz->dtype != QP_DTYPE_I32 || qp_tensor_count(tz) != G * nc))) {
                     free(kn);
                     return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight", l->layer,
                                         "W4A16 expert tensors must be weight I32 [%zu, %zu], weight_scale [%zu, %zu]%s as "
@@ -383,7 +373,7 @@ static qp_status stack_w4a16(qp_model *m, qp_moe_binding *b, const qp_layer_bind
                         uint8_t c = kn[k * N + n] ^ (sym ? 8 : 0);
                         we[(r0 + n) * K / 2 + k / 2] |= (uint8_t)(c << (4 * (k % 2)));
                     }
-                size_t stride = nel(ts) == G * N ? N : 8 * nc;
+                size_t stride = qp_tensor_count(ts) == G * N ? N : 8 * nc;
                 uint8_t *se = sc + (size_t)e * rows * G * ses;
                 for (size_t gi = 0; gi < G; gi++)
                     for (size_t n = 0; n < N; n++)
@@ -423,7 +413,7 @@ static qp_status stack_fp8_block(qp_model *m, qp_moe_binding *b, const qp_layer_
             for (size_t s = 0; s < shards; s++) {
                 const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : (int)s)];
                 const qp_tensor *t = find(l, "weight_scale");
-                if (!t || nel(t) != nb * kb || (t->dtype != QP_DTYPE_F32 && t->dtype != QP_DTYPE_F16 && t->dtype != QP_DTYPE_BF16))
+                if (!t || qp_tensor_count(t) != nb * kb || (t->dtype != QP_DTYPE_F32 && t->dtype != QP_DTYPE_F16 && t->dtype != QP_DTYPE_BF16))
                     return qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_scale", l->layer,
                                         "weight_scale must be a float tensor [%zu, %zu] (one per 128 x 128 block)", nb, kb);
                 for (size_t i = 0; i < nb * kb; i++)
@@ -535,7 +525,7 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
     for (int pass = 0; pass < 2 && !st && !w4; pass++) { /* 0: w13 (gate, up), 1: w2 */
         const qp_tensor *w0 = find(&lb[pass ? 2 : 0], "weight");
         /* K counts stored elements: packed fp4/fp6 rows are bytes */
-        size_t rows = pass ? (size_t)H : 2 * (size_t)I, K = nel(w0) / (rows / (pass ? 1 : 2)), es = ebytes(w0->dtype);
+        size_t rows = pass ? (size_t)H : 2 * (size_t)I, K = qp_tensor_count(w0) / (rows / (pass ? 1 : 2)), es = qp_dtype_elem_bytes(w0->dtype);
         char *w = add(b, pass ? "w2_weight" : "w13_weight", w0->dtype, 3, E, (int64_t)rows, (int64_t)K, (size_t)E * rows * K * es);
         if (!w) { st = oom(m, prefix); break; }
         for (int e = 0; e < E && !st; e++)
@@ -543,7 +533,7 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
                 const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : s)];
                 const qp_tensor *t = find(l, "weight");
                 size_t n = (pass ? rows : rows / 2) * K;
-                if (!t || t->dtype != w0->dtype || nel(t) != n) {
+                if (!t || t->dtype != w0->dtype || qp_tensor_count(t) != n) {
                     st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight", l->layer, "expert weight is %s, expert 0's is %s",
                                       t ? qp_dtype_name(t->dtype) : "missing", qp_dtype_name(w0->dtype));
                     break;
@@ -557,7 +547,7 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
         /* weight scales: one per shard ([E, 2] / [E]) or per channel */
         const qp_tensor *s0 = find(&lb[pass ? 2 : 0], "weight_scale");
         if (!s0) { st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, "weight_scale", lb[pass ? 2 : 0].layer, "missing weight_scale"); break; }
-        bool pc = nel(s0) > 1;
+        bool pc = qp_tensor_count(s0) > 1;
         size_t per = pc ? (pass ? rows : rows / 2) : 1, total = (size_t)E * (pass ? 1 : 2) * per;
         float *sc = add(b, pass ? "w2_weight_scale" : "w13_weight_scale", QP_DTYPE_F32, pc ? 2 : (pass ? 1 : 2), E,
                         pc ? (int64_t)rows : 2, 0, total * sizeof(float));
@@ -567,9 +557,9 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
             for (int s = 0; s < (pass ? 1 : 2); s++) {
                 const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : s)];
                 const qp_tensor *t = find(l, "weight_scale");
-                if (!t || nel(t) != per) {
+                if (!t || qp_tensor_count(t) != per) {
                     st = qp_error_set(m->ctx, QP_ERR_VALUE, m->dir, "weight_scale", l->layer,
-                                      "weight_scale has %zu elements; expert 0's has %zu", t ? nel(t) : 0, per);
+                                      "weight_scale has %zu elements; expert 0's has %zu", t ? qp_tensor_count(t) : 0, per);
                     break;
                 }
                 if (t->dtype != QP_DTYPE_F32 && t->dtype != QP_DTYPE_F16 && t->dtype != QP_DTYPE_BF16) {
@@ -589,7 +579,7 @@ QP_API qp_status qp_model_bind_moe(qp_model *m, const char *prefix, const qp_bin
             for (int e = 0; e < E && !st; e++) {
                 const qp_layer_binding *l = &lb[e * 3 + (pass ? 2 : 1)];
                 const qp_tensor *t = find(l, "input_scale");
-                if (!t || nel(t) != 1) {
+                if (!t || qp_tensor_count(t) != 1) {
                     st = qp_error_set(m->ctx, QP_ERR_NOT_FOUND, m->dir, "input_scale", l->layer, "missing or non-scalar input_scale");
                     break;
                 }

@@ -133,13 +133,16 @@ QP_API qp_status qp_device_pick(qp_context *ctx, const qp_scheme *scheme, qp_dev
                         scheme ? qp_scheme_kind_name(scheme->kind) : "(any)", list);
 }
 
-QP_API qp_status qp_device_synchronize(qp_device *dev) {
-    if (!dev) return QP_ERR_INVALID_ARGUMENT;
-    if (!dev->backend->ops->synchronize) return QP_OK;
+qp_status qp_device_call_op(qp_device *dev, qp_status (*op)(void *handle)) {
+    if (!op) return QP_OK;
     pthread_mutex_lock(&dev->lock);
-    qp_status st = dev->backend->ops->synchronize(dev->handle);
+    qp_status st = op(dev->handle);
     pthread_mutex_unlock(&dev->lock);
     return st;
+}
+
+QP_API qp_status qp_device_synchronize(qp_device *dev) {
+    return dev ? qp_device_call_op(dev, dev->backend->ops->synchronize) : QP_ERR_INVALID_ARGUMENT;
 }
 
 QP_API qp_status qp_backend_get_status(qp_context *ctx, size_t i, qp_backend_status *out) {
@@ -189,22 +192,25 @@ static qp_status range_check(const qp_buffer *b, size_t off, size_t n, const voi
     return QP_OK;
 }
 
-QP_API qp_status qp_buffer_upload(qp_buffer *b, size_t off, const void *src, size_t n) {
-    qp_status st = range_check(b, off, n, src);
+/* n bytes at `off` of `b` from src (an upload) or into dst (a download;
+ * src NULL), range-checked, under the device lock. */
+static qp_status transfer(qp_buffer *b, size_t off, const void *src, void *dst, size_t n) {
+    qp_status st = range_check(b, off, n, src ? src : dst);
     if (st || !n) return st;
+    const qp_backend_ops *ops = b->dev->backend->ops;
     pthread_mutex_lock(&b->dev->lock);
-    st = b->dev->backend->ops->buffer_upload(b->dev->handle, b->handle, off, src, n);
+    st = src ? ops->buffer_upload(b->dev->handle, b->handle, off, src, n)
+             : ops->buffer_download(b->dev->handle, b->handle, off, dst, n);
     pthread_mutex_unlock(&b->dev->lock);
     return st;
 }
 
+QP_API qp_status qp_buffer_upload(qp_buffer *b, size_t off, const void *src, size_t n) {
+    return transfer(b, off, src, NULL, n);
+}
+
 QP_API qp_status qp_buffer_download(qp_buffer *b, size_t off, void *dst, size_t n) {
-    qp_status st = range_check(b, off, n, dst);
-    if (st || !n) return st;
-    pthread_mutex_lock(&b->dev->lock);
-    st = b->dev->backend->ops->buffer_download(b->dev->handle, b->handle, off, dst, n);
-    pthread_mutex_unlock(&b->dev->lock);
-    return st;
+    return transfer(b, off, NULL, dst, n);
 }
 
 QP_API size_t qp_buffer_size(const qp_buffer *b) { return b ? b->size : 0; }

@@ -131,12 +131,7 @@ QP_API void qp_device_unlock(qp_device *dev) {
 }
 
 QP_API qp_status qp_device_flush(qp_device *dev) {
-    if (!dev) return QP_ERR_INVALID_ARGUMENT;
-    if (!dev->backend->ops->flush) return QP_OK;
-    pthread_mutex_lock(&dev->lock);
-    qp_status st = dev->backend->ops->flush(dev->handle);
-    pthread_mutex_unlock(&dev->lock);
-    return st;
+    return dev ? qp_device_call_op(dev, dev->backend->ops->flush) : QP_ERR_INVALID_ARGUMENT;
 }
 
 qp_status qp_device_sync_locked(qp_device *dev) {

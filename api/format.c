@@ -217,6 +217,11 @@ QP_API int qp_format_bits(qp_dtype dtype) {
     }
 }
 
+size_t qp_dtype_elem_bytes(qp_dtype d) {
+    int bits = qp_format_bits(d);
+    return bits >= 8 ? (size_t)bits / 8 : 1;
+}
+
 QP_API float qp_format_max(qp_dtype dtype) {
     if (dtype == QP_DTYPE_F32) return FLT_MAX;
     if (dtype == QP_DTYPE_E8M0) return (float)ldexp(1.0, 127);
@@ -335,10 +340,17 @@ static const int *int4_nibble_map(qp_pack_method method) {
     return NULL;
 }
 
+/* What packing and unpacking check alike: the nibble map of a known pack
+ * method (NULL otherwise), both arrays, 0 <= K, N <= QP_DIM_MAX. */
+static const int *int4_args(qp_pack_method method, const void *in, const void *out, int K, int N) {
+    const int *P = int4_nibble_map(method);
+    return P && in && out && K >= 0 && N >= 0 && K <= QP_DIM_MAX && N <= QP_DIM_MAX ? P : NULL;
+}
+
 QP_API qp_status qp_pack_int4_quark(const uint8_t *codes, int K, int N, qp_pack_method method,
                                     int32_t *out) {
-    const int *P = int4_nibble_map(method);
-    if (!P || !codes || !out || K < 0 || N < 0 || K > QP_DIM_MAX || N > QP_DIM_MAX) return QP_ERR_INVALID_ARGUMENT;
+    const int *P = int4_args(method, codes, out, K, N);
+    if (!P) return QP_ERR_INVALID_ARGUMENT;
     size_t k_n = (size_t)K, n_n = (size_t)N, words = (n_n + 7) / 8;
     if (!codes_fit(codes, k_n * n_n, 16)) return QP_ERR_INVALID_ARGUMENT;
     for (size_t k = 0; k < k_n; k++) {
@@ -359,8 +371,8 @@ QP_API qp_status qp_pack_int4_quark(const uint8_t *codes, int K, int N, qp_pack_
 
 QP_API qp_status qp_unpack_int4_quark(const int32_t *in, int K, int N, qp_pack_method method,
                                       uint8_t *codes) {
-    const int *P = int4_nibble_map(method);
-    if (!P || !in || !codes || K < 0 || N < 0 || K > QP_DIM_MAX || N > QP_DIM_MAX) return QP_ERR_INVALID_ARGUMENT;
+    const int *P = int4_args(method, in, codes, K, N);
+    if (!P) return QP_ERR_INVALID_ARGUMENT;
     size_t k_n = (size_t)K, n_n = (size_t)N, words = (n_n + 7) / 8;
     for (size_t k = 0; k < k_n; k++) {
         for (size_t n = 0; n < n_n; n++) {

@@ -294,6 +294,9 @@ qp_status qp_check_mnk(qp_context *ctx, const char *what, int M, int K, int N);
 qp_status qp_check_mk(qp_context *ctx, size_t m, size_t k);
 /* Bytes of one activation element: 4 for F32, 2 for F16/BF16. */
 size_t qp_num_elem_size(qp_dtype d);
+/* Bytes the binders count for one element of `d` (format.c): its bits / 8,
+ * 1 for a sub-byte dtype. */
+size_t qp_dtype_elem_bytes(qp_dtype d);
 /* Element i of an activation-dtype array, widened to fp32 (exact). */
 float qp_num_load(qp_dtype d, const void *p, size_t i);
 /* Stores v as element i: rounded (RNE) to fp16/bf16, as is for F32. */

@@ -367,6 +367,18 @@ static bool sx_value_start(sx *s, char *stack, int *depth, bool *opened) {
     return sx_fail(s, "a value (an object, array, string, number, true, false or null)");
 }
 
+/* An object key and its ':', whitespace after; `want` is what the message
+ * asks for where no key starts. */
+static bool sx_key(sx *s, const char *want) {
+    if (s->i >= s->n || s->t[s->i] != '"') return sx_fail(s, want);
+    if (!sx_string(s)) return false;
+    sx_ws(s);
+    if (s->i >= s->n || s->t[s->i] != ':') return sx_fail(s, "':' after the object key");
+    s->i++;
+    sx_ws(s);
+    return true;
+}
+
 static bool syntax_ok(const char *t, size_t n, char *err, size_t cap) {
     sx s = {t, n, 0, err, cap};
     char stack[QJ_MAX_DEPTH + 1];
@@ -380,14 +392,7 @@ static bool syntax_ok(const char *t, size_t n, char *err, size_t cap) {
             /* just opened: a first member, or the container closes at once */
             char close = stack[depth - 1] == '{' ? '}' : ']';
             if (s.i < n && s.t[s.i] == close) { s.i++; depth--; opened = false; continue; }
-            if (stack[depth - 1] == '{') {
-                if (s.i >= n || s.t[s.i] != '"') return sx_fail(&s, "a string key or '}'");
-                if (!sx_string(&s)) return false;
-                sx_ws(&s);
-                if (s.i >= n || s.t[s.i] != ':') return sx_fail(&s, "':' after the object key");
-                s.i++;
-                sx_ws(&s);
-            }
+            if (stack[depth - 1] == '{' && !sx_key(&s, "a string key or '}'")) return false;
             if (!sx_value_start(&s, stack, &depth, &opened)) return false;
             continue;
         }
@@ -403,12 +408,7 @@ static bool syntax_ok(const char *t, size_t n, char *err, size_t cap) {
         s.i++;
         sx_ws(&s);
         if (obj) {
-            if (s.i >= n || s.t[s.i] != '"') return sx_fail(&s, "a string key after ',' (no trailing commas in JSON)");
-            if (!sx_string(&s)) return false;
-            sx_ws(&s);
-            if (s.i >= n || s.t[s.i] != ':') return sx_fail(&s, "':' after the object key");
-            s.i++;
-            sx_ws(&s);
+            if (!sx_key(&s, "a string key after ',' (no trailing commas in JSON)")) return false;
         } else if (s.i < n && s.t[s.i] == ']') {
             return sx_fail(&s, "a value after ',' (no trailing commas in JSON)");
         }

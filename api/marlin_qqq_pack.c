@@ -61,53 +61,69 @@ static qp_status layout_begin(qp_context *ctx, const void *a, const void *b, int
     return QP_OK;
 }
 
-QP_API qp_status qp_qqq_pack_weight(qp_context *ctx, const int8_t *q, int K, int N, int group_size, int32_t *B) {
-    uint8_t *tiled;
-    int perm[PERM_LEN];
-    qp_status st = layout_begin(ctx, q, B, K, N, group_size, &tiled, perm);
-    if (st != QP_OK) return st;
-    bool grouped = group_size == 128;
-    size_t total = (size_t)K * (size_t)N;
+/* Codes [K, N] into the tiled matrix (range-checked: signed nibbles per
+ * channel, the +8 offset per group) or back out of it (to_tiles false: the
+ * per-channel nibble sign-extended). */
+static qp_status walk_codes(qp_context *ctx, const int8_t *q, int8_t *q_out, int K, int N, bool grouped, uint8_t *tiled,
+                            bool to_tiles) {
     for (int k = 0; k < K; k++)
         for (int n = 0; n < N; n++) {
-            int v = q[(size_t)k * N + n];
-            if (grouped ? (v < 0 || v > 15) : (v < -8 || v > 7)) {
-                free(tiled);
-                return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "B", NULL,
-                                    "code %d at [%d, %d] is outside %s", v, k, n, grouped ? "[0, 15]" : "[-8, 7]");
+            size_t i = (size_t)k * N + n;
+            uint8_t *t = &tiled[tiled_index(N, k, n)];
+            if (!to_tiles) {
+                q_out[i] = (int8_t)(grouped ? *t : (*t ^ 8) - 8); /* sign-extend the nibble */
+                continue;
             }
-            tiled[tiled_index(N, k, n)] = (uint8_t)(v & 0xF);
+            int v = q[i];
+            if (grouped ? (v < 0 || v > 15) : (v < -8 || v > 7))
+                return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "B", NULL, "code %d at [%d, %d] is outside %s", v,
+                                    k, n, grouped ? "[0, 15]" : "[-8, 7]");
+            *t = (uint8_t)(v & 0xF);
         }
-    /* permute each 1024-chunk, then pack 8 nibbles per word, value j in bits 4j */
-    for (size_t c = 0; c < total; c += PERM_LEN)
-        for (int w = 0; w < PERM_LEN / 8; w++) {
-            uint32_t word = 0;
-            for (int j = 0; j < 8; j++) word |= (uint32_t)tiled[c + (size_t)perm[w * 8 + j]] << (4 * j);
-            B[c / 8 + (size_t)w] = (int32_t)word;
-        }
-    free(tiled);
     return QP_OK;
 }
 
-QP_API qp_status qp_qqq_unpack_weight(qp_context *ctx, const int32_t *B, int K, int N, int group_size, int8_t *q) {
-    uint8_t *tiled;
-    int perm[PERM_LEN];
-    qp_status st = layout_begin(ctx, B, q, K, N, group_size, &tiled, perm);
-    if (st != QP_OK) return st;
-    bool grouped = group_size == 128;
-    size_t total = (size_t)K * (size_t)N;
+/* The tiled matrix and the words: each 1024-chunk permuted, 8 nibbles per
+ * word, value j in bits 4j; to_words packs B_out from the tiles, else the
+ * tiles are unpacked from B. */
+static void walk_words(const int32_t *B, int32_t *B_out, size_t total, const int perm[PERM_LEN], uint8_t *tiled,
+                       bool to_words) {
     for (size_t c = 0; c < total; c += PERM_LEN)
         for (int w = 0; w < PERM_LEN / 8; w++) {
-            uint32_t word = (uint32_t)B[c / 8 + (size_t)w];
-            for (int j = 0; j < 8; j++) tiled[c + (size_t)perm[w * 8 + j]] = (word >> (4 * j)) & 0xF;
+            size_t at = c / 8 + (size_t)w;
+            uint32_t word = to_words ? 0 : (uint32_t)B[at];
+            for (int j = 0; j < 8; j++) {
+                uint8_t *t = &tiled[c + (size_t)perm[w * 8 + j]];
+                if (to_words) word |= (uint32_t)*t << (4 * j);
+                else *t = (word >> (4 * j)) & 0xF;
+            }
+            if (to_words) B_out[at] = (int32_t)word;
         }
-    for (int k = 0; k < K; k++)
-        for (int n = 0; n < N; n++) {
-            int v = tiled[tiled_index(N, k, n)];
-            q[(size_t)k * N + n] = (int8_t)(grouped ? v : (v ^ 8) - 8); /* sign-extend the nibble */
-        }
+}
+
+/* Pack (codes q -> words B_out) or unpack (words B -> codes q_out): one walk
+ * through the tiled matrix, in either direction. */
+static qp_status weights(qp_context *ctx, const int8_t *q, const int32_t *B, int K, int N, int group_size, int8_t *q_out,
+                         int32_t *B_out, bool pack) {
+    uint8_t *tiled;
+    int perm[PERM_LEN];
+    qp_status st = pack ? layout_begin(ctx, q, B_out, K, N, group_size, &tiled, perm)
+                        : layout_begin(ctx, B, q_out, K, N, group_size, &tiled, perm);
+    if (st != QP_OK) return st;
+    bool grouped = group_size == 128;
+    if (pack) st = walk_codes(ctx, q, NULL, K, N, grouped, tiled, true);
+    if (st == QP_OK) walk_words(B, B_out, (size_t)K * (size_t)N, perm, tiled, pack);
+    if (st == QP_OK && !pack) walk_codes(ctx, NULL, q_out, K, N, grouped, tiled, false);
     free(tiled);
-    return QP_OK;
+    return st;
+}
+
+QP_API qp_status qp_qqq_pack_weight(qp_context *ctx, const int8_t *q, int K, int N, int group_size, int32_t *B) {
+    return weights(ctx, q, NULL, K, N, group_size, NULL, B, true);
+}
+
+QP_API qp_status qp_qqq_unpack_weight(qp_context *ctx, const int32_t *B, int K, int N, int group_size, int8_t *q) {
+    return weights(ctx, NULL, B, K, N, group_size, q, NULL, false);
 }
 
 /* get_qqq_scale_perms (docs/semantics.md §10). */

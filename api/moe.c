@@ -170,11 +170,6 @@ static qp_tensor slice(const qp_tensor *t, const char *name, size_t e, size_t pe
     return v;
 }
 
-static size_t bytes_of(qp_dtype d) {
-    int bits = qp_format_bits(d);
-    return bits >= 8 ? (size_t)bits / 8 : 1;
-}
-
 /* OCP MX, W4A8 MXFP4-FP8 and NVFP4 experts: each expert's w13 (gate and up
  * rows as one [2I, H] layer) and w2 bound by the linear binder, so the
  * weights dequantize exactly as those schemes' linear layers do; the codes
@@ -219,8 +214,8 @@ static qp_status bind_emulated(const mb *b, const qp_scheme *s, qp_moe *m) {
         for (size_t e = 0; e < E; e++) {
             qp_tensor t[4];
             size_t n = 0;
-            t[n++] = slice(w, "weight", e, wper, bytes_of(w->dtype));
-            t[n++] = slice(ws, "weight_scale", e, sper, bytes_of(ws->dtype));
+            t[n++] = slice(w, "weight", e, wper, qp_dtype_elem_bytes(w->dtype));
+            t[n++] = slice(ws, "weight_scale", e, sper, qp_dtype_elem_bytes(ws->dtype));
             if (need_in) { t[n] = *is; t[n++].name = need_g ? "input_scale_2" : "input_scale"; }
             float gs = 0;
             if (need_g) { /* the gate's (w13) or the expert's (w2) global weight scale */
@@ -397,7 +392,7 @@ static qp_status bind(const mb *b, const qp_scheme *s, qp_moe *m) {
     if ((st = need(b, "w13_weight", wdt, E * 2 * I * H, "[E, 2I, H]", &w13)) ||
         (st = need(b, "w2_weight", wdt, E * H * I, "[E, H, I]", &w2)))
         return st;
-    size_t eb = bytes_of(wdt);
+    size_t eb = qp_dtype_elem_bytes(wdt);
     void *a = keep(m, malloc(E * 2 * I * H * eb)), *c = keep(m, malloc(E * H * I * eb));
     if (!a || !c) return qp_error_set(b->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, b->layer, "out of memory");
     memcpy(a, w13->data, E * 2 * I * H * eb);
@@ -598,21 +593,30 @@ QP_API qp_status qp_moe_create(qp_device *dev, const qp_scheme *scheme, int E, i
     return QP_OK;
 }
 
+/* Replaces the n buffers of `set` by new ones of bytes[i]: all the old
+ * ones go first (destroying one waits for the work that used it), so a
+ * failure leaves NULLs, never a buffer of the old size. */
+static qp_status rebuffer(qp_device *dev, qp_buffer **set, const size_t *bytes, int n) {
+    for (int i = 0; i < n; i++) {
+        qp_buffer_destroy(set[i]);
+        set[i] = NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        qp_status st = qp_buffer_create(dev, bytes[i], &set[i]);
+        if (st) return st;
+    }
+    return QP_OK;
+}
+
 /* The block's staging buffers for M tokens (grown with the block's lock
- * held; destroying an old one waits for the work that used it). */
+ * held). */
 static qp_status stage_reserve(qp_moe *m, int M) {
     if (M <= m->cap_m) return QP_OK;
     size_t k = (size_t)m->o.top_k, xb = (size_t)M * (size_t)m->d.H * 2, ib = (size_t)M * k * 4;
     size_t bytes[4] = {xb, ib, ib, xb};
-    for (int i = 0; i < 4; i++) {
-        qp_buffer_destroy(m->stage[i]);
-        m->stage[i] = NULL;
-    }
     m->cap_m = 0;
-    for (int i = 0; i < 4; i++) {
-        qp_status st = qp_buffer_create(m->dev, bytes[i], &m->stage[i]);
-        if (st) return st;
-    }
+    qp_status st = rebuffer(m->dev, m->stage, bytes, 4);
+    if (st) return st;
     m->cap_m = M;
     return QP_OK;
 }
@@ -677,17 +681,11 @@ static qp_status route_reserve(qp_moe *m, int M) {
     if (M <= m->route_m) return QP_OK;
     size_t k = (size_t)m->o.top_k, G = (size_t)m->d.G;
     size_t bytes[3] = {(size_t)M * k * 4, (size_t)M * k * 4, 2 * (size_t)M * G * 4};
-    for (int i = 0; i < 3; i++) {
-        qp_buffer_destroy(m->route[i]);
-        m->route[i] = NULL;
-    }
     m->route_m = 0;
-    for (int i = 0; i < 3; i++) {
-        qp_status st = qp_buffer_create(m->dev, bytes[i], &m->route[i]);
-        if (st) return st;
-    }
+    qp_status st = rebuffer(m->dev, m->route, bytes, 3);
+    if (st) return st;
     if (m->o.e_score_correction_bias && !m->bias_buf) {
-        qp_status st = qp_buffer_create(m->dev, G * 4, &m->bias_buf);
+        st = qp_buffer_create(m->dev, G * 4, &m->bias_buf);
         if (!st) st = qp_buffer_upload(m->bias_buf, 0, m->o.e_score_correction_bias, G * 4);
         if (st) return st;
     }

@@ -37,6 +37,14 @@ typedef struct shape_msg {
     char layer[256];
 } shape_msg;
 
+/* What every rank sends of any layer: the scheme, the activation dtype and
+ * the layer's name; the caller adds its kind's shapes. */
+static void shape_begin(shape_msg *mine, qp_scheme_kind kind, qp_dtype act_dtype, const char *layer) {
+    mine->kind = kind;
+    mine->act_dtype = act_dtype;
+    snprintf(mine->layer, sizeof mine->layer, "%s", layer);
+}
+
 static qp_status agree_shapes(qp_comm *c, const shape_msg *mine, int moe) {
     int n = qp_comm_size(c);
     shape_msg *all = calloc((size_t)n, sizeof *all);
@@ -95,6 +103,13 @@ static qp_status agree_rows(qp_comm *c, int M, const char *layer) {
     return st;
 }
 
+/* The start of a forward: a rank with bad arguments (st) or another M
+ * fails them all, before any data of mismatched size moves. */
+static qp_status agree_forward(qp_comm *c, qp_status st, int M, const char *layer) {
+    st = qp_comm_agree(c, st);
+    return st ? st : agree_rows(c, M, layer);
+}
+
 /* ---- tensor-parallel linear -------------------------------------------- */
 
 struct qp_par_linear {
@@ -116,26 +131,46 @@ static void *grow(void **p, size_t *cap, size_t bytes) {
     return q;
 }
 
+/* What both creates begin with: the object (zeroed), the arguments' checks
+ * and the bind options placing this rank (tp for a linear layer, ep for
+ * MoE experts); NULL or not, the object is returned, *st says whether to go
+ * on. */
+static void *par_begin(qp_comm *c, size_t size, const qp_device *dev, const qp_model *m, const char *layer,
+                       const qp_resolve_options *resolve, bool ep, qp_bind_options *bo, qp_status *st) {
+    void *p = calloc(1, size);
+    *st = QP_OK;
+    if (!p) *st = qp_error_set(c->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, layer, "out of memory");
+    else if (!dev || !m || !layer) *st = qp_error_set(c->ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "NULL device, model or layer");
+    qp_bind_options_init(bo);
+    bo->resolve = resolve;
+    if (ep) {
+        bo->ep_size = qp_comm_size(c);
+        bo->ep_rank = qp_comm_rank(c);
+    } else {
+        bo->tp_size = qp_comm_size(c);
+        bo->tp_rank = qp_comm_rank(c);
+    }
+    return p;
+}
+
+/* The collective end of a create: 1: did every rank bind and create?
+ * 2: the same layer and shapes? */
+static qp_status agree_created(qp_comm *c, qp_status st, const shape_msg *mine, int moe) {
+    st = qp_comm_agree(c, st);
+    return st ? st : agree_shapes(c, mine, moe);
+}
+
 QP_API qp_status qp_par_linear_create(qp_comm *c, qp_device *dev, qp_model *m, const char *layer,
                                       const qp_resolve_options *resolve, const qp_linear_options *opts,
                                       qp_par_linear **out) {
     if (!c || !out) return QP_ERR_INVALID_ARGUMENT;
     *out = NULL;
-    qp_par_linear *l = calloc(1, sizeof *l);
+    qp_bind_options bo;
+    qp_status st;
+    qp_par_linear *l = par_begin(c, sizeof *l, dev, m, layer, resolve, false, &bo, &st);
     qp_layer_binding b;
     int bound = 0;
-    qp_status st = QP_OK;
-    if (!l) st = qp_error_set(c->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, layer, "out of memory");
-    else if (!dev || !m || !layer) st = qp_error_set(c->ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, layer, "NULL device, model or layer");
-    if (!st) {
-        qp_bind_options bo;
-        qp_bind_options_init(&bo);
-        bo.resolve = resolve;
-        bo.tp_size = qp_comm_size(c);
-        bo.tp_rank = qp_comm_rank(c);
-        st = qp_model_bind_layer(m, layer, &bo, &b);
-        bound = !st;
-    }
+    if (!st) bound = !(st = qp_model_bind_layer(m, layer, &bo, &b));
     if (!st) {
         qp_linear_options lo;
         qp_linear_options_init(&lo);
@@ -165,20 +200,15 @@ QP_API qp_status qp_par_linear_create(qp_comm *c, qp_device *dev, qp_model *m, c
         l->info.K = l->info.row_parallel ? b.K * size : b.K;
         l->n_shards = (int)b.n_shards;
         for (size_t s = 0; s < b.n_shards && s < 8; s++) l->shard_rows[s] = b.shard_rows[s];
-        mine.kind = b.scheme.kind;
-        mine.act_dtype = l->info.act_dtype;
+        shape_begin(&mine, b.scheme.kind, l->info.act_dtype, layer);
         mine.row = l->info.row_parallel;
         mine.N = b.N;
         mine.K = b.K;
         mine.n_shards = l->n_shards;
         memcpy(mine.shard_rows, l->shard_rows, sizeof mine.shard_rows);
-        snprintf(mine.layer, sizeof mine.layer, "%s", layer);
     }
     if (bound) qp_layer_binding_free(&b);
-    /* 1: did every rank bind and create? 2: the same layer and shapes? */
-    st = qp_comm_agree(c, st);
-    if (!st) st = agree_shapes(c, &mine, 0);
-    if (st) {
+    if ((st = agree_created(c, st, &mine, 0))) {
         if (l) qp_linear_destroy(l->lin);
         free(l);
         return st;
@@ -192,11 +222,7 @@ QP_API qp_status qp_par_linear_forward(qp_par_linear *l, const void *x, int M, v
     qp_comm *c = l->comm;
     qp_status st = M < 1 || !x || !y ? qp_error_set(c->ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, l->layer, "M = %d, x %p, y %p", M, x, y)
                                      : QP_OK;
-    /* a rank with bad arguments or another M fails them all, before any
-     * data of mismatched size moves */
-    st = qp_comm_agree(c, st);
-    if (!st) st = agree_rows(c, M, l->layer);
-    if (st) return st;
+    if ((st = agree_forward(c, st, M, l->layer))) return st;
     int size = qp_comm_size(c), rank = qp_comm_rank(c);
     size_t ies = dt_size(l->info.act_dtype), oes = dt_size(l->info.out_dtype);
     int Nl = l->info.N_local, Kl = l->info.K_local;
@@ -271,21 +297,12 @@ QP_API qp_status qp_par_moe_create(qp_comm *c, qp_device *dev, qp_model *m, cons
                                    const qp_resolve_options *resolve, const qp_moe_options *opts, qp_par_moe **out) {
     if (!c || !out) return QP_ERR_INVALID_ARGUMENT;
     *out = NULL;
-    qp_par_moe *p = calloc(1, sizeof *p);
+    qp_bind_options bo;
+    qp_status st;
+    qp_par_moe *p = par_begin(c, sizeof *p, dev, m, prefix, resolve, true, &bo, &st);
     qp_moe_binding b;
     int bound = 0;
-    qp_status st = QP_OK;
-    if (!p) st = qp_error_set(c->ctx, QP_ERR_OUT_OF_MEMORY, NULL, NULL, prefix, "out of memory");
-    else if (!dev || !m || !prefix) st = qp_error_set(c->ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, prefix, "NULL device, model or layer");
-    if (!st) {
-        qp_bind_options bo;
-        qp_bind_options_init(&bo);
-        bo.resolve = resolve;
-        bo.ep_size = qp_comm_size(c);
-        bo.ep_rank = qp_comm_rank(c);
-        st = qp_model_bind_moe(m, prefix, &bo, &b);
-        bound = !st;
-    }
+    if (!st) bound = !(st = qp_model_bind_moe(m, prefix, &bo, &b));
     qp_moe_options mo;
     if (!st) {
         if (opts) mo = *opts;
@@ -308,20 +325,16 @@ QP_API qp_status qp_par_moe_create(qp_comm *c, qp_device *dev, qp_model *m, cons
         p->info.expert_offset = b.expert_offset;
         p->info.G = b.global_num_experts;
         p->info.act_dtype = p->info.out_dtype = mo.act_dtype ? mo.act_dtype : QP_DTYPE_F16;
-        mine.kind = b.scheme.kind;
-        mine.act_dtype = p->info.act_dtype;
+        shape_begin(&mine, b.scheme.kind, p->info.act_dtype, prefix);
         mine.E = b.E;
         mine.H = b.H;
         mine.I = b.I;
         mine.G = b.global_num_experts;
         mine.expert_offset = b.expert_offset;
         mine.top_k = mo.top_k;
-        snprintf(mine.layer, sizeof mine.layer, "%s", prefix);
     }
     if (bound) qp_moe_binding_free(&b);
-    st = qp_comm_agree(c, st);
-    if (!st) st = agree_shapes(c, &mine, 1);
-    if (st) {
+    if ((st = agree_created(c, st, &mine, 1))) {
         if (p) qp_moe_destroy(p->moe);
         free(p);
         return st;
@@ -336,9 +349,7 @@ QP_API qp_status qp_par_moe_forward(qp_par_moe *p, const void *x, int M, const f
     qp_status st = M < 1 || !x || !y || !router_logits
                        ? qp_error_set(c->ctx, QP_ERR_INVALID_ARGUMENT, NULL, NULL, p->layer, "M = %d or a NULL buffer", M)
                        : QP_OK;
-    st = qp_comm_agree(c, st);
-    if (!st) st = agree_rows(c, M, p->layer);
-    if (st) return st;
+    if ((st = agree_forward(c, st, M, p->layer))) return st;
     int size = qp_comm_size(c);
     size_t es = dt_size(p->info.act_dtype), bytes = (size_t)M * p->info.N * es;
     double t0 = now_ms();

@@ -52,8 +52,12 @@ QP_API qp_status qp_mx_shared_scale(qp_dtype elem, float block_absmax, uint8_t *
     return QP_OK;
 }
 
-static qp_status mx_check(qp_context *ctx, qp_dtype elem, const void *a, const void *b, const void *c, size_t k,
-                          int *mbits, int *emax) {
+/* What quantizing and dequantizing check alike: the [m, k] shape, the three
+ * tensors, the element format (its mantissa bits and max exponent out) and
+ * whole blocks along k. */
+static qp_status mx_check(qp_context *ctx, qp_dtype elem, const void *a, const void *b, const void *c, size_t m,
+                          size_t k, int *mbits, int *emax) {
+    if (qp_check_mk(ctx, m, k)) return QP_ERR_INVALID_ARGUMENT;
     if (!a || !b || !c) return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "x", NULL, "NULL tensor");
     if (!mx_params(elem, mbits, emax))
         return qp_error_set(ctx, QP_ERR_INVALID_ARGUMENT, NULL, "elem", NULL,
@@ -68,8 +72,7 @@ static qp_status mx_check(qp_context *ctx, qp_dtype elem, const void *a, const v
 QP_API qp_status qp_quant_mx(qp_context *ctx, qp_dtype elem, const float *x, size_t m, size_t k, uint8_t *codes,
                              uint8_t *scales) {
     int mbits, emax;
-    if (qp_check_mk(ctx, m, k)) return QP_ERR_INVALID_ARGUMENT;
-    qp_status st = mx_check(ctx, elem, x, codes, scales, k, &mbits, &emax);
+    qp_status st = mx_check(ctx, elem, x, codes, scales, m, k, &mbits, &emax);
     if (st != QP_OK) return st;
     size_t nb = k / MX_BLOCK;
     for (size_t r = 0; r < m; r++)
@@ -100,8 +103,7 @@ QP_API qp_status qp_quant_mx(qp_context *ctx, qp_dtype elem, const float *x, siz
 QP_API qp_status qp_dequant_mx(qp_context *ctx, qp_dtype elem, const uint8_t *codes, const uint8_t *scales, size_t m,
                                size_t k, float *out) {
     int mbits, emax;
-    if (qp_check_mk(ctx, m, k)) return QP_ERR_INVALID_ARGUMENT;
-    qp_status st = mx_check(ctx, elem, codes, scales, out, k, &mbits, &emax);
+    qp_status st = mx_check(ctx, elem, codes, scales, out, m, k, &mbits, &emax);
     if (st != QP_OK) return st;
     size_t nb = k / MX_BLOCK;
     for (size_t r = 0; r < m; r++)

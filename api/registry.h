@@ -116,6 +116,9 @@ typedef struct qp_registry {
  * sync_begin, the call, sync_end; NULL s: the call alone. */
 qp_status qp_device_enqueue_begin(qp_device *dev, const qp_enqueue_sync *s);
 qp_status qp_device_enqueue_end(qp_device *dev, const qp_enqueue_sync *s, qp_status st);
+/* A device-wide op of the backend (synchronize, flush), taking the device
+ * lock; a backend without it (NULL) has nothing to do: QP_OK. */
+qp_status qp_device_call_op(qp_device *dev, qp_status (*op)(void *handle));
 /* Waits for the device's work (device lock held). */
 qp_status qp_device_sync_locked(qp_device *dev);
 

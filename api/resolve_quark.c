@@ -264,6 +264,29 @@ static qp_status w4a16_params(const qp_resolve_ctx *rc, const char *key, const q
     return st;
 }
 
+/* _is_w4a16_int4: weight-only int4/uint4 with a known pack method. */
+static bool is_w4a16_int4(const qp_resolve_ctx *rc, const qj *w, const qj *in) {
+    return w && qj_is_null(in) && is_obj(w) && (qj_str_eq(G(w, "dtype"), "int4") || qj_str_eq(G(w, "dtype"), "uint4")) &&
+           rc->cfg->pack_method && (!strcmp(rc->cfg->pack_method, "order") || !strcmp(rc->cfg->pack_method, "reorder"));
+}
+
+/* A W4A16 int4 weight's group size (w4a16_params, its messages naming
+ * `wkey`) and the weight key it and the symmetry select. */
+static qp_status w4a16_int4_key(const qp_resolve_ctx *rc, const char *wkey, const qj *w, long long *g, const char **k) {
+    bool sym = false;
+    qp_status st = w4a16_params(rc, wkey, w, g, &sym);
+    *k = sym ? (*g == 32 ? "kInt4Static32" : "kInt4Static") : (*g == 32 ? "kInt4Static32Asym" : "kInt4StaticAsym");
+    return st;
+}
+
+/* What W4A16 int4 sets on a scheme, linear or MoE: groups of g, the
+ * config's pack method. */
+static void w4a16_int4_set(const qp_resolve_ctx *rc, long long g, qp_scheme *out) {
+    out->weight.granularity = QP_GRAN_GROUP;
+    out->weight.group_size = (int)g;
+    out->pack_method = strcmp(rc->cfg->pack_method, "order") ? QP_PACK_REORDER : QP_PACK_ORDER;
+}
+
 static match is_w4a8_mxfp4_fp8(const qj *w, const qj *in) {
     if (!is_obj(w) || !is_obj(in)) return no_match;
     bool wm = qj_str_eq(G(w, "dtype"), "fp4") && qj_str_eq(G(w, "qscheme"), "per_group") &&
@@ -551,20 +574,15 @@ qp_status qp_resolve_quark_config(const qp_resolve_ctx *rc, const qj *c, const c
         set_quark(out, QP_SCHEME_W8A8_INT8, "QuarkW8A8Int8", m, 75);
         return qp_capability_check(rc, 75);
     }
-    /* _is_w4a16_int4: weight-only int4/uint4 with a known pack method. */
-    if (w && qj_is_null(in) && is_obj(w) && (qj_str_eq(G(w, "dtype"), "int4") || qj_str_eq(G(w, "dtype"), "uint4")) &&
-        rc->cfg->pack_method && (!strcmp(rc->cfg->pack_method, "order") || !strcmp(rc->cfg->pack_method, "reorder"))) {
+    if (is_w4a16_int4(rc, w, in)) {
         long long g = 0;
-        bool sym = false;
+        const char *k;
         char wkey[600];
         snprintf(wkey, sizeof wkey, "%s.weight", key);
-        qp_status st = w4a16_params(rc, wkey, w, &g, &sym);
+        qp_status st = w4a16_int4_key(rc, wkey, w, &g, &k);
         if (st != QP_OK) return st;
-        const char *k = sym ? (g == 32 ? "kInt4Static32" : "kInt4Static") : (g == 32 ? "kInt4Static32Asym" : "kInt4StaticAsym");
         set_quark(out, QP_SCHEME_W4A16_INT4, "QuarkW4A16Int4", (match){true, k, NULL}, 70);
-        out->weight.granularity = QP_GRAN_GROUP;
-        out->weight.group_size = (int)g;
-        out->pack_method = strcmp(rc->cfg->pack_method, "order") ? QP_PACK_REORDER : QP_PACK_ORDER;
+        w4a16_int4_set(rc, g, out);
         return qp_capability_check(rc, 70);
     }
     m = is_w4a8_mxfp4_fp8(w, in);
@@ -706,23 +724,18 @@ static qp_status vllm_moe(const qp_resolve_ctx *rc, const char *key, const qj *w
         }
         return QP_OK;
     }
-    /* _is_w4a16_int4: weight-only int4/uint4 with a known pack method;
-     * QuarkW4A16Int4MoEMethod reads group_size from the config (the key
+    /* QuarkW4A16Int4MoEMethod reads group_size from the config (the key
      * only says 32 or not) and symmetry from the key */
-    if (w && qj_is_null(in) && is_obj(w) && (qj_str_eq(G(w, "dtype"), "int4") || qj_str_eq(G(w, "dtype"), "uint4")) &&
-        rc->cfg->pack_method && (!strcmp(rc->cfg->pack_method, "order") || !strcmp(rc->cfg->pack_method, "reorder"))) {
+    if (is_w4a16_int4(rc, w, in)) {
         long long g = 0;
-        bool sym = false;
+        const char *k;
         char wkey[700];
         snprintf(wkey, sizeof wkey, "%s.weight", key);
-        if ((st = w4a16_params(rc, wkey, w, &g, &sym))) return st;
-        m = (match){true, sym ? (g == 32 ? "kInt4Static32" : "kInt4Static") : (g == 32 ? "kInt4Static32Asym" : "kInt4StaticAsym"),
-                    NULL};
+        if ((st = w4a16_int4_key(rc, wkey, w, &g, &k))) return st;
+        m = (match){true, k, NULL};
         if ((st = moe_keys(rc, key, &m, KEYS(w4_acts), KEYS(w4_ws)))) return st;
         set_moe(out, QP_SCHEME_W4A16_INT4, "QuarkW4A16Int4MoEMethod", m, 70);
-        out->weight.granularity = QP_GRAN_GROUP;
-        out->weight.group_size = (int)g;
-        out->pack_method = strcmp(rc->cfg->pack_method, "order") ? QP_PACK_REORDER : QP_PACK_ORDER;
+        w4a16_int4_set(rc, g, out);
         return QP_OK;
     }
     int rows = 1;

@@ -5,20 +5,23 @@
 
 #include "internal.h"
 
+/* each name is its enumerator's spelling */
+#define NAME(s) [s] = #s
 static const char *const status_names[QP_STATUS_COUNT_] = {
-    [QP_OK] = "QP_OK",
-    [QP_ERR_INVALID_ARGUMENT] = "QP_ERR_INVALID_ARGUMENT",
-    [QP_ERR_IO] = "QP_ERR_IO",
-    [QP_ERR_PARSE] = "QP_ERR_PARSE",
-    [QP_ERR_UNSUPPORTED] = "QP_ERR_UNSUPPORTED",
-    [QP_ERR_VALUE] = "QP_ERR_VALUE",
-    [QP_ERR_NOT_IMPLEMENTED] = "QP_ERR_NOT_IMPLEMENTED",
-    [QP_ERR_CAPABILITY] = "QP_ERR_CAPABILITY",
-    [QP_ERR_OUT_OF_MEMORY] = "QP_ERR_OUT_OF_MEMORY",
-    [QP_ERR_NOT_FOUND] = "QP_ERR_NOT_FOUND",
-    [QP_ERR_DEVICE] = "QP_ERR_DEVICE",
-    [QP_ERR_INTERNAL] = "QP_ERR_INTERNAL",
+    NAME(QP_OK),
+    NAME(QP_ERR_INVALID_ARGUMENT),
+    NAME(QP_ERR_IO),
+    NAME(QP_ERR_PARSE),
+    NAME(QP_ERR_UNSUPPORTED),
+    NAME(QP_ERR_VALUE),
+    NAME(QP_ERR_NOT_IMPLEMENTED),
+    NAME(QP_ERR_CAPABILITY),
+    NAME(QP_ERR_OUT_OF_MEMORY),
+    NAME(QP_ERR_NOT_FOUND),
+    NAME(QP_ERR_DEVICE),
+    NAME(QP_ERR_INTERNAL),
 };
+#undef NAME
 
 QP_API const char *qp_status_str(qp_status status) {
     if ((unsigned)status >= QP_STATUS_COUNT_) return "QP_ERR_UNKNOWN";

@@ -36,6 +36,37 @@ static void caps_json(FILE *f, const qp_device_caps *c) {
             (long long)c->max_buffer_bytes, (long long)c->max_alloc_bytes);
 }
 
+/* Every scheme qport knows (64 at most), resolved once from its exporter
+ * config for `layer` of `kind`; for a FusedMoE (QP_LAYER_MOE) only the
+ * quantized ones. The count. */
+static int resolve_schemes(qp_context *ctx, const char *layer, qp_layer_kind kind, qp_scheme sch[64],
+                           const char *name[64]) {
+    int n = 0;
+    for (size_t s = 0; quant_scheme_at(s) && n < 64; s++) {
+        const case_scheme *q = quant_scheme_at(s);
+        qp_config *cfg = NULL;
+        if (!qp_config_load_buffer(ctx, q->tool_name, q->config, strlen(q->config), &cfg) &&
+            !qp_config_resolve(cfg, layer, kind, NULL, &sch[n]) &&
+            (kind != QP_LAYER_MOE || sch[n].kind != QP_SCHEME_UNQUANTIZED))
+            name[n++] = q->tool_name;
+        qp_config_destroy(cfg);
+    }
+    return n;
+}
+
+/* One scheme of a device's linear or MoE list; `s` its index there (the
+ * JSON comma before all but the first). */
+static void support_row(int json, int s, const char *name, const qp_support_info *si) {
+    if (json) {
+        printf("%s{\"scheme\":\"%s\",\"support\":\"%s\",\"reason\":", s ? "," : "", name,
+               qp_support_level_name(si->level));
+        json_str(stdout, si->reason);
+        putchar('}');
+    } else {
+        printf("    %-18s %-11s %s\n", name, qp_support_level_name(si->level), si->reason);
+    }
+}
+
 int cmd_devices(int argc, char **argv) {
     int json = 0;
     for (int i = 1; i < argc; i++) {
@@ -51,31 +82,11 @@ int cmd_devices(int argc, char **argv) {
         qp_context_destroy(ctx);
         return 2;
     }
-    /* every scheme qport knows, resolved once from its exporter config */
-    qp_scheme sch[64];
-    const char *sname[64];
-    int ns = 0;
-    for (size_t s = 0; quant_scheme_at(s) && ns < 64; s++) {
-        const case_scheme *q = quant_scheme_at(s);
-        qp_config *cfg = NULL;
-        if (!qp_config_load_buffer(ctx, q->tool_name, q->config, strlen(q->config), &cfg) &&
-            !qp_config_resolve(cfg, "model.layers.0.mlp.down_proj", QP_LAYER_LINEAR, NULL, &sch[ns]))
-            sname[ns++] = q->tool_name;
-        qp_config_destroy(cfg);
-    }
-    /* and the MoE schemes among them, resolved for a FusedMoE */
-    qp_scheme msch[64];
-    const char *mname[64];
-    int nms = 0;
-    for (size_t s = 0; quant_scheme_at(s) && nms < 64; s++) {
-        const case_scheme *q = quant_scheme_at(s);
-        qp_config *cfg = NULL;
-        if (!qp_config_load_buffer(ctx, q->tool_name, q->config, strlen(q->config), &cfg) &&
-            !qp_config_resolve(cfg, "model.layers.0.mlp.experts", QP_LAYER_MOE, NULL, &msch[nms]) &&
-            msch[nms].kind != QP_SCHEME_UNQUANTIZED)
-            mname[nms++] = q->tool_name;
-        qp_config_destroy(cfg);
-    }
+    /* every scheme qport knows, and the MoE schemes among them */
+    qp_scheme sch[64], msch[64];
+    const char *sname[64], *mname[64];
+    int ns = resolve_schemes(ctx, "model.layers.0.mlp.down_proj", QP_LAYER_LINEAR, sch, sname);
+    int nms = resolve_schemes(ctx, "model.layers.0.mlp.experts", QP_LAYER_MOE, msch, mname);
     if (json) fputs("{\"backends\":[", stdout);
     else printf("backends:\n");
     qp_backend_status bs;
@@ -129,29 +140,13 @@ int cmd_devices(int argc, char **argv) {
         }
         for (int s = 0; s < ns; s++) {
             qp_support_info si;
-            if (qp_device_supports(d, &sch[s], 0, 0, 0, &si)) continue;
-            if (json) {
-                printf("%s{\"scheme\":\"%s\",\"support\":\"%s\",\"reason\":", s ? "," : "", sname[s],
-                       qp_support_level_name(si.level));
-                json_str(stdout, si.reason);
-                putchar('}');
-            } else {
-                printf("    %-18s %-11s %s\n", sname[s], qp_support_level_name(si.level), si.reason);
-            }
+            if (!qp_device_supports(d, &sch[s], 0, 0, 0, &si)) support_row(json, s, sname[s], &si);
         }
         if (json) fputs("],\"moe\":[", stdout);
         else printf("  MoE experts (fused):\n");
         for (int s = 0; s < nms; s++) {
             qp_support_info si;
-            if (qp_device_supports_moe(d, &msch[s], &si)) continue;
-            if (json) {
-                printf("%s{\"scheme\":\"%s\",\"support\":\"%s\",\"reason\":", s ? "," : "", mname[s],
-                       qp_support_level_name(si.level));
-                json_str(stdout, si.reason);
-                putchar('}');
-            } else {
-                printf("    %-18s %-11s %s\n", mname[s], qp_support_level_name(si.level), si.reason);
-            }
+            if (!qp_device_supports_moe(d, &msch[s], &si)) support_row(json, s, mname[s], &si);
         }
         if (json) fputs("]}", stdout);
     }

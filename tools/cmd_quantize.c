@@ -112,6 +112,14 @@ static char *with_kv_cache(const char *qcfg) {
 
 /* k_proj / v_proj output scales: absmax of the layer's output over a seeded
  * N(0, 1) calibration batch, over 448 (Quark's static per-tensor fp8). */
+/* The config text *cfg replaced by its rewrite r; a rewrite that does not
+ * apply to the scheme (r NULL) leaves none: 0. */
+static int take_rewrite(char **cfg, char *r) {
+    free(*cfg);
+    *cfg = r;
+    return r != NULL;
+}
+
 static float output_scale(const float *w, int N, int K) {
     enum { ROWS = 32 };
     uint64_t s = 0x5EEDull + (uint64_t)N * 31 + (uint64_t)K;
@@ -175,23 +183,14 @@ int cmd_quantize(int argc, char **argv) {
         char to[48];
         snprintf(to, sizeof to, "\"group_size\":%d", group);
         char *r = strstr(qcfg, "\"group_size\":128") ? replace_once(qcfg, "\"group_size\":128", to) : NULL;
-        if (!r) {
+        if (!take_rewrite(&qcfg, r)) {
             fprintf(stderr, "qport quantize: scheme %s has no group size to set\n", qs->tool_name);
-            free(qcfg);
             return 2;
         }
-        free(qcfg);
-        qcfg = r;
     }
-    if (kv && qcfg) {
-        char *r = with_kv_cache(qcfg);
-        if (!r) {
-            fprintf(stderr, "qport quantize: --kv-cache needs a Quark scheme (%s is not one)\n", qs->tool_name);
-            free(qcfg);
-            return 2;
-        }
-        free(qcfg);
-        qcfg = r;
+    if (kv && qcfg && !take_rewrite(&qcfg, with_kv_cache(qcfg))) {
+        fprintf(stderr, "qport quantize: --kv-cache needs a Quark scheme (%s is not one)\n", qs->tool_name);
+        return 2;
     }
     qp_context *ctx;
     if (!qcfg || qp_context_create(&ctx)) { free(qcfg); return 1; }

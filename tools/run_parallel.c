@@ -146,12 +146,83 @@ static void say_error(par_ctx *p, const char *layer) {
     fflush(stdout);
 }
 
-/* The cpu reference of one linear layer bound with (tp, rank): y [M][N]. */
-static int ref_linear(par_ctx *p, const char *layer, int tp, int r, const void *x_full, int Kfull, void *y, int *N_out) {
+/* Either parallel layer (pl or pm) with its input and output. */
+typedef struct par_layer {
+    qp_par_linear *pl;
+    qp_par_moe *pm;
+    const void *x;
+    const float *logits; /* MoE only */
+    void *y;
+} par_layer;
+
+/* One forward of the layer; its info after it into `in` (if given). */
+static qp_status par_forward(const par_ctx *p, const par_layer *l, qp_par_info *in) {
+    qp_status st = l->pl ? qp_par_linear_forward(l->pl, l->x, p->M, l->y)
+                         : qp_par_moe_forward(l->pm, l->x, p->M, l->logits, l->y);
+    if (in && l->pl) qp_par_linear_info(l->pl, in);
+    else if (in) qp_par_moe_info(l->pm, in);
+    return st;
+}
+
+/* A warm-up forward (pipelines, caches), a barrier so that rank 0's checks
+ * of the last layer do not count as collective time, then p->reps timed
+ * forwards: each one's total and communication time. */
+static qp_status time_layer(par_ctx *p, const par_layer *l, qp_par_info *in, double *tot, double *com) {
+    qp_status st = par_forward(p, l, NULL);
+    if (!st) st = qp_comm_barrier(p->comm);
+    for (int r = 0; !st && r < p->reps; r++) {
+        st = par_forward(p, l, in);
+        tot[r] = in->compute_ms + in->comm_ms;
+        com[r] = in->comm_ms;
+    }
+    return st;
+}
+
+/* What rank 0 found comparing a layer's result with the cpu reference. */
+typedef struct verdict {
+    const char *kind, *path, *ms, *share; /* the row's columns */
+    char errs[16];                        /* max |y - single-device reference| */
+    int pass_a;                           /* y matches the same split on the cpu reference */
+    char why_b[160];                      /* how that split differs from one cpu device; "" if not */
+    const char *note;                     /* why a comparison was not bounded; "" when none */
+} verdict;
+
+/* Rank 0's report on a layer: its row and a line for each failed or
+ * unbounded comparison, or the cpu reference's error (ok 0); counts it and
+ * frees the reference results. */
+static void report(par_ctx *p, const char *layer, int ok, const verdict *v, void **parts, void *ysl, void *yref) {
+    if (ok) {
+        int pass = v->pass_a && !v->why_b[0];
+        printf(ROW, layer, v->kind, p->devs, v->path, v->ms, v->share, v->errs, pass ? "ok" : "FAIL");
+        if (!v->pass_a) printf("  %s: the ranks' result differs from the same split on the cpu reference\n", layer);
+        if (v->why_b[0]) printf("  %s: %s\n", layer, v->why_b);
+        if (v->note[0]) printf("  %s: %s\n", layer, v->note);
+        if (pass) p->n_ok++; else p->n_fail++;
+    } else {
+        printf("%-34s error: the cpu reference: %s\n", layer, qp_last_error(p->ctx));
+        p->n_fail++;
+    }
+    for (int r = 0; parts && r < p->size; r++) free(parts[r]);
+    free(parts); free(ysl); free(yref);
+}
+
+/* Bind options placing rank r of n, tensor-parallel or (ep) expert-parallel. */
+static qp_bind_options placed(int ep, int n, int r) {
     qp_bind_options bo;
     qp_bind_options_init(&bo);
-    bo.tp_size = tp;
-    bo.tp_rank = r;
+    if (ep) {
+        bo.ep_size = n;
+        bo.ep_rank = r;
+    } else {
+        bo.tp_size = n;
+        bo.tp_rank = r;
+    }
+    return bo;
+}
+
+/* The cpu reference of one linear layer bound with (tp, rank): y [M][N]. */
+static int ref_linear(par_ctx *p, const char *layer, int tp, int r, const void *x_full, int Kfull, void *y, int *N_out) {
+    qp_bind_options bo = placed(0, tp, r);
     qp_layer_binding b;
     if (qp_model_bind_layer(p->m, layer, &bo, &b)) return 1;
     size_t es = dsz(p->dt);
@@ -241,17 +312,8 @@ static void run_linear(par_ctx *p, const char *layer) {
     } else {
         case_activations(DIST_OUTLIERS, p->dt, p->M, in.K, p->seed, x); /* the same x on every rank */
     }
-    /* warm-up (pipelines, caches), a barrier so that rank 0's checks of
-     * the last layer do not count as collective time, one timed forward */
-    st = qp_par_linear_forward(pl, x, p->M, y);
-    if (!st) st = qp_comm_barrier(p->comm);
     double tot[1000], com[1000];
-    for (int r = 0; !st && r < p->reps; r++) {
-        st = qp_par_linear_forward(pl, x, p->M, y);
-        qp_par_linear_info(pl, &in);
-        tot[r] = in.compute_ms + in.comm_ms;
-        com[r] = in.comm_ms;
-    }
+    st = time_layer(p, &(par_layer){.pl = pl, .x = x, .y = y}, &in, tot, com);
     if (st) {
         say_error(p, layer);
         p->n_fail++;
@@ -272,14 +334,12 @@ static void run_linear(par_ctx *p, const char *layer) {
             ok = (parts[r] = malloc(oes * (size_t)p->M * (in.row_parallel ? in.N : in.N_local))) &&
                  !ref_linear(p, layer, p->size, r, x, in.K, parts[r], &Nl);
         ok = ok && !ref_linear(p, layer, 1, 0, x, in.K, yref, &N1) && N1 == in.N && in.N == Nfull && in.K == Kfull;
-        char verdict[8] = "FAIL", errs[16] = "-";
+        verdict v = {.kind = qp_scheme_kind_name(in.scheme.kind), .path = path, .ms = ms, .share = share, .note = ""};
         if (ok) {
             if (in.row_parallel) {
                 ordered_sum(in.out_dtype, parts, p->size, cnt, ysl);
             } else { /* gather the cpu shards as the layer does */
-                qp_bind_options b0;
-                qp_bind_options_init(&b0);
-                b0.tp_size = p->size;
+                qp_bind_options b0 = placed(0, p->size, 0);
                 qp_layer_binding bb;
                 int nsh = 1, rows[8] = {in.N_local};
                 if (!qp_model_bind_layer(p->m, layer, &b0, &bb)) {
@@ -298,27 +358,18 @@ static void run_linear(par_ctx *p, const char *layer) {
                     }
             }
             int exact = tool_kind_exact(in.scheme.kind);
-            int pass_a = dev_rule(in.out_dtype, ysl, y, cnt, exact);
+            v.pass_a = dev_rule(in.out_dtype, ysl, y, cnt, exact);
             int pass_b = 1;
             double worst = 0;
-            const char *note = "";
             if (!in.row_parallel) pass_b = !memcmp(ysl, yref, oes * cnt); /* gathers are exact */
-            else if (slice_dependent_scales(&in.scheme)) note = " (rank-local act scales: not bounded)";
+            else if (slice_dependent_scales(&in.scheme)) v.note = "(rank-local act scales: not bounded)";
             else pass_b = order_bound(in.out_dtype, parts, p->size, ysl, yref, cnt, &worst) == 0;
-            snprintf(errs, sizeof errs, "%.3g", max_abs_diff(in.out_dtype, yref, y, cnt));
-            snprintf(verdict, sizeof verdict, "%s", pass_a && pass_b ? "ok" : "FAIL");
-            printf(ROW, layer, qp_scheme_kind_name(in.scheme.kind), p->devs, path, ms, share, errs, verdict);
-            if (!pass_a) printf("  %s: the ranks' result differs from the same split on the cpu reference\n", layer);
-            if (!pass_b) printf("  %s: the cpu split differs from the single-device reference%s\n", layer,
-                                in.row_parallel ? " beyond the reduction-order bound" : " (a gather must be exact)");
-            if (note[0]) printf("  %s:%s\n", layer, note);
-            if (pass_a && pass_b) p->n_ok++; else p->n_fail++;
-        } else {
-            printf("%-34s error: the cpu reference: %s\n", layer, qp_last_error(p->ctx));
-            p->n_fail++;
+            if (!pass_b)
+                snprintf(v.why_b, sizeof v.why_b, "the cpu split differs from the single-device reference%s",
+                         in.row_parallel ? " beyond the reduction-order bound" : " (a gather must be exact)");
+            snprintf(v.errs, sizeof v.errs, "%.3g", max_abs_diff(in.out_dtype, yref, y, cnt));
         }
-        for (int r = 0; parts && r < p->size; r++) free(parts[r]);
-        free(parts); free(ysl); free(yref);
+        report(p, layer, ok, &v, parts, ysl, yref);
     }
     fflush(stdout);
     free(x); free(y);
@@ -326,10 +377,7 @@ static void run_linear(par_ctx *p, const char *layer) {
 }
 
 static int ref_moe(par_ctx *p, const char *prefix, int ep, int r, const void *x, const float *logits, void *y) {
-    qp_bind_options bo;
-    qp_bind_options_init(&bo);
-    bo.ep_size = ep;
-    bo.ep_rank = r;
+    qp_bind_options bo = placed(1, ep, r);
     qp_moe_binding b;
     if (qp_model_bind_moe(p->m, prefix, &bo, &b)) return 1;
     qp_moe_options mo;
@@ -376,15 +424,8 @@ static void run_moe_par(par_ctx *p, const char *prefix) {
         free(x); free(y); free(logits); qp_par_moe_destroy(pm); p->n_fail++;
         return;
     }
-    st = qp_par_moe_forward(pm, x, p->M, logits, y);
-    if (!st) st = qp_comm_barrier(p->comm);
     double tot[1000], com[1000];
-    for (int r = 0; !st && r < p->reps; r++) {
-        st = qp_par_moe_forward(pm, x, p->M, logits, y);
-        qp_par_moe_info(pm, &in);
-        tot[r] = in.compute_ms + in.comm_ms;
-        com[r] = in.comm_ms;
-    }
+    st = time_layer(p, &(par_layer){.pm = pm, .x = x, .logits = logits, .y = y}, &in, tot, com);
     if (st) {
         say_error(p, prefix);
         p->n_fail++;
@@ -399,10 +440,11 @@ static void run_moe_par(par_ctx *p, const char *prefix) {
             int ok = parts && ysl && yref;
             for (int r = 0; ok && r < p->size; r++) ok = (parts[r] = malloc(2 * cnt)) && !ref_moe(p, prefix, p->size, r, x, logits, parts[r]);
             ok = ok && !ref_moe(p, prefix, 1, 0, x, logits, yref);
+            verdict v = {.kind = kind, .path = path, .ms = ms, .share = share, .note = ""};
             if (ok) {
                 ordered_sum(p->dt, parts, p->size, cnt, ysl);
                 int exact = tool_kind_exact(in.scheme.kind);
-                int pass_a = dev_rule(p->dt, ysl, y, cnt, exact);
+                v.pass_a = dev_rule(p->dt, ysl, y, cnt, exact);
                 double worst;
                 /* a per-tensor dynamic scale of the second GEMM's input is
                  * the absmax over the rank's own slot rows, as on vLLM's
@@ -410,20 +452,13 @@ static void run_moe_par(par_ctx *p, const char *prefix) {
                 const qp_qtensor *a = &in.scheme.activation;
                 int local = a->dtype != QP_DTYPE_NONE && a->dynamic && a->granularity == QP_GRAN_TENSOR;
                 long out = local ? 0 : order_bound(p->dt, parts, p->size, ysl, yref, cnt, &worst);
-                int pass_b = out == 0;
-                char errs[16];
-                snprintf(errs, sizeof errs, "%.3g", max_abs_diff(p->dt, yref, y, cnt));
-                printf(ROW, prefix, kind, p->devs, path, ms, share, errs, pass_a && pass_b ? "ok" : "FAIL");
-                if (!pass_a) printf("  %s: the ranks' result differs from the same split on the cpu reference\n", prefix);
-                if (!pass_b) printf("  %s: %ld elements of the cpu split beyond the reduction-order bound of the single-device reference\n", prefix, out);
-                if (local) printf("  %s: (rank-local act scales: not bounded)\n", prefix);
-                if (pass_a && pass_b) p->n_ok++; else p->n_fail++;
-            } else {
-                printf("%-34s error: the cpu reference: %s\n", prefix, qp_last_error(p->ctx));
-                p->n_fail++;
+                if (out)
+                    snprintf(v.why_b, sizeof v.why_b,
+                             "%ld elements of the cpu split beyond the reduction-order bound of the single-device reference", out);
+                if (local) v.note = "(rank-local act scales: not bounded)";
+                snprintf(v.errs, sizeof v.errs, "%.3g", max_abs_diff(p->dt, yref, y, cnt));
             }
-            for (int r = 0; parts && r < p->size; r++) free(parts[r]);
-            free(parts); free(ysl); free(yref);
+            report(p, prefix, ok, &v, parts, ysl, yref);
         }
     }
     fflush(stdout);
