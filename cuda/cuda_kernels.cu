@@ -514,7 +514,7 @@ __global__ void k_act16(const uint16_t *x, int M, int K, int Kp, int bf16, int a
         int nan = 0;
         for (int i = 0; i < 32; i++) {
             float v = fabsf(load_act(xr, k0 + i, bf16));
-            if (qp_cu_isnan(v)) nan = 1;
+            if (qp_hd_isnan(v)) nan = 1;
             else if (v > a) a = v;
         }
         int sc = qp_cu_mx_even_scale(nan ? qp_cu_u2f(0x7FC00000u) : a, mbits, emax);
