@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "host_device.h" /* qp_moe_topk, shared with the CUDA routing kernel */
 #include "internal.h"
 
 QP_API void qp_moe_options_init(qp_moe_options *o) {
@@ -22,22 +23,6 @@ QP_API void qp_moe_options_init(qp_moe_options *o) {
  * rounded, and differs between libm, CUDA and the shader compilers), so
  * routing on a device (qp_moe_enqueue_logits) gives these bits too. */
 static float exp_rn(float x) { return (float)exp((double)x); }
-
-/* Indices of the k largest of v[n] in descending order, the lower index
- * first on ties (the CUDA kernels' argmax); -inf entries are never taken
- * before finite ones. */
-static void topk(const float *v, int n, int k, int *idx) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < n; i++) {
-            bool taken = false;
-            for (int t = 0; t < j; t++) taken |= idx[t] == i;
-            if (taken) continue;
-            if (best < 0 || v[i] > v[best]) best = i; /* NaN never wins */
-        }
-        idx[j] = best;
-    }
-}
 
 qp_status qp_moe_route_check(qp_context *ctx, int M, int E, const qp_moe_options *o) {
     const char *layer = o->layer;
@@ -96,19 +81,19 @@ QP_API qp_status qp_moe_route(qp_context *ctx, const float *logits, int M, int E
                 biased[e] = opts->e_score_correction_bias ? sc[e] + opts->e_score_correction_bias[e] : sc[e];
             for (int g = 0; g < G; g++) { /* group score: top-2 sum with a bias, else the max */
                 int two[2];
-                topk(biased + (size_t)g * per, per, opts->e_score_correction_bias ? 2 : 1, two);
+                qp_moe_topk(biased + (size_t)g * per, per, opts->e_score_correction_bias ? 2 : 1, two);
                 gs[g] = opts->e_score_correction_bias ? biased[g * per + two[0]] + biased[g * per + two[1]]
                                                       : biased[g * per + two[0]];
             }
-            topk(gs, G, opts->topk_group, idx);
+            qp_moe_topk(gs, G, opts->topk_group, idx);
             for (int e = 0; e < E; e++) {
                 bool keep = false;
                 for (int t = 0; t < opts->topk_group; t++) keep |= idx[t] == e / per;
                 if (!keep) biased[e] = -INFINITY;
             }
-            topk(biased, E, k, sel);
+            qp_moe_topk(biased, E, k, sel);
         } else {
-            topk(sc, E, k, sel);
+            qp_moe_topk(sc, E, k, sel);
         }
         float sum = 0.0f;
         for (int j = 0; j < k; j++) sum += sc[sel[j]]; /* the unbiased scores weight */

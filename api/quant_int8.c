@@ -5,29 +5,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "host_device.h" /* the int8 conversions, shared with the CUDA kernels */
 #include "internal.h"
-
-/* cvt.rni.sat.s32.f32: round to nearest even, saturate, NaN → 0. */
-static int32_t rni_sat32(float x) {
-    if (isnan(x)) return 0;
-    float r = nearbyintf(x);
-    if (r >= 2147483648.0f) return INT32_MAX;
-    if (r < -2147483648.0f) return INT32_MIN;
-    return (int32_t)r;
-}
-
-/* cvt.rni.sat.s8.f32 */
-static int8_t rni_sat8(float x) {
-    if (isnan(x)) return 0;
-    float r = nearbyintf(x);
-    return (int8_t)(r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r);
-}
-
-/* cvt.sat.s8.s32 */
-static int8_t sat8_i32(int32_t v) { return (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v); }
-
-/* int32 add as the GPU does it: wraps. */
-static int32_t add_wrap(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
 
 QP_API qp_status qp_quant_int8_static(qp_context *ctx, const float *x, size_t m, size_t k, float scale, int32_t azp,
                                       int symmetric, int8_t *q) {
@@ -36,12 +15,12 @@ QP_API qp_status qp_quant_int8_static(qp_context *ctx, const float *x, size_t m,
     size_t n = m * k;
     if (symmetric) {
         /* static symmetric: true division x / s (docs/semantics.md §12) */
-        for (size_t i = 0; i < n; i++) q[i] = rni_sat8(x[i] / scale);
+        for (size_t i = 0; i < n; i++) q[i] = qp_rni_sat8(x[i] / scale);
         return QP_OK;
     }
     /* static asymmetric: multiply by the fp32 reciprocal (docs/semantics.md §12) */
     float inv = 1.0f / scale;
-    for (size_t i = 0; i < n; i++) q[i] = sat8_i32(add_wrap(rni_sat32(x[i] * inv), azp));
+    for (size_t i = 0; i < n; i++) q[i] = qp_sat8(qp_add_wrap(qp_rni_sat32(x[i] * inv), azp));
     return QP_OK;
 }
 
@@ -59,17 +38,17 @@ QP_API qp_status qp_quant_int8_dynamic(qp_context *ctx, const float *x, size_t m
             for (size_t i = 0; i < k; i++) amax = fmaxf(amax, fabsf(xr[i]));
             scales[r] = amax / 127.0f;
             float inv = amax == 0.0f ? 0.0f : 127.0f / amax;
-            for (size_t i = 0; i < k; i++) qr[i] = rni_sat8(xr[i] * inv);
+            for (size_t i = 0; i < k; i++) qr[i] = qp_rni_sat8(xr[i] * inv);
         } else {
             float mn = FLT_MAX, mx = -FLT_MAX;
             for (size_t i = 0; i < k; i++) { mn = fminf(mn, xr[i]); mx = fmaxf(mx, xr[i]); }
             float s = (mx - mn) / 255.0f;
             /* no guard for s == 0: a constant row gives q = -1 (docs/semantics.md §12) */
-            int32_t zp = rni_sat32(-128.0f - mn / s);
+            int32_t zp = qp_rni_sat32(-128.0f - mn / s);
             float inv = 1.0f / s;
             scales[r] = s;
             azp[r] = zp;
-            for (size_t i = 0; i < k; i++) qr[i] = sat8_i32(add_wrap(rni_sat32(xr[i] * inv), zp));
+            for (size_t i = 0; i < k; i++) qr[i] = qp_sat8(qp_add_wrap(qp_rni_sat32(xr[i] * inv), zp));
         }
     }
     return QP_OK;

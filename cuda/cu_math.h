@@ -15,12 +15,11 @@
 #include <stdint.h>
 #include <string.h>
 
-#if defined(__CUDACC__)
-#define QP_CU_HD __host__ __device__ __forceinline__
-#else
-#include <math.h>
-#define QP_CU_HD static inline
-#endif
+/* QP_HD, QP_HD_RINT, qp_hd_isnan and the int8 conversions, shared with
+ * api/quant_int8.c (with <math.h> on the host) */
+#include "host_device.h"
+
+#define QP_CU_HD QP_HD
 
 #if defined(__CUDA_ARCH__)
 #define QP_CU_MUL(a, b) __fmul_rn((a), (b))
@@ -28,7 +27,6 @@
 #define QP_CU_SUB(a, b) __fsub_rn((a), (b))
 #define QP_CU_DIV(a, b) __fdiv_rn((a), (b))
 #define QP_CU_FMA(a, b, c) __fmaf_rn((a), (b), (c))
-#define QP_CU_RINT(a) rintf(a)
 #define QP_CU_I2F(a) __int2float_rn(a)
 #else
 #define QP_CU_MUL(a, b) ((a) * (b))
@@ -36,7 +34,6 @@
 #define QP_CU_SUB(a, b) ((a) - (b))
 #define QP_CU_DIV(a, b) ((a) / (b))
 #define QP_CU_FMA(a, b, c) fmaf((a), (b), (c))
-#define QP_CU_RINT(a) nearbyintf(a)
 #define QP_CU_I2F(a) ((float)(a))
 #endif
 
@@ -55,8 +52,6 @@ QP_CU_BITCAST(qp_cu_f2u, uint32_t, float, __float_as_uint)
 QP_CU_BITCAST(qp_cu_u2f, float, uint32_t, __uint_as_float)
 QP_CU_BITCAST(qp_cu_d2u, uint64_t, double, __double_as_longlong)
 #undef QP_CU_BITCAST
-
-QP_CU_HD int qp_cu_isnan(float x) { return (qp_cu_f2u(x) & 0x7FFFFFFFu) > 0x7F800000u; }
 
 /* Round m >> s to nearest, ties to even (0 <= s <= 63). */
 QP_CU_HD uint64_t qp_cu_rne_shift(uint64_t m, int s) {
@@ -177,7 +172,7 @@ QP_CU_HD float qp_cu_mini_round(float x, int mbits, int emin, int emax, float ma
     int e = a >= 0x00800000u ? (int)(a >> 23) - 127 : -127;
     if (e < emin) e = emin;
     if (e > emax + 1) return qp_cu_u2f(sign | qp_cu_f2u(maxv));
-    float r = QP_CU_RINT(QP_CU_MUL(qp_cu_u2f(a), qp_cu_pow2f(mbits - e))); /* exact scaling, then RNE */
+    float r = QP_HD_RINT(QP_CU_MUL(qp_cu_u2f(a), qp_cu_pow2f(mbits - e))); /* exact scaling, then RNE */
     float v = QP_CU_MUL(r, qp_cu_pow2f(e - mbits));                        /* exact */
     if (v > maxv) v = maxv;
     return qp_cu_u2f(sign | qp_cu_f2u(v));
@@ -217,22 +212,12 @@ QP_CU_HD float qp_cu_ue8m0(float s) {
 
 /* ---- int8 conversions (cvt.rni.sat, api/quant_int8.c) ------------------- */
 
-QP_CU_HD int32_t qp_cu_rni_sat32(float x) {
-    if (qp_cu_isnan(x)) return 0;
-    float r = QP_CU_RINT(x);
-    if (r >= 2147483648.0f) return INT32_MAX;
-    if (r < -2147483648.0f) return INT32_MIN;
-    return (int32_t)r;
-}
-
-QP_CU_HD int8_t qp_cu_rni_sat8(float x) {
-    if (qp_cu_isnan(x)) return 0;
-    float r = QP_CU_RINT(x);
-    return (int8_t)(r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r);
-}
-
-QP_CU_HD int8_t qp_cu_sat8(int32_t v) { return (int8_t)(v > 127 ? 127 : v < -128 ? -128 : v); }
-QP_CU_HD int32_t qp_cu_add_wrap(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }
+/* written once in api/host_device.h; these names are the kernels' and
+ * tests/test_cuda_caps.c's */
+#define qp_cu_rni_sat32 qp_rni_sat32
+#define qp_cu_rni_sat8 qp_rni_sat8
+#define qp_cu_sat8 qp_sat8
+#define qp_cu_add_wrap qp_add_wrap
 
 /* ---- QQQ weight reconstruction (docs/semantics.md §11 step 2) ---------- */
 

@@ -290,13 +290,18 @@ static qp_status qp_cu_buffer_alloc_impl(void *dev, size_t bytes, void **buf) {
     return QP_OK;
 }
 
-static void qp_cu_buffer_free_impl(void *dev, void *buf) {
-    qp_cu_dev *d = dev;
-    qp_cu_buf *b = buf;
-    if (!b) return;
+/* Frees a host record h (NULL: nothing to do) and the device memory p it
+ * owns (NULL: none), on d's device. */
+static void free_with_device(qp_cu_dev *d, void *h, void *p) {
+    if (!h) return;
     cudaSetDevice(d->index);
-    if (!b->imported) cudaFree(b->p);
-    free(b);
+    if (p) cudaFree(p);
+    free(h);
+}
+
+static void qp_cu_buffer_free_impl(void *dev, void *buf) {
+    qp_cu_buf *b = buf;
+    free_with_device(dev, b, b && !b->imported ? b->p : NULL); /* an imported buffer's memory is the caller's */
 }
 
 static qp_status buf_range(qp_cu_dev *d, qp_cu_buf *b, size_t off, size_t bytes, const char *what) {
@@ -307,47 +312,43 @@ static qp_status buf_range(qp_cu_dev *d, qp_cu_buf *b, size_t off, size_t bytes,
     return QP_OK;
 }
 
-static qp_status qp_cu_buffer_upload_impl(void *dev, void *buf, size_t offset, const void *src, size_t bytes) {
-    qp_cu_dev *d = dev;
-    qp_cu_buf *b = buf;
-    qp_status s = buf_range(d, b, offset, bytes, "upload");
+/* A blocking copy of bytes between b at offset and the host's dst or src
+ * (kind: which way), after the work enqueued before it: on the device's
+ * stream, then waited for (the host memory may be pageable and reused). */
+static qp_status buf_copy(qp_cu_dev *d, qp_cu_buf *b, size_t offset, size_t bytes, enum cudaMemcpyKind kind, void *dst,
+                          const void *src) {
+    const bool up = kind == cudaMemcpyHostToDevice;
+    qp_status s = buf_range(d, b, offset, bytes, up ? "upload" : "download");
     if (s != QP_OK || !bytes) return s;
     cudaError_t e = cudaSetDevice(d->index);
     if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaSetDevice", e);
-    /* blocking, after the work enqueued before it: on the device's stream,
-     * then waited for (the host memory may be pageable and reused) */
-    if (!d->has_stream) e = cudaMemcpy((char *)b->p + offset, src, bytes, cudaMemcpyHostToDevice);
-    else e = cudaMemcpyAsync((char *)b->p + offset, src, bytes, cudaMemcpyHostToDevice, d->stream);
-    if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, NULL, "cudaMemcpyAsync(host to device)", e); }
+    char *at = (char *)b->p + offset;
+    if (up) dst = at;
+    else src = at;
+    if (!d->has_stream) e = cudaMemcpy(dst, src, bytes, kind);
+    else e = cudaMemcpyAsync(dst, src, bytes, kind, d->stream);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return cuda_fail(d, NULL, up ? "cudaMemcpyAsync(host to device)" : "cudaMemcpyAsync(device to host)", e);
+    }
     d->stats.submissions++;
-    return stream_wait(d, "buffer upload (cudaStreamSynchronize)");
+    return stream_wait(d, up ? "buffer upload (cudaStreamSynchronize)" : "buffer download (cudaStreamSynchronize)");
+}
+
+static qp_status qp_cu_buffer_upload_impl(void *dev, void *buf, size_t offset, const void *src, size_t bytes) {
+    return buf_copy(dev, buf, offset, bytes, cudaMemcpyHostToDevice, NULL, src);
 }
 
 static qp_status qp_cu_buffer_download_impl(void *dev, void *buf, size_t offset, void *dst, size_t bytes) {
-    qp_cu_dev *d = dev;
-    qp_cu_buf *b = buf;
-    qp_status s = buf_range(d, b, offset, bytes, "download");
-    if (s != QP_OK || !bytes) return s;
-    cudaError_t e = cudaSetDevice(d->index);
-    if (e != cudaSuccess) return cuda_fail(d, NULL, "cudaSetDevice", e);
-    if (!d->has_stream) e = cudaMemcpy(dst, (const char *)b->p + offset, bytes, cudaMemcpyDeviceToHost);
-    else e = cudaMemcpyAsync(dst, (const char *)b->p + offset, bytes, cudaMemcpyDeviceToHost, d->stream);
-    if (e != cudaSuccess) { cudaGetLastError(); return cuda_fail(d, NULL, "cudaMemcpyAsync(device to host)", e); }
-    d->stats.submissions++;
-    return stream_wait(d, "buffer download (cudaStreamSynchronize)");
+    return buf_copy(dev, buf, offset, bytes, cudaMemcpyDeviceToHost, dst, NULL);
 }
 
 /* ---- layers ---------------------------------------------------------------- */
 
 static void lin_free(qp_cu_lin *l) {
     if (!l) return;
-    cudaFree(l->w);
-    cudaFree(l->s_group);
-    cudaFree(l->w_scale);
-    cudaFree(l->azp_adj);
-    cudaFree(l->bias);
-    cudaFree(l->w_zero);
-    cudaFree(l->lut);
+    void *p[] = {l->w, l->s_group, l->w_scale, l->azp_adj, l->bias, l->w_zero, l->lut};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) cudaFree(p[i]);
     free(l);
 }
 
@@ -961,12 +962,8 @@ static qp_status qp_cu_rotation_prepare_impl(void *dev, const int8_t *H, int r, 
 }
 
 static void qp_cu_rotation_destroy_impl(void *dev, void *rot) {
-    qp_cu_dev *d = dev;
     qp_cu_rot *R = rot;
-    if (!R) return;
-    cudaSetDevice(d->index);
-    cudaFree(R->H);
-    free(R);
+    free_with_device(dev, R, R ? R->H : NULL);
 }
 
 static qp_status dt_check(qp_cu_dev *d, qp_dtype dt, const char *op) {

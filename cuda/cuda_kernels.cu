@@ -253,6 +253,19 @@ __device__ __forceinline__ void zero(T (&acc)[MR]) {
 #pragma unroll
     for (int i = 0; i < MR; i++) acc[i] = 0;
 }
+/* Every GEMV kernel's frame: the thread's place, MR accumulators of T from
+ * zero, the lane-strided k loop (STEP k per lane step, k < Kp) calling
+ * chunk(acc, n, m0, k) for the kernel's own loads and sums, then the warp
+ * sums into partial [Mp][Np]. */
+template <int MR, int STEP, class T, class Chunk>
+__device__ __forceinline__ void gemv_run(int M, int N, int Kp, int Np, T *partial, Chunk chunk) {
+    const auto [lane, n, m0] = gemv_place<MR>();
+    if (n >= N) return;
+    T acc[MR];
+    zero(acc);
+    for (int k = lane * STEP; k < Kp; k += WARP * STEP) chunk(acc, n, m0, k);
+    gemv_store(acc, lane, M, m0, Np, n, partial);
+}
 
 /* the 16 bytes at p (16-byte aligned) as four words */
 __device__ __forceinline__ void load16(const uint8_t *p, uint32_t (&w)[4]) {
@@ -302,11 +315,7 @@ template <int WK, bool DP4A, int MR>
 __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_int(int M, int N, int Kp, int Np, const uint8_t *xq,
                                                               const void *w, const uint16_t *s_group,
                                                               int32_t *partial) {
-    const auto [lane, n, m0] = gemv_place<MR>();
-    if (n >= N) return;
-    int acc[MR];
-    zero(acc);
-    for (int k = lane * 16; k < Kp; k += WARP * 16) {
+    gemv_run<MR, 16>(M, N, Kp, Np, partial, [&](int (&acc)[MR], int n, int m0, int k) {
         uint32_t wv[4];
         if constexpr (WK == QP_CU_W_I8) {
             load16((const uint8_t *)w + (size_t)n * Kp + k, wv);
@@ -325,8 +334,7 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_int(int M, int N, int 
         for (int i = 0; i < MR; i++) {
             if (m0 + i < M) acc[i] = dot16(wv, xq + (size_t)(m0 + i) * Kp + k, acc[i], DP4A);
         }
-    }
-    gemv_store(acc, lane, M, m0, Np, n, partial);
+    });
 }
 
 /* fp8: decode e4m3 to fp32 (exact), products exact, fp32 fma accumulation
@@ -335,11 +343,7 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_int(int M, int N, int 
 template <int MR>
 __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8(int M, int N, int Kp, int Np, const uint8_t *xq,
                                                              const uint8_t *w, float *partial) {
-    const auto [lane, n, m0] = gemv_place<MR>();
-    if (n >= N) return;
-    float acc[MR];
-    zero(acc);
-    for (int k = lane * 16; k < Kp; k += WARP * 16) {
+    gemv_run<MR, 16>(M, N, Kp, Np, partial, [&](float (&acc)[MR], int n, int m0, int k) {
         uint32_t wv[4];
         load16(w + (size_t)n * Kp + k, wv);
         float wf[16];
@@ -347,8 +351,7 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8(int M, int N, int K
 #pragma unroll
         for (int i = 0; i < MR; i++)
             if (m0 + i < M) acc[i] = fma16_e4m3(acc[i], xq + (size_t)(m0 + i) * Kp + k, [&](int j) { return wf[j]; });
-    }
-    gemv_store(acc, lane, M, m0, Np, n, partial);
+    });
 }
 
 /* fp8 per-block: each lane's 16-k chunk lies in one group of 128; its
@@ -357,11 +360,7 @@ template <int MR>
 __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8b(int M, int N, int Kp, int Np, const uint8_t *xq,
                                                               const uint8_t *w, const float *xs, const float *wsb,
                                                               int nkb, float *partial) {
-    const auto [lane, n, m0] = gemv_place<MR>();
-    if (n >= N) return;
-    float acc[MR];
-    zero(acc);
-    for (int k = lane * 16; k < Kp; k += WARP * 16) {
+    gemv_run<MR, 16>(M, N, Kp, Np, partial, [&](float (&acc)[MR], int n, int m0, int k) {
         uint32_t wv[4];
         load16(w + (size_t)n * Kp + k, wv);
         /* MR 16: weights decoded once; MR 4: per row (that variant spills on
@@ -378,8 +377,7 @@ __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_f8b(int M, int N, int 
                 acc[i] = __fmaf_rn(c, QP_CU_MUL(xs[(size_t)(m0 + i) * nkb + g], sw), acc[i]);
             }
         }
-    }
-    gemv_store(acc, lane, M, m0, Np, n, partial);
+    });
 }
 
 /* ------------------------------------------------------------------------ */
@@ -514,7 +512,7 @@ __global__ void k_act16(const uint16_t *x, int M, int K, int Kp, int bf16, int a
         int nan = 0;
         for (int i = 0; i < 32; i++) {
             float v = fabsf(load_act(xr, k0 + i, bf16));
-            if (qp_cu_isnan(v)) nan = 1;
+            if (qp_hd_isnan(v)) nan = 1;
             else if (v > a) a = v;
         }
         int sc = qp_cu_mx_even_scale(nan ? qp_cu_u2f(0x7FC00000u) : a, mbits, emax);
@@ -587,18 +585,13 @@ __device__ __forceinline__ void decode8(const qp_cu_fwd_w &p, int n, int k, int 
 template <int WK, int MR>
 __global__ void __launch_bounds__(GV_WARPS * WARP) k_gemv_h(int M, int N, qp_cu_fwd_w p, const uint16_t *xa, int bf16,
                                                             float *partial) {
-    const auto [lane, n, m0] = gemv_place<MR>();
-    if (n >= N) return;
-    float acc[MR];
-    zero(acc);
-    for (int k = lane * 8; k < p.Kp; k += WARP * 8) {
+    gemv_run<MR, 8>(M, N, p.Kp, p.Np, partial, [&](float (&acc)[MR], int n, int m0, int k) {
         float w[8];
         decode8<WK>(p, n, k, bf16, w);
 #pragma unroll
         for (int i = 0; i < MR; i++)
             if (m0 + i < M) acc[i] = fma8_act(acc[i], xa + (size_t)(m0 + i) * p.Kp + k, w, bf16);
-    }
-    gemv_store(acc, lane, M, m0, p.Np, n, partial);
+    });
 }
 
 /* B stage for the float kinds: 64 rows (n) x 32 k of act-dtype weights,

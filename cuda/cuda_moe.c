@@ -62,6 +62,23 @@ void qp_cu_moe_destroy_impl(void *dev, void *moe) {
     free(m);
 }
 
+/* The int8 / fp8 experts' inputs: w13/w2 of w_dtype with the scales s13/s2,
+ * and input scales > 0 for static activations (is_static). The refusals
+ * name the family (kind) and the weights' dtype (w_name). */
+static qp_status w8_check(qp_cu_dev *d, const qp_moe_desc *s, const char *layer, qp_dtype w_dtype, int is_static,
+                          const char *kind, const char *w_name) {
+    char why[96];
+    if (s->w_dtype != w_dtype || !s->s13 || !s->s2) {
+        snprintf(why, sizeof why, "%s experts need %s w13/w2 and s13/s2", kind, w_name);
+        return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, why);
+    }
+    if (is_static && (!(s->a13_scale > 0.0f) || !(s->a2_scale > 0.0f))) {
+        snprintf(why, sizeof why, "static %s activations need input scales > 0", kind);
+        return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, why);
+    }
+    return QP_OK;
+}
+
 /* What the kernels run, from the desc; refusals name the reason. */
 static qp_status classify(qp_cu_dev *d, const qp_moe_desc *s, qp_cu_moe *m, const char *layer) {
     if (s->E <= 0 || s->H <= 0 || s->I <= 0 || s->G < s->E || s->expert_offset < 0 || s->expert_offset > s->G - s->E)
@@ -130,6 +147,7 @@ static qp_status classify(qp_cu_dev *d, const qp_moe_desc *s, qp_cu_moe *m, cons
         }
         return QP_OK;
     }
+    qp_status st;
     switch (s->act) {
     case QP_ACT_NONE:
         if (s->w_dtype != s->act_dtype)
@@ -139,20 +157,16 @@ static qp_status classify(qp_cu_dev *d, const qp_moe_desc *s, qp_cu_moe *m, cons
         return QP_OK;
     case QP_ACT_INT8_STATIC:
     case QP_ACT_INT8_DYNAMIC_TOKEN:
-        if (s->w_dtype != QP_DTYPE_I8 || !s->s13 || !s->s2)
-            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "int8 experts need int8 w13/w2 and s13/s2");
-        if (s->act == QP_ACT_INT8_STATIC && (!(s->a13_scale > 0.0f) || !(s->a2_scale > 0.0f)))
-            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "static int8 activations need input scales > 0");
+        st = w8_check(d, s, layer, QP_DTYPE_I8, s->act == QP_ACT_INT8_STATIC, "int8", "int8");
+        if (st != QP_OK) return st;
         m->wkind = QP_CU_W_I8;
         m->act = s->act == QP_ACT_INT8_STATIC ? QP_CU_ACT_I8_STATIC_SYM : QP_CU_ACT_I8_DYN_SYM;
         break;
     case QP_ACT_FP8_STATIC:
     case QP_ACT_FP8_DYNAMIC_TENSOR:
     case QP_ACT_FP8_DYNAMIC_TOKEN:
-        if (s->w_dtype != QP_DTYPE_F8_E4M3FN || !s->s13 || !s->s2)
-            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "fp8 experts need e4m3 w13/w2 and s13/s2");
-        if (s->act == QP_ACT_FP8_STATIC && (!(s->a13_scale > 0.0f) || !(s->a2_scale > 0.0f)))
-            return moe_err(d, QP_ERR_INVALID_ARGUMENT, layer, "static fp8 activations need input scales > 0");
+        st = w8_check(d, s, layer, QP_DTYPE_F8_E4M3FN, s->act == QP_ACT_FP8_STATIC, "fp8", "e4m3");
+        if (st != QP_OK) return st;
         m->wkind = QP_CU_W_F8;
         m->act = s->act == QP_ACT_FP8_STATIC ? QP_CU_ACT_F8_STATIC
                  : s->act == QP_ACT_FP8_DYNAMIC_TENSOR ? QP_CU_ACT_F8_DYN_TENSOR : QP_CU_ACT_F8_DYN_TOKEN;

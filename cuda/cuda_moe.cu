@@ -311,24 +311,12 @@ __global__ void k_moe_sum(int M, int k, int H, int N2p, int E, int off, const in
 /* ---- routing on the device (qp_moe_enqueue_logits) --------------------------
  * api/moe_route.c for one token per thread: softmax (or sigmoid) scores with
  * the exponential in double rounded once, IEEE fp32 divisions, the lower
- * index on ties, grouped top-k with the correction bias choosing but not
- * weighting. sc: scratch [2][M][G] (scores, biased); flags: 1 renormalize,
- * 2 sigmoid, 4 bias. */
+ * index on ties (the host's own top-k, qp_moe_topk of api/host_device.h),
+ * grouped top-k with the correction bias choosing but not weighting.
+ * sc: scratch [2][M][G] (scores, biased); flags: 1 renormalize, 2 sigmoid,
+ * 4 bias. */
 #define QP_CU_ROUTE_KMAX 64
 __device__ static inline float route_exp(float x) { return (float)exp((double)x); }
-
-__device__ static void route_topk(const float *v, int n, int k, int *idx) {
-    for (int j = 0; j < k; j++) {
-        int best = -1;
-        for (int i = 0; i < n; i++) {
-            bool taken = false;
-            for (int t = 0; t < j; t++) taken |= idx[t] == i;
-            if (taken) continue;
-            if (best < 0 || v[i] > v[best]) best = i;
-        }
-        idx[j] = best;
-    }
-}
 
 __global__ void k_moe_route(const float *lg, int M, int G, int k, int flags, int ng, int topk_group, float scale,
                             const float *bias, float *sc, int32_t *ids, float *rw) {
@@ -355,18 +343,18 @@ __global__ void k_moe_route(const float *lg, int M, int G, int k, int flags, int
         float gs[QP_CU_ROUTE_KMAX];
         for (int e = 0; e < G; e++) b[e] = hb ? QP_CU_ADD(s[e], bias[e]) : s[e];
         for (int g = 0; g < ng; g++) {
-            route_topk(b + g * per, per, hb ? 2 : 1, two);
+            qp_moe_topk(b + g * per, per, hb ? 2 : 1, two);
             gs[g] = hb ? QP_CU_ADD(b[g * per + two[0]], b[g * per + two[1]]) : b[g * per + two[0]];
         }
-        route_topk(gs, ng, topk_group, gi);
+        qp_moe_topk(gs, ng, topk_group, gi);
         for (int e = 0; e < G; e++) {
             bool keep = false;
             for (int t = 0; t < topk_group; t++) keep |= gi[t] == e / per;
             if (!keep) b[e] = -INFINITY;
         }
-        route_topk(b, G, k, sel);
+        qp_moe_topk(b, G, k, sel);
     } else {
-        route_topk(s, G, k, sel);
+        qp_moe_topk(s, G, k, sel);
     }
     float sum = 0.0f;
     for (int j = 0; j < k; j++) sum = QP_CU_ADD(sum, s[sel[j]]);
