@@ -131,20 +131,14 @@ QP_API qp_status qp_config_load_file(qp_context *ctx, const char *path, qp_confi
 QP_API void qp_config_destroy(qp_config *cfg) {
     if (!cfg) return;
     qj_free(cfg->doc);
-    free(cfg->file);
-    free(cfg->model_type);
-    free(cfg->load_error);
-    free(cfg->load_key);
     for (size_t i = 0; i < cfg->n_cfg_packed; i++) free((void *)cfg->cfg_packed[i].shards);
-    free(cfg->cfg_packed);
-    free(cfg->patterns);
-    free(cfg->excludes);
-    qp_nameset_free(cfg->exclude_set);
-    free(cfg->kv_error);
-    free(cfg->fp8_ignored);
     for (size_t i = 0; i < cfg->n_ct_targets; i++) qp_regex_free(cfg->ct_targets[i].re);
-    free(cfg->ct_targets);
+    qp_nameset_free(cfg->exclude_set);
     qp_nameset_free(cfg->fp8_ignored_set);
+    /* the plain allocations the config owns (strings and arrays) */
+    void *owned[] = {cfg->file,     cfg->model_type, cfg->load_error, cfg->load_key,    cfg->cfg_packed,
+                     cfg->patterns, cfg->excludes,   cfg->kv_error,   cfg->fp8_ignored, cfg->ct_targets};
+    for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) free(owned[i]);
     free(cfg);
 }
 

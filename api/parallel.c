@@ -28,6 +28,19 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
+/* A forward's times: computing from t0 to t1, then communicating until now. */
+static void note_times(qp_par_info *info, double t0, double t1) {
+    info->compute_ms = t1 - t0;
+    info->comm_ms = now_ms() - t1;
+}
+
+/* qp_par_*_info: the layer's description and its last forward's times. */
+static qp_status info_copy(const qp_par_info *info, qp_par_info *out) {
+    if (!info || !out) return QP_ERR_INVALID_ARGUMENT;
+    *out = *info;
+    return QP_OK;
+}
+
 static size_t dt_size(qp_dtype dt) { return dt == QP_DTYPE_F32 ? 4 : 2; }
 
 /* What each rank bound, compared across ranks before any data moves. */
@@ -260,16 +273,11 @@ QP_API qp_status qp_par_linear_forward(qp_par_linear *l, const void *x, int M, v
                 }
             }
     }
-    l->info.compute_ms = t1 - t0;
-    l->info.comm_ms = now_ms() - t1;
+    note_times(&l->info, t0, t1);
     return st;
 }
 
-QP_API qp_status qp_par_linear_info(const qp_par_linear *l, qp_par_info *out) {
-    if (!l || !out) return QP_ERR_INVALID_ARGUMENT;
-    *out = l->info;
-    return QP_OK;
-}
+QP_API qp_status qp_par_linear_info(const qp_par_linear *l, qp_par_info *out) { return info_copy(l ? &l->info : NULL, out); }
 
 QP_API qp_linear *qp_par_linear_local(qp_par_linear *l) { return l ? l->lin : NULL; }
 
@@ -360,16 +368,11 @@ QP_API qp_status qp_par_moe_forward(qp_par_moe *p, const void *x, int M, const f
     st = qp_comm_agree(c, st);
     if (!st) st = qp_comm_allgather(c, p->yl, bytes, p->g);
     if (!st) qp_comm_sum_gathered(p->info.act_dtype, p->g, size, (size_t)M * p->info.N, y);
-    p->info.compute_ms = t1 - t0;
-    p->info.comm_ms = now_ms() - t1;
+    note_times(&p->info, t0, t1);
     return st;
 }
 
-QP_API qp_status qp_par_moe_info(const qp_par_moe *p, qp_par_info *out) {
-    if (!p || !out) return QP_ERR_INVALID_ARGUMENT;
-    *out = p->info;
-    return QP_OK;
-}
+QP_API qp_status qp_par_moe_info(const qp_par_moe *p, qp_par_info *out) { return info_copy(p ? &p->info : NULL, out); }
 
 QP_API void qp_par_moe_destroy(qp_par_moe *p) {
     if (!p) return;

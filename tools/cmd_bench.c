@@ -946,12 +946,8 @@ static int bench_free(bench *b, int rc) {
     }
     for (int d = 0; b->devs && d < b->n_devs; d++) { qp_buffer_destroy(b->devs[d].fa); qp_buffer_destroy(b->devs[d].fb); }
     for (int si = 0; b->jobs && si < b->n_sch; si++) prep_free(&b->jobs[si]);
-    free(b->w);
-    free(b->xh);
-    free(b->base);
-    free(b->jobs);
-    free(b->devs);
-    free(b->sch);
+    void *owned[] = {b->w, b->xh, b->base, b->jobs, b->devs, b->sch};
+    for (size_t i = 0; i < sizeof owned / sizeof *owned; i++) free(owned[i]);
     qp_context_destroy(b->r.ctx);
     return rc;
 }
