@@ -1,22 +1,33 @@
 /*
- * Routines written once for the host and the CUDA kernels, where the device
- * must give the host's bits: compiled as C (libqport), as CUDA C++ (the
- * kernels, through cuda/cu_math.h and cuda/cuda_moe.cu) and as plain C++
- * (the CPU emulator of the kernels, tests/cuda_emu). Everything is static
- * inline: the backend plugins do not link libqport.
- *
- * shaders/cl_common.cl keeps its own copy of the int8 conversions: OpenCL C
- * is compiled at run time from the shader source and cannot include this.
+ * Routines written once for the host, the CUDA kernels and the OpenCL
+ * kernels, where every device must give the host's bits: compiled as C
+ * (libqport), as CUDA C++ (the kernels, through cuda/cu_math.h and
+ * cuda/cuda_moe.cu), as plain C++ (the CPU emulator of the kernels,
+ * tests/cuda_emu) and as OpenCL C (cl/meson.build embeds this file ahead of
+ * shaders/cl_common.cl in the program source). Everything is inline: the
+ * backend plugins do not link libqport.
  */
 #ifndef QP_HOST_DEVICE_H
 #define QP_HOST_DEVICE_H
 
+#if defined(__OPENCL_VERSION__)
+/* OpenCL C has the fixed-width types under other names and no headers */
+typedef int int32_t;
+typedef char int8_t;
+typedef uint uint32_t;
+#define INT32_MAX INT_MAX
+#define INT32_MIN INT_MIN
+#else
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#endif
 
-/* QP_HD: a function for the host and, under nvcc, the device too. */
-#if defined(__CUDACC__)
+/* QP_HD: a function for the host and, under nvcc, the device too; in
+ * OpenCL C an inline function of the program. */
+#if defined(__OPENCL_VERSION__)
+#define QP_HD inline
+#elif defined(__CUDACC__)
 #define QP_HD __host__ __device__ __forceinline__
 #else
 #include <math.h>
@@ -24,18 +35,22 @@
 #endif
 
 /* Round to nearest, ties to even, in the current (default) rounding mode:
- * rintf is cvt.rni.f32 on the device; on the host nearbyintf (which does
- * not raise FE_INEXACT). */
-#if defined(__CUDA_ARCH__)
+ * rintf is cvt.rni.f32 on the device, rint in OpenCL C; on the host
+ * nearbyintf (which does not raise FE_INEXACT). */
+#if defined(__OPENCL_VERSION__)
+#define QP_HD_RINT(a) rint(a)
+#elif defined(__CUDA_ARCH__)
 #define QP_HD_RINT(a) rintf(a)
 #else
 #define QP_HD_RINT(a) nearbyintf(a)
 #endif
 
 /* x is a NaN, tested on its bits: one test in C (where isnan is a macro),
- * C++ and CUDA device code (where it is an overload set). */
+ * C++ and CUDA device code (where it is an overload set) and OpenCL C. */
 QP_HD int qp_hd_isnan(float x) {
-#if defined(__CUDA_ARCH__)
+#if defined(__OPENCL_VERSION__)
+    uint32_t u = as_uint(x);
+#elif defined(__CUDA_ARCH__)
     uint32_t u = __float_as_uint(x);
 #else
     uint32_t u;
@@ -44,7 +59,8 @@ QP_HD int qp_hd_isnan(float x) {
     return (u & 0x7FFFFFFFu) > 0x7F800000u;
 }
 
-/* ---- int8 conversions (api/quant_int8.c, the CUDA k_quant kernel) ------- */
+/* ---- int8 conversions (api/quant_int8.c, the CUDA k_quant kernel, the
+ * OpenCL quantize kernels) ------------------------------------------------ */
 
 /* cvt.rni.sat.s32.f32: round to nearest even, saturate, NaN -> 0. */
 QP_HD int32_t qp_rni_sat32(float x) {

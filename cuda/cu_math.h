@@ -212,12 +212,7 @@ QP_CU_HD float qp_cu_ue8m0(float s) {
 
 /* ---- int8 conversions (cvt.rni.sat, api/quant_int8.c) ------------------- */
 
-/* written once in api/host_device.h; these names are the kernels' and
- * tests/test_cuda_caps.c's */
-#define qp_cu_rni_sat32 qp_rni_sat32
-#define qp_cu_rni_sat8 qp_rni_sat8
-#define qp_cu_sat8 qp_sat8
-#define qp_cu_add_wrap qp_add_wrap
+/* qp_rni_sat32, qp_rni_sat8, qp_sat8 and qp_add_wrap: api/host_device.h */
 
 /* ---- QQQ weight reconstruction (docs/semantics.md §11 step 2) ---------- */
 

@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(QT) k_quant(const uint16_t *x, int K, int Kp, 
         mn = block_min(mn, sh);
         mx = block_max(mx, sh);
         s = QP_CU_DIV(QP_CU_SUB(mx, mn), 255.0f);
-        zp = qp_cu_rni_sat32(QP_CU_SUB(-128.0f, QP_CU_DIV(mn, s)));
+        zp = qp_rni_sat32(QP_CU_SUB(-128.0f, QP_CU_DIV(mn, s)));
         inv = QP_CU_DIV(1.0f, s);
         if (threadIdx.x == 0) { xs[m] = s; xzp[m] = zp; }
         break;
@@ -150,12 +150,12 @@ __global__ void __launch_bounds__(QT) k_quant(const uint16_t *x, int K, int Kp, 
         if (k < K) {
             float v = load_act(xr, k, bf16);
             switch (act) {
-            case QP_CU_ACT_I8_STATIC_SYM: q = (uint8_t)qp_cu_rni_sat8(QP_CU_DIV(v, in_scale)); break;
+            case QP_CU_ACT_I8_STATIC_SYM: q = (uint8_t)qp_rni_sat8(QP_CU_DIV(v, in_scale)); break;
             case QP_CU_ACT_I8_STATIC_ASYM:
-                q = (uint8_t)qp_cu_sat8(qp_cu_add_wrap(qp_cu_rni_sat32(QP_CU_MUL(v, inv)), in_zp));
+                q = (uint8_t)qp_sat8(qp_add_wrap(qp_rni_sat32(QP_CU_MUL(v, inv)), in_zp));
                 break;
-            case QP_CU_ACT_I8_DYN_SYM: q = (uint8_t)qp_cu_rni_sat8(QP_CU_MUL(v, inv)); break;
-            case QP_CU_ACT_I8_DYN_ASYM: q = (uint8_t)qp_cu_sat8(qp_cu_add_wrap(qp_cu_rni_sat32(QP_CU_MUL(v, inv)), zp)); break;
+            case QP_CU_ACT_I8_DYN_SYM: q = (uint8_t)qp_rni_sat8(QP_CU_MUL(v, inv)); break;
+            case QP_CU_ACT_I8_DYN_ASYM: q = (uint8_t)qp_sat8(qp_add_wrap(qp_rni_sat32(QP_CU_MUL(v, inv)), zp)); break;
             case QP_CU_ACT_F8_STATIC:
             case QP_CU_ACT_F8_DYN_TENSOR: q = qp_cu_fp8_conv(QP_CU_MUL(v, inv)); break;
             case QP_CU_ACT_F8_DYN_TOKEN: q = qp_cu_fp8_conv(QP_CU_DIV(v, s)); break;

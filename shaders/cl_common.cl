@@ -97,24 +97,9 @@ inline ushort qp_act_encode(float v, int bf16) {
     return (ushort)(bf16 ? qp_f32_to_bf16(v) : qp_f32_to_f16(v));
 }
 
-/* cvt.rni.sat.s32.f32 / cvt.rni.sat.s8.f32 / cvt.sat.s8.s32 (docs/semantics.md §12) */
-inline int qp_rni_sat32(float x) {
-    if (isnan(x)) return 0;
-    float r = rint(x);
-    if (r >= 2147483648.0f) return INT_MAX;
-    if (r < -2147483648.0f) return INT_MIN;
-    return (int)r;
-}
-
-inline int qp_rni_sat8(float x) {
-    if (isnan(x)) return 0;
-    float r = rint(x);
-    return r > 127.0f ? 127 : r < -128.0f ? -128 : (int)r;
-}
-
-inline int qp_sat8_i32(int v) { return v > 127 ? 127 : v < -128 ? -128 : v; }
-
-inline int qp_add_wrap(int a, int b) { return as_int(as_uint(a) + as_uint(b)); }
+/* qp_rni_sat32, qp_rni_sat8, qp_sat8, qp_add_wrap (cvt.rni.sat.s32.f32,
+ * cvt.rni.sat.s8.f32, cvt.sat.s8.s32, wrapping add; docs/semantics.md §12):
+ * api/host_device.h, ahead of this file in the program source */
 
 /* e4m3fn encode of an already clamped value: RNE, |x| >= 464 -> 448,
  * NaN -> 0x7F | sign (docs/semantics.md §18). */

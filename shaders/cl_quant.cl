@@ -35,7 +35,7 @@ void qp_quant_i8(__global const ushort *x, int K, int bf16, int dynamic, int sym
             float inv = qp_div(1.0f, scale, dm);
             zp = azp;
             for (int k = lid; k < K; k += QP_WG)
-                qr[k] = (char)qp_sat8_i32(qp_add_wrap(qp_rni_sat32(qp_act_load(xr, k, bf16) * inv), azp));
+                qr[k] = (char)qp_sat8(qp_add_wrap(qp_rni_sat32(qp_act_load(xr, k, bf16) * inv), azp));
         }
     } else if (symmetric) {
         s = qp_div(amax, 127.0f, dm);
@@ -47,7 +47,7 @@ void qp_quant_i8(__global const ushort *x, int K, int bf16, int dynamic, int sym
         zp = qp_rni_sat32(-128.0f - qp_div(mn, s, dm));
         float inv = qp_div(1.0f, s, dm);
         for (int k = lid; k < K; k += QP_WG)
-            qr[k] = (char)qp_sat8_i32(qp_add_wrap(qp_rni_sat32(qp_act_load(xr, k, bf16) * inv), zp));
+            qr[k] = (char)qp_sat8(qp_add_wrap(qp_rni_sat32(qp_act_load(xr, k, bf16) * inv), zp));
     }
     if (lid == 0) {
         sx[row] = s;

@@ -209,7 +209,7 @@ static void quant_row(const float *x, int K, int act, float in_scale, int32_t in
         float mn = 3.402823466e38f, mx = -3.402823466e38f;
         for (int k = 0; k < K; k++) { mn = fminf(mn, x[k]); mx = fmaxf(mx, x[k]); }
         s = (mx - mn) / 255.0f;
-        zp = qp_cu_rni_sat32(-128.0f - mn / s);
+        zp = qp_rni_sat32(-128.0f - mn / s);
         inv = 1.0f / s;
         break;
     }
@@ -222,10 +222,10 @@ static void quant_row(const float *x, int K, int act, float in_scale, int32_t in
     for (int k = 0; k < K; k++) {
         float v = x[k];
         switch (act) {
-        case 0: q[k] = (uint8_t)qp_cu_rni_sat8(v / in_scale); break;
-        case 1: q[k] = (uint8_t)qp_cu_sat8(qp_cu_add_wrap(qp_cu_rni_sat32(v * inv), in_zp)); break;
-        case 2: q[k] = (uint8_t)qp_cu_rni_sat8(v * inv); break;
-        case 3: q[k] = (uint8_t)qp_cu_sat8(qp_cu_add_wrap(qp_cu_rni_sat32(v * inv), zp)); break;
+        case 0: q[k] = (uint8_t)qp_rni_sat8(v / in_scale); break;
+        case 1: q[k] = (uint8_t)qp_sat8(qp_add_wrap(qp_rni_sat32(v * inv), in_zp)); break;
+        case 2: q[k] = (uint8_t)qp_rni_sat8(v * inv); break;
+        case 3: q[k] = (uint8_t)qp_sat8(qp_add_wrap(qp_rni_sat32(v * inv), zp)); break;
         case 4: case 5: q[k] = qp_cu_fp8_conv(v * inv); break;
         case 6: q[k] = qp_cu_fp8_conv(v / s); break;
         }
